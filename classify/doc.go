@@ -1,0 +1,8 @@
+// Package classify decides what an assistant message's error means for the
+// recovery policy: not an error, a retryable error, a usage limit, a context
+// overflow, or a fatal error.
+//
+// It imports nothing from this module and reads no clock: the current time,
+// where a retry hint needs it, is an argument. It decides; it does not act
+// (retrying and compacting belong to package session).
+package classify

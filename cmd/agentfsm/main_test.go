@@ -1,0 +1,83 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/agentfsm/agentfsm/fsm"
+	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// runCmd runs the command in process and returns its exit code and outputs.
+func runCmd(stdin string, args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(args, &environment{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut})
+	return code, out.String(), errOut.String()
+}
+
+func TestHelpListsSubcommands(t *testing.T) {
+	for _, flag := range []string{"-h", "--help", "help"} {
+		code, out, _ := runCmd("", flag)
+		assert.Equal(t, 0, code)
+		for _, c := range commands() {
+			assert.Contains(t, out, c.name)
+		}
+	}
+	code, _, errOut := runCmd("", "fly")
+	assert.Equal(t, 2, code)
+	assert.Equal(t, "agentfsm: unknown subcommand \"fly\" (run agentfsm -h for the list)\n", errOut)
+}
+
+func TestDiagramFormats(t *testing.T) {
+	rules := transitions.Table()
+	code, out, _ := runCmd("", "diagram", "--format", "mermaid")
+	assert.Equal(t, 0, code)
+	assert.Equal(t, fsm.Mermaid(rules), out)
+	for _, s := range states.All() {
+		assert.Contains(t, out, string(s))
+	}
+	for _, r := range rules {
+		assert.Contains(t, out, string(r.Event)+" ["+r.Guard.Name+"]")
+	}
+
+	code, out, _ = runCmd("", "diagram")
+	assert.Equal(t, 0, code)
+	assert.Equal(t, fsm.Mermaid(rules), out, "mermaid is the default")
+
+	code, out, _ = runCmd("", "diagram", "--format=dot")
+	assert.Equal(t, 0, code)
+	assert.Equal(t, fsm.DOT(rules), out)
+
+	code, out, _ = runCmd("", "diagram", "-format", "svg")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, out, "<svg")
+	assert.Contains(t, out, "</svg>")
+}
+
+func TestDiagramBadInput(t *testing.T) {
+	cases := []struct {
+		args []string
+		says string
+	}{
+		{[]string{"diagram", "--format", "png"}, `unknown --format "png"`},
+		{[]string{"diagram", "--colour"}, "flag provided but not defined: -colour"},
+		{[]string{"diagram", "extra"}, `unexpected argument "extra"`},
+		{[]string{"diagram", "--format"}, "flag needs an argument"},
+	}
+	for _, c := range cases {
+		code, out, errOut := runCmd("", c.args...)
+		assert.Equal(t, 2, code, c.args)
+		assert.Empty(t, out, c.args)
+		assert.Contains(t, errOut, c.says, c.args)
+		assert.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
+		assert.NotContains(t, errOut, "goroutine")
+	}
+	code, out, _ := runCmd("", "diagram", "-h")
+	assert.Equal(t, 0, code)
+	assert.Contains(t, out, "usage: agentfsm diagram")
+	assert.Contains(t, out, "--format")
+}

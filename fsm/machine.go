@@ -1,0 +1,230 @@
+package fsm
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	looplab "github.com/looplab/fsm"
+
+	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// Machine is the recovery machine: a current state and the rules it may take.
+// It starts in states.Idle. A Machine is safe for concurrent use; each Fire
+// and Step is atomic. The zero value is not usable: call New or Default.
+type Machine struct {
+	mu    sync.Mutex
+	lf    *looplab.FSM
+	rules []transitions.Rule
+}
+
+// New validates rules and builds a Machine on them, starting in states.Idle.
+// The table must name only known states, give every rule at least one source
+// state, a destination, a named guard and a unique event name, have no rule
+// that leads from a state to itself, and let every state be reached from
+// idle and reach idle. A table that breaks a rule yields an error wrapping
+// ErrInvalidTable that names the offending rule or state.
+func New(rules []transitions.Rule) (*Machine, error) {
+	if err := Validate(rules); err != nil {
+		return nil, err
+	}
+	rules = cloneRules(rules)
+	events := make(looplab.Events, 0, len(rules))
+	for _, r := range rules {
+		src := make([]string, len(r.From))
+		for i, s := range r.From {
+			src[i] = string(s)
+		}
+		events = append(events, looplab.EventDesc{Name: string(r.Event), Src: src, Dst: string(r.To)})
+	}
+	return &Machine{lf: looplab.NewFSM(string(states.Idle), events, nil), rules: rules}, nil
+}
+
+// Default returns a Machine on transitions.Table(), in states.Idle.
+func Default() *Machine {
+	m, err := New(transitions.Table())
+	if err != nil {
+		// The table is a constant of this module and its tests validate it.
+		panic(err)
+	}
+	return m
+}
+
+// State returns the current state.
+func (m *Machine) State() states.State {
+	return states.State(m.lf.Current())
+}
+
+// Rules returns a copy of the machine's table.
+func (m *Machine) Rules() []transitions.Rule { return cloneRules(m.rules) }
+
+// Can reports whether event leaves the current state (ignoring guards).
+func (m *Machine) Can(event transitions.Event) bool { return m.lf.Can(string(event)) }
+
+// Fire takes the rule named event from the current state, without evaluating
+// its guard (Step does that). It returns a *TransitionError wrapping
+// ErrUnknownEvent or ErrNotAllowed when the event cannot be taken, and the
+// state is then unchanged.
+//
+// ctx is never handed to the underlying machine as is: a cancelled context
+// would leave it stuck mid-transition for good. Its values are kept and its
+// cancellation ignored, so a cancelled ctx still moves the machine;
+// cancellation is the caller's to turn into the cancel event.
+func (m *Machine) Fire(ctx context.Context, event transitions.Event) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fire(ctx, event)
+}
+
+// Transition records one move of the machine.
+type Transition struct {
+	From  states.State
+	To    states.State
+	Event transitions.Event
+	// Guard is the name of the guard that admitted the move.
+	Guard string
+}
+
+// Step picks the rule that applies in the current state with facts f
+// (transitions.NextIn over the machine's table) and takes it. It returns the
+// move made, or a *TransitionError wrapping ErrNoRule when no rule applies, in
+// which case the state is unchanged. ctx is treated as by Fire.
+func (m *Machine) Step(ctx context.Context, f transitions.Facts) (Transition, error) {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	from := m.State()
+	r, ok := transitions.NextIn(m.rules, from, f)
+	if !ok {
+		return Transition{}, &TransitionError{State: from, Err: ErrNoRule}
+	}
+	if err := m.fire(ctx, r.Event); err != nil {
+		return Transition{}, err
+	}
+	return Transition{From: from, To: r.To, Event: r.Event, Guard: r.Guard.Name}, nil
+}
+
+func (m *Machine) fire(ctx context.Context, event transitions.Event) error {
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	from := m.State()
+	err := m.lf.Event(context.WithoutCancel(ctx), string(event))
+	if err == nil {
+		return nil
+	}
+	te := &TransitionError{Event: event, State: from, Cause: err}
+	var (
+		unknown  looplab.UnknownEventError
+		invalid  looplab.InvalidEventError
+		inTrans  looplab.InTransitionError
+		internal looplab.InternalError
+	)
+	switch {
+	case errors.As(err, &unknown):
+		te.Err = ErrUnknownEvent
+	case errors.As(err, &invalid):
+		te.Err = ErrNotAllowed
+	case errors.As(err, &inTrans):
+		te.Err = ErrInTransition
+	case errors.As(err, &internal):
+		te.Err = ErrInternal
+	default:
+		te.Err = ErrInternal
+	}
+	return te
+}
+
+// Validate checks a table against the structural rules New enforces.
+func Validate(rules []transitions.Rule) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("%w: "+format, append([]any{ErrInvalidTable}, args...)...)
+	}
+	if len(rules) == 0 {
+		return bad("no rules")
+	}
+	seen := map[transitions.Event]bool{}
+	edges := map[states.State][]states.State{}
+	for i, r := range rules {
+		switch {
+		case r.Event == "":
+			return bad("rule %d has no event name", i)
+		case seen[r.Event]:
+			return bad("event %q appears twice", r.Event)
+		case len(r.From) == 0:
+			return bad("event %q has no source state", r.Event)
+		case !r.To.Valid():
+			return bad("event %q leads to unknown state %q", r.Event, r.To)
+		case r.Guard.Name == "" || r.Guard.Holds == nil:
+			return bad("event %q has no named guard", r.Event)
+		}
+		seen[r.Event] = true
+		for _, from := range r.From {
+			switch {
+			case !from.Valid():
+				return bad("event %q leaves unknown state %q", r.Event, from)
+			case from == r.To:
+				return bad("event %q loops on state %q", r.Event, from)
+			case countFrom(r.From, from) > 1:
+				return bad("event %q lists state %q twice", r.Event, from)
+			}
+			edges[from] = append(edges[from], r.To)
+		}
+	}
+	reach := func(start states.State, next func(states.State) []states.State) map[states.State]bool {
+		seen := map[states.State]bool{start: true}
+		queue := []states.State{start}
+		for len(queue) > 0 {
+			s := queue[0]
+			queue = queue[1:]
+			for _, n := range next(s) {
+				if !seen[n] {
+					seen[n] = true
+					queue = append(queue, n)
+				}
+			}
+		}
+		return seen
+	}
+	fromIdle := reach(states.Idle, func(s states.State) []states.State { return edges[s] })
+	toIdle := reach(states.Idle, func(s states.State) []states.State {
+		var preds []states.State
+		for _, from := range states.All() {
+			if slices.Contains(edges[from], s) {
+				preds = append(preds, from)
+			}
+		}
+		return preds
+	})
+	for _, s := range states.All() {
+		if !fromIdle[s] {
+			return bad("state %q cannot be reached from idle", s)
+		}
+		if !toIdle[s] {
+			return bad("state %q cannot reach idle", s)
+		}
+	}
+	return nil
+}
+
+func countFrom(from []states.State, s states.State) int {
+	n := 0
+	for _, f := range from {
+		if f == s {
+			n++
+		}
+	}
+	return n
+}
+
+func cloneRules(rules []transitions.Rule) []transitions.Rule {
+	out := make([]transitions.Rule, len(rules))
+	for i, r := range rules {
+		r.From = slices.Clone(r.From)
+		out[i] = r
+	}
+	return out
+}

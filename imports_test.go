@@ -1,0 +1,82 @@
+package agentfsm_test
+
+import (
+	"go/parser"
+	"go/token"
+	"io/fs"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/agentfsm/agentfsm"
+
+// layers is the import order of design.md: a package may import only packages
+// of a lower layer. An external test package (package x_test) is a client of
+// the library, not part of it: it may import any library package, never the
+// command.
+var layers = map[string]int{
+	"classify":     0,
+	"states":       0,
+	"transitions":  1,
+	"fsm":          2,
+	"fsm/svg":      3,
+	"session":      3,
+	"session/rpc":  4,
+	"props":        5,
+	"cmd/agentfsm": 6,
+	".":            7, // this test
+}
+
+// TestImportDirection parses every Go file of the module and fails when a
+// package imports one in the same or a higher layer, or a package that is
+// not in the list above.
+func TestImportDirection(t *testing.T) {
+	fset := token.NewFileSet()
+	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if d.IsDir() {
+			if name := d.Name(); path != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "docs") {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(path, ".go") {
+			return nil
+		}
+		dir := filepath.ToSlash(filepath.Dir(path))
+		layer, ok := layers[dir]
+		if !ok {
+			t.Errorf("%s: package %q has no place in the import layers; add it to imports_test.go", path, dir)
+			return nil
+		}
+		f, err := parser.ParseFile(fset, path, nil, parser.ImportsOnly)
+		if err != nil {
+			return err
+		}
+		if strings.HasSuffix(f.Name.Name, "_test") && layer < layers["cmd/agentfsm"] {
+			layer = layers["cmd/agentfsm"]
+		}
+		for _, imp := range f.Imports {
+			p, _ := strconv.Unquote(imp.Path.Value)
+			if !strings.HasPrefix(p, module+"/") {
+				continue
+			}
+			target := strings.TrimPrefix(p, module+"/")
+			tl, ok := layers[target]
+			switch {
+			case !ok:
+				t.Errorf("%s imports %s, which has no place in the import layers", path, p)
+			case tl >= layer && target != dir:
+				t.Errorf("%s (layer %d) imports %s (layer %d): imports must flow down", path, layer, target, tl)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,156 @@
+package transitions
+
+import (
+	"fmt"
+
+	"github.com/agentfsm/agentfsm/classify"
+)
+
+// Signal says what just happened to the session: the outside occurrence that
+// asks the machine to move. In Classifying, Exhausted and Cancelled the
+// machine moves on its own and the signal is not read.
+type Signal uint8
+
+// The signals.
+const (
+	// NoSignal: nothing from outside; the machine is deciding on its own.
+	NoSignal Signal = iota
+	// RunEnded: a run (the user's or a continuation) emitted agent_end.
+	RunEnded
+	// PromptCheck: a new user prompt is about to be sent and the last
+	// assistant message is checked for compaction first.
+	PromptCheck
+	// TimerFired: a backoff timer fired. Facts.CurrentTimer says whether it
+	// belongs to the backoff in progress.
+	TimerFired
+	// AbortRetryCalled: AbortRetry() was called.
+	AbortRetryCalled
+	// AbortCalled: Abort() was called.
+	AbortCalled
+	// AbortCompactionCalled: AbortCompaction() was called.
+	AbortCompactionCalled
+	// CompactionEnded: a compaction finished, with a result or without one.
+	// Facts.Compacted and Facts.WillRetry say how.
+	CompactionEnded
+	// StartFailed: a continuation run could not start.
+	StartFailed
+)
+
+var signalNames = [...]string{
+	NoSignal: "none", RunEnded: "run_ended", PromptCheck: "prompt_check", TimerFired: "timer_fired",
+	AbortRetryCalled: "abort_retry", AbortCalled: "abort", AbortCompactionCalled: "abort_compaction",
+	CompactionEnded: "compaction_ended", StartFailed: "start_failed",
+}
+
+// Signals returns every signal in declaration order.
+func Signals() []Signal {
+	out := make([]Signal, len(signalNames))
+	for i := range out {
+		out[i] = Signal(i)
+	}
+	return out
+}
+
+// String returns the signal's name.
+func (s Signal) String() string {
+	if int(s) < len(signalNames) {
+		return signalNames[s]
+	}
+	return fmt.Sprintf("Signal(%d)", uint8(s))
+}
+
+// Facts is everything a guard may read: what just happened, and what is known
+// about the last assistant message, the settings and the chain at that
+// moment. The zero value is "nothing happened, nothing is enabled".
+//
+// Facts carries data only; time enters as numbers, never as a clock.
+type Facts struct {
+	// Signal is what just happened.
+	Signal Signal
+
+	// Class is the classification of the last assistant message M.
+	Class classify.Class
+	// Error reports whether M.stopReason is "error". A silent or truncated
+	// overflow has Class Overflow without being an error.
+	Error bool
+	// Aborted reports whether M.stopReason is "aborted".
+	Aborted bool
+
+	// RetryEnabled is the retry.enabled setting.
+	RetryEnabled bool
+	// Attempt is the chain's retry counter before this decision (0 when no
+	// chain is active).
+	Attempt int
+	// MaxRetries is the retry.maxRetries setting.
+	MaxRetries int
+	// HintOverCap reports that retry.honorRetryAfter is on and the server's
+	// retry hint exceeds retry.maxDelayMs: the chain ends instead of sleeping.
+	HintOverCap bool
+
+	// CompactionEnabled is the compaction.enabled setting.
+	CompactionEnabled bool
+	// SameModel reports whether M came from the session's current provider
+	// and model.
+	SameModel bool
+	// Stale reports whether the latest compaction in history is at or after
+	// M's timestamp, so M's usage says nothing about the context now.
+	Stale bool
+	// EpisodeCompacted reports whether this overflow episode was already
+	// compacted once.
+	EpisodeCompacted bool
+	// Tokens is the context size M's usage reports.
+	Tokens int
+	// ContextWindow is the model's context window; 0 when unknown.
+	ContextWindow int
+	// ReserveTokens is the compaction.reserveTokens setting.
+	ReserveTokens int
+
+	// Compacted reports, with CompactionEnded, that the compaction produced
+	// a result (it did not fail and there was something to compact).
+	Compacted bool
+	// WillRetry reports, with CompactionEnded, that the compaction was an
+	// overflow recovery to be followed by a continuation.
+	WillRetry bool
+
+	// CurrentTimer reports, with TimerFired, that the timer belongs to the
+	// backoff in progress (not to an earlier, cancelled one).
+	CurrentTimer bool
+}
+
+// CompactionThreshold returns the token count above which a context of window tokens
+// compacts: window − max(floor(0.15 × window), reserve), computed in exact
+// integer arithmetic (a 200,000 window gives 170,000). ok is false when the
+// window is unknown (0 or less): then there is no threshold and the threshold
+// path never compacts.
+func CompactionThreshold(window, reserve int) (limit int, ok bool) {
+	if window <= 0 {
+		return 0, false
+	}
+	return window - max(window/100*15+window%100*15/100, reserve), true
+}
+
+// OverThreshold reports whether f.Tokens is above the compaction threshold of
+// f.ContextWindow and f.ReserveTokens.
+func (f Facts) OverThreshold() bool {
+	limit, ok := CompactionThreshold(f.ContextWindow, f.ReserveTokens)
+	return ok && f.Tokens > limit
+}
+
+// retryableError reports whether M is an error the retry chain handles: a
+// plain retryable error or a usage limit. An overflow never is.
+func (f Facts) retryableError() bool {
+	return f.Class == classify.Retryable || f.Class == classify.UsageLimit
+}
+
+// sameModelOverflow reports whether M is an overflow the overflow path owns:
+// from the current model. Such a message never reaches the threshold path,
+// whether or not it is recovered.
+func (f Facts) sameModelOverflow() bool {
+	return f.Class == classify.Overflow && f.SameModel
+}
+
+// successLike reports whether M is not an error: no error class, or a silent
+// or truncated overflow (Class Overflow without stopReason "error").
+func (f Facts) successLike() bool {
+	return !f.Error && (f.Class == classify.None || f.Class == classify.Overflow)
+}

@@ -1,0 +1,60 @@
+package transitions_test
+
+import (
+	"testing"
+
+	"pgregory.net/rapid"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/states"
+	tr "github.com/agentfsm/agentfsm/transitions"
+)
+
+// genFacts draws facts with numbers anywhere, not only around the
+// thresholds TestExhaustive picks.
+func genFacts(t *rapid.T) tr.Facts {
+	return tr.Facts{
+		Signal:            rapid.SampledFrom(tr.Signals()).Draw(t, "signal"),
+		Class:             rapid.SampledFrom(classify.Classes()).Draw(t, "class"),
+		Error:             rapid.Bool().Draw(t, "error"),
+		Aborted:           rapid.Bool().Draw(t, "aborted"),
+		RetryEnabled:      rapid.Bool().Draw(t, "retryEnabled"),
+		Attempt:           rapid.IntRange(0, 10).Draw(t, "attempt"),
+		MaxRetries:        rapid.IntRange(0, 10).Draw(t, "maxRetries"),
+		HintOverCap:       rapid.Bool().Draw(t, "hintOverCap"),
+		CompactionEnabled: rapid.Bool().Draw(t, "compactionEnabled"),
+		SameModel:         rapid.Bool().Draw(t, "sameModel"),
+		Stale:             rapid.Bool().Draw(t, "stale"),
+		EpisodeCompacted:  rapid.Bool().Draw(t, "episodeCompacted"),
+		Tokens:            rapid.IntRange(0, 2_000_000).Draw(t, "tokens"),
+		ContextWindow:     rapid.IntRange(-1, 2_000_000).Draw(t, "contextWindow"),
+		ReserveTokens:     rapid.IntRange(0, 100_000).Draw(t, "reserveTokens"),
+		Compacted:         rapid.Bool().Draw(t, "compacted"),
+		WillRetry:         rapid.Bool().Draw(t, "willRetry"),
+		CurrentTimer:      rapid.Bool().Draw(t, "currentTimer"),
+	}
+}
+
+// TestRandomFactsPickTheSpecRule checks, for any state and random facts, that
+// at most one rule applies and that it is the one the specification names.
+func TestRandomFactsPickTheSpecRule(t *testing.T) {
+	rules := tr.Table()
+	rapid.Check(t, func(t *rapid.T) {
+		s := rapid.SampledFrom(states.All()).Draw(t, "state")
+		f := genFacts(t)
+		var holding []tr.Event
+		for _, r := range rules {
+			if r.Applies(s, f) {
+				holding = append(holding, r.Event)
+			}
+		}
+		if len(holding) > 1 {
+			t.Fatalf("more than one rule holds: %v", holding)
+		}
+		want, ok := specNext(s, f)
+		got, gotOK := tr.Next(s, f)
+		if ok != gotOK || got.Event != want {
+			t.Fatalf("Next = %q/%v, the spec names %q/%v", got.Event, gotOK, want, ok)
+		}
+	})
+}

@@ -1,0 +1,220 @@
+package transitions
+
+import (
+	"slices"
+
+	"github.com/agentfsm/agentfsm/states"
+)
+
+// Event names one transition of the machine. Each event has one set of
+// source states and one destination.
+type Event string
+
+// The twelve events, in table order.
+const (
+	AgentEnd  Event = "agent_end"
+	Retry     Event = "retry"
+	Exhaust   Event = "exhaust"
+	Overflow  Event = "overflow"
+	Threshold Event = "threshold"
+	Settle    Event = "settle"
+	Elapsed   Event = "elapsed"
+	Cancel    Event = "cancel"
+	Resume    Event = "resume"
+	Compacted Event = "compacted"
+	Stall     Event = "stall"
+	Reset     Event = "reset"
+)
+
+// String returns the event's name.
+func (e Event) String() string { return string(e) }
+
+// Guard is a named predicate over the source state and the Facts. Holds must
+// be pure: the same arguments always give the same answer.
+type Guard struct {
+	// Name is the guard's identifier, drawn on the diagram's edges.
+	Name string
+	// Doc says in words when the guard holds.
+	Doc string
+	// Holds reports whether the guard admits the transition from the given
+	// source state with the given facts.
+	Holds func(from states.State, f Facts) bool
+}
+
+// Rule is one row of the transition table: Event moves the machine from any
+// state of From to To when Guard holds.
+type Rule struct {
+	Event Event
+	From  []states.State
+	To    states.State
+	Guard Guard
+}
+
+// Applies reports whether r applies in state from with facts f: from is one of
+// r.From and the guard holds.
+func (r Rule) Applies(from states.State, f Facts) bool {
+	return slices.Contains(r.From, from) && r.Guard.Holds(from, f)
+}
+
+// The guards, one per rule. The classifying guards are written so that
+// exactly one of them holds for any facts: settle is the complement of the
+// other four, which exclude each other by class.
+var (
+	guardRunEnded = Guard{
+		Name: "runEnded",
+		Doc:  "a run ended (agent_end), or a new prompt is about to be sent and the last message is checked",
+		Holds: func(from states.State, f Facts) bool {
+			if from == states.Continuing {
+				return f.Signal == RunEnded
+			}
+			return f.Signal == RunEnded || f.Signal == PromptCheck
+		},
+	}
+	guardRetryAllowed = Guard{
+		Name: "retryAllowed",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (∧ no retry hint above the delay cap)",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.retryableError() && f.RetryEnabled && f.Attempt < f.MaxRetries && !f.HintOverCap
+		},
+	}
+	guardRetriesExhausted = Guard{
+		Name: "retriesExhausted",
+		Doc:  "retryable error ∧ retry enabled ∧ (attempt ≥ maxRetries ∨ a retry hint above the delay cap)",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.retryableError() && f.RetryEnabled && (f.Attempt >= f.MaxRetries || f.HintOverCap)
+		},
+	}
+	guardOverflowRecoverable = Guard{
+		Name: "overflowRecoverable",
+		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode not yet compacted",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.sameModelOverflow() && !f.Stale && f.CompactionEnabled && !f.EpisodeCompacted
+		},
+	}
+	guardOverThreshold = Guard{
+		Name: "overThreshold",
+		Doc:  "not an error ∧ not aborted (except before a prompt) ∧ not a same-model overflow ∧ not stale ∧ compaction enabled ∧ tokens over the threshold",
+		Holds: func(_ states.State, f Facts) bool {
+			skipAborted := f.Aborted && f.Signal != PromptCheck
+			return f.successLike() && !skipAborted && !f.sameModelOverflow() && !f.Stale &&
+				f.CompactionEnabled && f.OverThreshold()
+		},
+	}
+	guardNothingToDo = Guard{
+		Name: "nothingToDo",
+		Doc:  "none of retryAllowed, retriesExhausted, overflowRecoverable, overThreshold holds",
+		Holds: func(from states.State, f Facts) bool {
+			return !guardRetryAllowed.Holds(from, f) && !guardRetriesExhausted.Holds(from, f) &&
+				!guardOverflowRecoverable.Holds(from, f) && !guardOverThreshold.Holds(from, f)
+		},
+	}
+	guardCurrentTimerFired = Guard{
+		Name: "currentTimerFired",
+		Doc:  "the timer of the backoff in progress fired",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.Signal == TimerFired && f.CurrentTimer
+		},
+	}
+	guardAbortRequested = Guard{
+		Name: "abortRequested",
+		Doc:  "Abort(); AbortRetry() in backoff; AbortCompaction() in compacting",
+		Holds: func(from states.State, f Facts) bool {
+			switch f.Signal {
+			case AbortCalled:
+				return true
+			case AbortRetryCalled:
+				return from == states.Backoff
+			case AbortCompactionCalled:
+				return from == states.Compacting
+			}
+			return false
+		},
+	}
+	guardCompactedWillRetry = Guard{
+		Name: "compactedWillRetry",
+		Doc:  "the compaction succeeded ∧ willRetry",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.Signal == CompactionEnded && f.Compacted && f.WillRetry
+		},
+	}
+	guardCompactionEnded = Guard{
+		Name: "compactionEnded",
+		Doc:  "the compaction ended with no continuation to start (no willRetry, failed, or nothing to compact)",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.Signal == CompactionEnded && !(f.Compacted && f.WillRetry)
+		},
+	}
+	guardStartFailed = Guard{
+		Name: "startFailed",
+		Doc:  "the continuation could not start",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.Signal == StartFailed
+		},
+	}
+	guardAlways = Guard{
+		Name:  "always",
+		Doc:   "always, at once",
+		Holds: func(states.State, Facts) bool { return true },
+	}
+)
+
+var table = []Rule{
+	{AgentEnd, []states.State{states.Idle, states.Continuing}, states.Classifying, guardRunEnded},
+	{Retry, []states.State{states.Classifying}, states.Backoff, guardRetryAllowed},
+	{Exhaust, []states.State{states.Classifying}, states.Exhausted, guardRetriesExhausted},
+	{Overflow, []states.State{states.Classifying}, states.Compacting, guardOverflowRecoverable},
+	{Threshold, []states.State{states.Classifying}, states.Compacting, guardOverThreshold},
+	{Settle, []states.State{states.Classifying}, states.Idle, guardNothingToDo},
+	{Elapsed, []states.State{states.Backoff}, states.Continuing, guardCurrentTimerFired},
+	{Cancel, []states.State{states.Backoff, states.Continuing, states.Compacting}, states.Cancelled, guardAbortRequested},
+	{Resume, []states.State{states.Compacting}, states.Continuing, guardCompactedWillRetry},
+	{Compacted, []states.State{states.Compacting}, states.Idle, guardCompactionEnded},
+	{Stall, []states.State{states.Continuing}, states.Idle, guardStartFailed},
+	{Reset, []states.State{states.Exhausted, states.Cancelled}, states.Idle, guardAlways},
+}
+
+// Table returns the transition table, in the order of the policy's
+// specification. The result is a deep copy: changing it changes nothing here.
+func Table() []Rule {
+	out := make([]Rule, len(table))
+	for i, r := range table {
+		r.From = slices.Clone(r.From)
+		out[i] = r
+	}
+	return out
+}
+
+// Next returns the one rule of the table that applies in state from with
+// facts f, and ok = false when none does (the occurrence changes nothing in
+// that state, such as AbortRetry with no wait pending or a timer from an
+// earlier backoff).
+//
+// The guards are written so that at most one rule applies; the package's
+// tests check that over every state and every combination of facts.
+func Next(from states.State, f Facts) (r Rule, ok bool) {
+	r, ok = NextIn(table, from, f)
+	r.From = slices.Clone(r.From)
+	return r, ok
+}
+
+// NextIn is Next over the given rules instead of Table: the first rule that
+// applies. The rule returned shares its From slice with rules.
+func NextIn(rules []Rule, from states.State, f Facts) (Rule, bool) {
+	for _, r := range rules {
+		if r.Applies(from, f) {
+			return r, true
+		}
+	}
+	return Rule{}, false
+}
+
+// Lookup returns the rule of the table named e.
+func Lookup(e Event) (Rule, bool) {
+	for _, r := range table {
+		if r.Event == e {
+			r.From = slices.Clone(r.From)
+			return r, true
+		}
+	}
+	return Rule{}, false
+}
