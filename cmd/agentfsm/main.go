@@ -1,6 +1,5 @@
 // Command agentfsm shows the recovery machine at work and gives it to other
-// programs: its state diagram, and (as the project grows) the classifier, the
-// demo and the JSON-lines RPC server.
+// programs: its state diagram and its error classifier.
 //
 // Usage:
 //
@@ -17,6 +16,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 )
 
 // command is one subcommand.
@@ -32,16 +32,18 @@ type environment struct {
 	stdin  io.Reader
 	stdout io.Writer
 	stderr io.Writer
+	now    func() time.Time
 }
 
 func commands() []command {
 	return []command{
+		{"classify", "classify error messages read from stdin, one JSON line out per line in", runClassify},
 		{"diagram", "print the state diagram built from the transition table", runDiagram},
 	}
 }
 
 func main() {
-	os.Exit(run(os.Args[1:], &environment{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr}))
+	os.Exit(run(os.Args[1:], &environment{stdin: os.Stdin, stdout: os.Stdout, stderr: os.Stderr, now: time.Now}))
 }
 
 // run executes the command line args and returns the exit code: 0 on success,

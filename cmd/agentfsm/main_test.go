@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -15,7 +16,7 @@ import (
 // runCmd runs the command in process and returns its exit code and outputs.
 func runCmd(stdin string, args ...string) (code int, stdout, stderr string) {
 	var out, errOut bytes.Buffer
-	code = run(args, &environment{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut})
+	code = run(args, &environment{stdin: strings.NewReader(stdin), stdout: &out, stderr: &errOut, now: time.Now})
 	return code, out.String(), errOut.String()
 }
 

@@ -1,0 +1,228 @@
+package classify
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// Result is the classifier's answer for one message.
+type Result struct {
+	// Class is what the message is.
+	Class Class
+	// UsageLimit reports that the usage-limit branch applies (policy §3.3):
+	// always with Class UsageLimit, and under Seed for a Retryable error
+	// whose text names a usage limit (§2.2).
+	UsageLimit bool
+	// RetryAfter is the server's retry hint, valid when HasRetryAfter. It is
+	// never negative. Hints are read for retryable and usage-limit errors
+	// only: from the Headers first, then from the error text (§2.4).
+	RetryAfter    time.Duration
+	HasRetryAfter bool
+}
+
+// Classify decides what m is under the rule set r. now is the current time,
+// used only to turn an absolute retry hint (an HTTP date, an epoch) into a
+// duration. Classify is safe for concurrent use and does not allocate for a
+// message without a Go error.
+//
+// The order is the policy's: a message that is not an error is None, unless
+// its usage shows a silent or truncated overflow; an overflow is never
+// retryable, whatever else its text says, except that an HTTP 429 (or a
+// throttling error type) is a throttle even when its text reads like an
+// overflow; typed fields (Status, ErrorType, Err) decide before text; then
+// the text patterns of r; anything else is Fatal.
+func (r Rules) Classify(m Message, now time.Time) Result {
+	if m.StopReason != StopReasonError {
+		if IsOverflow(m) {
+			return Result{Class: Overflow}
+		}
+		return Result{Class: None}
+	}
+	text := m.ErrorMessage
+	if text == "" && m.Err != nil {
+		text = m.Err.Error()
+	}
+	buf := lowerASCII(text)
+	defer releaseLowered(buf)
+	low := *buf
+	typed := typedVerdict(m)
+	if typed != verdictThrottle && (typed == verdictOverflow || textOverflow(low)) {
+		return Result{Class: Overflow}
+	}
+	var class Class
+	switch typed {
+	case verdictQuota:
+		class = UsageLimit
+	case verdictThrottle, verdictTransient:
+		class = Retryable
+		if r.usageText(low) {
+			class = UsageLimit
+		}
+	case verdictPermanent:
+		class = Fatal
+		if r.usageText(low) {
+			class = UsageLimit
+		}
+	default:
+		class = r.textClass(low)
+	}
+	res := Result{Class: class, UsageLimit: class == UsageLimit}
+	if r == Seed && class == UsageLimit {
+		// The seed set has no usage_limit class: a usage limit is a
+		// retryable error that takes the usage-limit branch.
+		res.Class = Retryable
+	}
+	if class == Retryable || class == UsageLimit {
+		res.RetryAfter, res.HasRetryAfter = headerHint(m.Headers, now)
+		if !res.HasRetryAfter {
+			res.RetryAfter, res.HasRetryAfter = RetryAfter(text, now)
+		}
+	}
+	return res
+}
+
+// usageText reports whether an error's lowered text names a usage limit
+// under r.
+func (r Rules) usageText(text []byte) bool {
+	if len(text) == 0 {
+		return false
+	}
+	if r == Extended {
+		return extendedUsage.match(text)
+	}
+	return usageFlag.match(text)
+}
+
+// textClass classifies an error (not an overflow) by its lowered text
+// alone.
+func (r Rules) textClass(text []byte) Class {
+	if len(text) == 0 {
+		return Fatal
+	}
+	if r == Extended {
+		switch {
+		case extendedUsage.match(text):
+			return UsageLimit
+		case extendedRetry.match(text):
+			return Retryable
+		}
+		return Fatal
+	}
+	if !seedRetry.match(text) {
+		return Fatal
+	}
+	if usageFlag.match(text) {
+		return UsageLimit
+	}
+	return Retryable
+}
+
+// IsOverflow reports whether m is a context overflow (policy §2.3): an error
+// whose text matches an overflow pattern and no throttle pattern, a silent
+// overflow (a "stop" whose input and cache reads exceed a known context
+// window) or a truncated one (a "length" with no output whose input and
+// cache reads reach 99% of the window). It reads text only; Classify also
+// weighs typed fields.
+func IsOverflow(m Message) bool {
+	w := m.ContextWindow
+	in := m.Usage.Input + m.Usage.CacheRead
+	switch m.StopReason {
+	case StopReasonError:
+		buf := lowerASCII(m.ErrorMessage)
+		defer releaseLowered(buf)
+		return textOverflow(*buf)
+	case StopReasonStop:
+		return w > 0 && in > w
+	case StopReasonLength:
+		return w > 0 && m.Usage.Output == 0 && int64(in)*100 >= int64(w)*99
+	}
+	return false
+}
+
+func textOverflow(lowered []byte) bool {
+	return len(lowered) > 0 && overflowText.match(lowered) && !notOverflow.match(lowered)
+}
+
+// lowered holds text with its ASCII letters lowered, the form every pattern
+// is matched against. Buffers are pooled so classifying does not allocate.
+var loweredPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
+
+// maxPooled is the largest buffer returned to the pool; a huge message's
+// buffer is left to the collector.
+const maxPooled = 1 << 20
+
+func lowerASCII(text string) *[]byte {
+	buf := loweredPool.Get().(*[]byte)
+	b := append((*buf)[:0], text...)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	*buf = b
+	return buf
+}
+
+func releaseLowered(buf *[]byte) {
+	if cap(*buf) <= maxPooled {
+		loweredPool.Put(buf)
+	}
+}
+
+// verdict is what the typed fields say on their own.
+type verdict uint8
+
+const (
+	verdictNone      verdict = iota // no typed fields, or none that decide
+	verdictOverflow                 // an overflow error type
+	verdictQuota                    // quota exhausted (insufficient_quota)
+	verdictThrottle                 // a 429 or a throttling type: never an overflow
+	verdictTransient                // 408, 409, 5xx, an overload type, a transient Go error
+	verdictPermanent                // 400, 401, 403, 404, a request or auth error type
+)
+
+func typedVerdict(m Message) verdict {
+	switch strings.ToLower(m.ErrorType) {
+	case "":
+	case "insufficient_quota":
+		return verdictQuota
+	case "request_too_large", "context_length_exceeded", "model_context_window_exceeded":
+		return verdictOverflow
+	case "rate_limit_error", "rate_limit_exceeded", "throttlingexception", "resource_exhausted":
+		return verdictThrottle
+	case "overloaded_error", "api_error", "server_error", "internal_server_error", "service_unavailable", "unavailable", "timeout":
+		return verdictTransient
+	case "invalid_request_error", "authentication_error", "permission_error", "not_found_error", "billing_error":
+		return verdictPermanent
+	}
+	switch s := m.Status; {
+	case s == 429:
+		return verdictThrottle
+	case s == 408 || s == 409 || (s >= 500 && s <= 599):
+		return verdictTransient
+	case s == 400 || s == 401 || s == 403 || s == 404:
+		return verdictPermanent
+	}
+	if m.Err != nil && transientError(m.Err) {
+		return verdictTransient
+	}
+	return verdictNone
+}
+
+// transientError reports whether err is a network or timeout failure that
+// another attempt may not meet.
+func transientError(err error) bool {
+	if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.ECONNABORTED) || errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ETIMEDOUT) {
+		return true
+	}
+	var ne net.Error
+	return errors.As(err, &ne) && ne.Timeout()
+}

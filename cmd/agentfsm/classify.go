@@ -1,0 +1,184 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/agentfsm/agentfsm/classify"
+)
+
+// maxClassifyLine is the longest input line classify reads; a longer one
+// gets an error line and the lines after it are read as usual.
+const maxClassifyLine = 64 << 20
+
+// classifyInput is one JSON input line.
+type classifyInput struct {
+	StopReason    *string           `json:"stopReason"`
+	ErrorMessage  string            `json:"errorMessage"`
+	Usage         classify.Usage    `json:"usage"`
+	Status        int               `json:"status"`
+	ErrorType     string            `json:"errorType"`
+	Headers       map[string]string `json:"headers"`
+	ContextWindow *int              `json:"contextWindow"`
+}
+
+// classifyOutput is one output line: a class (and hint), or why the line
+// could not be classified.
+type classifyOutput struct {
+	Class        string `json:"class,omitempty"`
+	RetryAfterMs *int64 `json:"retryAfterMs,omitempty"`
+	Line         int    `json:"line,omitempty"`
+	Error        string `json:"error,omitempty"`
+}
+
+var stopReasons = map[string]bool{"stop": true, "toolUse": true, "length": true, "error": true, "aborted": true}
+
+func runClassify(args []string, env *environment) int {
+	fs := newFlagSet("classify", "agentfsm classify [--rules seed|extended] [--context-window N] < input")
+	rulesName := fs.String("rules", "seed", "rule `set`: seed (the reference's rules, exactly) or extended")
+	window := fs.Int("context-window", 0, "the model's context window in `tokens`, for silent and truncated overflows (0: unknown)")
+	if code := fs.parse(args, env); code >= 0 {
+		return code
+	}
+	rules, err := classify.ParseRules(*rulesName)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "agentfsm classify: unknown --rules %q (want seed or extended)\n", *rulesName)
+		return 2
+	}
+	if *window < 0 {
+		fmt.Fprintf(env.stderr, "agentfsm classify: --context-window must not be negative, got %d\n", *window)
+		return 2
+	}
+
+	lr := newLineReader(env.stdin, maxClassifyLine)
+	out := bufio.NewWriter(env.stdout)
+	enc := json.NewEncoder(out)
+	enc.SetEscapeHTML(false)
+	for n := 1; ; n++ {
+		line, err := lr.next()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		var res classifyOutput
+		switch {
+		case errors.Is(err, errLineTooLong):
+			res = classifyOutput{Line: n, Error: fmt.Sprintf("line longer than %d MiB", maxClassifyLine>>20)}
+		case err != nil:
+			fmt.Fprintf(env.stderr, "agentfsm classify: reading input: %v\n", err)
+			_ = out.Flush()
+			return 1
+		default:
+			res = classifyLine(line, n, rules, *window, env.now())
+		}
+		if err := enc.Encode(res); err != nil {
+			fmt.Fprintf(env.stderr, "agentfsm classify: writing output: %v\n", err)
+			return 1
+		}
+		if !lr.buffered() {
+			if err := out.Flush(); err != nil {
+				fmt.Fprintf(env.stderr, "agentfsm classify: writing output: %v\n", err)
+				return 1
+			}
+		}
+	}
+	if err := out.Flush(); err != nil {
+		fmt.Fprintf(env.stderr, "agentfsm classify: writing output: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// classifyLine classifies one input line: a JSON object when it starts with
+// "{", a JSON array or string is refused as not an object, and anything else
+// is the error text of an "error" message.
+func classifyLine(line []byte, n int, rules classify.Rules, window int, now time.Time) classifyOutput {
+	fail := func(format string, args ...any) classifyOutput {
+		return classifyOutput{Line: n, Error: fmt.Sprintf(format, args...)}
+	}
+	trimmed := bytes.TrimSpace(line)
+	if len(trimmed) == 0 {
+		return fail("empty line")
+	}
+	m := classify.Message{StopReason: classify.StopReasonError, ContextWindow: window}
+	switch trimmed[0] {
+	case '{':
+		var in classifyInput
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&in); err != nil {
+			return fail("invalid JSON object: %s", jsonError(err))
+		}
+		if dec.More() {
+			return fail("invalid JSON object: text after the object")
+		}
+		if in.StopReason != nil {
+			if !stopReasons[*in.StopReason] {
+				return fail("unknown stopReason %q (want stop, toolUse, length, error or aborted)", *in.StopReason)
+			}
+			m.StopReason = classify.StopReason(*in.StopReason)
+		}
+		if in.ContextWindow != nil {
+			if *in.ContextWindow < 0 {
+				return fail("contextWindow must not be negative")
+			}
+			m.ContextWindow = *in.ContextWindow
+		}
+		m.ErrorMessage, m.Usage, m.Status, m.ErrorType, m.Headers = in.ErrorMessage, in.Usage, in.Status, in.ErrorType, in.Headers
+	case '[', '"':
+		if json.Valid(trimmed) {
+			return fail("JSON value is not an object")
+		}
+		m.ErrorMessage = string(line)
+	default:
+		m.ErrorMessage = string(line)
+	}
+	res := rules.Classify(m, now)
+	out := classifyOutput{Class: res.Class.String()}
+	if res.HasRetryAfter {
+		ms := res.RetryAfter.Milliseconds()
+		out.RetryAfterMs = &ms
+	}
+	return out
+}
+
+// jsonError rewords encoding/json's errors without Go type names.
+func jsonError(err error) string {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		field := typeErr.Field
+		if field == "" {
+			field = "value"
+		}
+		return fmt.Sprintf("field %q: a JSON %s where %s was expected", field, typeErr.Value, jsonKind(typeErr.Type.Kind().String()))
+	case errors.As(err, &syntaxErr):
+		return fmt.Sprintf("%v at byte %d", syntaxErr, syntaxErr.Offset)
+	case errors.Is(err, io.ErrUnexpectedEOF), errors.Is(err, io.EOF):
+		return "the line ends before the object does"
+	}
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return "unknown field " + rest
+	}
+	return strings.TrimPrefix(msg, "json: ")
+}
+
+func jsonKind(kind string) string {
+	switch kind {
+	case "string":
+		return "a string"
+	case "int", "int64":
+		return "an integer"
+	case "map", "struct":
+		return "an object"
+	}
+	return "a " + strconv.Quote(kind)
+}
