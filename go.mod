@@ -6,6 +6,7 @@ require (
 	github.com/goccy/go-graphviz v0.2.10
 	github.com/looplab/fsm v1.0.3
 	github.com/stretchr/testify v1.12.1
+	go.uber.org/goleak v1.3.0
 	pgregory.net/rapid v1.3.0
 )
 

@@ -1,6 +1,9 @@
 package classify
 
-import "fmt"
+import (
+	"errors"
+	"fmt"
+)
 
 // StopReason is why a model call ended.
 type StopReason string
@@ -73,6 +76,10 @@ func (r Rules) String() string {
 	return fmt.Sprintf("Rules(%d)", uint8(r))
 }
 
+// ErrUnknownRules matches the error of ParseRules for a name that is not a
+// rule set.
+var ErrUnknownRules = errors.New("classify: unknown rule set")
+
 // ParseRules returns the rule set named name ("seed" or "extended").
 func ParseRules(name string) (Rules, error) {
 	for i, n := range rulesNames {
@@ -80,7 +87,7 @@ func ParseRules(name string) (Rules, error) {
 			return Rules(i), nil
 		}
 	}
-	return 0, fmt.Errorf("classify: unknown rule set %q (want seed or extended)", name)
+	return 0, fmt.Errorf("%w %q (want seed or extended)", ErrUnknownRules, name)
 }
 
 // MarshalText implements encoding.TextMarshaler; it refuses invalid values.

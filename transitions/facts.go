@@ -137,9 +137,10 @@ func (f Facts) OverThreshold() bool {
 }
 
 // retryableError reports whether M is an error the retry chain handles: a
-// plain retryable error or a usage limit. An overflow never is.
+// plain retryable error or a usage limit, after a run (the check before a
+// prompt is a compaction check only). An overflow never is.
 func (f Facts) retryableError() bool {
-	return f.Class == classify.Retryable || f.Class == classify.UsageLimit
+	return (f.Class == classify.Retryable || f.Class == classify.UsageLimit) && f.Signal != PromptCheck
 }
 
 // sameModelOverflow reports whether M is an overflow the overflow path owns:

@@ -72,14 +72,14 @@ var (
 	}
 	guardRetryAllowed = Guard{
 		Name: "retryAllowed",
-		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (∧ no retry hint above the delay cap)",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (∧ no retry hint above the delay cap ∧ not the check before a prompt)",
 		Holds: func(_ states.State, f Facts) bool {
 			return f.retryableError() && f.RetryEnabled && f.Attempt < f.MaxRetries && !f.HintOverCap
 		},
 	}
 	guardRetriesExhausted = Guard{
 		Name: "retriesExhausted",
-		Doc:  "retryable error ∧ retry enabled ∧ (attempt ≥ maxRetries ∨ a retry hint above the delay cap)",
+		Doc:  "retryable error ∧ retry enabled ∧ (attempt ≥ maxRetries ∨ a retry hint above the delay cap) (∧ not the check before a prompt)",
 		Holds: func(_ states.State, f Facts) bool {
 			return f.retryableError() && f.RetryEnabled && (f.Attempt >= f.MaxRetries || f.HintOverCap)
 		},

@@ -33,8 +33,9 @@ func specNext(s states.State, f tr.Facts) (tr.Event, bool) {
 	case states.Classifying:
 		// §1 step 1: a retryable error with a retry scheduled (or the chain
 		// running out) stops here.
+		// The check before a prompt (§4.6) is the compaction check only.
 		retryable := f.Class == classify.Retryable || f.Class == classify.UsageLimit
-		if retryable && f.RetryEnabled {
+		if retryable && f.RetryEnabled && f.Signal != tr.PromptCheck {
 			if f.Attempt < f.MaxRetries && !f.HintOverCap {
 				return tr.Retry, true
 			}
@@ -159,6 +160,7 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		{"usage limit retries", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error = classify.UsageLimit, true }), tr.Retry, states.Backoff},
 		{"retryable, no attempts left", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.Attempt = classify.Retryable, true, 3 }), tr.Exhaust, states.Exhausted},
 		{"retryable, hint over the cap", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.HintOverCap = classify.Retryable, true, true }), tr.Exhaust, states.Exhausted},
+		{"retryable, before a prompt", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.Signal = classify.Retryable, true, tr.PromptCheck }), tr.Settle, states.Idle},
 		{"retryable, retry off", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.RetryEnabled = classify.Retryable, true, false }), tr.Settle, states.Idle},
 		{"overflow", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error = classify.Overflow, true }), tr.Overflow, states.Compacting},
 		{"silent overflow", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Tokens = classify.Overflow, 250000 }), tr.Overflow, states.Compacting},

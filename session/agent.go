@@ -1,0 +1,41 @@
+package session
+
+import "context"
+
+// Agent runs the model on the session's behalf: the embedder's bridge to a
+// model provider. The session calls Run for the user's prompt and for each
+// continuation (after a retry's wait or an overflow compaction), never two
+// at once.
+type Agent interface {
+	// Run performs one run: when req.Prompt is set, the user's prompt
+	// (already the last message of req.Context); otherwise a continuation
+	// from req.Context. It calls emit, from any goroutine but one call at
+	// a time, for each event as it happens: AgentStart, then for each model
+	// call TurnStart, MessageStart, MessageEnd (and the tool results'
+	// messages when the model asked for tools), TurnEnd, and AgentEnd last.
+	//
+	// A run that makes no model call because it cannot start returns an
+	// error before emitting anything. Once started, a failed model call is
+	// reported as an assistant message with StopReason "error" and the run
+	// still ends with AgentEnd. When ctx is cancelled the run stops its
+	// model call, emits the call's message with StopReason "aborted", and
+	// ends. Run returns after emitting AgentEnd.
+	Run(ctx context.Context, req RunRequest, emit func(Event)) error
+}
+
+// RunRequest is what the session hands the agent for one run.
+type RunRequest struct {
+	// SessionID is the session's identity.
+	SessionID string
+	// Prompt is the user's message for a prompted run; nil for a
+	// continuation.
+	Prompt *Message
+	// Context is a copy of the runtime context: the messages to send to
+	// the model.
+	Context []Message
+	// Model is the session's model.
+	Model Model
+	// Credential is the credential to call the provider with, when the
+	// session has a credential store that knows one.
+	Credential *Credential
+}

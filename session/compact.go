@@ -1,0 +1,151 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// prepareCompaction chooses what a compaction cuts (policy §4.4): it
+// returns the job with its cut and kept messages, or false when there is
+// nothing to compact.
+func (s *Session) prepareCompaction(reason CompactionReason) (*compactionJob, bool) {
+	l := &s.loop
+	at, ok := cutPoint(l.runtime, l.cfg.Compaction.KeepRecentTokens)
+	if !ok {
+		return nil, false
+	}
+	l.ids++
+	return &compactionJob{
+		id:     l.ids,
+		reason: reason,
+		cut:    cloneMessages(l.runtime[:at]),
+		kept:   cloneMessages(l.runtime[at:]),
+		before: tokensBefore(l.runtime),
+	}, true
+}
+
+// startCompaction begins an automatic compaction; the machine is in
+// compacting.
+func (s *Session) startCompaction(reason CompactionReason, willRetry bool) {
+	s.emit(AutoCompactionStart{Reason: reason})
+	j, ok := s.prepareCompaction(reason)
+	if !ok {
+		s.emit(AutoCompactionEnd{Aborted: false, WillRetry: false})
+		if reason == ReasonOverflow {
+			s.failTurn(fmt.Errorf("%w: %w", ErrOverflow, ErrNothingToCompact))
+		}
+		s.step(transitions.Facts{Signal: transitions.CompactionEnded})
+		return
+	}
+	j.willRetry = willRetry
+	s.runJob(j, "")
+}
+
+// compactNow runs a manual compaction (Compact): no machine transition and
+// no automatic events; reply gets the result.
+func (s *Session) compactNow(instructions string, reply func(CompactionResult, error)) {
+	l := &s.loop
+	if l.turn != nil || l.run != nil || l.job != nil {
+		reply(CompactionResult{}, ErrBusy)
+		return
+	}
+	if n := len(l.runtime); n > 0 && l.runtime[n-1].Role == RoleSummary {
+		reply(CompactionResult{}, ErrAlreadyCompacted)
+		return
+	}
+	j, ok := s.prepareCompaction(ReasonManual)
+	if !ok {
+		reply(CompactionResult{}, ErrNothingToCompact)
+		return
+	}
+	j.manual = reply
+	s.runJob(j, instructions)
+}
+
+// runJob runs the summarizer on its own goroutine; the answer comes back to
+// the loop through post.
+func (s *Session) runJob(j *compactionJob, instructions string) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	j.cancel = cancel
+	s.loop.job = j
+	req := SummaryRequest{Messages: j.cut, Kept: j.kept, Reason: j.reason, Instructions: instructions}
+	go func() {
+		sum, err := s.summarizer.Summarize(ctx, req)
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+		cancel(nil)
+		s.post(func() { s.onJobDone(j.id, sum, err) })
+	}()
+}
+
+// onJobDone applies a finished compaction: the history entry, the rebuilt
+// runtime context, the end event, and the continuation after an overflow.
+func (s *Session) onJobDone(id int, sum Summary, err error) {
+	l := &s.loop
+	j := l.job
+	if j == nil || j.id != id {
+		return // aborted meanwhile, already reported
+	}
+	l.job = nil
+	if errors.Is(err, errCompactionAborted) {
+		// Cancelled by AbortCompaction or Abort, which reported it.
+		return
+	}
+	var res CompactionResult
+	if err == nil {
+		res, err = s.applyCompaction(j, sum)
+	}
+	if j.manual != nil {
+		j.manual(res, err)
+		return
+	}
+	if err != nil {
+		prefix := "Auto-compaction failed: "
+		if j.reason == ReasonOverflow {
+			prefix = "Context overflow recovery failed: "
+			s.failTurn(fmt.Errorf("%w: %w", ErrOverflow, err))
+		}
+		s.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: prefix + err.Error()})
+		s.step(transitions.Facts{Signal: transitions.CompactionEnded})
+		return
+	}
+	s.emit(AutoCompactionEnd{Result: &res, Aborted: false, WillRetry: j.willRetry})
+	tr, ok := s.step(transitions.Facts{Signal: transitions.CompactionEnded, Compacted: true, WillRetry: j.willRetry})
+	if ok && tr.Event == transitions.Resume {
+		s.startRun(nil)
+	}
+}
+
+// applyCompaction appends the compaction entry to history and rebuilds the
+// runtime context: the summary, then the kept messages, then anything that
+// arrived meanwhile.
+func (s *Session) applyCompaction(j *compactionJob, sum Summary) (CompactionResult, error) {
+	l := &s.loop
+	if len(j.kept) == 0 {
+		return CompactionResult{}, ErrNothingToCompact
+	}
+	res := CompactionResult{Summary: sum.Text, FirstKeptEntryID: j.kept[0].ID, TokensBefore: j.before, Details: sum.Details}
+	e := Entry{Type: EntryCompaction, ID: s.newID("compaction"), Timestamp: nowMs(), Compaction: &Compaction{
+		Reason: j.reason, Summary: sum.Text, FirstKeptEntryID: res.FirstKeptEntryID, TokensBefore: res.TokensBefore,
+	}}
+	if err := s.record(e); err != nil {
+		return CompactionResult{}, fmt.Errorf("writing history: %w", err)
+	}
+	first := -1
+	for i, m := range l.runtime {
+		if m.ID == res.FirstKeptEntryID {
+			first = i
+			break
+		}
+	}
+	rest := []Message(nil)
+	if first >= 0 {
+		rest = l.runtime[first:]
+	}
+	l.runtime = append([]Message{summaryMessage(e)}, rest...)
+	return res, nil
+}

@@ -1,0 +1,174 @@
+package session
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"reflect"
+	"slices"
+	"strings"
+
+	"github.com/agentfsm/agentfsm/classify"
+)
+
+// Config holds a session's settings (policy §3.1 and §4.1). The JSON tags
+// are the settings keys: {"retry":{"maxRetries":3,…},"compaction":{…}}.
+// Start from DefaultConfig: the zero value turns retry and compaction off.
+type Config struct {
+	Retry      RetryConfig      `json:"retry"`
+	Compaction CompactionConfig `json:"compaction"`
+}
+
+// RetryConfig is the retry group of settings.
+type RetryConfig struct {
+	// Enabled: off, retryable errors are not retried.
+	Enabled bool `json:"enabled"`
+	// MaxRetries is the number of retries in one chain.
+	MaxRetries int `json:"maxRetries"`
+	// BaseDelayMs is the first delay; attempt n waits BaseDelayMs×2^(n−1).
+	BaseDelayMs int64 `json:"baseDelayMs"`
+	// MaxDelayMs caps one delay; 0 means no cap.
+	MaxDelayMs int64 `json:"maxDelayMs"`
+	// Jitter, in 0..1, multiplies each delay by a random factor in
+	// [1−Jitter, 1].
+	Jitter float64 `json:"jitter"`
+	// HonorRetryAfter makes each delay at least the server's retry hint; a
+	// hint above MaxDelayMs (when set) ends the chain at once instead.
+	HonorRetryAfter bool `json:"honorRetryAfter"`
+	// Rules is the classification rule set: seed (the default) or extended.
+	Rules classify.Rules `json:"rules"`
+}
+
+// CompactionConfig is the compaction group of settings.
+type CompactionConfig struct {
+	// Enabled: off, nothing compacts automatically.
+	Enabled bool `json:"enabled"`
+	// ReserveTokens is the room kept free below the context window.
+	ReserveTokens int `json:"reserveTokens"`
+	// KeepRecentTokens is about how many tokens of recent messages a
+	// compaction keeps as they are.
+	KeepRecentTokens int `json:"keepRecentTokens"`
+}
+
+// DefaultConfig returns the policy's defaults: retry on, 3 retries from
+// 2000 ms, no cap, no jitter, hints not honoured, the seed rules; compaction
+// on, 16384 reserve tokens, 20000 recent tokens kept.
+func DefaultConfig() Config {
+	return Config{
+		Retry:      RetryConfig{Enabled: true, MaxRetries: 3, BaseDelayMs: 2000, Rules: classify.Seed},
+		Compaction: CompactionConfig{Enabled: true, ReserveTokens: 16384, KeepRecentTokens: 20000},
+	}
+}
+
+// Validate reports the first invalid setting, naming its key: negative
+// numbers, jitter outside 0..1, an unknown rule set.
+func (c Config) Validate() error {
+	switch {
+	case c.Retry.MaxRetries < 0:
+		return invalid("retry.maxRetries", "must not be negative, got %d", c.Retry.MaxRetries)
+	case c.Retry.BaseDelayMs < 0:
+		return invalid("retry.baseDelayMs", "must not be negative, got %d", c.Retry.BaseDelayMs)
+	case c.Retry.MaxDelayMs < 0:
+		return invalid("retry.maxDelayMs", "must not be negative, got %d", c.Retry.MaxDelayMs)
+	case !(c.Retry.Jitter >= 0 && c.Retry.Jitter <= 1):
+		return invalid("retry.jitter", "must be between 0 and 1, got %v", c.Retry.Jitter)
+	case c.Retry.Rules != classify.Seed && c.Retry.Rules != classify.Extended:
+		return invalid("retry.rules", "must be seed or extended, got %s", c.Retry.Rules)
+	case c.Compaction.ReserveTokens < 0:
+		return invalid("compaction.reserveTokens", "must not be negative, got %d", c.Compaction.ReserveTokens)
+	case c.Compaction.KeepRecentTokens < 0:
+		return invalid("compaction.keepRecentTokens", "must not be negative, got %d", c.Compaction.KeepRecentTokens)
+	}
+	return nil
+}
+
+// ErrInvalidConfig matches every error Validate and ParseConfig return.
+var ErrInvalidConfig = errors.New("session: invalid settings")
+
+func invalid(key, format string, args ...any) error {
+	return fmt.Errorf("%w: %s %s", ErrInvalidConfig, key, fmt.Sprintf(format, args...))
+}
+
+// ParseConfig reads settings as nested JSON over DefaultConfig: keys left
+// out keep their defaults. Unknown keys, mistyped values and invalid
+// settings are errors that name the key.
+func ParseConfig(data []byte) (Config, error) {
+	if err := checkKeys(data); err != nil {
+		return Config{}, err
+	}
+	cfg := DefaultConfig()
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&cfg); err != nil {
+		return Config{}, configDecodeError(err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("%w: text after the settings object", ErrInvalidConfig)
+	}
+	if err := cfg.Validate(); err != nil {
+		return Config{}, err
+	}
+	return cfg, nil
+}
+
+func configDecodeError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	var syntaxErr *json.SyntaxError
+	switch {
+	case errors.As(err, &typeErr):
+		return invalid(typeErr.Field, "has the wrong type (a JSON %s)", typeErr.Value)
+	case errors.As(err, &syntaxErr):
+		return fmt.Errorf("%w: not valid JSON: %v (byte %d)", ErrInvalidConfig, syntaxErr, syntaxErr.Offset)
+	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: the settings end early", ErrInvalidConfig)
+	}
+	if errors.Is(err, classify.ErrUnknownRules) {
+		return invalid("retry.rules", "must be seed or extended")
+	}
+	msg := err.Error()
+	if rest, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
+		return fmt.Errorf("%w: unknown key %s", ErrInvalidConfig, rest)
+	}
+	return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.TrimPrefix(msg, "json: "))
+}
+
+// checkKeys reports the first key of data that Config does not have, with
+// its full dotted name ("retry.maxRetry"), and a group that is not an
+// object. Syntax errors are left to the decoder.
+func checkKeys(data []byte) error {
+	var top map[string]json.RawMessage
+	if json.Unmarshal(data, &top) != nil {
+		return nil
+	}
+	groups := jsonFields(reflect.TypeFor[Config]())
+	for _, name := range slices.Sorted(maps.Keys(top)) {
+		group, ok := groups[name]
+		if !ok {
+			return fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, name)
+		}
+		var sub map[string]json.RawMessage
+		if err := json.Unmarshal(top[name], &sub); err != nil {
+			return invalid(name, "must be an object")
+		}
+		keys := jsonFields(group)
+		for _, k := range slices.Sorted(maps.Keys(sub)) {
+			if _, ok := keys[k]; !ok {
+				return fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, name+"."+k)
+			}
+		}
+	}
+	return nil
+}
+
+// jsonFields maps a struct type's JSON names to their field types.
+func jsonFields(t reflect.Type) map[string]reflect.Type {
+	out := map[string]reflect.Type{}
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		out[name] = f.Type
+	}
+	return out
+}

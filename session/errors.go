@@ -1,0 +1,45 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+)
+
+// Sentinel errors. Prompt's error matches one of them with errors.Is and
+// says why the turn failed.
+var (
+	// ErrBusy: Prompt or Compact was called while a turn was in flight.
+	ErrBusy = errors.New("session: busy: a turn is in flight")
+	// ErrClosed: the session was closed.
+	ErrClosed = errors.New("session: closed")
+	// ErrRetryCancelled: AbortRetry cancelled the retry the turn waited for.
+	ErrRetryCancelled = errors.New("session: retry cancelled")
+	// ErrAborted: Abort (or the Prompt's context) stopped the turn.
+	ErrAborted = errors.New("session: aborted")
+	// ErrExhausted: the retry chain ran out of attempts. The error is an
+	// *ExhaustedError with the last provider error.
+	ErrExhausted = errors.New("session: retries exhausted")
+	// ErrProvider: the turn ended in an error that is not retried.
+	ErrProvider = errors.New("session: provider error")
+	// ErrOverflow: the context overflowed and was not recovered.
+	ErrOverflow = errors.New("session: context overflow not recovered")
+	// ErrStartFailed: the agent could not start a run.
+	ErrStartFailed = errors.New("session: run could not start")
+)
+
+// ExhaustedError is the error of a turn whose retry chain ran out: Attempts
+// retries were made and Last is the last provider error text.
+type ExhaustedError struct {
+	Attempts int
+	Last     string
+}
+
+func (e *ExhaustedError) Error() string {
+	return fmt.Sprintf("session: retries exhausted after %d attempts: %s", e.Attempts, e.Last)
+}
+
+// Is reports whether target is ErrExhausted.
+func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
+
+// Unwrap returns ErrProvider: the turn ended in a provider error.
+func (e *ExhaustedError) Unwrap() error { return ErrProvider }

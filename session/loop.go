@@ -1,0 +1,603 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/fsm"
+	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// loopState is everything the loop goroutine owns. Nothing else reads or
+// writes it.
+type loopState struct {
+	machine *fsm.Machine
+	cfg     Config
+	// attempt is the retry counter: 0 when no chain is active.
+	attempt int
+	// runtime is the runtime context, the messages the next call sees.
+	runtime []Message
+	// seq orders history: the position of each message (by ID) and of
+	// the latest compaction, for the stale rule.
+	seq           map[string]int
+	nextSeq       int
+	compactionSeq int
+	// episodeCompacted marks an overflow episode already compacted once.
+	episodeCompacted bool
+
+	run     *runState
+	backoff *backoffState
+	job     *compactionJob
+	turn    *turnState
+	quiet   []chan struct{}
+	ids     int
+}
+
+// runState is the run in flight.
+type runState struct {
+	id           int
+	cancel       context.CancelCauseFunc
+	continuation bool
+	started      bool
+	ended        bool
+	// detached: the run was aborted and the machine has moved on; its
+	// last events are reported but decide nothing.
+	detached bool
+	messages []Message
+	last     *Message // the run's last assistant message
+}
+
+// backoffState is the retry wait in progress.
+type backoffState struct {
+	id    int
+	timer *time.Timer
+}
+
+// compactionJob is the compaction in flight.
+type compactionJob struct {
+	id        int
+	cancel    context.CancelCauseFunc
+	reason    CompactionReason
+	willRetry bool
+	// manual jobs have a reply and emit no auto_compaction events.
+	manual func(CompactionResult, error)
+	cut    []Message
+	kept   []Message
+	before int
+}
+
+// turnState is the user's turn in flight.
+type turnState struct {
+	reply chan error
+	err   error
+	// prompt is the user's message, waiting for the check before a
+	// prompt to finish; nil once sent.
+	prompt *Message
+}
+
+var errCompactionAborted = errors.New("compaction aborted")
+
+func (s *Session) newID(kind string) string {
+	s.loop.ids++
+	return kind + "-" + strconv.Itoa(s.loop.ids)
+}
+
+func nowMs() int64 { return time.Now().UnixMilli() }
+
+// restore rebuilds the runtime context from history: the latest
+// compaction's summary and the messages from its first kept entry on.
+func (s *Session) restore() {
+	l := &s.loop
+	l.seq = map[string]int{}
+	entries := s.history.Entries()
+	var msgs []Message
+	for _, e := range entries {
+		l.nextSeq++
+		switch e.Type {
+		case EntryMessage:
+			msgs = append(msgs, *e.Message)
+			l.seq[e.Message.ID] = l.nextSeq
+		case EntryCompaction:
+			l.compactionSeq = l.nextSeq
+			kept := msgs[:0:0]
+			for i, m := range msgs {
+				if m.ID == e.Compaction.FirstKeptEntryID {
+					kept = append(kept, msgs[i:]...)
+					break
+				}
+			}
+			msgs = append([]Message{summaryMessage(e)}, kept...)
+		}
+	}
+	l.runtime = msgs
+}
+
+func summaryMessage(e Entry) Message {
+	return Message{ID: e.ID, Role: RoleSummary, Text: e.Compaction.Summary, Timestamp: e.Timestamp}
+}
+
+// record adds e to history and notes its position. On an error nothing was
+// added.
+func (s *Session) record(e Entry) error {
+	l := &s.loop
+	if err := s.history.Append(e); err != nil {
+		return err
+	}
+	l.nextSeq++
+	if e.Type == EntryCompaction {
+		l.compactionSeq = l.nextSeq
+	} else {
+		l.seq[e.ID] = l.nextSeq
+	}
+	return nil
+}
+
+// recordMessage adds a message to history. A failure is logged and fails
+// the turn in flight; the message stays in the runtime context.
+func (s *Session) recordMessage(m *Message) {
+	if err := s.record(Entry{Type: EntryMessage, ID: m.ID, Timestamp: m.Timestamp, Message: m}); err != nil {
+		s.logger.Error("session: history append failed", "error", err)
+		s.failTurn(err)
+	}
+}
+
+// emit sends ev to the subscribers.
+func (s *Session) emit(ev Event) { s.subs.emit(ev) }
+
+// step takes the rule that applies for f and reports the state change.
+func (s *Session) step(f transitions.Facts) (fsm.Transition, bool) {
+	tr, err := s.loop.machine.Step(context.Background(), f)
+	if err != nil {
+		if !errors.Is(err, fsm.ErrNoRule) {
+			s.logger.Error("session: machine refused a transition", "error", err)
+		}
+		return fsm.Transition{}, false
+	}
+	s.emit(StateChange{From: tr.From, To: tr.To, Event: tr.Event})
+	return tr, true
+}
+
+// passThrough takes the reset from exhausted or cancelled to idle.
+func (s *Session) passThrough() {
+	if s.loop.machine.State().PassThrough() {
+		s.step(transitions.Facts{})
+	}
+}
+
+// failTurn records why the turn in flight failed; the first reason wins.
+func (s *Session) failTurn(err error) {
+	if t := s.loop.turn; t != nil && t.err == nil {
+		t.err = err
+	}
+}
+
+// startTurn begins a user's turn: the check before a prompt, then the run.
+func (s *Session) startTurn(text string, reply chan error) {
+	l := &s.loop
+	if l.turn != nil || l.run != nil || l.job != nil || l.machine.State() != states.Idle {
+		reply <- ErrBusy
+		return
+	}
+	msg := &Message{ID: s.newID("user"), Role: RoleUser, Text: text, Timestamp: nowMs()}
+	l.turn = &turnState{reply: reply, prompt: msg}
+	l.episodeCompacted = false
+	if last := s.lastAssistant(); last != nil {
+		s.decide(last, transitions.PromptCheck)
+	}
+}
+
+// sendPrompt starts the user's run once the check before it is done.
+func (s *Session) sendPrompt() {
+	l := &s.loop
+	msg := l.turn.prompt
+	l.turn.prompt = nil
+	l.runtime = append(l.runtime, *msg)
+	s.recordMessage(msg)
+	s.startRun(msg)
+}
+
+// lastAssistant is the last assistant message of the runtime context.
+func (s *Session) lastAssistant() *Message {
+	rt := s.loop.runtime
+	for i := len(rt) - 1; i >= 0; i-- {
+		if rt[i].Role == RoleAssistant {
+			m := rt[i]
+			return &m
+		}
+	}
+	return nil
+}
+
+// startRun starts a run on its own goroutine: the user's (prompt set) or a
+// continuation. Its events come back to the loop through post.
+func (s *Session) startRun(prompt *Message) {
+	l := &s.loop
+	l.ids++
+	id := l.ids
+	ctx, cancel := context.WithCancelCause(context.Background())
+	l.run = &runState{id: id, cancel: cancel, continuation: prompt == nil}
+	req := RunRequest{SessionID: s.id, Prompt: prompt, Context: cloneMessages(l.runtime), Model: s.model}
+	if s.creds != nil && s.model.Provider != "" {
+		if c, ok := s.creds.Current(s.model.Provider, s.id); ok {
+			req.Credential = &c
+		}
+	}
+	go func() {
+		emit := func(ev Event) { s.post(func() { s.onAgentEvent(id, ev) }) }
+		err := s.agent.Run(ctx, req, emit)
+		cancel(nil)
+		s.post(func() { s.onRunDone(id, err) })
+	}()
+}
+
+// onAgentEvent handles one event of the run id.
+func (s *Session) onAgentEvent(id int, ev Event) {
+	l := &s.loop
+	r := l.run
+	if r == nil || r.id != id || r.ended {
+		return // a run that already ended or was replaced
+	}
+	r.started = true
+	switch e := ev.(type) {
+	case MessageEnd:
+		if e.Message.ID == "" {
+			e.Message.ID = s.newID("msg")
+		}
+		if e.Message.Timestamp == 0 {
+			e.Message.Timestamp = nowMs()
+		}
+		ev = e
+		s.emit(e)
+		s.onMessageEnd(r, e.Message)
+		return
+	case AgentEnd:
+		r.ended = true
+		if e.Messages == nil {
+			e.Messages = cloneMessages(r.messages)
+		}
+		ev = e
+	}
+	s.emit(ev)
+}
+
+// onMessageEnd records a finished message and ends a retry chain at the
+// first success after a retry.
+func (s *Session) onMessageEnd(r *runState, m Message) {
+	l := &s.loop
+	r.messages = append(r.messages, m)
+	l.runtime = append(l.runtime, m)
+	s.recordMessage(&m)
+	if m.Role != RoleAssistant {
+		return
+	}
+	r.last = &m
+	if !m.IsError() {
+		l.episodeCompacted = false
+	}
+	if m.succeeded() && l.attempt > 0 && !r.detached {
+		s.emit(AutoRetryEnd{Success: true, Attempt: l.attempt})
+		l.attempt = 0
+	}
+}
+
+// onRunDone handles the end of run id: the decision at agent_end, or a run
+// that could not start.
+func (s *Session) onRunDone(id int, err error) {
+	l := &s.loop
+	r := l.run
+	if r == nil || r.id != id {
+		return
+	}
+	l.run = nil
+	if r.detached {
+		return
+	}
+	if !r.started {
+		if err == nil {
+			err = errors.New("the agent ended the run without starting it")
+		}
+		s.startFailed(r, err)
+		return
+	}
+	if !r.ended {
+		// The agent failed mid-run without ending it: report its error as
+		// the run's last message and end the run for it.
+		text := "the agent stopped without ending the run"
+		if err != nil {
+			text = err.Error()
+		}
+		m := Message{ID: s.newID("msg"), Role: RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: text,
+			Provider: s.model.Provider, Model: s.model.ID, Timestamp: nowMs(), Err: err}
+		s.emit(MessageStart{Message: m})
+		s.emit(MessageEnd{Message: m})
+		s.onMessageEnd(r, m)
+		s.emit(AgentEnd{Messages: cloneMessages(r.messages)})
+	}
+	s.decide(r.last, transitions.RunEnded)
+}
+
+// startFailed ends a run that could not start.
+func (s *Session) startFailed(r *runState, err error) {
+	l := &s.loop
+	s.failTurn(fmt.Errorf("%w: %w", ErrStartFailed, err))
+	if !r.continuation {
+		return
+	}
+	if _, ok := s.step(transitions.Facts{Signal: transitions.StartFailed}); !ok {
+		return
+	}
+	if l.attempt > 0 {
+		s.emit(AutoRetryEnd{Success: false, Attempt: l.attempt, FinalError: err.Error()})
+		l.attempt = 0
+	}
+}
+
+// facts gathers what the guards read about m.
+func (s *Session) facts(m *Message, sig transitions.Signal) (transitions.Facts, classify.Result) {
+	l := &s.loop
+	f := transitions.Facts{
+		Signal:            sig,
+		RetryEnabled:      l.cfg.Retry.Enabled,
+		Attempt:           l.attempt,
+		MaxRetries:        l.cfg.Retry.MaxRetries,
+		CompactionEnabled: l.cfg.Compaction.Enabled,
+		EpisodeCompacted:  l.episodeCompacted,
+		ContextWindow:     s.model.ContextWindow,
+		ReserveTokens:     l.cfg.Compaction.ReserveTokens,
+	}
+	if m == nil {
+		return f, classify.Result{}
+	}
+	cls := l.cfg.Retry.Rules.Classify(m.classifyMessage(s.model.ContextWindow), time.Now())
+	f.Class = cls.Class
+	f.Error = m.IsError()
+	f.Aborted = m.StopReason == classify.StopReasonAborted
+	f.HintOverCap = hintOverCap(l.cfg.Retry, cls.RetryAfter, cls.HasRetryAfter)
+	f.SameModel = m.Provider == s.model.Provider && m.Model == s.model.ID
+	f.Stale = l.compactionSeq > 0 && l.seq[m.ID] <= l.compactionSeq
+	f.Tokens = contextTokens(m.Usage)
+	return f, cls
+}
+
+// decide is the decision at agent_end (policy §1), and the check before a
+// prompt (§4.6), on the message m.
+func (s *Session) decide(m *Message, sig transitions.Signal) {
+	l := &s.loop
+	f, cls := s.facts(m, sig)
+	if _, ok := s.step(f); !ok { // idle or continuing → classifying
+		return
+	}
+	tr, ok := s.step(f)
+	if !ok {
+		return
+	}
+	var text string
+	if m != nil {
+		text = m.ErrorMessage
+	}
+	switch tr.Event {
+	case transitions.Retry:
+		s.beginRetry(m, cls)
+	case transitions.Exhaust:
+		attempts := l.attempt
+		if l.attempt > 0 {
+			s.emit(AutoRetryEnd{Success: false, Attempt: l.attempt, FinalError: text})
+		}
+		l.attempt = 0
+		s.failTurn(&ExhaustedError{Attempts: attempts, Last: text})
+		s.passThrough()
+	case transitions.Overflow:
+		s.endChain(text)
+		l.episodeCompacted = true
+		s.removeMessage(m.ID)
+		s.startCompaction(ReasonOverflow, sig == transitions.RunEnded)
+	case transitions.Threshold:
+		s.endChain(text)
+		s.startCompaction(ReasonThreshold, false)
+	case transitions.Settle:
+		s.endChain(text)
+		if sig == transitions.RunEnded {
+			s.settleOn(m, f)
+		}
+	}
+}
+
+// endChain ends an active chain that a run ended some other way than by a
+// retry or a success (policy §3.5).
+func (s *Session) endChain(finalError string) {
+	l := &s.loop
+	if l.attempt > 0 {
+		s.emit(AutoRetryEnd{Success: false, Attempt: l.attempt, FinalError: finalError})
+		l.attempt = 0
+	}
+}
+
+// settleOn records how a turn that settled on m ended.
+func (s *Session) settleOn(m *Message, f transitions.Facts) {
+	if m == nil {
+		return
+	}
+	switch {
+	case f.Class == classify.Overflow && f.SameModel && !f.Stale:
+		if f.CompactionEnabled && f.EpisodeCompacted {
+			const refused = "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."
+			s.emit(AutoCompactionStart{Reason: ReasonOverflow})
+			s.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: refused})
+		}
+		s.failTurn(fmt.Errorf("%w: %s", ErrOverflow, overflowText(m)))
+	case m.StopReason == classify.StopReasonAborted:
+		s.failTurn(ErrAborted)
+	case m.IsError():
+		s.failTurn(fmt.Errorf("%w: %s", ErrProvider, m.ErrorMessage))
+	}
+}
+
+func overflowText(m *Message) string {
+	if m.ErrorMessage != "" {
+		return m.ErrorMessage
+	}
+	return fmt.Sprintf("the model's usage (%d tokens) exceeds its context window", contextTokens(m.Usage))
+}
+
+// beginRetry schedules a retry of m (policy §3.4).
+func (s *Session) beginRetry(m *Message, cls classify.Result) {
+	l := &s.loop
+	l.attempt++
+	delay := retryDelay(l.cfg.Retry, l.attempt, s.random(), cls.RetryAfter, cls.HasRetryAfter)
+	if cls.UsageLimit && s.creds != nil && s.model.Provider != "" {
+		var hint time.Duration
+		if cls.HasRetryAfter {
+			hint = cls.RetryAfter
+		}
+		if s.creds.MarkUsageLimitReached(s.model.Provider, s.id, hint, s.model.BaseURL) {
+			delay = 0
+		}
+	}
+	s.emit(AutoRetryStart{Attempt: l.attempt, MaxAttempts: l.cfg.Retry.MaxRetries, DelayMs: delay.Milliseconds(), ErrorMessage: m.ErrorMessage})
+	s.removeMessage(m.ID)
+	l.ids++
+	id := l.ids
+	l.backoff = &backoffState{id: id, timer: time.AfterFunc(delay, func() { s.post(func() { s.onTimer(id) }) })}
+}
+
+// removeMessage removes the message with this ID from the runtime context,
+// and nothing else. History keeps it.
+func (s *Session) removeMessage(id string) {
+	l := &s.loop
+	for i := len(l.runtime) - 1; i >= 0; i-- {
+		if l.runtime[i].ID == id {
+			l.runtime = append(l.runtime[:i:i], l.runtime[i+1:]...)
+			return
+		}
+	}
+}
+
+// onTimer handles a backoff timer: the wait is over, continue.
+func (s *Session) onTimer(id int) {
+	l := &s.loop
+	current := l.backoff != nil && l.backoff.id == id
+	if _, ok := s.step(transitions.Facts{Signal: transitions.TimerFired, CurrentTimer: current}); !ok {
+		return
+	}
+	l.backoff = nil
+	s.startRun(nil)
+}
+
+func (s *Session) stopTimer() {
+	if b := s.loop.backoff; b != nil {
+		b.timer.Stop()
+		s.loop.backoff = nil
+	}
+}
+
+// abortRetry cancels a pending wait (AbortRetry).
+func (s *Session) abortRetry() {
+	l := &s.loop
+	if _, ok := s.step(transitions.Facts{Signal: transitions.AbortRetryCalled}); !ok {
+		return
+	}
+	s.stopTimer()
+	s.cancelChain()
+	s.failTurn(ErrRetryCancelled)
+	s.passThrough()
+	_ = l
+}
+
+// cancelChain ends an active chain as cancelled.
+func (s *Session) cancelChain() {
+	l := &s.loop
+	if l.attempt > 0 {
+		s.emit(AutoRetryEnd{Success: false, Attempt: l.attempt, FinalError: "Retry cancelled"})
+		l.attempt = 0
+	}
+}
+
+// abortAll stops everything (Abort) and closes quiet when the session is.
+func (s *Session) abortAll(cause error, quiet chan struct{}) {
+	l := &s.loop
+	if l.run != nil {
+		l.run.cancel(cause)
+	}
+	if l.job != nil {
+		l.job.cancel(errCompactionAborted)
+	}
+	if _, ok := s.step(transitions.Facts{Signal: transitions.AbortCalled}); ok {
+		s.stopTimer()
+		s.cancelChain()
+		if l.run != nil {
+			l.run.detached = true
+		}
+		if j := l.job; j != nil {
+			s.endJobAborted(j)
+		}
+		s.passThrough()
+	}
+	if l.turn != nil {
+		if l.turn.prompt != nil {
+			// The prompt was waiting for the check before it: not sent.
+			l.turn.prompt = nil
+		}
+		s.failTurn(ErrAborted)
+	}
+	l.quiet = append(l.quiet, quiet)
+}
+
+// abortCompaction cancels the compaction in flight (AbortCompaction).
+func (s *Session) abortCompaction() {
+	l := &s.loop
+	j := l.job
+	if j == nil {
+		return
+	}
+	j.cancel(errCompactionAborted)
+	if j.manual != nil {
+		l.job = nil
+		j.manual(CompactionResult{}, ErrCompactionCancelled)
+		return
+	}
+	if _, ok := s.step(transitions.Facts{Signal: transitions.AbortCompactionCalled}); ok {
+		s.endJobAborted(j)
+		s.passThrough()
+	}
+}
+
+// endJobAborted reports an automatic compaction as aborted.
+func (s *Session) endJobAborted(j *compactionJob) {
+	l := &s.loop
+	l.job = nil
+	if j.manual != nil {
+		j.manual(CompactionResult{}, ErrCompactionCancelled)
+		return
+	}
+	s.emit(AutoCompactionEnd{Aborted: true, WillRetry: false})
+	if j.reason == ReasonOverflow {
+		s.failTurn(fmt.Errorf("%w: %w", ErrOverflow, ErrCompactionCancelled))
+	}
+}
+
+// settle finishes the turn and releases Abort's waiters once the session
+// is at rest. It runs after every command.
+func (s *Session) settle() {
+	l := &s.loop
+	if l.run == nil && l.job == nil {
+		for _, q := range l.quiet {
+			close(q)
+		}
+		l.quiet = nil
+	}
+	t := l.turn
+	if t == nil || l.run != nil || l.job != nil || l.backoff != nil || l.machine.State() != states.Idle {
+		return
+	}
+	if t.prompt != nil {
+		s.sendPrompt()
+		return
+	}
+	l.turn = nil
+	t.reply <- t.err
+}

@@ -1,0 +1,228 @@
+// Package scripted is a stand-in for a model provider: a session.Agent that
+// answers each model call from a script. The demo, the RPC server and the
+// tests run on it; it makes no network call.
+//
+// It is not a model: it never reads the messages it is sent, only counts
+// them.
+package scripted
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/session"
+)
+
+// Script is what the agent answers, as JSON:
+//
+//	{
+//	  "model": {"provider": "scripted", "id": "scripted-1", "contextWindow": 200000},
+//	  "calls": [
+//	    {"stopReason": "error", "errorMessage": "503 Service Unavailable", "latencyMs": 50},
+//	    {"stopReason": "toolUse", "text": "reading a file"},
+//	    {"stopReason": "stop", "text": "done", "usage": {"input": 1200, "output": 40}}
+//	  ]
+//	}
+type Script struct {
+	Model session.Model `json:"model"`
+	Calls []Call        `json:"calls"`
+}
+
+// Call is the answer to one model call. Each call takes the next entry;
+// once they run out, every call answers {"stopReason":"stop","text":"ok"}.
+type Call struct {
+	// StopReason is the answer's: stop, toolUse, length or error. toolUse
+	// makes the run execute a stand-in tool and call the model again
+	// within the same run.
+	StopReason classify.StopReason `json:"stopReason"`
+	Text       string              `json:"text,omitempty"`
+	// ErrorMessage is the error text of an "error" answer.
+	ErrorMessage string `json:"errorMessage,omitempty"`
+	// LatencyMs is how long the call takes before it answers. An abort
+	// during that time ends the call with stopReason "aborted".
+	LatencyMs int64 `json:"latencyMs,omitempty"`
+	// Usage defaults to {"input":100,"output":20}.
+	Usage *session.Usage `json:"usage,omitempty"`
+	// Typed error facts, as a provider client would know them.
+	Status    int               `json:"status,omitempty"`
+	ErrorType string            `json:"errorType,omitempty"`
+	Headers   map[string]string `json:"headers,omitempty"`
+	// Refuse, when set, makes the run that would make this call fail to
+	// start with this error, before any model call (the entry is used up).
+	Refuse string `json:"refuse,omitempty"`
+}
+
+// DefaultModel is the model of a script that names none.
+var DefaultModel = session.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 200000}
+
+var stopReasons = map[classify.StopReason]bool{
+	classify.StopReasonStop: true, classify.StopReasonToolUse: true, classify.StopReasonLength: true, classify.StopReasonError: true,
+}
+
+// Parse reads a script. Unknown keys, an unknown stopReason and negative
+// numbers are errors that name the call and key.
+func Parse(data []byte) (Script, error) {
+	var s Script
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&s); err != nil {
+		return Script{}, fmt.Errorf("scripted: invalid script: %w", err)
+	}
+	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
+		return Script{}, errors.New("scripted: invalid script: text after the script object")
+	}
+	if s.Model == (session.Model{}) {
+		s.Model = DefaultModel
+	}
+	if s.Model.ContextWindow < 0 {
+		return Script{}, errors.New("scripted: invalid script: model.contextWindow must not be negative")
+	}
+	for i, c := range s.Calls {
+		if c.Refuse != "" {
+			continue
+		}
+		switch {
+		case !stopReasons[c.StopReason]:
+			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d].stopReason %q (want stop, toolUse, length or error)", i, c.StopReason)
+		case c.LatencyMs < 0:
+			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d].latencyMs must not be negative", i)
+		case c.StopReason == classify.StopReasonError && c.ErrorMessage == "" && c.Status == 0 && c.ErrorType == "":
+			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d] is an error with no errorMessage, status or errorType", i)
+		}
+	}
+	return s, nil
+}
+
+// Agent answers model calls from a script. It is safe for concurrent use,
+// though a session runs it one run at a time.
+type Agent struct {
+	model session.Model
+
+	mu    sync.Mutex
+	calls []Call
+	next  int
+	ids   int
+}
+
+// New returns an agent that plays s.
+func New(s Script) *Agent {
+	return &Agent{model: s.Model, calls: append([]Call(nil), s.Calls...)}
+}
+
+// Model returns the script's model.
+func (a *Agent) Model() session.Model { return a.model }
+
+// Remaining returns how many scripted calls are left.
+func (a *Agent) Remaining() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return len(a.calls) - a.next
+}
+
+// Append adds calls at the end of the script.
+func (a *Agent) Append(calls ...Call) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.calls = append(a.calls, calls...)
+}
+
+// take returns the next call, or the default answer when they ran out.
+func (a *Agent) take() (Call, string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.ids++
+	id := "call-" + strconv.Itoa(a.ids)
+	if a.next >= len(a.calls) {
+		return Call{StopReason: classify.StopReasonStop, Text: "ok"}, id
+	}
+	c := a.calls[a.next]
+	a.next++
+	return c, id
+}
+
+// refusal uses up the next call when it refuses to start, and returns its
+// error.
+func (a *Agent) refusal() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if a.next < len(a.calls) && a.calls[a.next].Refuse != "" {
+		reason := a.calls[a.next].Refuse
+		a.next++
+		return errors.New(reason)
+	}
+	return nil
+}
+
+// Run implements session.Agent.
+func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+	if err := a.refusal(); err != nil {
+		return err
+	}
+	if err := context.Cause(ctx); ctx.Err() != nil {
+		return err
+	}
+	emit(session.AgentStart{})
+	var made []session.Message
+	for {
+		call, id := a.take()
+		emit(session.TurnStart{})
+		msg := session.Message{ID: id, Role: session.RoleAssistant, Provider: req.Model.Provider, Model: req.Model.ID, Timestamp: time.Now().UnixMilli()}
+		emit(session.MessageStart{Message: msg})
+		aborted := wait(ctx, time.Duration(call.LatencyMs)*time.Millisecond)
+		msg.Timestamp = time.Now().UnixMilli()
+		if aborted {
+			msg.StopReason = classify.StopReasonAborted
+			msg.ErrorMessage = "Request was aborted"
+			msg.Usage = &session.Usage{}
+		} else {
+			msg.StopReason = call.StopReason
+			msg.Text = call.Text
+			msg.ErrorMessage = call.ErrorMessage
+			msg.HTTPStatus, msg.ErrorType, msg.Headers = call.Status, call.ErrorType, call.Headers
+			msg.Usage = call.Usage
+			if msg.Usage == nil {
+				msg.Usage = &session.Usage{Input: 100, Output: 20, TotalTokens: 120}
+			}
+		}
+		emit(session.MessageEnd{Message: msg})
+		made = append(made, msg)
+		if msg.StopReason != classify.StopReasonToolUse {
+			emit(session.TurnEnd{})
+			break
+		}
+		result := session.Message{ID: "tool-" + id, Role: session.RoleToolResult, ToolCallID: id,
+			Text: "result of: " + call.Text, Timestamp: time.Now().UnixMilli()}
+		emit(session.MessageStart{Message: result})
+		emit(session.MessageEnd{Message: result})
+		made = append(made, result)
+		emit(session.TurnEnd{})
+	}
+	emit(session.AgentEnd{Messages: made})
+	return nil
+}
+
+// wait waits d, and reports true when ctx ended first.
+func wait(ctx context.Context, d time.Duration) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	if d <= 0 {
+		return false
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return false
+	case <-ctx.Done():
+		return true
+	}
+}

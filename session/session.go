@@ -1,0 +1,402 @@
+package session
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	mrand "math/rand/v2"
+	"sync"
+
+	"github.com/agentfsm/agentfsm/fsm"
+	"github.com/agentfsm/agentfsm/states"
+)
+
+// Session runs an agent under the recovery policy: it retries transient
+// errors with backoff, switches credentials on usage limits, and compacts
+// the context on overflow or when it grows past its threshold.
+//
+// One goroutine owns the machine, the counters and the runtime context;
+// every method posts to it, so all methods are safe to call from any
+// goroutine. Events reach subscribers in order, each subscriber on its own
+// goroutine. Close a session when done with it.
+type Session struct {
+	id         string
+	agent      Agent
+	model      Model
+	history    History
+	creds      CredentialStore
+	summarizer Summarizer
+	random     func() float64
+	logger     *slog.Logger
+
+	cmds      chan func()
+	quit      chan struct{}
+	done      chan struct{}
+	closeOnce sync.Once
+
+	subs subscribers
+
+	snapMu sync.Mutex
+	snap   snapshot
+
+	loop loopState // owned by the loop goroutine
+}
+
+// snapshot is what the getters read without going through the loop.
+type snapshot struct {
+	state             states.State
+	attempt           int
+	retryEnabled      bool
+	compactionEnabled bool
+	streaming         bool
+	compacting        bool
+	messageCount      int
+}
+
+// Option configures New.
+type Option func(*Session) error
+
+// WithConfig sets the settings; the default is DefaultConfig. An invalid
+// Config makes New fail.
+func WithConfig(cfg Config) Option {
+	return func(s *Session) error {
+		if err := cfg.Validate(); err != nil {
+			return err
+		}
+		s.loop.cfg = cfg
+		return nil
+	}
+}
+
+// WithModel sets the model the session talks to: its provider and ID (so a
+// usage limit can switch credentials and an overflow can be told to be the
+// current model's) and its context window.
+func WithModel(m Model) Option {
+	return func(s *Session) error { s.model = m; return nil }
+}
+
+// WithSessionID sets the session's identity; the default is random.
+func WithSessionID(id string) Option {
+	return func(s *Session) error {
+		if id == "" {
+			return errors.New("session: empty session ID")
+		}
+		s.id = id
+		return nil
+	}
+}
+
+// WithHistory sets where the session's history is kept; the default is a
+// MemoryHistory. Entries already there are the start of the runtime
+// context (the latest compaction's summary and what it kept, then the
+// messages after it).
+func WithHistory(h History) Option {
+	return func(s *Session) error { s.history = h; return nil }
+}
+
+// WithCredentials sets the credential store used for usage limits; without
+// one the usage-limit branch only waits.
+func WithCredentials(c CredentialStore) Option {
+	return func(s *Session) error { s.creds = c; return nil }
+}
+
+// WithSummarizer sets the summarizer compactions use; the default is
+// DigestSummarizer{}.
+func WithSummarizer(sum Summarizer) Option {
+	return func(s *Session) error { s.summarizer = sum; return nil }
+}
+
+// WithRandom sets the source of the retry jitter: a function returning
+// values in [0, 1). The default is math/rand/v2's Float64.
+func WithRandom(f func() float64) Option {
+	return func(s *Session) error { s.random = f; return nil }
+}
+
+// WithLogger sets where the session reports what it cannot return as an
+// error (a subscriber that panicked, a history write that failed after the
+// fact). The default discards.
+func WithLogger(l *slog.Logger) Option {
+	return func(s *Session) error { s.logger = l; return nil }
+}
+
+// New starts a session that runs agent. It fails when agent is nil or an
+// option is invalid.
+func New(agent Agent, opts ...Option) (*Session, error) {
+	if agent == nil {
+		return nil, errors.New("session: nil Agent")
+	}
+	s := &Session{
+		agent:      agent,
+		history:    &MemoryHistory{},
+		summarizer: DigestSummarizer{},
+		random:     mrand.Float64,
+		logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
+		cmds:       make(chan func()),
+		quit:       make(chan struct{}),
+		done:       make(chan struct{}),
+	}
+	s.loop.cfg = DefaultConfig()
+	for _, o := range opts {
+		if err := o(s); err != nil {
+			return nil, err
+		}
+	}
+	if s.id == "" {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		s.id = hex.EncodeToString(b[:])
+	}
+	s.loop.machine = fsm.Default()
+	s.restore()
+	s.publish()
+	go s.run()
+	return s, nil
+}
+
+// ID returns the session's identity.
+func (s *Session) ID() string { return s.id }
+
+// Model returns the session's model.
+func (s *Session) Model() Model { return s.model }
+
+// Subscribe calls fn with every event from now on, in order, one at a time,
+// on a goroutine of the subscription's own: a slow fn delays only itself,
+// and a panic in fn is recovered (and logged) without stopping the session
+// or later events. It returns a function that ends the subscription.
+func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscribe func()) {
+	sub := s.subs.add(fn, s.logger, opts)
+	var once sync.Once
+	return func() { once.Do(func() { s.subs.remove(sub) }) }
+}
+
+// Prompt sends text as the user's next message and returns when the whole
+// turn has settled: the run, every retry it triggers, and any overflow
+// recovery with its continuation. After it returns, the session emits no
+// event until the next call.
+//
+// It returns nil when the turn ended in a successful message, and otherwise
+// an error matching one of ErrExhausted (an *ExhaustedError),
+// ErrRetryCancelled, ErrAborted, ErrOverflow, ErrProvider, ErrStartFailed.
+// A Prompt while another turn is in flight returns ErrBusy at once. When ctx
+// is done first, the turn is aborted and Prompt returns once it is quiet,
+// with an error matching ErrAborted and ctx's cause.
+func (s *Session) Prompt(ctx context.Context, text string) error {
+	reply := make(chan error, 1)
+	if err := s.do(func() { s.startTurn(text, reply) }); err != nil {
+		return err
+	}
+	select {
+	case err := <-reply:
+		return err
+	case <-ctx.Done():
+		s.abort(context.Cause(ctx))
+		err := <-reply
+		if errors.Is(err, ErrAborted) {
+			return fmt.Errorf("%w: %w", err, context.Cause(ctx))
+		}
+		return err
+	case <-s.done:
+		return ErrClosed
+	}
+}
+
+// AbortRetry cancels a pending retry wait: the chain ends with
+// auto_retry_end "Retry cancelled" and the turn with ErrRetryCancelled.
+// With no wait pending it does nothing. It is safe to call at any time, any
+// number of times, from any goroutine.
+func (s *Session) AbortRetry() {
+	_ = s.do(s.abortRetry)
+}
+
+// Abort stops whatever the session is doing: it cancels a pending retry
+// wait, the running model call and any running compaction, ends an active
+// chain as cancelled, and returns when the session is quiet (no run and no
+// compaction in flight).
+func (s *Session) Abort() {
+	s.abort(ErrAborted)
+}
+
+func (s *Session) abort(cause error) {
+	quiet := make(chan struct{})
+	if s.do(func() { s.abortAll(cause, quiet) }) != nil {
+		return
+	}
+	select {
+	case <-quiet:
+	case <-s.done:
+	}
+}
+
+// AbortCompaction cancels a running compaction, automatic or manual. With
+// none running it does nothing.
+func (s *Session) AbortCompaction() {
+	_ = s.do(s.abortCompaction)
+}
+
+// Compact compacts the runtime context now (policy §4.5): it aborts
+// whatever is in flight, summarizes all but the recent messages with the
+// optional instructions, and returns the result. It emits no automatic
+// compaction events. Its errors match ErrNothingToCompact,
+// ErrAlreadyCompacted, ErrCompactionCancelled, ErrBusy (a Prompt is in
+// flight) or the summarizer's error.
+func (s *Session) Compact(ctx context.Context, instructions string) (CompactionResult, error) {
+	s.Abort()
+	type answer struct {
+		res CompactionResult
+		err error
+	}
+	reply := make(chan answer, 1)
+	err := s.do(func() {
+		s.compactNow(instructions, func(res CompactionResult, err error) { reply <- answer{res, err} })
+	})
+	if err != nil {
+		return CompactionResult{}, err
+	}
+	select {
+	case a := <-reply:
+		return a.res, a.err
+	case <-ctx.Done():
+		s.AbortCompaction()
+		a := <-reply
+		return a.res, a.err
+	case <-s.done:
+		return CompactionResult{}, ErrClosed
+	}
+}
+
+// SetAutoRetryEnabled writes retry.enabled; it takes effect at the next
+// decision (a chain in progress ends there).
+func (s *Session) SetAutoRetryEnabled(on bool) {
+	_ = s.do(func() { s.loop.cfg.Retry.Enabled = on })
+}
+
+// AutoRetryEnabled reads retry.enabled.
+func (s *Session) AutoRetryEnabled() bool { return s.read().retryEnabled }
+
+// SetAutoCompactionEnabled writes compaction.enabled.
+func (s *Session) SetAutoCompactionEnabled(on bool) {
+	_ = s.do(func() { s.loop.cfg.Compaction.Enabled = on })
+}
+
+// AutoCompactionEnabled reads compaction.enabled.
+func (s *Session) AutoCompactionEnabled() bool { return s.read().compactionEnabled }
+
+// Config returns the session's current settings.
+func (s *Session) Config() Config {
+	var cfg Config
+	if s.do(func() { cfg = s.loop.cfg }) != nil {
+		return Config{}
+	}
+	return cfg
+}
+
+// IsRetrying reports whether a retry chain is active: from its
+// auto_retry_start to its auto_retry_end.
+func (s *Session) IsRetrying() bool { return s.read().attempt > 0 }
+
+// RetryAttempt returns the chain's attempt counter: 0 when no chain is
+// active.
+func (s *Session) RetryAttempt() int { return s.read().attempt }
+
+// State returns the recovery machine's state.
+func (s *Session) State() states.State { return s.read().state }
+
+// IsStreaming reports whether a run is in flight.
+func (s *Session) IsStreaming() bool { return s.read().streaming }
+
+// IsCompacting reports whether a compaction is in flight.
+func (s *Session) IsCompacting() bool { return s.read().compacting }
+
+// MessageCount returns the number of messages in the runtime context.
+func (s *Session) MessageCount() int { return s.read().messageCount }
+
+// Messages returns a copy of the runtime context: the messages the next
+// model call will see.
+func (s *Session) Messages() []Message {
+	var out []Message
+	if s.do(func() { out = cloneMessages(s.loop.runtime) }) != nil {
+		return nil
+	}
+	return out
+}
+
+// History returns the session's history store.
+func (s *Session) History() History { return s.history }
+
+// Close aborts whatever is in flight, waits until the session is quiet, and
+// stops it. Subscribers receive the events already emitted, then stop.
+// Methods called after Close return ErrClosed or do nothing. Close is safe
+// to call more than once.
+func (s *Session) Close() error {
+	s.closeOnce.Do(func() {
+		s.Abort()
+		close(s.quit)
+		<-s.done
+		s.subs.close()
+	})
+	return nil
+}
+
+// do runs f on the loop goroutine and waits for it.
+func (s *Session) do(f func()) error {
+	finished := make(chan struct{})
+	select {
+	case s.cmds <- func() { f(); close(finished) }:
+	case <-s.done:
+		return ErrClosed
+	}
+	<-finished
+	return nil
+}
+
+// post runs f on the loop goroutine without waiting for it; after Close it
+// is dropped.
+func (s *Session) post(f func()) {
+	select {
+	case s.cmds <- f:
+	case <-s.done:
+	}
+}
+
+func (s *Session) read() snapshot {
+	s.snapMu.Lock()
+	defer s.snapMu.Unlock()
+	return s.snap
+}
+
+// run is the loop goroutine.
+func (s *Session) run() {
+	defer close(s.done)
+	for {
+		select {
+		case f := <-s.cmds:
+			f()
+			s.settle()
+			s.publish()
+		case <-s.quit:
+			s.stopTimer()
+			return
+		}
+	}
+}
+
+// publish copies the loop's state into the snapshot the getters read.
+func (s *Session) publish() {
+	l := &s.loop
+	snap := snapshot{
+		state:             l.machine.State(),
+		attempt:           l.attempt,
+		retryEnabled:      l.cfg.Retry.Enabled,
+		compactionEnabled: l.cfg.Compaction.Enabled,
+		streaming:         l.run != nil,
+		compacting:        l.job != nil,
+		messageCount:      len(l.runtime),
+	}
+	s.snapMu.Lock()
+	s.snap = snap
+	s.snapMu.Unlock()
+}

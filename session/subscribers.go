@@ -1,0 +1,164 @@
+package session
+
+import (
+	"fmt"
+	"log/slog"
+	"sync"
+)
+
+// SubscribeOption configures one subscription.
+type SubscribeOption func(*subscriber)
+
+// WithBuffer bounds the subscriber's queue to n events. When it is full,
+// newer events are dropped and the subscriber receives EventsDropped with
+// the count once it catches up. Without it the queue grows as needed and a
+// slow subscriber loses nothing.
+func WithBuffer(n int) SubscribeOption {
+	return func(s *subscriber) {
+		if n > 0 {
+			s.limit = n
+		}
+	}
+}
+
+// subscriber delivers events to one function, in order, one at a time, on
+// a goroutine of its own, so a slow or stuck function holds up only itself.
+type subscriber struct {
+	fn     func(Event)
+	limit  int
+	logger *slog.Logger
+
+	mu      sync.Mutex
+	queue   []Event
+	dropped int
+	stopped bool // unsubscribed: deliver nothing more
+	closing bool // session closed: deliver what is queued, then exit
+	wake    chan struct{}
+}
+
+// subscribers is the session's list of subscribers.
+type subscribers struct {
+	mu   sync.Mutex
+	list []*subscriber
+}
+
+func (ss *subscribers) add(fn func(Event), logger *slog.Logger, opts []SubscribeOption) *subscriber {
+	sub := &subscriber{fn: fn, logger: logger, wake: make(chan struct{}, 1)}
+	for _, o := range opts {
+		o(sub)
+	}
+	ss.mu.Lock()
+	ss.list = append(ss.list, sub)
+	ss.mu.Unlock()
+	go sub.deliver()
+	return sub
+}
+
+func (ss *subscribers) remove(sub *subscriber) {
+	ss.mu.Lock()
+	for i, s := range ss.list {
+		if s == sub {
+			ss.list = append(ss.list[:i:i], ss.list[i+1:]...)
+			break
+		}
+	}
+	ss.mu.Unlock()
+	sub.mu.Lock()
+	sub.stopped = true
+	sub.queue = nil
+	sub.mu.Unlock()
+	sub.signal()
+}
+
+// emit queues ev for every subscriber. It never blocks.
+func (ss *subscribers) emit(ev Event) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, sub := range ss.list {
+		sub.push(ev)
+	}
+}
+
+// close lets every subscriber deliver what is queued, then stop.
+func (ss *subscribers) close() {
+	ss.mu.Lock()
+	list := ss.list
+	ss.list = nil
+	ss.mu.Unlock()
+	for _, sub := range list {
+		sub.mu.Lock()
+		sub.closing = true
+		sub.mu.Unlock()
+		sub.signal()
+	}
+}
+
+func (s *subscriber) push(ev Event) {
+	s.mu.Lock()
+	if s.stopped || s.closing {
+		s.mu.Unlock()
+		return
+	}
+	if s.limit > 0 && len(s.queue) >= s.limit {
+		s.dropped++
+	} else {
+		s.queue = append(s.queue, ev)
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *subscriber) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+func (s *subscriber) deliver() {
+	for {
+		s.mu.Lock()
+		batch := s.queue
+		s.queue = nil
+		dropped := s.dropped
+		s.dropped = 0
+		stopped, closing := s.stopped, s.closing
+		s.mu.Unlock()
+		if stopped {
+			return
+		}
+		for _, ev := range batch {
+			if !s.call(ev) {
+				return
+			}
+		}
+		if dropped > 0 && !s.call(EventsDropped{Count: dropped}) {
+			return
+		}
+		if len(batch) == 0 && dropped == 0 {
+			if closing {
+				return
+			}
+			<-s.wake
+		}
+	}
+}
+
+// call runs the subscriber's function on ev, recovering a panic so that it
+// neither stops the session nor this subscriber's later events. It reports
+// false when the subscriber was removed meanwhile.
+func (s *subscriber) call(ev Event) (alive bool) {
+	s.mu.Lock()
+	stopped := s.stopped
+	s.mu.Unlock()
+	if stopped {
+		return false
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s.logger.Error("session: a subscriber panicked", "event", ev.Type(), "panic", fmt.Sprint(r))
+		}
+	}()
+	s.fn(ev)
+	return true
+}
