@@ -112,6 +112,19 @@ func (m *MemoryCredentials) MarkUsageLimitReached(provider, sessionID string, hi
 	return true
 }
 
+// BlockedUntil returns when the credential id of provider is free again:
+// the zero time when it is not blocked (or not known).
+func (m *MemoryCredentials) BlockedUntil(provider, id string) time.Time {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	for _, c := range m.providers[provider] {
+		if c.ID == id && c.blocked(m.now()) {
+			return c.blockedUntil
+		}
+	}
+	return time.Time{}
+}
+
 // pick returns the index of the credential sessionID uses for provider:
 // the first free one walking forward from FNV-1a(sessionID) mod n, or the
 // first serving baseURL in order when all are blocked.

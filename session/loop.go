@@ -91,6 +91,8 @@ func nowMs() int64 { return time.Now().UnixMilli() }
 
 // restore rebuilds the runtime context from history: the latest
 // compaction's summary and the messages from its first kept entry on.
+// Error messages are left out: each was either removed for a retry or
+// ended its turn, and neither is context for the next call.
 func (s *Session) restore() {
 	l := &s.loop
 	l.seq = map[string]int{}
@@ -100,8 +102,10 @@ func (s *Session) restore() {
 		l.nextSeq++
 		switch e.Type {
 		case EntryMessage:
-			msgs = append(msgs, *e.Message)
 			l.seq[e.Message.ID] = l.nextSeq
+			if !e.Message.IsError() {
+				msgs = append(msgs, *e.Message)
+			}
 		case EntryCompaction:
 			l.compactionSeq = l.nextSeq
 			kept := msgs[:0:0]

@@ -157,6 +157,7 @@ func (s *subscriber) call(ev Event) (alive bool) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.logger.Error("session: a subscriber panicked", "event", ev.Type(), "panic", fmt.Sprint(r))
+			alive = true
 		}
 	}()
 	s.fn(ev)

@@ -1,0 +1,143 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/scripted"
+)
+
+func msgEntry(id, text string) session.Entry {
+	return session.Entry{Type: session.EntryMessage, ID: id, Timestamp: 1, Message: &session.Message{ID: id, Role: session.RoleUser, Text: text, Timestamp: 1}}
+}
+
+func TestMemoryHistory(t *testing.T) {
+	var h session.MemoryHistory
+	require.NoError(t, h.Append(msgEntry("a", "x")))
+	require.NoError(t, h.Append(msgEntry("b", "y")))
+	got := h.Entries()
+	require.Len(t, got, 2)
+	got[0].ID = "changed"
+	assert.Equal(t, "a", h.Entries()[0].ID, "Entries returns a copy")
+}
+
+func TestFileHistoryRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	h, err := session.OpenFileHistory(path)
+	require.NoError(t, err)
+	require.NoError(t, h.Append(msgEntry("a", "first")))
+	require.NoError(t, h.Append(session.Entry{Type: session.EntryCompaction, ID: "c", Timestamp: 2,
+		Compaction: &session.Compaction{Reason: session.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}}))
+	require.NoError(t, h.Close())
+	require.Error(t, h.Append(msgEntry("late", "x")), "append after close fails")
+
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, 2, countLines(data), "one JSON object per line")
+
+	h2, err := session.OpenFileHistory(path)
+	require.NoError(t, err)
+	defer h2.Close()
+	got := h2.Entries()
+	require.Len(t, got, 2)
+	assert.Equal(t, "first", got[0].Message.Text)
+	assert.Equal(t, "s", got[1].Compaction.Summary)
+}
+
+func countLines(b []byte) int {
+	n := 0
+	for _, c := range b {
+		if c == '\n' {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFileHistoryCrash cuts the file at every byte offset of its last line,
+// as a crash in the middle of an append would: every complete line is kept,
+// the cut line is dropped (or kept when only its newline is missing), and
+// the next append lands on a line of its own.
+func TestFileHistoryCrash(t *testing.T) {
+	dir := t.TempDir()
+	full := filepath.Join(dir, "full.jsonl")
+	h, err := session.OpenFileHistory(full)
+	require.NoError(t, err)
+	for i := range 3 {
+		require.NoError(t, h.Append(msgEntry(fmt.Sprintf("m%d", i), fmt.Sprintf("message %d", i))))
+	}
+	require.NoError(t, h.Close())
+	data, err := os.ReadFile(full)
+	require.NoError(t, err)
+	lastStart := len(data) - 1
+	for lastStart > 0 && data[lastStart-1] != '\n' {
+		lastStart--
+	}
+	for cut := lastStart; cut < len(data); cut++ {
+		path := filepath.Join(dir, fmt.Sprintf("cut%d.jsonl", cut))
+		require.NoError(t, os.WriteFile(path, data[:cut], 0o644))
+		h, err := session.OpenFileHistory(path)
+		require.NoError(t, err, "cut at %d", cut)
+		want := 2
+		if cut == len(data)-1 {
+			want = 3 // the whole entry, only its newline lost
+		}
+		require.Len(t, h.Entries(), want, "cut at %d", cut)
+		require.NoError(t, h.Append(msgEntry("after", "after the crash")))
+		require.NoError(t, h.Close())
+		h, err = session.OpenFileHistory(path)
+		require.NoError(t, err, "cut at %d, reopened", cut)
+		got := h.Entries()
+		require.Len(t, got, want+1, "cut at %d, reopened", cut)
+		assert.Equal(t, "after", got[want].ID)
+		require.NoError(t, h.Close())
+	}
+}
+
+func TestFileHistoryCorruptLine(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	content := `{"type":"message","id":"a","timestamp":1,"message":{"id":"a","role":"user","timestamp":1}}` + "\n" +
+		`{"type":"message","id":"b",` + "\n" +
+		`{"type":"message","id":"c","timestamp":1,"message":{"id":"c","role":"user","timestamp":1}}` + "\n"
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
+	_, err := session.OpenFileHistory(path)
+	require.ErrorIs(t, err, session.ErrCorruptHistory)
+	assert.Contains(t, err.Error(), "line 2")
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, content, string(after), "a corrupt file is left as it was")
+
+	require.NoError(t, os.WriteFile(path, []byte(`{"type":"bogus","id":"x"}`+"\n"+`{}`+"\n"), 0o644))
+	_, err = session.OpenFileHistory(path)
+	require.ErrorIs(t, err, session.ErrCorruptHistory)
+	assert.Contains(t, err.Error(), "line 1")
+}
+
+// A session on a file history writes every message, and a new session on
+// the same file continues from it.
+func TestSessionOnFileHistory(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "session.jsonl")
+	bubble(t, func(t *testing.T) {
+		h, err := session.OpenFileHistory(path)
+		require.NoError(t, err)
+		defer h.Close()
+		s, _, _ := newSession(t, []scripted.Call{fail(service503), ok("done")}, session.WithHistory(h))
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		s.Close()
+	})
+	h, err := session.OpenFileHistory(path)
+	require.NoError(t, err)
+	defer h.Close()
+	assert.Len(t, h.Entries(), 3, "the prompt, the error (kept in history) and the answer")
+	s, err := session.New(scripted.New(scripted.Script{}), session.WithHistory(h))
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Equal(t, 2, s.MessageCount(), "the runtime context is rebuilt without the removed error")
+}

@@ -1,0 +1,314 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/states"
+)
+
+// Abort while a continuation's model call is in flight: the chain ends as
+// cancelled and the counter resets (§11: abort during a retried run).
+func TestAbortDuringContinuation(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, rec := newSession(t, []scripted.Call{fail(service503), slow(ok("late"), 10_000)})
+		done := promptAsync(s, "hi")
+		time.Sleep(3 * time.Second) // 2 s wait, then 1 s into the continuation
+		synctest.Wait()
+		require.Equal(t, states.Continuing, s.State())
+		require.True(t, s.IsStreaming())
+		s.Abort()
+		assert.False(t, s.IsStreaming(), "Abort returns when the session is quiet")
+		require.ErrorIs(t, <-done, session.ErrAborted)
+		assert.Equal(t, 0, s.RetryAttempt())
+		assert.Equal(t, states.Idle, s.State())
+		assert.Equal(t, []string{
+			"agent_start",
+			`message error "503 Service Unavailable"`,
+			"agent_end",
+			"idle>classifying agent_end",
+			"classifying>backoff retry",
+			`retry_start 1/3 2000ms "503 Service Unavailable"`,
+			"backoff>continuing elapsed",
+			"agent_start",
+			"continuing>cancelled cancel",
+			`retry_end fail 1 "Retry cancelled"`,
+			"cancelled>idle reset",
+			"message aborted",
+			"agent_end",
+		}, rec.lines())
+	})
+}
+
+// Retry switched off mid-chain: the next decision ends the chain with the
+// error (§11: the latch no longer stays pending).
+func TestRetryDisabledMidChain(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, rec := newSession(t, []scripted.Call{fail(service503), fail("overloaded"), ok("never")})
+		done := promptAsync(s, "hi")
+		time.Sleep(time.Second)
+		s.SetAutoRetryEnabled(false)
+		assert.False(t, s.AutoRetryEnabled())
+		err := <-done
+		require.ErrorIs(t, err, session.ErrProvider)
+		assert.Contains(t, err.Error(), "overloaded")
+		assert.Equal(t, []string{
+			`retry_start 1/3 2000ms "503 Service Unavailable"`,
+			`retry_end fail 1 "overloaded"`,
+		}, rec.recovery())
+		assert.Equal(t, 1, s.MessageCount()-1, "the user's message and the last error remain")
+	})
+}
+
+// A non-retryable error after a retry ends the chain (§11: no hang).
+func TestNonRetryableAfterRetry(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, rec := newSession(t, []scripted.Call{fail(service503), fail("401 invalid x-api-key")})
+		err := s.Prompt(context.Background(), "hi")
+		require.ErrorIs(t, err, session.ErrProvider)
+		assert.NotErrorIs(t, err, session.ErrExhausted)
+		assert.Equal(t, []string{
+			`retry_start 1/3 2000ms "503 Service Unavailable"`,
+			`retry_end fail 1 "401 invalid x-api-key"`,
+		}, rec.recovery())
+	})
+}
+
+// A continuation that cannot start ends the chain with its error (§11: no
+// longer swallowed).
+func TestContinuationFailsToStart(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, rec := newSession(t, []scripted.Call{fail(service503), {Refuse: "no credentials left"}})
+		err := s.Prompt(context.Background(), "hi")
+		require.ErrorIs(t, err, session.ErrStartFailed)
+		assert.Contains(t, err.Error(), "no credentials left")
+		lines := rec.lines()
+		assert.Equal(t, []string{
+			"backoff>continuing elapsed",
+			"continuing>idle stall",
+			`retry_end fail 1 "no credentials left"`,
+		}, lines[len(lines)-3:])
+		assert.Equal(t, states.Idle, s.State())
+	})
+}
+
+// The user's own run failing to start fails the Prompt without touching the
+// machine.
+func TestPromptFailsToStart(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, rec := newSession(t, []scripted.Call{{Refuse: "model offline"}})
+		err := s.Prompt(context.Background(), "hi")
+		require.ErrorIs(t, err, session.ErrStartFailed)
+		assert.Empty(t, rec.lines())
+		require.NoError(t, s.Prompt(context.Background(), "again"))
+	})
+}
+
+// A retried run that uses tools: the chain ends at the first success, and
+// Prompt returns only after the last tool round (§11).
+func TestRetriedRunWithTools(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		calls := []scripted.Call{fail(service503), slow(toolUse("read a file"), 100), slow(toolUse("edit it"), 100), slow(ok("done"), 100)}
+		s, _, rec := newSession(t, calls)
+		start := time.Now()
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		assert.Equal(t, 2300*time.Millisecond, time.Since(start), "the wait, then three calls of 100 ms")
+		assert.Equal(t, []string{
+			"agent_start",
+			`message error "503 Service Unavailable"`,
+			"agent_end",
+			"idle>classifying agent_end",
+			"classifying>backoff retry",
+			`retry_start 1/3 2000ms "503 Service Unavailable"`,
+			"backoff>continuing elapsed",
+			"agent_start",
+			"message toolUse",
+			"retry_end ok 1",
+			"message toolResult",
+			"message toolUse",
+			"message toolResult",
+			"message stop",
+			"agent_end",
+			"continuing>classifying agent_end",
+			"classifying>idle settle",
+		}, rec.lines())
+		assert.Equal(t, 2100*time.Millisecond, rec.timeOf("retry_end"))
+	})
+}
+
+// A later failure in the same run starts a new chain at attempt 1.
+func TestFailureAfterToolSuccessStartsNewChain(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, rec := newSession(t, []scripted.Call{fail(service503), toolUse("x"), fail("overloaded"), ok("done")})
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		assert.Equal(t, []string{
+			`retry_start 1/3 2000ms "503 Service Unavailable"`,
+			"retry_end ok 1",
+			`retry_start 1/3 2000ms "overloaded"`,
+			"retry_end ok 1",
+		}, rec.recovery())
+	})
+}
+
+func TestPromptWhileBusy(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, _ := newSession(t, []scripted.Call{fail(service503), ok("done")})
+		done := promptAsync(s, "hi")
+		synctest.Wait()
+		require.True(t, s.IsRetrying(), "the chain is active before anything a caller can race with")
+		assert.ErrorIs(t, s.Prompt(context.Background(), "second"), session.ErrBusy)
+		require.NoError(t, <-done)
+		require.NoError(t, s.Prompt(context.Background(), "now it is free"))
+	})
+}
+
+// AbortRetry and Abort from many goroutines at once: one chain end, no
+// panic, the session usable after.
+func TestConcurrentAborts(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, agent, rec := newSession(t, []scripted.Call{fail(service503), ok("never reached")})
+		done := promptAsync(s, "hi")
+		time.Sleep(time.Second)
+		var wg sync.WaitGroup
+		for i := range 50 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				if i%2 == 0 {
+					s.AbortRetry()
+				} else {
+					s.Abort()
+				}
+			}()
+		}
+		wg.Wait()
+		err := <-done
+		assert.True(t, errors.Is(err, session.ErrRetryCancelled) || errors.Is(err, session.ErrAborted), "%v", err)
+		assert.Equal(t, []string{
+			`retry_start 1/3 2000ms "503 Service Unavailable"`,
+			`retry_end fail 1 "Retry cancelled"`,
+		}, rec.recovery())
+		assert.Equal(t, 1, agent.Remaining())
+		require.NoError(t, s.Prompt(context.Background(), "again"))
+	})
+}
+
+// AbortRetry with no wait pending does nothing.
+func TestAbortRetryIdleDoesNothing(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, rec := newSession(t, []scripted.Call{slow(ok("done"), 1000)})
+		s.AbortRetry()
+		done := promptAsync(s, "hi")
+		time.Sleep(500 * time.Millisecond)
+		s.AbortRetry() // a user's run in flight, no wait pending
+		require.NoError(t, <-done)
+		assert.Empty(t, rec.recovery())
+		assert.Equal(t, []string{"agent_start", "message stop", "agent_end", "idle>classifying agent_end", "classifying>idle settle"}, rec.lines())
+	})
+}
+
+// Abort of a user's run (no chain) aborts the call.
+func TestAbortUserRun(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, rec := newSession(t, []scripted.Call{slow(ok("done"), 5000)})
+		done := promptAsync(s, "hi")
+		time.Sleep(time.Second)
+		s.Abort()
+		require.ErrorIs(t, <-done, session.ErrAborted)
+		assert.Equal(t, []string{"agent_start", "message aborted", "agent_end", "idle>classifying agent_end", "classifying>idle settle"}, rec.lines())
+	})
+}
+
+// Prompt's context ending aborts the turn.
+func TestPromptContextCancelled(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, rec := newSession(t, []scripted.Call{fail(service503), ok("done")})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		err := s.Prompt(ctx, "hi")
+		require.ErrorIs(t, err, session.ErrAborted)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, []string{
+			`retry_start 1/3 2000ms "503 Service Unavailable"`,
+			`retry_end fail 1 "Retry cancelled"`,
+		}, rec.recovery())
+	})
+}
+
+// A fatal error on the first call: no chain, the provider error.
+func TestFatalError(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, rec := newSession(t, []scripted.Call{fail("400 invalid_request_error: bad tool schema")})
+		err := s.Prompt(context.Background(), "hi")
+		require.ErrorIs(t, err, session.ErrProvider)
+		assert.Empty(t, rec.recovery())
+	})
+}
+
+// With retry disabled no auto_retry_start is emitted (§9.5).
+func TestRetryDisabled(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		cfg := session.DefaultConfig()
+		cfg.Retry.Enabled = false
+		s, _, rec := newSession(t, []scripted.Call{fail(service503)}, session.WithConfig(cfg))
+		require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrProvider)
+		assert.Empty(t, rec.recovery())
+	})
+}
+
+// maxRetries 0: the error is not retried and no chain opens, so no
+// auto_retry_end without a start.
+func TestMaxRetriesZero(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		cfg := session.DefaultConfig()
+		cfg.Retry.MaxRetries = 0
+		s, _, rec := newSession(t, []scripted.Call{fail(service503)}, session.WithConfig(cfg))
+		err := s.Prompt(context.Background(), "hi")
+		var ex *session.ExhaustedError
+		require.ErrorAs(t, err, &ex)
+		assert.Equal(t, 0, ex.Attempts)
+		assert.Empty(t, rec.recovery())
+		assert.Contains(t, rec.lines(), "classifying>exhausted exhaust")
+	})
+}
+
+// The failed message is removed from the runtime context by identity, and
+// stays in history (§11).
+func TestRemovedByIdentity(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, _ := newSession(t, []scripted.Call{fail(service503), ok("done")})
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		var ids []string
+		for _, m := range s.Messages() {
+			ids = append(ids, m.ID)
+		}
+		assert.Equal(t, []string{"user-1", "call-2"}, ids)
+		var hist []string
+		for _, e := range s.History().Entries() {
+			hist = append(hist, e.ID)
+		}
+		assert.Equal(t, []string{"user-1", "call-1", "call-2"}, hist)
+	})
+}
+
+// After Prompt returns, nothing more is emitted until the next call, and
+// the machine is idle with no timer (§9.7).
+func TestQuietAfterPrompt(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, rec := newSession(t, []scripted.Call{fail(service503), fail(service503), ok("done")})
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		n := len(rec.lines())
+		assert.Equal(t, states.Idle, s.State())
+		time.Sleep(time.Hour)
+		assert.Len(t, rec.lines(), n)
+	})
+}
