@@ -52,7 +52,8 @@ func (s *Session) compactNow(instructions string, reply func(CompactionResult, e
 		reply(CompactionResult{}, ErrBusy)
 		return
 	}
-	if n := len(l.runtime); n > 0 && l.runtime[n-1].Role == RoleSummary {
+	if l.compactionSeq > 0 && l.compactionSeq == l.nextSeq {
+		// Nothing was added to history since the last compaction.
 		reply(CompactionResult{}, ErrAlreadyCompacted)
 		return
 	}

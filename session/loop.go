@@ -190,8 +190,13 @@ func (s *Session) startTurn(text string, reply chan error) {
 	msg := &Message{ID: s.newID("user"), Role: RoleUser, Text: text, Timestamp: nowMs()}
 	l.turn = &turnState{reply: reply, prompt: msg}
 	l.episodeCompacted = false
+	// The check before a prompt (§4.6) goes through the machine only when
+	// it compacts: a check that settles at once would only add noise.
 	if last := s.lastAssistant(); last != nil {
-		s.decide(last, transitions.PromptCheck)
+		f, _ := s.facts(last, transitions.PromptCheck)
+		if r, ok := transitions.Next(states.Classifying, f); ok && r.Event != transitions.Settle {
+			s.decide(last, transitions.PromptCheck)
+		}
 	}
 }
 
@@ -524,6 +529,7 @@ func (s *Session) cancelChain() {
 // abortAll stops everything (Abort) and closes quiet when the session is.
 func (s *Session) abortAll(cause error, quiet chan struct{}) {
 	l := &s.loop
+	s.failTurn(ErrAborted)
 	if l.run != nil {
 		l.run.cancel(cause)
 	}
@@ -542,11 +548,8 @@ func (s *Session) abortAll(cause error, quiet chan struct{}) {
 		s.passThrough()
 	}
 	if l.turn != nil {
-		if l.turn.prompt != nil {
-			// The prompt was waiting for the check before it: not sent.
-			l.turn.prompt = nil
-		}
-		s.failTurn(ErrAborted)
+		// A prompt still waiting for the check before it is not sent.
+		l.turn.prompt = nil
 	}
 	l.quiet = append(l.quiet, quiet)
 }

@@ -166,7 +166,8 @@ func (s *Session) Model() Model { return s.model }
 // Subscribe calls fn with every event from now on, in order, one at a time,
 // on a goroutine of the subscription's own: a slow fn delays only itself,
 // and a panic in fn is recovered (and logged) without stopping the session
-// or later events. It returns a function that ends the subscription.
+// or later events. It returns a function that ends the subscription: no
+// call starts after it returns (one in progress may still finish).
 func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscribe func()) {
 	sub := s.subs.add(fn, s.logger, opts)
 	var once sync.Once
@@ -328,9 +329,10 @@ func (s *Session) Messages() []Message {
 func (s *Session) History() History { return s.history }
 
 // Close aborts whatever is in flight, waits until the session is quiet, and
-// stops it. Subscribers receive the events already emitted, then stop.
-// Methods called after Close return ErrClosed or do nothing. Close is safe
-// to call more than once.
+// stops it. It returns once every subscriber has received the events
+// already emitted (so a subscriber that never returns keeps Close waiting);
+// no subscriber is called after that. Methods called after Close return
+// ErrClosed or do nothing. Close is safe to call more than once.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		s.Abort()

@@ -34,6 +34,7 @@ type subscriber struct {
 	stopped bool // unsubscribed: deliver nothing more
 	closing bool // session closed: deliver what is queued, then exit
 	wake    chan struct{}
+	exited  chan struct{}
 }
 
 // subscribers is the session's list of subscribers.
@@ -43,7 +44,7 @@ type subscribers struct {
 }
 
 func (ss *subscribers) add(fn func(Event), logger *slog.Logger, opts []SubscribeOption) *subscriber {
-	sub := &subscriber{fn: fn, logger: logger, wake: make(chan struct{}, 1)}
+	sub := &subscriber{fn: fn, logger: logger, wake: make(chan struct{}, 1), exited: make(chan struct{})}
 	for _, o := range opts {
 		o(sub)
 	}
@@ -79,7 +80,8 @@ func (ss *subscribers) emit(ev Event) {
 	}
 }
 
-// close lets every subscriber deliver what is queued, then stop.
+// close lets every subscriber deliver what is queued, and waits until they
+// have.
 func (ss *subscribers) close() {
 	ss.mu.Lock()
 	list := ss.list
@@ -90,6 +92,9 @@ func (ss *subscribers) close() {
 		sub.closing = true
 		sub.mu.Unlock()
 		sub.signal()
+	}
+	for _, sub := range list {
+		<-sub.exited
 	}
 }
 
@@ -116,6 +121,7 @@ func (s *subscriber) signal() {
 }
 
 func (s *subscriber) deliver() {
+	defer close(s.exited)
 	for {
 		s.mu.Lock()
 		batch := s.queue

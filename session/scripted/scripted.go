@@ -47,7 +47,8 @@ type Call struct {
 	// ErrorMessage is the error text of an "error" answer.
 	ErrorMessage string `json:"errorMessage,omitempty"`
 	// LatencyMs is how long the call takes before it answers. An abort
-	// during that time ends the call with stopReason "aborted".
+	// during that time ends the call with stopReason "aborted" (and the
+	// call's usage, as reported so far).
 	LatencyMs int64 `json:"latencyMs,omitempty"`
 	// Usage defaults to {"input":100,"output":20}.
 	Usage *session.Usage `json:"usage,omitempty"`
@@ -179,9 +180,13 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 		aborted := wait(ctx, time.Duration(call.LatencyMs)*time.Millisecond)
 		msg.Timestamp = time.Now().UnixMilli()
 		if aborted {
+			// The usage reported before the abort, as a provider streams it.
 			msg.StopReason = classify.StopReasonAborted
 			msg.ErrorMessage = "Request was aborted"
-			msg.Usage = &session.Usage{}
+			msg.Usage = call.Usage
+			if msg.Usage == nil {
+				msg.Usage = &session.Usage{}
+			}
 		} else {
 			msg.StopReason = call.StopReason
 			msg.Text = call.Text

@@ -1,0 +1,23 @@
+// Package session is the recovery engine an agent program embeds: a
+// Session runs an Agent (the embedder's bridge to a model provider) and,
+// after every run, decides on the explicit machine of package fsm whether
+// to retry an error after a backoff the user can cancel, to switch to a
+// free credential on a usage limit, or to compact the conversation and
+// continue after a context overflow.
+//
+// Prompt returns when the whole turn has settled, retries and overflow
+// recovery included, with an error that says why a turn failed (see the
+// Err variables). AbortRetry, Abort and AbortCompaction cancel what is in
+// flight; Subscribe delivers every event (policy §6), plus a state_change
+// for each transition of the machine.
+//
+// Concurrency: every method of Session is safe to call from any goroutine.
+// One goroutine owns the machine, the counters and the runtime context;
+// the others post to it. Waits are timers, so a session waiting out a
+// backoff holds no running goroutine, and under testing/synctest a chain of
+// 2, 4 and 8 second waits runs in no real time.
+//
+// The session does not call a model itself (an Agent does; package
+// session/scripted is one that plays a script), and it does not render
+// anything (see the command's terminal view).
+package session

@@ -1,0 +1,106 @@
+package scripted_test
+
+import (
+	"context"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/scripted"
+)
+
+func TestParse(t *testing.T) {
+	s, err := scripted.Parse([]byte(`{
+		"model": {"provider": "scripted", "id": "scripted-1", "contextWindow": 200000},
+		"calls": [
+			{"stopReason": "error", "errorMessage": "503 Service Unavailable", "latencyMs": 50},
+			{"stopReason": "toolUse", "text": "reading a file"},
+			{"stopReason": "stop", "text": "done", "usage": {"input": 1200, "output": 40}},
+			{"refuse": "no key"}
+		]}`))
+	require.NoError(t, err)
+	assert.Equal(t, 200000, s.Model.ContextWindow)
+	require.Len(t, s.Calls, 4)
+	assert.Equal(t, int64(50), s.Calls[0].LatencyMs)
+	assert.Equal(t, 1200, s.Calls[2].Usage.Input)
+
+	s, err = scripted.Parse([]byte(`{"calls":[]}`))
+	require.NoError(t, err)
+	assert.Equal(t, scripted.DefaultModel, s.Model)
+
+	bad := []struct{ json, says string }{
+		{`{"calls":[{"stopReason":"crash"}]}`, `calls[0].stopReason "crash"`},
+		{`{"calls":[{"stopReason":"stop","latencyMs":-1}]}`, "calls[0].latencyMs"},
+		{`{"calls":[{"stopReason":"error"}]}`, "calls[0] is an error with no errorMessage"},
+		{`{"calls":[{"stopReason":"stop","colour":"red"}]}`, `unknown field "colour"`},
+		{`{"model":{"contextWindow":-1}}`, "contextWindow"},
+		{`{"calls":`, "invalid script"},
+		{`{} []`, "text after"},
+	}
+	for _, c := range bad {
+		_, err := scripted.Parse([]byte(c.json))
+		require.Error(t, err, c.json)
+		assert.Contains(t, err.Error(), c.says, c.json)
+	}
+}
+
+// collect runs one run and returns its events.
+func collect(t *testing.T, a *scripted.Agent, ctx context.Context) ([]session.Event, error) {
+	var evs []session.Event
+	err := a.Run(ctx, session.RunRequest{Model: scripted.DefaultModel}, func(ev session.Event) { evs = append(evs, ev) })
+	return evs, err
+}
+
+func types(evs []session.Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Type())
+	}
+	return out
+}
+
+func TestRunWithTools(t *testing.T) {
+	a := scripted.New(scripted.Script{Calls: []scripted.Call{{StopReason: "toolUse", Text: "ls"}, {StopReason: "stop", Text: "done"}}})
+	evs, err := collect(t, a, context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"agent_start",
+		"turn_start", "message_start", "message_end", "message_start", "message_end", "turn_end",
+		"turn_start", "message_start", "message_end", "turn_end",
+		"agent_end",
+	}, types(evs))
+	end := evs[len(evs)-1].(session.AgentEnd)
+	require.Len(t, end.Messages, 3)
+	assert.Equal(t, session.RoleToolResult, end.Messages[1].Role)
+	assert.Equal(t, end.Messages[0].ID, end.Messages[1].ToolCallID)
+	assert.Equal(t, 0, a.Remaining())
+	// Past the script: every call answers ok.
+	evs, err = collect(t, a, context.Background())
+	require.NoError(t, err)
+	assert.Equal(t, "ok", evs[len(evs)-1].(session.AgentEnd).Messages[0].Text)
+}
+
+func TestRunRefuses(t *testing.T) {
+	a := scripted.New(scripted.Script{Calls: []scripted.Call{{Refuse: "no key"}}})
+	evs, err := collect(t, a, context.Background())
+	assert.EqualError(t, err, "no key")
+	assert.Empty(t, evs)
+}
+
+func TestRunAbortedDuringLatency(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := scripted.New(scripted.Script{Calls: []scripted.Call{{StopReason: "stop", LatencyMs: 5000}}})
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { time.Sleep(time.Second); cancel() }()
+		start := time.Now()
+		evs, err := collect(t, a, ctx)
+		require.NoError(t, err)
+		assert.Equal(t, time.Second, time.Since(start))
+		end := evs[len(evs)-1].(session.AgentEnd)
+		assert.Equal(t, "aborted", string(end.Messages[0].StopReason))
+	})
+}
