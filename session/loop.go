@@ -332,18 +332,12 @@ func (s *Session) onRunDone(id int, err error) {
 
 // startFailed ends a run that could not start.
 func (s *Session) startFailed(r *runState, err error) {
-	l := &s.loop
 	s.failTurn(fmt.Errorf("%w: %w", ErrStartFailed, err))
 	if !r.continuation {
 		return
 	}
-	if _, ok := s.step(transitions.Facts{Signal: transitions.StartFailed}); !ok {
-		return
-	}
-	if l.attempt > 0 {
-		s.emit(AutoRetryEnd{Success: false, Attempt: l.attempt, FinalError: err.Error()})
-		l.attempt = 0
-	}
+	s.endChain(err.Error())
+	s.step(transitions.Facts{Signal: transitions.StartFailed})
 }
 
 // facts gathers what the guards read about m.
@@ -381,35 +375,34 @@ func (s *Session) decide(m *Message, sig transitions.Signal) {
 	if _, ok := s.step(f); !ok { // idle or continuing → classifying
 		return
 	}
-	tr, ok := s.step(f)
-	if !ok {
-		return
-	}
 	var text string
 	if m != nil {
 		text = m.ErrorMessage
+	}
+	// A chain that this decision does not continue ends before the machine
+	// leaves classifying, so the counter is 0 by the time it is idle.
+	if r, ok := transitions.Next(states.Classifying, f); ok && r.Event != transitions.Retry && r.Event != transitions.Exhaust {
+		s.endChain(text)
+	}
+	tr, ok := s.step(f)
+	if !ok {
+		return
 	}
 	switch tr.Event {
 	case transitions.Retry:
 		s.beginRetry(m, cls)
 	case transitions.Exhaust:
 		attempts := l.attempt
-		if l.attempt > 0 {
-			s.emit(AutoRetryEnd{Success: false, Attempt: l.attempt, FinalError: text})
-		}
-		l.attempt = 0
+		s.endChain(text)
 		s.failTurn(&ExhaustedError{Attempts: attempts, Last: text})
 		s.passThrough()
 	case transitions.Overflow:
-		s.endChain(text)
 		l.episodeCompacted = true
 		s.removeMessage(m.ID)
 		s.startCompaction(ReasonOverflow, sig == transitions.RunEnded)
 	case transitions.Threshold:
-		s.endChain(text)
 		s.startCompaction(ReasonThreshold, false)
 	case transitions.Settle:
-		s.endChain(text)
 		if sig == transitions.RunEnded {
 			s.settleOn(m, f)
 		}
@@ -506,7 +499,6 @@ func (s *Session) stopTimer() {
 
 // abortRetry cancels a pending wait (AbortRetry).
 func (s *Session) abortRetry() {
-	l := &s.loop
 	if _, ok := s.step(transitions.Facts{Signal: transitions.AbortRetryCalled}); !ok {
 		return
 	}
@@ -514,7 +506,6 @@ func (s *Session) abortRetry() {
 	s.cancelChain()
 	s.failTurn(ErrRetryCancelled)
 	s.passThrough()
-	_ = l
 }
 
 // cancelChain ends an active chain as cancelled.

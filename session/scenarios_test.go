@@ -94,8 +94,8 @@ func TestContinuationFailsToStart(t *testing.T) {
 		lines := rec.lines()
 		assert.Equal(t, []string{
 			"backoff>continuing elapsed",
-			"continuing>idle stall",
 			`retry_end fail 1 "no credentials left"`,
+			"continuing>idle stall",
 		}, lines[len(lines)-3:])
 		assert.Equal(t, states.Idle, s.State())
 	})
