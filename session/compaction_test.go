@@ -359,3 +359,21 @@ func TestDigestSummarizer(t *testing.T) {
 	_, err = session.DigestSummarizer{}.Summarize(ctx, req)
 	assert.ErrorIs(t, err, context.Canceled)
 }
+
+// Found by the model-based test: an overflow left unrecovered (compaction
+// was off) is compacted by the check before the next prompt, and that must
+// not use up the new prompt's own recovery.
+func TestOverflowAfterCheckBeforePromptIsRecovered(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, rec := newSession(t, []scripted.Call{ok("first"), overflowCall(), overflowCall(), ok("recovered")}, smallKeep())
+		warmUp(t, s)
+		s.SetAutoCompactionEnabled(false)
+		require.ErrorIs(t, s.Prompt(context.Background(), "second question, long enough too"), session.ErrOverflow)
+		s.SetAutoCompactionEnabled(true)
+		require.NoError(t, s.Prompt(context.Background(), "third question, long enough also"))
+		assert.Equal(t, []string{
+			"compaction_start overflow", "compaction_end ok willRetry=false", // the check before the prompt
+			"compaction_start overflow", "compaction_end ok willRetry=true", // the prompt's own recovery
+		}, rec.recovery())
+	})
+}

@@ -397,9 +397,13 @@ func (s *Session) decide(m *Message, sig transitions.Signal) {
 		s.failTurn(&ExhaustedError{Attempts: attempts, Last: text})
 		s.passThrough()
 	case transitions.Overflow:
-		l.episodeCompacted = true
+		// The check before a prompt compacts an old overflow without
+		// marking the episode: the new prompt's own overflow still gets
+		// its one recovery.
+		recovery := sig == transitions.RunEnded
+		l.episodeCompacted = recovery
 		s.removeMessage(m.ID)
-		s.startCompaction(ReasonOverflow, sig == transitions.RunEnded)
+		s.startCompaction(ReasonOverflow, recovery)
 	case transitions.Threshold:
 		s.startCompaction(ReasonThreshold, false)
 	case transitions.Settle:

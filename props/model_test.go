@@ -1,0 +1,564 @@
+package props_test
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// edge is one (source state, event) pair of the table.
+type edge struct {
+	from  states.State
+	event transitions.Event
+}
+
+// coverage counts the table's edges taken across every run of the
+// model-based test.
+type coverage struct {
+	mu    sync.Mutex
+	taken map[edge]int
+}
+
+func (c *coverage) add(e edge) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.taken[e]++
+}
+
+// outcome kinds a scripted model call can have.
+// Retryable errors come often, so that chains grow long enough to meet
+// the other actions, and two kinds pair an error with what its
+// continuation meets: a refusal to start, and a slow answer an abort can
+// land in.
+var outcomeKinds = []string{
+	"success", "tools", "retryable", "retryable", "hinted", "usage", "overflow", "fatal", "silent", "big", "refuse",
+	"retryThenRefuse", "retryThenSlow",
+}
+
+// drawCalls draws the answers of one prompt's model calls (more than one
+// when retries and tools follow).
+func drawCalls(t *rapid.T) []scripted.Call {
+	n := rapid.IntRange(1, 4).Draw(t, "calls")
+	var calls []scripted.Call
+	for i := range n {
+		kind := rapid.SampledFrom(outcomeKinds).Draw(t, fmt.Sprintf("kind%d", i))
+		latency := rapid.SampledFrom([]int64{0, 0, 50, 1500, 8000, 8000}).Draw(t, fmt.Sprintf("latency%d", i))
+		c := scripted.Call{LatencyMs: latency}
+		switch kind {
+		case "success":
+			c.StopReason, c.Text = "stop", "done"
+		case "tools":
+			calls = append(calls, scripted.Call{StopReason: "toolUse", Text: "read a file", LatencyMs: latency})
+			c.StopReason, c.Text = "stop", "done after tools"
+		case "retryable":
+			c.StopReason, c.ErrorMessage = "error", rapid.SampledFrom([]string{"503 Service Unavailable", "overloaded", "429 Too Many Requests"}).Draw(t, "text")
+		case "hinted":
+			c.StopReason, c.ErrorMessage = "error", fmt.Sprintf("429 rate limit; retry-after-ms: %d", rapid.IntRange(0, 20000).Draw(t, "hint"))
+		case "usage":
+			c.StopReason, c.ErrorMessage = "error", "429 usage limit reached"
+		case "overflow":
+			c.StopReason, c.ErrorMessage = "error", "prompt is too long: 213462 tokens > 200000 maximum"
+		case "fatal":
+			c.StopReason, c.ErrorMessage = "error", "401 invalid x-api-key"
+		case "silent":
+			c.StopReason, c.Usage = "stop", &session.Usage{Input: 250000}
+		case "big":
+			c.StopReason, c.Usage = "stop", &session.Usage{Input: 180000, TotalTokens: 180000}
+		case "refuse":
+			c = scripted.Call{Refuse: "the agent refused to start"}
+		case "retryThenRefuse":
+			calls = append(calls, scripted.Call{StopReason: "error", ErrorMessage: "503 Service Unavailable"})
+			c = scripted.Call{Refuse: "the agent refused to start"}
+		case "retryThenSlow":
+			calls = append(calls, scripted.Call{StopReason: "error", ErrorMessage: "overloaded"})
+			c.StopReason, c.Text, c.LatencyMs = "stop", "slow answer", 8000
+		}
+		calls = append(calls, c)
+	}
+	return calls
+}
+
+// slowSummarizer takes 300 ms (fake time) so aborts can land in it.
+type slowSummarizer struct{}
+
+func (slowSummarizer) Summarize(ctx context.Context, req session.SummaryRequest) (session.Summary, error) {
+	t := time.NewTimer(300 * time.Millisecond)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return session.DigestSummarizer{}.Summarize(ctx, req)
+	case <-ctx.Done():
+		return session.Summary{}, context.Cause(ctx)
+	}
+}
+
+// harness drives one session and keeps the reference model the events are
+// checked against. The model is built from the transition table, the
+// classifier and the settings the test chose, never from the session's own
+// answers.
+type harness struct {
+	t     *rapid.T
+	s     *session.Session
+	agent *scripted.Agent
+	cfg   session.Config
+	model session.Model
+	cov   *coverage
+
+	mu  sync.Mutex
+	evs []session.Event
+	pos int
+
+	// The reference model.
+	state            states.State
+	attempt          int
+	chainOpen        bool
+	last             *session.Message // the last assistant message of the run in flight
+	runEnded         bool             // an agent_end awaits its decision
+	detached         bool             // the run in flight was cancelled from continuing
+	expect           *transitions.Rule
+	promptCheck      bool
+	expectRetryOK    bool
+	compactionOpen   bool
+	episodeCompacted bool
+	episodeRecovered int
+	retried          string // the ID of the message being retried
+
+	prompt  chan error
+	history []string
+}
+
+func newHarness(t *rapid.T, cov *coverage) *harness {
+	cfg := session.DefaultConfig()
+	cfg.Retry.MaxRetries = rapid.SampledFrom([]int{0, 0, 1, 2, 3, 3, 4, 5, 6}).Draw(t, "maxRetries")
+	cfg.Retry.BaseDelayMs = rapid.Int64Range(1, 5000).Draw(t, "baseDelayMs")
+	cfg.Retry.MaxDelayMs = rapid.SampledFrom([]int64{0, 0, 3000, 20000}).Draw(t, "maxDelayMs")
+	cfg.Retry.Jitter = rapid.SampledFrom([]float64{0, 0, 0.25, 1}).Draw(t, "jitter")
+	cfg.Retry.HonorRetryAfter = rapid.Bool().Draw(t, "honorRetryAfter")
+	cfg.Retry.Rules = rapid.SampledFrom([]classify.Rules{classify.Seed, classify.Extended}).Draw(t, "rules")
+	cfg.Compaction.KeepRecentTokens = 5
+	seed := rapid.Uint64().Draw(t, "jitterSeed")
+	rng := rand.New(rand.NewPCG(seed, seed))
+	model := scripted.DefaultModel
+	agent := scripted.New(scripted.Script{Model: model})
+	s, err := session.New(agent, session.WithConfig(cfg), session.WithModel(model), session.WithSessionID("props"),
+		session.WithRandom(rng.Float64), session.WithSummarizer(slowSummarizer{}))
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	h := &harness{t: t, s: s, agent: agent, cfg: cfg, model: model, cov: cov, state: states.Idle}
+	s.Subscribe(func(ev session.Event) {
+		h.mu.Lock()
+		h.evs = append(h.evs, ev)
+		h.mu.Unlock()
+	})
+	// A first exchange, so that a later compaction has something to cut.
+	if err := s.Prompt(context.Background(), "a first question, long enough to be worth compacting"); err != nil {
+		t.Fatalf("warm-up prompt: %v", err)
+	}
+	return h
+}
+
+// drain lets the session settle (in fake time nothing moves until the test
+// sleeps) and checks every new event against the model.
+func (h *harness) drain() {
+	synctest.Wait()
+	h.mu.Lock()
+	evs := h.evs[h.pos:]
+	h.pos = len(h.evs)
+	h.mu.Unlock()
+	for _, ev := range evs {
+		h.process(ev)
+	}
+}
+
+// count is how many events were recorded.
+func (h *harness) count() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.evs)
+}
+
+func (h *harness) fail(format string, args ...any) {
+	h.t.Helper()
+	h.t.Fatalf(format, args...)
+}
+
+// process checks one event against the model and advances the model.
+func (h *harness) process(ev session.Event) {
+	h.t.Helper()
+	if h.expectRetryOK {
+		end, isEnd := ev.(session.AutoRetryEnd)
+		if !isEnd || !end.Success {
+			h.fail("§3.5: the first success after a retry must end the chain at its message_end; got %T %+v", ev, ev)
+		}
+		h.expectRetryOK = false
+	}
+	switch e := ev.(type) {
+	case session.AgentStart:
+		h.detached = false
+		h.last = nil
+	case session.MessageEnd:
+		m := e.Message
+		if m.Role != session.RoleAssistant {
+			return
+		}
+		h.last = &m
+		if !m.IsError() {
+			h.episodeCompacted = false
+			h.episodeRecovered = 0
+		}
+		if m.StopReason != "error" && m.StopReason != "aborted" && h.chainOpen && !h.detached {
+			h.expectRetryOK = true
+		}
+	case session.AgentEnd:
+		if !h.detached {
+			h.runEnded = true
+		}
+	case session.StateChange:
+		h.stateChange(e)
+	case session.AutoRetryStart:
+		h.retryStart(e)
+	case session.AutoRetryEnd:
+		// §9.1: exactly one end per chain, with the chain's last attempt.
+		if !h.chainOpen || e.Attempt != h.attempt {
+			h.fail("§9.1: auto_retry_end attempt %d with the chain at %d (open %v)", e.Attempt, h.attempt, h.chainOpen)
+		}
+		h.chainOpen = false
+		h.attempt = 0
+	case session.AutoCompactionStart:
+		if h.compactionOpen {
+			h.fail("§9.6: auto_compaction_start before the previous one ended")
+		}
+		h.compactionOpen = true
+	case session.AutoCompactionEnd:
+		if !h.compactionOpen {
+			h.fail("§9.6: auto_compaction_end without a start")
+		}
+		h.compactionOpen = false
+	}
+}
+
+func (h *harness) stateChange(e session.StateChange) {
+	h.t.Helper()
+	rule, ok := transitions.Lookup(e.Event)
+	if !ok || e.From != h.state || !slices.Contains(rule.From, e.From) || e.To != rule.To {
+		h.fail("§9.9: state_change %s>%s %s from model state %s does not follow the table", e.From, e.To, e.Event, h.state)
+	}
+	h.cov.add(edge{e.From, e.Event})
+	if e.From == states.Classifying {
+		if h.expect != nil && h.expect.Event != e.Event {
+			h.fail("§9.9: the table predicts %s for the facts of the last message, the session took %s", h.expect.Event, e.Event)
+		}
+		if h.promptCheck && e.Event != transitions.Overflow && e.Event != transitions.Threshold {
+			h.fail("the check before a prompt entered the machine without compacting (%s)", e.Event)
+		}
+		if e.Event == transitions.Overflow && !h.promptCheck {
+			h.episodeRecovered++
+			if h.episodeRecovered > 1 {
+				h.fail("§9.6: an overflow episode was compacted twice")
+			}
+			h.episodeCompacted = true
+		}
+		h.expect, h.promptCheck = nil, false
+	}
+	if e.Event == transitions.AgentEnd {
+		if h.runEnded {
+			f := h.facts()
+			r, ok := transitions.Next(states.Classifying, f)
+			if !ok {
+				h.fail("no rule for facts %+v", f)
+			}
+			h.expect = &r
+			h.runEnded = false
+		} else {
+			h.promptCheck = true
+		}
+	}
+	if e.From == states.Continuing && e.Event == transitions.Cancel {
+		h.detached = true
+	}
+	if e.To == states.Idle && (h.attempt != 0 || h.chainOpen) {
+		h.fail("§9.4: the machine is idle with the counter at %d", h.attempt)
+	}
+	h.state = e.To
+}
+
+// facts are the guards' inputs as the model knows them at a run's end.
+func (h *harness) facts() transitions.Facts {
+	f := transitions.Facts{
+		Signal: transitions.RunEnded, RetryEnabled: h.cfg.Retry.Enabled, Attempt: h.attempt, MaxRetries: h.cfg.Retry.MaxRetries,
+		CompactionEnabled: h.cfg.Compaction.Enabled, EpisodeCompacted: h.episodeCompacted,
+		ContextWindow: h.model.ContextWindow, ReserveTokens: h.cfg.Compaction.ReserveTokens,
+	}
+	m := h.last
+	if m == nil {
+		return f
+	}
+	cls := h.classify(m)
+	f.Class, f.Error, f.Aborted = cls.Class, m.StopReason == "error", m.StopReason == "aborted"
+	f.SameModel = m.Provider == h.model.Provider && m.Model == h.model.ID
+	f.HintOverCap = h.cfg.Retry.HonorRetryAfter && cls.HasRetryAfter && h.cfg.Retry.MaxDelayMs > 0 &&
+		cls.RetryAfter > time.Duration(h.cfg.Retry.MaxDelayMs)*time.Millisecond
+	if m.Usage != nil {
+		f.Tokens = m.Usage.TotalTokens
+		if f.Tokens == 0 {
+			f.Tokens = m.Usage.Input + m.Usage.Output + m.Usage.CacheRead + m.Usage.CacheWrite
+		}
+	}
+	return f
+}
+
+func (h *harness) classify(m *session.Message) classify.Result {
+	cm := classify.Message{StopReason: m.StopReason, ErrorMessage: m.ErrorMessage, ContextWindow: h.model.ContextWindow}
+	if m.Usage != nil {
+		cm.Usage = *m.Usage
+	}
+	return h.cfg.Retry.Rules.Classify(cm, time.Now())
+}
+
+func (h *harness) retryStart(e session.AutoRetryStart) {
+	h.t.Helper()
+	if !h.cfg.Retry.Enabled {
+		h.fail("§9.5: auto_retry_start with retry disabled")
+	}
+	if h.last == nil {
+		h.fail("auto_retry_start with no message to retry")
+	}
+	cls := h.classify(h.last)
+	if cls.Class == classify.Overflow {
+		h.fail("§9.3: an overflow produced auto_retry_start")
+	}
+	// §9.1: attempts 1, 2, … within a chain; a new chain starts at 1.
+	if (e.Attempt == 1) == h.chainOpen || (h.chainOpen && e.Attempt != h.attempt+1) {
+		h.fail("§9.1: auto_retry_start attempt %d with the chain open %v at %d", e.Attempt, h.chainOpen, h.attempt)
+	}
+	if e.Attempt > h.cfg.Retry.MaxRetries {
+		h.fail("§9.4: attempt %d exceeds maxRetries %d", e.Attempt, h.cfg.Retry.MaxRetries)
+	}
+	// §9.2: base × 2^(n−1), within the cap and the jitter; at least the
+	// hint when hints are honoured.
+	full := h.cfg.Retry.BaseDelayMs
+	for i := 1; i < e.Attempt; i++ {
+		full = min(full*2, math.MaxInt64/4)
+	}
+	if h.cfg.Retry.MaxDelayMs > 0 {
+		full = min(full, h.cfg.Retry.MaxDelayMs)
+	}
+	low := int64(float64(full)*(1-h.cfg.Retry.Jitter)) - 1
+	high := full
+	if h.cfg.Retry.HonorRetryAfter && cls.HasRetryAfter {
+		hint := cls.RetryAfter.Milliseconds()
+		low, high = max(low, hint), max(high, hint)
+	}
+	if e.DelayMs < low || e.DelayMs > high {
+		h.fail("§9.2: attempt %d waits %d ms, outside [%d, %d]", e.Attempt, e.DelayMs, low, high)
+	}
+	h.chainOpen = true
+	h.attempt = e.Attempt
+	h.retried = h.last.ID
+}
+
+// checkContext is §9.10: history only grows, and the runtime context holds
+// only messages of history, never the one being retried while it waits.
+func (h *harness) checkContext() {
+	h.t.Helper()
+	var ids []string
+	inHistory := map[string]bool{}
+	for _, e := range h.s.History().Entries() {
+		ids = append(ids, e.ID)
+		inHistory[e.ID] = true
+	}
+	if len(ids) < len(h.history) || !slices.Equal(ids[:len(h.history)], h.history) {
+		h.fail("§9.10: history changed its past: %v then %v", h.history, ids)
+	}
+	h.history = ids
+	for _, m := range h.s.Messages() {
+		if !inHistory[m.ID] {
+			h.fail("§9.10: runtime message %s is not in history", m.ID)
+		}
+		if h.s.State() == states.Backoff && m.ID == h.retried {
+			h.fail("§9.10: the retried message %s is still in the runtime context", m.ID)
+		}
+	}
+}
+
+// The actions.
+
+func (h *harness) Prompt(t *rapid.T) {
+	if h.prompt != nil {
+		t.Skip("a turn is in flight")
+	}
+	h.agent.Append(drawCalls(t)...)
+	h.episodeCompacted, h.episodeRecovered = false, 0
+	h.prompt = make(chan error, 1)
+	done := h.prompt
+	go func() { done <- h.s.Prompt(context.Background(), "a question long enough to be worth compacting") }()
+}
+
+func (h *harness) Wait(t *rapid.T) {
+	limit := rapid.SampledFrom([]int64{1000, 10000}).Draw(t, "limit")
+	time.Sleep(time.Duration(rapid.Int64Range(0, limit).Draw(t, "ms")) * time.Millisecond)
+}
+
+// Step advances fake time until the session does something (a wait ends, a
+// model call answers), so a continuation or a compaction is often in
+// flight when the next action comes.
+func (h *harness) Step(t *rapid.T) {
+	h.drain()
+	n := h.count()
+	for range 3000 {
+		time.Sleep(100 * time.Millisecond)
+		synctest.Wait()
+		if h.count() > n {
+			return
+		}
+	}
+}
+
+// Settle waits for the turn in flight and checks §9.7.
+func (h *harness) Settle(t *rapid.T) {
+	if h.prompt == nil {
+		t.Skip("no turn in flight")
+	}
+	for range 1000 {
+		h.drain()
+		select {
+		case <-h.prompt:
+			h.prompt = nil
+			h.drain()
+			if st := h.s.State(); st != states.Idle || h.s.RetryAttempt() != 0 || h.s.IsRetrying() {
+				h.fail("§9.7: Prompt returned with the machine %s, attempt %d", st, h.s.RetryAttempt())
+			}
+			before := h.count()
+			time.Sleep(time.Hour)
+			h.drain()
+			if after := h.count(); after != before {
+				h.fail("§9.7: %d events after Prompt returned", after-before)
+			}
+			return
+		default:
+			time.Sleep(time.Second)
+		}
+	}
+	h.fail("the turn did not settle in 1000 s of fake time")
+}
+
+// AbortRetry checks §9.8.
+func (h *harness) AbortRetry(t *rapid.T) {
+	h.drain()
+	before := h.s.State()
+	n := h.count()
+	h.s.AbortRetry()
+	synctest.Wait()
+	h.mu.Lock()
+	added := slices.Clone(h.evs[n:])
+	h.mu.Unlock()
+	h.drain()
+	if before != states.Backoff {
+		if len(added) != 0 {
+			h.fail("§9.8: AbortRetry in %s emitted %d events", before, len(added))
+		}
+		return
+	}
+	var cancelled bool
+	for _, ev := range added {
+		if end, ok := ev.(session.AutoRetryEnd); ok && !end.Success && end.FinalError == "Retry cancelled" {
+			cancelled = true
+		}
+	}
+	if !cancelled || h.state != states.Idle {
+		h.fail("§9.8: AbortRetry in backoff: cancelled %v, state %s", cancelled, h.state)
+	}
+}
+
+func (h *harness) Abort(t *rapid.T)           { h.s.Abort() }
+func (h *harness) AbortCompaction(t *rapid.T) { h.s.AbortCompaction() }
+
+func (h *harness) ToggleRetry(t *rapid.T) {
+	h.drain()
+	h.cfg.Retry.Enabled = !h.cfg.Retry.Enabled
+	h.s.SetAutoRetryEnabled(h.cfg.Retry.Enabled)
+}
+
+func (h *harness) ToggleCompaction(t *rapid.T) {
+	h.drain()
+	h.cfg.Compaction.Enabled = !h.cfg.Compaction.Enabled
+	h.s.SetAutoCompactionEnabled(h.cfg.Compaction.Enabled)
+}
+
+// Check runs after every action.
+func (h *harness) Check(t *rapid.T) {
+	h.drain()
+	h.checkContext()
+	if h.s.State() == states.Idle && h.s.RetryAttempt() != 0 {
+		h.fail("§9.4: idle with the counter at %d", h.s.RetryAttempt())
+	}
+	if h.s.State() != h.state {
+		h.fail("§9.9: the session is in %s, the model in %s", h.s.State(), h.state)
+	}
+}
+
+func TestSessionModel(t *testing.T) {
+	cov := &coverage{taken: map[edge]int{}}
+	prop := func(t *rapid.T) {
+		rapid.SyncTest(t, func(t *rapid.T) {
+			h := newHarness(t, cov)
+			defer h.s.Close()
+			// Keys are drawn uniformly: the doubled ones make prompts,
+			// time passing and aborts more frequent than the rest.
+			t.Repeat(map[string]func(*rapid.T){
+				"prompt":          h.Prompt,
+				"prompt2":         h.Prompt,
+				"wait":            h.Wait,
+				"step":            h.Step,
+				"step2":           h.Step,
+				"step3":           h.Step,
+				"settle":          h.Settle,
+				"abortRetry":      h.AbortRetry,
+				"abort":           h.Abort,
+				"abort2":          h.Abort,
+				"abortCompaction": h.AbortCompaction,
+				"toggleRetry":     h.ToggleRetry,
+				"toggleCompact":   h.ToggleCompaction,
+				"":                h.Check,
+			})
+		})
+	}
+	// Every rule of the table must be taken at least once. The invariants
+	// are checked on every run; a round that leaves a rule untaken is
+	// followed by another, up to five.
+	var missing []string
+	for round := 1; round <= 5; round++ {
+		rapid.Check(t, prop)
+		if t.Failed() {
+			return
+		}
+		missing = missing[:0]
+		for _, r := range transitions.Table() {
+			for _, from := range r.From {
+				if cov.taken[edge{from, r.Event}] == 0 {
+					missing = append(missing, fmt.Sprintf("%s from %s", r.Event, from))
+				}
+			}
+		}
+		if len(missing) == 0 {
+			t.Logf("every rule taken after %d round(s): %v", round, cov.taken)
+			return
+		}
+	}
+	t.Errorf("rules never taken: %v (counts: %v)", missing, cov.taken)
+}
