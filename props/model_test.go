@@ -46,8 +46,12 @@ func (c *coverage) add(e edge) {
 // land in.
 var outcomeKinds = []string{
 	"success", "tools", "retryable", "retryable", "hinted", "usage", "overflow", "fatal", "silent", "big", "refuse",
-	"retryThenRefuse", "retryThenSlow",
+	"retryThenRefuse", "retryThenSlow", "overflowTwice",
 }
+
+// overflowTexts are the overflow errors the script uses; the second also
+// reads as a retryable error, which an overflow must never be treated as.
+var overflowTexts = []string{"prompt is too long: 213462 tokens > 200000 maximum", "503 overloaded: prompt is too long"}
 
 // drawCalls draws the answers of one prompt's model calls (more than one
 // when retries and tools follow).
@@ -71,7 +75,10 @@ func drawCalls(t *rapid.T) []scripted.Call {
 		case "usage":
 			c.StopReason, c.ErrorMessage = "error", "429 usage limit reached"
 		case "overflow":
-			c.StopReason, c.ErrorMessage = "error", "prompt is too long: 213462 tokens > 200000 maximum"
+			c.StopReason, c.ErrorMessage = "error", rapid.SampledFrom(overflowTexts).Draw(t, "overflow text")
+		case "overflowTwice":
+			calls = append(calls, scripted.Call{StopReason: "error", ErrorMessage: overflowTexts[0]})
+			c.StopReason, c.ErrorMessage = "error", overflowTexts[1]
 		case "fatal":
 			c.StopReason, c.ErrorMessage = "error", "401 invalid x-api-key"
 		case "silent":
@@ -339,7 +346,7 @@ func (h *harness) retryStart(e session.AutoRetryStart) {
 		h.fail("auto_retry_start with no message to retry")
 	}
 	cls := h.classify(h.last)
-	if cls.Class == classify.Overflow {
+	if scriptedOverflow(h.last, h.model.ContextWindow) {
 		h.fail("§9.3: an overflow produced auto_retry_start")
 	}
 	// §9.1: attempts 1, 2, … within a chain; a new chain starts at 1.
@@ -394,6 +401,16 @@ func (h *harness) checkContext() {
 			h.fail("§9.10: the retried message %s is still in the runtime context", m.ID)
 		}
 	}
+}
+
+// scriptedOverflow is the test's own knowledge of which messages are
+// overflows: the texts and usages it scripted as such, independent of the
+// classifier.
+func scriptedOverflow(m *session.Message, window int) bool {
+	if m.StopReason == "error" {
+		return slices.Contains(overflowTexts, m.ErrorMessage)
+	}
+	return m.StopReason == "stop" && m.Usage != nil && m.Usage.Input+m.Usage.CacheRead > window
 }
 
 // The actions.

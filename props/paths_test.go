@@ -1,0 +1,213 @@
+package props_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// step is one move of a path: the event taken from a state.
+type step struct {
+	from  states.State
+	event transitions.Event
+	to    states.State
+}
+
+// shortestPaths walks the table breadth-first from idle and returns, for
+// each (state, event) edge, a shortest sequence of moves that reaches the
+// edge's state and takes it.
+func shortestPaths() map[edge][]step {
+	toState := map[states.State][]step{states.Idle: {}}
+	queue := []states.State{states.Idle}
+	paths := map[edge][]step{}
+	rules := transitions.Table()
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		for _, r := range rules {
+			if !slices.Contains(r.From, s) {
+				continue
+			}
+			p := append(slices.Clone(toState[s]), step{s, r.Event, r.To})
+			e := edge{s, r.Event}
+			if _, seen := paths[e]; !seen {
+				paths[e] = p
+			}
+			if _, seen := toState[r.To]; !seen {
+				toState[r.To] = p
+				queue = append(queue, r.To)
+			}
+		}
+	}
+	return paths
+}
+
+func TestEveryEdgeHasAShortestPath(t *testing.T) {
+	paths := shortestPaths()
+	for _, r := range transitions.Table() {
+		for _, from := range r.From {
+			p, ok := paths[edge{from, r.Event}]
+			require.True(t, ok, "no path takes %s from %s", r.Event, from)
+			require.Equal(t, states.Idle, p[0].from)
+			last := p[len(p)-1]
+			assert.Equal(t, step{from, r.Event, r.To}, last)
+			for i := 1; i < len(p); i++ {
+				assert.Equal(t, p[i-1].to, p[i].from, "a path is connected")
+			}
+		}
+	}
+	// The longest shortest path: idle agent_end, retry, elapsed, then the
+	// continuation's own move.
+	assert.Len(t, paths[edge{states.Continuing, transitions.Stall}], 4)
+}
+
+// scenario is how a path is played on a real session: the scripted calls,
+// the settings, and what to do when the session reaches a state.
+type scenario struct {
+	calls      []scripted.Call
+	maxRetries int
+	slowSum    bool
+	failSum    bool // an overflow compaction that ends without a continuation
+	actions    []action
+}
+
+type action struct {
+	at states.State
+	do func(*session.Session)
+}
+
+// callFor is the answer of a run whose decision must take next.
+func callFor(next transitions.Event) scripted.Call {
+	switch next {
+	case transitions.Retry, transitions.Exhaust:
+		return scripted.Call{StopReason: "error", ErrorMessage: "503 Service Unavailable"}
+	case transitions.Overflow:
+		return scripted.Call{StopReason: "error", ErrorMessage: "prompt is too long: 213462 tokens > 200000 maximum"}
+	case transitions.Threshold:
+		return scripted.Call{StopReason: "stop", Usage: &session.Usage{Input: 180000, TotalTokens: 180000}}
+	}
+	return scripted.Call{StopReason: "stop", Text: "done"}
+}
+
+// play turns a path into a scenario.
+func play(path []step) scenario {
+	sc := scenario{maxRetries: 3}
+	retries := 0
+	for i, st := range path {
+		var next transitions.Event
+		if i+1 < len(path) {
+			next = path[i+1].event
+		}
+		switch st.event {
+		case transitions.AgentEnd:
+			sc.calls = append(sc.calls, callFor(next))
+		case transitions.Retry:
+			retries++
+		case transitions.Exhaust:
+			sc.maxRetries = retries
+		case transitions.Overflow:
+			sc.failSum = next == transitions.Compacted
+		case transitions.Elapsed, transitions.Resume:
+			// The continuation's call: slow when the path leaves it by a
+			// cancel or ends in it, refused for a stall.
+			switch next {
+			case transitions.Stall:
+				sc.calls = append(sc.calls, scripted.Call{Refuse: "refused"})
+			case transitions.Cancel, "":
+				c := callFor(transitions.Settle)
+				c.LatencyMs = 5000
+				sc.calls = append(sc.calls, c)
+			}
+		case transitions.Cancel:
+			switch st.from {
+			case states.Backoff:
+				sc.actions = append(sc.actions, action{states.Backoff, (*session.Session).AbortRetry})
+			case states.Continuing:
+				sc.actions = append(sc.actions, action{states.Continuing, (*session.Session).Abort})
+			case states.Compacting:
+				sc.slowSum = true
+				sc.actions = append(sc.actions, action{states.Compacting, (*session.Session).AbortCompaction})
+			}
+		}
+	}
+	return sc
+}
+
+// failingSummarizer always fails.
+type failingSummarizer struct{}
+
+func (failingSummarizer) Summarize(context.Context, session.SummaryRequest) (session.Summary, error) {
+	return session.Summary{}, errors.New("no model to summarize with")
+}
+
+// TestReplayEveryPath plays each edge's shortest path on a real session and
+// checks that the session takes exactly those moves.
+func TestReplayEveryPath(t *testing.T) {
+	for e, path := range shortestPaths() {
+		t.Run(fmt.Sprintf("%s from %s", e.event, e.from), func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				sc := play(path)
+				cfg := session.DefaultConfig()
+				cfg.Retry.MaxRetries = sc.maxRetries
+				cfg.Compaction.KeepRecentTokens = 5
+				agent := scripted.New(scripted.Script{Model: scripted.DefaultModel})
+				opts := []session.Option{session.WithConfig(cfg), session.WithModel(scripted.DefaultModel)}
+				switch {
+				case sc.slowSum:
+					opts = append(opts, session.WithSummarizer(slowSummarizer{}))
+				case sc.failSum:
+					opts = append(opts, session.WithSummarizer(failingSummarizer{}))
+				}
+				s, err := session.New(agent, opts...)
+				require.NoError(t, err)
+				defer s.Close()
+				require.NoError(t, s.Prompt(context.Background(), "a first question, long enough to be worth compacting"))
+
+				var mu sync.Mutex
+				var moves []step
+				s.Subscribe(func(ev session.Event) {
+					if sc, ok := ev.(session.StateChange); ok {
+						mu.Lock()
+						moves = append(moves, step{sc.From, sc.Event, sc.To})
+						mu.Unlock()
+					}
+				})
+				agent.Append(sc.calls...)
+				done := make(chan error, 1)
+				go func() { done <- s.Prompt(context.Background(), "the path's question") }()
+				for _, a := range sc.actions {
+					reached := false
+					for range 600 {
+						synctest.Wait()
+						if s.State() == a.at {
+							reached = true
+							break
+						}
+						time.Sleep(50 * time.Millisecond)
+					}
+					require.True(t, reached, "the session never reached %s", a.at)
+					a.do(s)
+				}
+				<-done
+				synctest.Wait()
+				mu.Lock()
+				defer mu.Unlock()
+				require.GreaterOrEqual(t, len(moves), len(path), "moves %v", moves)
+				assert.Equal(t, path, moves[:len(path)], "the session's moves begin with the path")
+			})
+		})
+	}
+}
