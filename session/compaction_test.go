@@ -325,12 +325,14 @@ func TestManualCompactCancelled(t *testing.T) {
 		defer cancel()
 		_, err := s.Compact(ctx, "")
 		require.ErrorIs(t, err, session.ErrCompactionCancelled)
-		// AbortCompaction from elsewhere too.
-		done := make(chan error, 1)
-		go func() { _, err := s.Compact(context.Background(), ""); done <- err }()
-		synctest.Wait()
-		s.AbortCompaction()
-		require.ErrorIs(t, <-done, session.ErrCompactionCancelled)
+		// AbortCompaction and Abort from elsewhere too.
+		for _, stop := range []func(){s.AbortCompaction, s.Abort} {
+			done := make(chan error, 1)
+			go func() { _, err := s.Compact(context.Background(), ""); done <- err }()
+			synctest.Wait()
+			stop()
+			require.ErrorIs(t, <-done, session.ErrCompactionCancelled)
+		}
 	})
 }
 

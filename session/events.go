@@ -71,6 +71,13 @@ type (
 		To    states.State      `json:"to"`
 		Event transitions.Event `json:"event"`
 	}
+	// TurnSettled: the turn a Prompt started has settled: the run, its
+	// retries and any overflow recovery. It is the last event of a turn,
+	// emitted just before Prompt returns; Error is why the turn failed.
+	TurnSettled struct {
+		Success bool   `json:"success"`
+		Error   string `json:"error,omitempty"`
+	}
 	// EventsDropped: a subscriber with a bounded buffer fell behind and
 	// Count events were not delivered to it. Only that subscriber sees it.
 	EventsDropped struct {
@@ -90,6 +97,7 @@ func (AutoCompactionStart) Type() string { return "auto_compaction_start" }
 func (AutoCompactionEnd) Type() string   { return "auto_compaction_end" }
 func (StateChange) Type() string         { return "state_change" }
 func (EventsDropped) Type() string       { return "events_dropped" }
+func (TurnSettled) Type() string         { return "turn_settled" }
 
 // withType marshals v (a struct without a MarshalJSON method of its own)
 // and puts "type" first.
@@ -153,5 +161,9 @@ func (e StateChange) MarshalJSON() ([]byte, error) {
 }
 func (e EventsDropped) MarshalJSON() ([]byte, error) {
 	type plain EventsDropped
+	return withType(e.Type(), plain(e))
+}
+func (e TurnSettled) MarshalJSON() ([]byte, error) {
+	type plain TurnSettled
 	return withType(e.Type(), plain(e))
 }

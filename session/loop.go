@@ -181,11 +181,11 @@ func (s *Session) failTurn(err error) {
 }
 
 // startTurn begins a user's turn: the check before a prompt, then the run.
-func (s *Session) startTurn(text string, reply chan error) {
+// It reports false, doing nothing, when the session is busy.
+func (s *Session) startTurn(text string, reply chan error) bool {
 	l := &s.loop
 	if l.turn != nil || l.run != nil || l.job != nil || l.machine.State() != states.Idle {
-		reply <- ErrBusy
-		return
+		return false
 	}
 	msg := &Message{ID: s.newID("user"), Role: RoleUser, Text: text, Timestamp: nowMs()}
 	l.turn = &turnState{reply: reply, prompt: msg}
@@ -198,6 +198,7 @@ func (s *Session) startTurn(text string, reply chan error) {
 			s.decide(last, transitions.PromptCheck)
 		}
 	}
+	return true
 }
 
 // sendPrompt starts the user's run once the check before it is done.
@@ -528,8 +529,11 @@ func (s *Session) abortAll(cause error, quiet chan struct{}) {
 	if l.run != nil {
 		l.run.cancel(cause)
 	}
-	if l.job != nil {
-		l.job.cancel(errCompactionAborted)
+	if j := l.job; j != nil {
+		j.cancel(errCompactionAborted)
+		if j.manual != nil {
+			s.endJobAborted(j)
+		}
 	}
 	if _, ok := s.step(transitions.Facts{Signal: transitions.AbortCalled}); ok {
 		s.stopTimer()
@@ -601,5 +605,10 @@ func (s *Session) settle() {
 		return
 	}
 	l.turn = nil
+	ev := TurnSettled{Success: t.err == nil}
+	if t.err != nil {
+		ev.Error = t.err.Error()
+	}
+	s.emit(ev)
 	t.reply <- t.err
 }

@@ -174,6 +174,10 @@ func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscrib
 	return func() { once.Do(func() { s.subs.remove(sub) }) }
 }
 
+// Flush returns once every subscriber has received every event emitted
+// before the call (a subscriber that never returns keeps it waiting).
+func (s *Session) Flush() { s.subs.flush() }
+
 // Prompt sends text as the user's next message and returns when the whole
 // turn has settled: the run, every retry it triggers, and any overflow
 // recovery with its continuation. After it returns, the session emits no
@@ -186,23 +190,38 @@ func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscrib
 // is done first, the turn is aborted and Prompt returns once it is quiet,
 // with an error matching ErrAborted and ctx's cause.
 func (s *Session) Prompt(ctx context.Context, text string) error {
-	reply := make(chan error, 1)
-	if err := s.do(func() { s.startTurn(text, reply) }); err != nil {
+	settled, err := s.Send(text)
+	if err != nil {
 		return err
 	}
 	select {
-	case err := <-reply:
+	case err := <-settled:
 		return err
 	case <-ctx.Done():
 		s.abort(context.Cause(ctx))
-		err := <-reply
+		err := <-settled
 		if errors.Is(err, ErrAborted) {
 			return fmt.Errorf("%w: %w", err, context.Cause(ctx))
 		}
 		return err
-	case <-s.done:
-		return ErrClosed
 	}
+}
+
+// Send starts a turn with text as the user's next message and returns at
+// once: with ErrBusy (or ErrClosed) when the turn cannot start, else with a
+// channel that receives the turn's result, as Prompt would return it, once
+// the whole turn has settled. It is Prompt for callers that must not block,
+// such as a server acknowledging a command.
+func (s *Session) Send(text string) (settled <-chan error, err error) {
+	reply := make(chan error, 1)
+	var busy bool
+	if err := s.do(func() { busy = !s.startTurn(text, reply) }); err != nil {
+		return nil, err
+	}
+	if busy {
+		return nil, ErrBusy
+	}
+	return reply, nil
 }
 
 // AbortRetry cancels a pending retry wait: the chain ends with

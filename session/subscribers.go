@@ -66,6 +66,11 @@ func (ss *subscribers) remove(sub *subscriber) {
 	ss.mu.Unlock()
 	sub.mu.Lock()
 	sub.stopped = true
+	for _, ev := range sub.queue {
+		if b, ok := ev.(barrier); ok {
+			close(b.done) // a flush waits for nothing more here
+		}
+	}
 	sub.queue = nil
 	sub.mu.Unlock()
 	sub.signal()
@@ -95,6 +100,33 @@ func (ss *subscribers) close() {
 	}
 	for _, sub := range list {
 		<-sub.exited
+	}
+}
+
+// barrier is queued by flush: the delivery goroutine closes done when it
+// reaches it, without calling the subscriber.
+type barrier struct{ done chan struct{} }
+
+func (barrier) Type() string { return "" }
+
+// flush returns when every subscriber has received every event emitted
+// before the call.
+func (ss *subscribers) flush() {
+	ss.mu.Lock()
+	var waits []chan struct{}
+	for _, sub := range ss.list {
+		b := barrier{done: make(chan struct{})}
+		sub.mu.Lock()
+		if !sub.stopped && !sub.closing {
+			sub.queue = append(sub.queue, b) // never dropped, whatever the limit
+			waits = append(waits, b.done)
+		}
+		sub.mu.Unlock()
+		sub.signal()
+	}
+	ss.mu.Unlock()
+	for _, w := range waits {
+		<-w
 	}
 }
 
@@ -131,9 +163,18 @@ func (s *subscriber) deliver() {
 		stopped, closing := s.stopped, s.closing
 		s.mu.Unlock()
 		if stopped {
+			for _, ev := range batch {
+				if b, ok := ev.(barrier); ok {
+					close(b.done)
+				}
+			}
 			return
 		}
 		for _, ev := range batch {
+			if b, ok := ev.(barrier); ok {
+				close(b.done)
+				continue
+			}
 			if !s.call(ev) {
 				return
 			}

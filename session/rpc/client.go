@@ -1,0 +1,382 @@
+package rpc
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"sync"
+
+	"github.com/agentfsm/agentfsm/session"
+)
+
+// Event is one event line from the server: its type and the whole JSON
+// object, to decode into the matching session event type when needed.
+type Event struct {
+	Type string
+	Raw  json.RawMessage
+}
+
+// Decode unmarshals the event's JSON into v.
+func (e Event) Decode(v any) error { return json.Unmarshal(e.Raw, v) }
+
+// ErrClientClosed is returned by calls on a closed client, or one whose
+// server went away.
+var ErrClientClosed = errors.New("rpc: client closed")
+
+// Client talks to a server speaking this protocol: the agentfsm binary it
+// spawned, or any pair of pipes. It is safe for concurrent use.
+type Client struct {
+	w   io.WriteCloser
+	cmd *exec.Cmd
+
+	writeMu sync.Mutex
+
+	mu       sync.Mutex
+	nextID   int
+	pending  map[string]chan response
+	queue    []Event
+	wake     chan struct{}
+	events   chan Event
+	inFlight bool
+	settled  chan struct{} // closed when the turn in flight settles
+	lastTurn error
+	closed   bool
+	quit     chan struct{} // closed by Close
+	done     chan struct{} // closed when the server's output ends
+}
+
+// NewClient talks to a server that reads commands from w and writes lines
+// to r.
+func NewClient(r io.Reader, w io.WriteCloser) *Client {
+	c := &Client{
+		w: w, pending: map[string]chan response{}, wake: make(chan struct{}, 1),
+		events: make(chan Event), settled: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
+	}
+	close(c.settled)
+	go c.read(r)
+	go c.pump()
+	return c
+}
+
+// Start spawns the agentfsm binary at path with args (for example "rpc",
+// "--script", "s.json") and talks to it over its stdin and stdout; its
+// stderr goes to stderr when that is not nil.
+func Start(path string, stderr io.Writer, args ...string) (*Client, error) {
+	cmd := exec.Command(path, args...)
+	cmd.Stderr = stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, fmt.Errorf("rpc: %w", err)
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, fmt.Errorf("rpc: %w", err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("rpc: starting %s: %w", path, err)
+	}
+	c := NewClient(out, in)
+	c.cmd = cmd
+	return c, nil
+}
+
+// Close closes the server's input, which ends it, and waits for it to
+// exit when the client spawned it.
+func (c *Client) Close() error {
+	c.mu.Lock()
+	already := c.closed
+	c.closed = true
+	c.mu.Unlock()
+	if already {
+		return nil
+	}
+	close(c.quit)
+	err := c.w.Close()
+	<-c.done
+	if c.cmd != nil {
+		if werr := c.cmd.Wait(); werr != nil {
+			return fmt.Errorf("rpc: server: %w", werr)
+		}
+	}
+	return err
+}
+
+// Events returns the server's events, in order. Events are queued without
+// limit until read, so a client that never reads loses nothing and blocks
+// nothing. The channel closes when the server's output ends and every event
+// was read, or at Close.
+func (c *Client) Events() <-chan Event { return c.events }
+
+func (c *Client) read(r io.Reader) {
+	defer func() {
+		c.mu.Lock()
+		for _, ch := range c.pending {
+			close(ch)
+		}
+		c.pending = map[string]chan response{}
+		if c.inFlight {
+			c.inFlight = false
+			c.lastTurn = ErrClientClosed
+			close(c.settled)
+		}
+		c.mu.Unlock()
+		close(c.done)
+		c.signal()
+	}()
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadBytes('\n')
+		if len(line) > 0 {
+			c.dispatch(line)
+		}
+		if err != nil {
+			return
+		}
+	}
+}
+
+func (c *Client) dispatch(line []byte) {
+	var head struct {
+		Type    string          `json:"type"`
+		ID      json.RawMessage `json:"id"`
+		Success bool            `json:"success"`
+		Error   string          `json:"error"`
+	}
+	if json.Unmarshal(line, &head) != nil {
+		return
+	}
+	if head.Type == "response" {
+		var resp response
+		if json.Unmarshal(line, &resp) != nil {
+			return
+		}
+		var id string
+		_ = json.Unmarshal(head.ID, &id)
+		c.mu.Lock()
+		ch := c.pending[id]
+		delete(c.pending, id)
+		c.mu.Unlock()
+		if ch != nil {
+			resp.Data = json.RawMessage(rawData(line))
+			ch <- resp
+		}
+		return
+	}
+	c.mu.Lock()
+	c.queue = append(c.queue, Event{Type: head.Type, Raw: append(json.RawMessage(nil), line...)})
+	if head.Type == "turn_settled" && c.inFlight {
+		c.inFlight = false
+		c.lastTurn = nil
+		if !head.Success {
+			c.lastTurn = errors.New(head.Error)
+		}
+		close(c.settled)
+	}
+	c.mu.Unlock()
+	c.signal()
+}
+
+// rawData extracts a response's data field.
+func rawData(line []byte) []byte {
+	var v struct {
+		Data json.RawMessage `json:"data"`
+	}
+	_ = json.Unmarshal(line, &v)
+	return v.Data
+}
+
+func (c *Client) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// pump moves queued events to the Events channel.
+func (c *Client) pump() {
+	defer close(c.events)
+	for {
+		c.mu.Lock()
+		batch := c.queue
+		c.queue = nil
+		c.mu.Unlock()
+		for _, ev := range batch {
+			select {
+			case c.events <- ev:
+			case <-c.quit:
+				return
+			}
+		}
+		if len(batch) > 0 {
+			continue
+		}
+		select {
+		case <-c.quit:
+			return
+		case <-c.wake:
+		case <-c.done:
+			c.mu.Lock()
+			empty := len(c.queue) == 0
+			c.mu.Unlock()
+			if empty {
+				return
+			}
+		}
+	}
+}
+
+// call sends a command and waits for its response.
+func (c *Client) call(ctx context.Context, typ string, fields map[string]any, prompt bool) (json.RawMessage, error) {
+	c.mu.Lock()
+	if c.closed {
+		c.mu.Unlock()
+		return nil, ErrClientClosed
+	}
+	c.nextID++
+	id := "req-" + strconv.Itoa(c.nextID)
+	ch := make(chan response, 1)
+	c.pending[id] = ch
+	if prompt {
+		// In flight before it is sent: the turn's turn_settled may arrive
+		// right behind the acknowledgement.
+		c.inFlight = true
+		c.settled = make(chan struct{})
+	}
+	c.mu.Unlock()
+	settleFailed := func(err error) {
+		if !prompt {
+			return
+		}
+		c.mu.Lock()
+		if c.inFlight {
+			c.inFlight = false
+			c.lastTurn = err
+			close(c.settled)
+		}
+		c.mu.Unlock()
+	}
+
+	msg := map[string]any{"id": id, "type": typ}
+	for k, v := range fields {
+		msg[k] = v
+	}
+	line, err := json.Marshal(msg)
+	if err != nil {
+		settleFailed(err)
+		return nil, fmt.Errorf("rpc: %w", err)
+	}
+	c.writeMu.Lock()
+	_, err = c.w.Write(append(line, '\n'))
+	c.writeMu.Unlock()
+	if err != nil {
+		err = fmt.Errorf("rpc: sending %s: %w", typ, err)
+		settleFailed(err)
+		return nil, err
+	}
+	select {
+	case resp, ok := <-ch:
+		if !ok {
+			settleFailed(ErrClientClosed)
+			return nil, ErrClientClosed
+		}
+		if !resp.Success {
+			err := fmt.Errorf("rpc: %s: %s", typ, resp.Error)
+			settleFailed(err)
+			return nil, err
+		}
+		data, _ := resp.Data.(json.RawMessage)
+		return data, nil
+	case <-ctx.Done():
+		return nil, context.Cause(ctx)
+	}
+}
+
+// Prompt sends a prompt and returns once the server acknowledged it; the
+// turn's events follow, and WaitForIdle waits for it to settle.
+func (c *Client) Prompt(ctx context.Context, message string) error {
+	_, err := c.call(ctx, "prompt", map[string]any{"message": message}, true)
+	return err
+}
+
+// Abort stops whatever the session is doing and returns once it is quiet.
+func (c *Client) Abort(ctx context.Context) error {
+	_, err := c.call(ctx, "abort", nil, false)
+	return err
+}
+
+// SetAutoRetry switches automatic retries on or off.
+func (c *Client) SetAutoRetry(ctx context.Context, enabled bool) error {
+	_, err := c.call(ctx, "set_auto_retry", map[string]any{"enabled": enabled}, false)
+	return err
+}
+
+// AbortRetry cancels a pending retry wait.
+func (c *Client) AbortRetry(ctx context.Context) error {
+	_, err := c.call(ctx, "abort_retry", nil, false)
+	return err
+}
+
+// SetAutoCompaction switches automatic compaction on or off.
+func (c *Client) SetAutoCompaction(ctx context.Context, enabled bool) error {
+	_, err := c.call(ctx, "set_auto_compaction", map[string]any{"enabled": enabled}, false)
+	return err
+}
+
+// Compact compacts the session's context now.
+func (c *Client) Compact(ctx context.Context, customInstructions string) (session.CompactionResult, error) {
+	fields := map[string]any{}
+	if customInstructions != "" {
+		fields["customInstructions"] = customInstructions
+	}
+	data, err := c.call(ctx, "compact", fields, false)
+	var res session.CompactionResult
+	if err == nil {
+		err = json.Unmarshal(data, &res)
+	}
+	return res, err
+}
+
+// GetState returns the session's state.
+func (c *Client) GetState(ctx context.Context) (State, error) {
+	data, err := c.call(ctx, "get_state", nil, false)
+	var st State
+	if err == nil {
+		err = json.Unmarshal(data, &st)
+	}
+	return st, err
+}
+
+// GetMessages returns the session's runtime context.
+func (c *Client) GetMessages(ctx context.Context) ([]session.Message, error) {
+	data, err := c.call(ctx, "get_messages", nil, false)
+	var v struct {
+		Messages []session.Message `json:"messages"`
+	}
+	if err == nil {
+		err = json.Unmarshal(data, &v)
+	}
+	return v.Messages, err
+}
+
+// WaitForIdle waits until the turn of the last Prompt has settled (its
+// retries and any overflow recovery included, not just its first
+// agent_end) and returns the turn's error, as the server reported it. With
+// no turn in flight it returns at once.
+func (c *Client) WaitForIdle(ctx context.Context) error {
+	c.mu.Lock()
+	settled := c.settled
+	c.mu.Unlock()
+	select {
+	case <-settled:
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.lastTurn
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}

@@ -1,0 +1,13 @@
+// Package rpc serves a session over JSON lines, wire-compatible with the
+// reference agent's RPC mode for the commands it shares (policy §7), and
+// gives Go programs a client for it.
+//
+// One command per line comes in; responses and the session's events go
+// out, one JSON object per line. Serve reads lines on one goroutine and
+// never blocks that reading on a command that takes time, so an abort
+// reaches the session while a compaction runs. No input line can stop it:
+// a bad line gets a failure response and the next line is read.
+//
+// It does not decide anything about retries or compaction; the session
+// does.
+package rpc

@@ -1,0 +1,324 @@
+package rpc_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/rpc"
+	"github.com/agentfsm/agentfsm/session/scripted"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// served is a session behind Serve, on in-memory pipes.
+type served struct {
+	s      *session.Session
+	agent  *scripted.Agent
+	in     *io.PipeWriter
+	out    *bufio.Reader
+	served chan error
+}
+
+func serve(t *testing.T, calls []scripted.Call, opts ...session.Option) *served {
+	t.Helper()
+	agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: calls})
+	opts = append([]session.Option{session.WithModel(scripted.DefaultModel), session.WithSessionID("rpc-test")}, opts...)
+	s, err := session.New(agent, opts...)
+	require.NoError(t, err)
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	sv := &served{s: s, agent: agent, in: inW, out: bufio.NewReader(outR), served: make(chan error, 1)}
+	go func() {
+		sv.served <- rpc.Serve(context.Background(), s, inR, outW)
+		outW.Close()
+	}()
+	t.Cleanup(func() {
+		inW.Close()
+		go io.Copy(io.Discard, outR)
+		<-sv.served
+		s.Close()
+	})
+	return sv
+}
+
+// send writes one raw line.
+func (sv *served) send(t *testing.T, line string) {
+	t.Helper()
+	_, err := io.WriteString(sv.in, line)
+	require.NoError(t, err)
+}
+
+// next reads one output line as a JSON object.
+func (sv *served) next(t *testing.T) map[string]any {
+	t.Helper()
+	line, err := sv.out.ReadString('\n')
+	require.NoError(t, err)
+	var obj map[string]any
+	require.NoError(t, json.Unmarshal([]byte(line), &obj), "stdout carries JSON lines only: %q", line)
+	return obj
+}
+
+// until reads lines until one has the given type, returning all read.
+func (sv *served) until(t *testing.T, typ string) []map[string]any {
+	t.Helper()
+	var got []map[string]any
+	for range 1000 {
+		obj := sv.next(t)
+		got = append(got, obj)
+		if obj["type"] == typ {
+			return got
+		}
+	}
+	t.Fatalf("no %s line", typ)
+	return nil
+}
+
+func types(objs []map[string]any) []string {
+	var out []string
+	for _, o := range objs {
+		out = append(out, o["type"].(string))
+	}
+	return out
+}
+
+func TestBadInput(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sv := serve(t, nil)
+		huge := `{"id":"big","type":"prompt","message":"` + strings.Repeat("x", 16<<20) + `"}` + "\n"
+		cases := []struct {
+			name, line string
+			want       map[string]any
+		}{
+			{"not JSON", "hello\n", map[string]any{"type": "response", "command": "parse", "success": false}},
+			{"truncated JSON", `{"type":"get_state"` + "\n", map[string]any{"command": "parse", "success": false}},
+			{"JSON not an object", "[1,2]\n", map[string]any{"command": "parse", "success": false, "error": "Failed to parse command: a command must be a JSON object"}},
+			{"a JSON string", `"get_state"` + "\n", map[string]any{"command": "parse", "success": false}},
+			{"unknown command", `{"id":"u1","type":"fly"}` + "\n", map[string]any{"id": "u1", "command": "fly", "success": false, "error": "Unknown command: fly"}},
+			{"no type", `{"id":"u2"}` + "\n", map[string]any{"id": "u2", "success": false, "error": `missing field "type"`}},
+			{"type not a string", `{"id":"u3","type":5}` + "\n", map[string]any{"id": "u3", "success": false}},
+			{"missing field", `{"id":"m1","type":"prompt"}` + "\n", map[string]any{"id": "m1", "command": "prompt", "success": false, "error": `missing field "message"`}},
+			{"mistyped field", `{"id":"m2","type":"set_auto_retry","enabled":"yes"}` + "\n", map[string]any{"id": "m2", "command": "set_auto_retry", "success": false, "error": `field "enabled" must be a boolean`}},
+			{"numeric id echoed", `{"id":7,"type":"abort_retry"}` + "\n", map[string]any{"id": float64(7), "command": "abort_retry", "success": true}},
+			{"CRLF ending", `{"id":"c1","type":"abort_retry"}` + "\r\n", map[string]any{"id": "c1", "success": true}},
+			{"invalid UTF-8", "{\"id\":\"v1\",\"type\":\"set_auto_compaction\",\"enabled\":true,\"x\":\"\xff\"}\n", map[string]any{"id": "v1", "success": true}},
+			{"invalid UTF-8 outside JSON", "\xff\xfe\n", map[string]any{"command": "parse", "success": false}},
+		}
+		for _, c := range cases {
+			sv.send(t, c.line)
+			got := sv.next(t)
+			for k, v := range c.want {
+				assert.Equal(t, v, got[k], "%s: %s", c.name, k)
+			}
+			if got["success"] == false {
+				assert.NotEmpty(t, got["error"], c.name)
+			}
+		}
+		// A 16 MiB line is a command like any other.
+		sv.send(t, huge)
+		got := sv.until(t, "turn_settled")
+		assert.Equal(t, map[string]any{"id": "big", "type": "response", "command": "prompt", "success": true}, got[0])
+		// And the server still answers.
+		sv.send(t, `{"id":"s","type":"get_state"}`+"\n")
+		st := sv.next(t)
+		assert.Equal(t, true, st["success"])
+	})
+}
+
+func TestClientRetryThenSuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sv := serve(t, []scripted.Call{{StopReason: "error", ErrorMessage: "503 Service Unavailable"}, {StopReason: "stop", Text: "done"}})
+		c := rpc.NewClient(sv.out, sv.in)
+		defer c.Close()
+		ctx := context.Background()
+		start := time.Now()
+		require.NoError(t, c.Prompt(ctx, "hi"))
+		require.NoError(t, c.WaitForIdle(ctx))
+		assert.Equal(t, 2*time.Second, time.Since(start))
+		var seen []string
+		for _, ev := range drain(c) {
+			seen = append(seen, ev.Type)
+			if ev.Type == "auto_retry_start" {
+				var e session.AutoRetryStart
+				require.NoError(t, ev.Decode(&e))
+				assert.Equal(t, session.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 2000, ErrorMessage: "503 Service Unavailable"}, e)
+			}
+		}
+		assert.Contains(t, strings.Join(seen, " "), "agent_end state_change state_change auto_retry_start state_change agent_start")
+		assert.Equal(t, "turn_settled", seen[len(seen)-1])
+	})
+}
+
+// drain returns the events received so far.
+func drain(c *rpc.Client) []rpc.Event {
+	var out []rpc.Event
+	for {
+		synctest.Wait()
+		select {
+		case ev := <-c.Events():
+			out = append(out, ev)
+		default:
+			return out
+		}
+	}
+}
+
+func TestClientSetAutoRetryOff(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sv := serve(t, []scripted.Call{{StopReason: "error", ErrorMessage: "503 Service Unavailable"}})
+		c := rpc.NewClient(sv.out, sv.in)
+		defer c.Close()
+		ctx := context.Background()
+		require.NoError(t, c.SetAutoRetry(ctx, false))
+		st, err := c.GetState(ctx)
+		require.NoError(t, err)
+		assert.False(t, st.AutoRetryEnabled)
+		require.NoError(t, c.Prompt(ctx, "hi"))
+		err = c.WaitForIdle(ctx)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), "503")
+		for _, ev := range drain(c) {
+			assert.NotEqual(t, "auto_retry_start", ev.Type)
+		}
+	})
+}
+
+func TestClientAbortRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sv := serve(t, []scripted.Call{{StopReason: "error", ErrorMessage: "503 Service Unavailable"}})
+		c := rpc.NewClient(sv.out, sv.in)
+		defer c.Close()
+		ctx := context.Background()
+		require.NoError(t, c.Prompt(ctx, "hi"))
+		time.Sleep(time.Second)
+		st, err := c.GetState(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, rpc.State{SessionID: "rpc-test", Model: scripted.DefaultModel, IsRetrying: true, RetryAttempt: 1,
+			AutoRetryEnabled: true, AutoCompactionEnabled: true, MessageCount: 1, State: "backoff"}, st)
+		start := time.Now()
+		require.NoError(t, c.AbortRetry(ctx))
+		err = c.WaitForIdle(ctx)
+		require.ErrorContains(t, err, "retry cancelled")
+		assert.Zero(t, time.Since(start), "promptly")
+		var end session.AutoRetryEnd
+		for _, ev := range drain(c) {
+			if ev.Type == "auto_retry_end" {
+				require.NoError(t, ev.Decode(&end))
+			}
+		}
+		assert.Equal(t, session.AutoRetryEnd{Success: false, Attempt: 1, FinalError: "Retry cancelled"}, end)
+	})
+}
+
+func TestClientCompactAndMessages(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := session.DefaultConfig()
+		cfg.Compaction.KeepRecentTokens = 5
+		sv := serve(t, []scripted.Call{{StopReason: "stop", Text: "first answer"}}, session.WithConfig(cfg))
+		c := rpc.NewClient(sv.out, sv.in)
+		defer c.Close()
+		ctx := context.Background()
+		require.NoError(t, c.Prompt(ctx, "a first question, long enough to compact"))
+		require.NoError(t, c.WaitForIdle(ctx))
+		require.NoError(t, c.Prompt(ctx, "a second question, long enough too"))
+		require.NoError(t, c.WaitForIdle(ctx))
+		msgs, err := c.GetMessages(ctx)
+		require.NoError(t, err)
+		assert.Len(t, msgs, 4)
+		res, err := c.Compact(ctx, "keep it short")
+		require.NoError(t, err)
+		assert.Contains(t, res.Summary, "Focus: keep it short")
+		_, err = c.Compact(ctx, "")
+		assert.ErrorContains(t, err, "already compacted")
+		msgs, err = c.GetMessages(ctx)
+		require.NoError(t, err)
+		assert.Equal(t, session.RoleSummary, msgs[0].Role)
+	})
+}
+
+// An abort reaches the session while a compaction runs: the reading goroutine
+// is not blocked by the compact command.
+func TestAbortDuringCompact(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := session.DefaultConfig()
+		cfg.Compaction.KeepRecentTokens = 5
+		blocking := summarizer(func(ctx context.Context) error { <-ctx.Done(); return context.Cause(ctx) })
+		sv := serve(t, []scripted.Call{{StopReason: "stop", Text: "answer"}}, session.WithConfig(cfg), session.WithSummarizer(blocking))
+		c := rpc.NewClient(sv.out, sv.in)
+		defer c.Close()
+		ctx := context.Background()
+		require.NoError(t, c.Prompt(ctx, "a first question, long enough to compact"))
+		require.NoError(t, c.WaitForIdle(ctx))
+		require.NoError(t, c.Prompt(ctx, "a second question, long enough too"))
+		require.NoError(t, c.WaitForIdle(ctx))
+		compacted := make(chan error, 1)
+		go func() { _, err := c.Compact(ctx, ""); compacted <- err }()
+		synctest.Wait()
+		require.NoError(t, c.Abort(ctx))
+		assert.ErrorContains(t, <-compacted, "compaction cancelled")
+	})
+}
+
+type summarizer func(ctx context.Context) error
+
+func (f summarizer) Summarize(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
+	return session.Summary{}, f(ctx)
+}
+
+func TestOverflowRecoveryOverRPC(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := session.DefaultConfig()
+		cfg.Compaction.KeepRecentTokens = 5
+		sv := serve(t, []scripted.Call{
+			{StopReason: "stop", Text: "first"},
+			{StopReason: "error", ErrorMessage: "prompt is too long: 213462 tokens > 200000 maximum"},
+			{StopReason: "stop", Text: "recovered", LatencyMs: 300},
+		}, session.WithConfig(cfg))
+		c := rpc.NewClient(sv.out, sv.in)
+		defer c.Close()
+		ctx := context.Background()
+		require.NoError(t, c.Prompt(ctx, "a first question, long enough to compact"))
+		require.NoError(t, c.WaitForIdle(ctx))
+		drain(c)
+		require.NoError(t, c.Prompt(ctx, "a second question, long enough too"))
+		require.NoError(t, c.WaitForIdle(ctx), "WaitForIdle waits past the first agent_end, through the recovery")
+		var seen []string
+		for _, ev := range drain(c) {
+			seen = append(seen, ev.Type)
+		}
+		joined := strings.Join(seen, " ")
+		assert.Contains(t, joined, "agent_end state_change state_change auto_compaction_start auto_compaction_end state_change agent_start")
+		assert.Equal(t, 2, strings.Count(joined, "agent_end"))
+	})
+}
+
+// Input closed in the middle of a turn: the turn is aborted and Serve
+// returns nil.
+func TestInputClosedMidTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sv := serve(t, []scripted.Call{{StopReason: "error", ErrorMessage: "503 Service Unavailable"}})
+		sv.send(t, `{"id":"p","type":"prompt","message":"hi"}`+"\n")
+		sv.next(t) // the acknowledgement
+		time.Sleep(500 * time.Millisecond)
+		sv.in.Close()
+		got := sv.until(t, "turn_settled")
+		assert.Equal(t, "auto_retry_end", got[len(got)-3]["type"])
+		go io.Copy(io.Discard, sv.out)
+		assert.NoError(t, <-sv.served)
+		sv.served <- nil // for the cleanup
+	})
+}
+
+func TestCommands(t *testing.T) {
+	assert.Equal(t, []string{"abort", "abort_retry", "compact", "get_messages", "get_state", "prompt", "set_auto_compaction", "set_auto_retry"}, rpc.Commands())
+}

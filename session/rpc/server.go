@@ -1,0 +1,352 @@
+package rpc
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"sync"
+
+	"github.com/agentfsm/agentfsm/session"
+)
+
+// MaxLine is the longest command line Serve reads (64 MiB); a longer one
+// gets a parse failure and the lines after it are read as usual.
+const MaxLine = 64 << 20
+
+// response is one reply line.
+type response struct {
+	ID      json.RawMessage `json:"id,omitempty"`
+	Type    string          `json:"type"`
+	Command string          `json:"command"`
+	Success bool            `json:"success"`
+	Data    any             `json:"data,omitempty"`
+	Error   string          `json:"error,omitempty"`
+}
+
+// State is the data of a get_state response.
+type State struct {
+	SessionID             string        `json:"sessionId"`
+	Model                 session.Model `json:"model"`
+	IsStreaming           bool          `json:"isStreaming"`
+	IsCompacting          bool          `json:"isCompacting"`
+	IsRetrying            bool          `json:"isRetrying"`
+	RetryAttempt          int           `json:"retryAttempt"`
+	AutoRetryEnabled      bool          `json:"autoRetryEnabled"`
+	AutoCompactionEnabled bool          `json:"autoCompactionEnabled"`
+	MessageCount          int           `json:"messageCount"`
+	PendingMessageCount   int           `json:"pendingMessageCount"`
+	State                 string        `json:"state"`
+}
+
+// writer serializes output lines.
+type writer struct {
+	mu  sync.Mutex
+	out *bufio.Writer
+	err error
+}
+
+func (w *writer) line(v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(response{Type: "response", Command: "internal", Error: "encoding output: " + err.Error()})
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.err != nil {
+		return
+	}
+	b = append(b, '\n')
+	if _, err := w.out.Write(b); err != nil {
+		w.err = err
+		return
+	}
+	w.err = w.out.Flush()
+}
+
+// Serve speaks the protocol over in and out for s until in ends (or ctx is
+// done): then it aborts a turn in flight, waits for the commands it started,
+// and returns nil. It returns an error only when writing out fails.
+func Serve(ctx context.Context, s *session.Session, in io.Reader, out io.Writer) error {
+	w := &writer{out: bufio.NewWriter(out)}
+	unsubscribe := s.Subscribe(func(ev session.Event) { w.line(ev) })
+	defer unsubscribe()
+	srv := &server{s: s, w: w}
+
+	lines := make(chan lineOrErr)
+	stop := make(chan struct{})
+	go readLines(in, lines, stop)
+	defer close(stop)
+	for {
+		var l lineOrErr
+		select {
+		case l = <-lines:
+		case <-ctx.Done():
+			l.err = io.EOF
+		}
+		if l.err != nil {
+			// End of input: stop the turn, let every command finish.
+			s.Abort()
+			srv.wg.Wait()
+			s.Flush()
+			w.mu.Lock()
+			defer w.mu.Unlock()
+			return w.err
+		}
+		srv.handle(ctx, l.line, l.tooLong)
+	}
+}
+
+type lineOrErr struct {
+	line    []byte
+	tooLong bool
+	err     error
+}
+
+// readLines reads in line by line (split on \n only, a trailing \r dropped)
+// and sends each line, then the error that ended the input.
+func readLines(in io.Reader, lines chan<- lineOrErr, stop <-chan struct{}) {
+	br := bufio.NewReaderSize(in, 64<<10)
+	for {
+		var buf []byte
+		tooLong := false
+		var err error
+		for {
+			var chunk []byte
+			chunk, err = br.ReadSlice('\n')
+			if !tooLong && len(buf)+len(chunk) > MaxLine+2 {
+				tooLong, buf = true, nil
+			}
+			if !tooLong {
+				buf = append(buf, chunk...)
+			}
+			if !errors.Is(err, bufio.ErrBufferFull) {
+				break
+			}
+		}
+		if len(buf) > 0 || tooLong {
+			buf = bytes.TrimSuffix(buf, []byte("\n"))
+			buf = bytes.TrimSuffix(buf, []byte("\r"))
+			select {
+			case lines <- lineOrErr{line: buf, tooLong: tooLong}:
+			case <-stop:
+				return
+			}
+		}
+		if err != nil {
+			select {
+			case lines <- lineOrErr{err: err}:
+			case <-stop:
+			}
+			return
+		}
+	}
+}
+
+type server struct {
+	s  *session.Session
+	w  *writer
+	wg sync.WaitGroup
+}
+
+// command is the envelope every command shares.
+type command struct {
+	ID   json.RawMessage `json:"id"`
+	Type string          `json:"type"`
+}
+
+func (srv *server) handle(ctx context.Context, line []byte, tooLong bool) {
+	parseFail := func(why string) {
+		srv.w.line(response{Type: "response", Command: "parse", Success: false, Error: "Failed to parse command: " + why})
+	}
+	if tooLong {
+		parseFail(fmt.Sprintf("line longer than %d MiB", MaxLine>>20))
+		return
+	}
+	trimmed := bytes.TrimSpace(line)
+	if len(trimmed) == 0 {
+		return // blank lines are ignored
+	}
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal(trimmed, &raw); err != nil {
+		var typeErr *json.UnmarshalTypeError
+		if errors.As(err, &typeErr) {
+			parseFail("a command must be a JSON object")
+		} else {
+			parseFail(err.Error())
+		}
+		return
+	}
+	var cmd command
+	cmd.ID = raw["id"]
+	if t, ok := raw["type"]; ok {
+		if err := json.Unmarshal(t, &cmd.Type); err != nil {
+			srv.fail(cmd, "unknown", `field "type" must be a string`)
+			return
+		}
+	} else {
+		srv.fail(cmd, "unknown", `missing field "type"`)
+		return
+	}
+	h, ok := handlers[cmd.Type]
+	if !ok {
+		srv.fail(cmd, cmd.Type, fmt.Sprintf("Unknown command: %s", cmd.Type))
+		return
+	}
+	if err := checkFields(raw, h.fields); err != nil {
+		srv.fail(cmd, cmd.Type, err.Error())
+		return
+	}
+	h.run(ctx, srv, cmd, raw)
+}
+
+func (srv *server) ok(cmd command, data any) {
+	srv.w.line(response{ID: cmd.ID, Type: "response", Command: cmd.Type, Success: true, Data: data})
+}
+
+func (srv *server) fail(cmd command, name, why string) {
+	srv.w.line(response{ID: cmd.ID, Type: "response", Command: name, Success: false, Error: why})
+}
+
+// async runs f off the reading goroutine.
+func (srv *server) async(f func()) {
+	srv.wg.Add(1)
+	go func() {
+		defer srv.wg.Done()
+		f()
+	}()
+}
+
+// field kinds a command may carry.
+type fieldKind int
+
+const (
+	kindString fieldKind = iota
+	kindBool
+)
+
+type field struct {
+	kind     fieldKind
+	required bool
+}
+
+// checkFields checks the command's own fields: present when required, and
+// of the right JSON type. Other keys are ignored, as the reference does.
+func checkFields(raw map[string]json.RawMessage, fields map[string]field) error {
+	for name, f := range fields {
+		v, ok := raw[name]
+		if !ok || string(v) == "null" {
+			if f.required {
+				return fmt.Errorf("missing field %q", name)
+			}
+			continue
+		}
+		var err error
+		switch f.kind {
+		case kindString:
+			var s string
+			err = json.Unmarshal(v, &s)
+			if err == nil {
+				continue
+			}
+			return fmt.Errorf("field %q must be a string", name)
+		case kindBool:
+			var b bool
+			err = json.Unmarshal(v, &b)
+			if err == nil {
+				continue
+			}
+			return fmt.Errorf("field %q must be a boolean", name)
+		}
+	}
+	return nil
+}
+
+type handler struct {
+	fields map[string]field
+	run    func(ctx context.Context, srv *server, cmd command, raw map[string]json.RawMessage)
+}
+
+func str(raw map[string]json.RawMessage, name string) string {
+	var s string
+	_ = json.Unmarshal(raw[name], &s)
+	return s
+}
+
+func boolean(raw map[string]json.RawMessage, name string) bool {
+	var b bool
+	_ = json.Unmarshal(raw[name], &b)
+	return b
+}
+
+var handlers map[string]handler
+
+func init() {
+	handlers = map[string]handler{
+		"prompt": {map[string]field{"message": {kindString, true}}, func(_ context.Context, srv *server, cmd command, raw map[string]json.RawMessage) {
+			settled, err := srv.s.Send(str(raw, "message"))
+			if err != nil {
+				srv.fail(cmd, cmd.Type, err.Error())
+				return
+			}
+			srv.ok(cmd, nil)
+			// The turn's end reaches the client as the session's
+			// turn_settled event.
+			srv.async(func() { <-settled })
+		}},
+		"abort": {nil, func(_ context.Context, srv *server, cmd command, _ map[string]json.RawMessage) {
+			srv.async(func() {
+				srv.s.Abort()
+				srv.ok(cmd, nil)
+			})
+		}},
+		"set_auto_retry": {map[string]field{"enabled": {kindBool, true}}, func(_ context.Context, srv *server, cmd command, raw map[string]json.RawMessage) {
+			srv.s.SetAutoRetryEnabled(boolean(raw, "enabled"))
+			srv.ok(cmd, nil)
+		}},
+		"abort_retry": {nil, func(_ context.Context, srv *server, cmd command, _ map[string]json.RawMessage) {
+			srv.s.AbortRetry()
+			srv.ok(cmd, nil)
+		}},
+		"set_auto_compaction": {map[string]field{"enabled": {kindBool, true}}, func(_ context.Context, srv *server, cmd command, raw map[string]json.RawMessage) {
+			srv.s.SetAutoCompactionEnabled(boolean(raw, "enabled"))
+			srv.ok(cmd, nil)
+		}},
+		"compact": {map[string]field{"customInstructions": {kindString, false}}, func(ctx context.Context, srv *server, cmd command, raw map[string]json.RawMessage) {
+			instructions := str(raw, "customInstructions")
+			srv.async(func() {
+				res, err := srv.s.Compact(context.WithoutCancel(ctx), instructions)
+				if err != nil {
+					srv.fail(cmd, cmd.Type, err.Error())
+					return
+				}
+				srv.ok(cmd, res)
+			})
+		}},
+		"get_state": {nil, func(_ context.Context, srv *server, cmd command, _ map[string]json.RawMessage) {
+			s := srv.s
+			srv.ok(cmd, State{
+				SessionID: s.ID(), Model: s.Model(), IsStreaming: s.IsStreaming(), IsCompacting: s.IsCompacting(),
+				IsRetrying: s.IsRetrying(), RetryAttempt: s.RetryAttempt(), AutoRetryEnabled: s.AutoRetryEnabled(),
+				AutoCompactionEnabled: s.AutoCompactionEnabled(), MessageCount: s.MessageCount(), State: string(s.State()),
+			})
+		}},
+		"get_messages": {nil, func(_ context.Context, srv *server, cmd command, _ map[string]json.RawMessage) {
+			msgs := srv.s.Messages()
+			if msgs == nil {
+				msgs = []session.Message{}
+			}
+			srv.ok(cmd, map[string]any{"messages": msgs})
+		}},
+	}
+}
+
+// Commands returns the names of the commands Serve understands, sorted.
+func Commands() []string {
+	return slices.Sorted(maps.Keys(handlers))
+}
