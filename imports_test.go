@@ -17,17 +17,18 @@ const module = "github.com/agentfsm/agentfsm"
 // the library, not part of it: it may import any library package, never the
 // command.
 var layers = map[string]int{
-	"classify":         0,
-	"states":           0,
-	"transitions":      1,
-	"fsm":              2,
-	"fsm/svg":          3,
-	"session":          3,
-	"session/scripted": 4,
-	"session/rpc":      4,
-	"props":            5,
-	"cmd/agentfsm":     6,
-	".":                7, // this test
+	"classify":          0,
+	"states":            0,
+	"transitions":       1,
+	"fsm":               2,
+	"fsm/svg":           3,
+	"session":           3,
+	"session/scripted":  4,
+	"session/rpc":       4,
+	"props":             5,
+	"cmd/agentfsm/view": 5,
+	"cmd/agentfsm":      6,
+	".":                 7, // this test
 }
 
 // TestImportDirection parses every Go file of the module and fails when a

@@ -1,5 +1,6 @@
 // Command agentfsm shows the recovery machine at work and gives it to other
-// programs: its state diagram and its error classifier.
+// programs: a demo of its scenarios (the default), a JSON-lines RPC server,
+// its error classifier and its state diagram.
 //
 // Usage:
 //
@@ -37,6 +38,8 @@ type environment struct {
 
 func commands() []command {
 	return []command{
+		{"demo", "play recovery scenarios on the scripted agent (the default)", runDemo},
+		{"rpc", "serve a session over JSON lines on stdin and stdout", runRPC},
 		{"classify", "classify error messages read from stdin, one JSON line out per line in", runClassify},
 		{"diagram", "print the state diagram built from the transition table", runDiagram},
 	}
@@ -50,10 +53,13 @@ func main() {
 // 1 when the work failed, 2 on a usage error.
 func run(args []string, env *environment) int {
 	if len(args) == 0 {
-		usage(env.stderr)
-		return 2
+		return runDemo(nil, env)
 	}
 	name := args[0]
+	if name == "--mode" || strings.HasPrefix(name, "--mode=") || name == "-mode" || strings.HasPrefix(name, "-mode=") {
+		// Where the reference agent is spawned as "--mode rpc".
+		return runRPC(args, env)
+	}
 	if name == "-h" || name == "-help" || name == "--help" || name == "help" {
 		usage(env.stdout)
 		return 0

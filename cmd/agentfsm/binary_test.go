@@ -1,0 +1,305 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/rpc"
+)
+
+// These tests build the command and run it as a user or an RPC client
+// would: as a separate process over real pipes. They run on the real
+// clock, with delays of milliseconds; each has a deadline as a guard, not as
+// a speed target.
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+func binary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "agentfsm-bin")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "agentfsm")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = &buildError{err, string(out)}
+		}
+	})
+	require.NoError(t, buildErr)
+	return binPath
+}
+
+type buildError struct {
+	err error
+	out string
+}
+
+func (e *buildError) Error() string { return e.err.Error() + ": " + e.out }
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	require.NoError(t, os.WriteFile(p, []byte(content), 0o644))
+	return p
+}
+
+func guard(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestDemoNonInteractive(t *testing.T) {
+	cmd := exec.CommandContext(guard(t), binary(t), "demo", "--base-delay-ms", "200")
+	out, err := cmd.Output()
+	require.NoError(t, err)
+	text := string(out)
+	for _, want := range []string{
+		"outcome: transient: succeeded, 2 retries",
+		"outcome: exhausted: failed: session: retries exhausted after 3 attempts: 503 Service Unavailable",
+		"outcome: usage-limit: succeeded, 1 retries",
+		"outcome: overflow: succeeded, 0 retries, 1 compaction(s)",
+		"outcome: cancelled: retry cancelled, 1 retries",
+		"event  auto_retry_start attempt 1/3, delay 0 ms", // the credential switch
+		"view   ⠿ Retrying (1/3) in 0s… (esc to cancel)",
+		"view   Retry failed after 1 attempts: Retry cancelled",
+		"view   ⠿ Context overflow detected, Auto-compacting… (esc to cancel)",
+	} {
+		assert.Contains(t, text, want)
+	}
+	// With no subcommand, the demo is what runs.
+	out, err = exec.CommandContext(guard(t), binary(t), "--help").Output()
+	require.NoError(t, err)
+	for _, sub := range []string{"demo", "rpc", "classify", "diagram"} {
+		assert.Contains(t, string(out), sub)
+	}
+}
+
+const rpcScript = `{"model":{"provider":"scripted","id":"scripted-1","contextWindow":200000},"calls":[
+  {"stopReason":"stop","text":"a first answer to compact later"},
+  {"stopReason":"error","errorMessage":"503 Service Unavailable"},
+  {"stopReason":"stop","text":"done"},
+  {"stopReason":"error","errorMessage":"prompt is too long: 213462 tokens > 200000 maximum"},
+  {"stopReason":"stop","text":"recovered"}
+]}`
+
+func startRPC(t *testing.T, script, settings string, extra ...string) *rpc.Client {
+	t.Helper()
+	args := append([]string{"rpc", "--script", writeFile(t, "script.json", script), "--settings", writeFile(t, "settings.json", settings)}, extra...)
+	c, err := rpc.Start(binary(t), os.Stderr, args...)
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, c.Close()) })
+	return c
+}
+
+// events collects the client's events until turn_settled.
+func eventsUntilSettled(t *testing.T, ctx context.Context, c *rpc.Client) []rpc.Event {
+	t.Helper()
+	var got []rpc.Event
+	for {
+		select {
+		case ev, ok := <-c.Events():
+			require.True(t, ok, "the event stream ended early")
+			got = append(got, ev)
+			if ev.Type == "turn_settled" {
+				return got
+			}
+		case <-ctx.Done():
+			t.Fatalf("no turn_settled; events so far: %v", got)
+		}
+	}
+}
+
+func eventTypes(evs []rpc.Event) []string {
+	var out []string
+	for _, e := range evs {
+		out = append(out, e.Type)
+	}
+	return out
+}
+
+func TestRPCBinary(t *testing.T) {
+	ctx := guard(t)
+	c := startRPC(t, rpcScript, `{"retry":{"baseDelayMs":50},"compaction":{"keepRecentTokens":5}}`)
+
+	st, err := c.GetState(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, rpc.State{SessionID: st.SessionID, Model: session.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 200000},
+		AutoRetryEnabled: true, AutoCompactionEnabled: true, State: "idle"}, st)
+	assert.NotEmpty(t, st.SessionID)
+
+	require.NoError(t, c.Prompt(ctx, "a first question, long enough to be worth compacting"))
+	require.NoError(t, c.WaitForIdle(ctx))
+	eventsUntilSettled(t, ctx, c)
+
+	// An error, then success: the retry's events in order, with the
+	// configured delay.
+	require.NoError(t, c.Prompt(ctx, "a second question"))
+	require.NoError(t, c.WaitForIdle(ctx))
+	evs := eventsUntilSettled(t, ctx, c)
+	joined := strings.Join(eventTypes(evs), " ")
+	assert.Contains(t, joined, "agent_end state_change state_change auto_retry_start state_change agent_start")
+	for _, ev := range evs {
+		if ev.Type == "auto_retry_start" {
+			var e session.AutoRetryStart
+			require.NoError(t, ev.Decode(&e))
+			assert.Equal(t, int64(50), e.DelayMs)
+		}
+	}
+
+	// An overflow, recovered: WaitForIdle waits through the compaction and
+	// the continuation.
+	require.NoError(t, c.Prompt(ctx, "a third question"))
+	require.NoError(t, c.WaitForIdle(ctx))
+	joined = strings.Join(eventTypes(eventsUntilSettled(t, ctx, c)), " ")
+	assert.Contains(t, joined, "auto_compaction_start auto_compaction_end state_change agent_start")
+
+	msgs, err := c.GetMessages(ctx)
+	require.NoError(t, err)
+	assert.Equal(t, session.RoleSummary, msgs[0].Role)
+
+	res, err := c.Compact(ctx, "the numbers")
+	require.NoError(t, err)
+	assert.Contains(t, res.Summary, "Focus: the numbers")
+	_, err = c.Compact(ctx, "")
+	require.ErrorContains(t, err, "already compacted")
+}
+
+func TestRPCBinaryRetryOffAndAbortRetry(t *testing.T) {
+	ctx := guard(t)
+	script := `{"calls":[{"stopReason":"error","errorMessage":"503 Service Unavailable"},{"stopReason":"error","errorMessage":"503 Service Unavailable"}]}`
+	c := startRPC(t, script, `{"retry":{"baseDelayMs":600000}}`, "--mode", "rpc")
+
+	require.NoError(t, c.SetAutoRetry(ctx, false))
+	require.NoError(t, c.Prompt(ctx, "hi"))
+	require.ErrorContains(t, c.WaitForIdle(ctx), "503")
+	for _, ev := range eventsUntilSettled(t, ctx, c) {
+		assert.NotEqual(t, "auto_retry_start", ev.Type)
+	}
+
+	require.NoError(t, c.SetAutoRetry(ctx, true))
+	require.NoError(t, c.Prompt(ctx, "again"))
+	for ev := range c.Events() {
+		if ev.Type == "auto_retry_start" {
+			break
+		}
+	}
+	st, err := c.GetState(ctx)
+	require.NoError(t, err)
+	assert.True(t, st.IsRetrying)
+	assert.Equal(t, "backoff", st.State)
+	require.NoError(t, c.AbortRetry(ctx))
+	require.ErrorContains(t, c.WaitForIdle(ctx), "retry cancelled", "well before the 10-minute wait")
+	var end session.AutoRetryEnd
+	for _, ev := range eventsUntilSettled(t, ctx, c) {
+		if ev.Type == "auto_retry_end" {
+			require.NoError(t, ev.Decode(&end))
+		}
+	}
+	assert.Equal(t, session.AutoRetryEnd{Success: false, Attempt: 1, FinalError: "Retry cancelled"}, end)
+}
+
+// TestRPCBinaryBadInput drives the binary over raw pipes with bad lines and
+// then closes stdin in the middle of a turn.
+func TestRPCBinaryBadInput(t *testing.T) {
+	ctx := guard(t)
+	script := writeFile(t, "s.json", `{"calls":[{"stopReason":"error","errorMessage":"503 Service Unavailable"}]}`)
+	cmd := exec.CommandContext(ctx, binary(t), "--mode", "rpc", "--script", script)
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	stdout, err := cmd.StdoutPipe()
+	require.NoError(t, err)
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	out := bufio.NewReader(stdout)
+	next := func() map[string]any {
+		line, err := out.ReadString('\n')
+		require.NoError(t, err)
+		var obj map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &obj), "stdout carries JSON lines only: %q", line)
+		return obj
+	}
+	lines := []string{
+		"not json\n",
+		"[1]\n",
+		`{"id":"a","type":"warp"}` + "\n",
+		`{"id":"b","type":"prompt"}` + "\n",
+		`{"id":"c","type":"set_auto_compaction","enabled":1}` + "\n",
+		"\xff\xfe\n",
+		`{"id":"d","type":"get_state"}` + "\r\n",
+		`{"id":"big","type":"set_auto_retry","enabled":true,"pad":"` + strings.Repeat("y", 16<<20) + `"}` + "\n",
+	}
+	for _, l := range lines {
+		_, err := io.WriteString(stdin, l)
+		require.NoError(t, err)
+	}
+	wantOK := []bool{false, false, false, false, false, false, true, true}
+	for i, ok := range wantOK {
+		obj := next()
+		assert.Equal(t, "response", obj["type"], "line %d", i)
+		assert.Equal(t, ok, obj["success"], "line %d: %v", i, obj)
+	}
+	// A turn in flight, then stdin closes: the turn is aborted, exit 0.
+	_, err = io.WriteString(stdin, `{"id":"p","type":"prompt","message":"hi"}`+"\n")
+	require.NoError(t, err)
+	for obj := next(); obj["type"] != "auto_retry_start"; obj = next() {
+	}
+	require.NoError(t, stdin.Close())
+	rest, err := io.ReadAll(out)
+	require.NoError(t, err)
+	assert.Contains(t, string(rest), `"finalError":"Retry cancelled"`)
+	assert.Contains(t, string(rest), `"type":"turn_settled"`)
+	require.NoError(t, cmd.Wait(), "a clean exit 0; stderr: %s", stderr.String())
+	assert.NotContains(t, stderr.String(), "goroutine")
+}
+
+func TestRPCFlagsAndFiles(t *testing.T) {
+	cases := []struct {
+		args []string
+		says string
+	}{
+		{[]string{"rpc", "--mode", "tui"}, `unknown --mode "tui"`},
+		{[]string{"rpc", "--script", "/nonexistent/s.json"}, "--script"},
+		{[]string{"rpc", "--script", writeFile(t, "bad.json", `{"calls":[{"stopReason":"boom"}]}`)}, `calls[0].stopReason "boom"`},
+		{[]string{"rpc", "--settings", writeFile(t, "bad.json", `{"retry":{"maxRetry":1}}`)}, `unknown key "retry.maxRetry"`},
+		{[]string{"rpc", "--settings", writeFile(t, "bad2.json", `{"retry":{"jitter":3}}`)}, "retry.jitter"},
+	}
+	for _, c := range cases {
+		code, _, errOut := runCmd("", c.args...)
+		assert.Equal(t, 2, code, c.args)
+		assert.Contains(t, errOut, c.says, c.args)
+		assert.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
+	}
+}
+
+// TestInteractiveDemoUnderTmux runs scripts/demo-walkthrough.sh: the demo in
+// a real terminal, Esc pressed during the countdown.
+func TestInteractiveDemoUnderTmux(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed (.ci/run installs it)")
+	}
+	out, err := exec.CommandContext(guard(t), "../../scripts/demo-walkthrough.sh", binary(t)).CombinedOutput()
+	require.NoError(t, err, "%s", out)
+	assert.Contains(t, string(out), "demo-walkthrough: ok")
+}

@@ -1,0 +1,159 @@
+// Package view is the terminal view of a session as a pure model (policy
+// §8): events go in; the spinner text, the lines to print and what the Esc
+// key does come out. It reads no clock and draws nothing, so it is tested
+// without a terminal; the demo renders it.
+package view
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/agentfsm/agentfsm/session"
+)
+
+// Esc is what the Esc key does.
+type Esc int
+
+// What Esc can do.
+const (
+	// EscNothing: nothing is running.
+	EscNothing Esc = iota
+	// EscAbort: abort the running operation.
+	EscAbort
+	// EscAbortRetry: cancel the pending retry.
+	EscAbortRetry
+	// EscAbortCompaction: cancel the running compaction.
+	EscAbortCompaction
+)
+
+func (e Esc) String() string {
+	return [...]string{"nothing", "abort", "abort retry", "abort compaction"}[e]
+}
+
+// Model is the view's state. The zero value is an idle view.
+type Model struct {
+	esc     []Esc // what Esc did before, innermost last
+	spinner string
+	// retry is the pending retry's countdown: its attempt, its end and
+	// the text around it.
+	retry      bool
+	attempt    int
+	maxAttempt int
+	until      time.Time
+	working    bool
+	// cancelled is the attempt count of the chain the last "Retry
+	// cancelled" ended, for the aborted message that may follow.
+	cancelled int
+	lines     []string
+}
+
+// Apply takes one event that happened at now.
+func (m *Model) Apply(ev session.Event, now time.Time) {
+	switch e := ev.(type) {
+	case session.AgentStart:
+		if m.retry {
+			// The continuation shows the normal working spinner.
+			m.retry = false
+			m.pop()
+		}
+		if !m.working {
+			m.working = true
+			m.push(EscAbort)
+		}
+		m.spinner = "Working…"
+	case session.AgentEnd:
+		if m.working {
+			m.working = false
+			m.pop()
+		}
+		m.spinner = ""
+	case session.MessageEnd:
+		msg := e.Message
+		if msg.Role == session.RoleAssistant && msg.StopReason == "aborted" {
+			if m.cancelled > 0 {
+				m.say(fmt.Sprintf("Aborted after %d retry attempt(s)", m.cancelled))
+			} else {
+				m.say("Operation aborted")
+			}
+			m.cancelled = 0
+		}
+	case session.AutoRetryStart:
+		m.retry = true
+		m.attempt, m.maxAttempt = e.Attempt, e.MaxAttempts
+		m.until = now.Add(time.Duration(e.DelayMs) * time.Millisecond)
+		m.push(EscAbortRetry)
+	case session.AutoRetryEnd:
+		if m.retry {
+			m.retry = false
+			m.pop()
+		}
+		m.spinner = ""
+		if !e.Success {
+			final := e.FinalError
+			if final == "" {
+				final = "Unknown error"
+			}
+			m.say(fmt.Sprintf("Retry failed after %d attempts: %s", e.Attempt, final))
+			if final == "Retry cancelled" {
+				m.cancelled = e.Attempt
+			}
+		}
+	case session.AutoCompactionStart:
+		m.push(EscAbortCompaction)
+		if e.Reason == session.ReasonOverflow {
+			m.spinner = "Context overflow detected, Auto-compacting… (esc to cancel)"
+		} else {
+			m.spinner = "Auto-compacting… (esc to cancel)"
+		}
+	case session.AutoCompactionEnd:
+		m.pop()
+		m.spinner = ""
+		switch {
+		case e.Aborted:
+			m.say("Auto-compaction cancelled")
+		case e.Result != nil:
+			m.say(e.Result.Summary)
+		case e.ErrorMessage != "":
+			m.say("Auto-compaction failed: " + e.ErrorMessage)
+		default:
+			m.say("Auto-compaction failed: nothing to compact")
+		}
+	case session.TurnSettled:
+		*m = Model{lines: m.lines}
+	}
+}
+
+// Spinner returns the spinner's text at now, "" when there is none. A
+// pending retry counts down: "Retrying (1/3) in 4s… (esc to cancel)".
+func (m *Model) Spinner(now time.Time) string {
+	if m.retry {
+		left := max(m.until.Sub(now), 0)
+		secs := int(math.Round(left.Seconds()))
+		return fmt.Sprintf("Retrying (%d/%d) in %ds… (esc to cancel)", m.attempt, m.maxAttempt, secs)
+	}
+	return m.spinner
+}
+
+// Esc returns what the Esc key does now.
+func (m *Model) Esc() Esc {
+	if len(m.esc) == 0 {
+		return EscNothing
+	}
+	return m.esc[len(m.esc)-1]
+}
+
+// TakeLines returns the lines to print since the last call.
+func (m *Model) TakeLines() []string {
+	out := m.lines
+	m.lines = nil
+	return out
+}
+
+func (m *Model) say(line string) { m.lines = append(m.lines, line) }
+func (m *Model) push(e Esc)      { m.esc = append(m.esc, e) }
+func (m *Model) pop() {
+	if len(m.esc) > 0 {
+		m.esc = m.esc[:len(m.esc)-1]
+	}
+}
