@@ -40,7 +40,9 @@ func scenarios(baseDelayMs int64) []scenario {
 	errCall := func(text string) scripted.Call {
 		return scripted.Call{StopReason: "error", ErrorMessage: text, LatencyMs: latency}
 	}
-	okCall := func(text string) scripted.Call { return scripted.Call{StopReason: "stop", Text: text, LatencyMs: latency} }
+	okCall := func(text string) scripted.Call {
+		return scripted.Call{StopReason: "stop", Text: text, LatencyMs: latency}
+	}
 	return []scenario{
 		{
 			name: "transient", about: "two transient errors, then success",
