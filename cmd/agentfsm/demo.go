@@ -151,7 +151,6 @@ type outcome struct {
 	err         error
 	retries     int
 	compactions int
-	cancelled   bool
 }
 
 func (o outcome) String() string {

@@ -84,13 +84,6 @@ func (sv *served) until(t *testing.T, typ string) []map[string]any {
 	return nil
 }
 
-func types(objs []map[string]any) []string {
-	var out []string
-	for _, o := range objs {
-		out = append(out, o["type"].(string))
-	}
-	return out
-}
 
 func TestBadInput(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
