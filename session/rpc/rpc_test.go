@@ -84,7 +84,6 @@ func (sv *served) until(t *testing.T, typ string) []map[string]any {
 	return nil
 }
 
-
 func TestBadInput(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		sv := serve(t, nil)
