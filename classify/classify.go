@@ -6,7 +6,6 @@ import (
 	"io"
 	"net"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 )
@@ -48,11 +47,9 @@ func (r Rules) Classify(m Message, now time.Time) Result {
 	if text == "" && m.Err != nil {
 		text = m.Err.Error()
 	}
-	buf := lowerASCII(text)
-	defer releaseLowered(buf)
-	low := *buf
+	bits := r.scanner().scan(text)
 	typed := typedVerdict(m)
-	if typed != verdictThrottle && (typed == verdictOverflow || textOverflow(low)) {
+	if typed != verdictThrottle && (typed == verdictOverflow || overflowBits(bits)) {
 		return Result{Class: Overflow}
 	}
 	var class Class
@@ -61,16 +58,16 @@ func (r Rules) Classify(m Message, now time.Time) Result {
 		class = UsageLimit
 	case verdictThrottle, verdictTransient:
 		class = Retryable
-		if r.usageText(low) {
+		if bits&bitUsage != 0 {
 			class = UsageLimit
 		}
 	case verdictPermanent:
 		class = Fatal
-		if r.usageText(low) {
+		if bits&bitUsage != 0 {
 			class = UsageLimit
 		}
 	default:
-		class = r.textClass(low)
+		class = r.textClass(bits)
 	}
 	res := Result{Class: class, UsageLimit: class == UsageLimit}
 	if r == Seed && class == UsageLimit {
@@ -87,37 +84,23 @@ func (r Rules) Classify(m Message, now time.Time) Result {
 	return res
 }
 
-// usageText reports whether an error's lowered text names a usage limit
-// under r.
-func (r Rules) usageText(text []byte) bool {
-	if len(text) == 0 {
-		return false
-	}
+func (r Rules) scanner() *scanner {
 	if r == Extended {
-		return extendedUsage.match(text)
+		return extendedScanner
 	}
-	return usageFlag.match(text)
+	return seedScanner
 }
 
-// textClass classifies an error (not an overflow) by its lowered text
-// alone.
-func (r Rules) textClass(text []byte) Class {
-	if len(text) == 0 {
+// textClass classifies an error (not an overflow) by its scanned text:
+// under Extended a usage limit before a retry; under Seed a retry, which is
+// a usage limit too when the usage-limit sub-rule matches.
+func (r Rules) textClass(bits groupBits) Class {
+	switch {
+	case r == Extended && bits&bitUsage != 0:
+		return UsageLimit
+	case bits&bitRetry == 0:
 		return Fatal
-	}
-	if r == Extended {
-		switch {
-		case extendedUsage.match(text):
-			return UsageLimit
-		case extendedRetry.match(text):
-			return Retryable
-		}
-		return Fatal
-	}
-	if !seedRetry.match(text) {
-		return Fatal
-	}
-	if usageFlag.match(text) {
+	case r == Seed && bits&bitUsage != 0:
 		return UsageLimit
 	}
 	return Retryable
@@ -134,9 +117,7 @@ func IsOverflow(m Message) bool {
 	in := m.Usage.Input + m.Usage.CacheRead
 	switch m.StopReason {
 	case StopReasonError:
-		buf := lowerASCII(m.ErrorMessage)
-		defer releaseLowered(buf)
-		return textOverflow(*buf)
+		return overflowBits(seedScanner.scan(m.ErrorMessage))
 	case StopReasonStop:
 		return w > 0 && in > w
 	case StopReasonLength:
@@ -145,34 +126,9 @@ func IsOverflow(m Message) bool {
 	return false
 }
 
-func textOverflow(lowered []byte) bool {
-	return len(lowered) > 0 && overflowText.match(lowered) && !notOverflow.match(lowered)
-}
-
-// lowered holds text with its ASCII letters lowered, the form every pattern
-// is matched against. Buffers are pooled so classifying does not allocate.
-var loweredPool = sync.Pool{New: func() any { b := make([]byte, 0, 1024); return &b }}
-
-// maxPooled is the largest buffer returned to the pool; a huge message's
-// buffer is left to the collector.
-const maxPooled = 1 << 20
-
-func lowerASCII(text string) *[]byte {
-	buf := loweredPool.Get().(*[]byte)
-	b := append((*buf)[:0], text...)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	*buf = b
-	return buf
-}
-
-func releaseLowered(buf *[]byte) {
-	if cap(*buf) <= maxPooled {
-		loweredPool.Put(buf)
-	}
+// overflowBits: an overflow pattern matched and no throttle pattern did.
+func overflowBits(bits groupBits) bool {
+	return bits&bitOverflow != 0 && bits&bitNotOverflow == 0
 }
 
 // verdict is what the typed fields say on their own.

@@ -3,6 +3,7 @@ package classify
 import (
 	"math"
 	"strconv"
+	"strings"
 	"time"
 	"unicode/utf8"
 )
@@ -40,9 +41,12 @@ var hintRules = [...]hintRule{
 // largest Duration. ok is false when the text holds no hint. now is read only
 // for the absolute forms. RetryAfter does not allocate.
 func RetryAfter(text string, now time.Time) (d time.Duration, ok bool) {
+	if strings.IndexByte(text, '-') < 0 {
+		return 0, false // every form has a dash
+	}
 	for _, r := range hintRules {
 		for at := 0; ; {
-			i := indexFold(text[at:], r.name)
+			i := indexLower(text[at:], []byte(r.name))
 			if i < 0 {
 				break
 			}
@@ -74,7 +78,7 @@ func headerHint(headers map[string]string, now time.Time) (time.Duration, bool) 
 	}
 	for _, r := range hintRules {
 		for name, value := range headers {
-			if len(name) == len(r.name) && indexFold(name, r.name) == 0 {
+			if len(name) == len(r.name) && hasLitAt(name, 0, []byte(r.name)) {
 				if d, ok := r.parse(trimSpace(value), now); ok {
 					return d, true
 				}
@@ -238,22 +242,7 @@ func trimSpace(s string) string {
 	return s[i:j]
 }
 
-// indexFold is strings.Index with ASCII case folding of s; sub must be
-// lower case.
-func indexFold(s, sub string) int {
-	n := len(sub)
-	for i := 0; i+n <= len(s); i++ {
-		j := 0
-		for j < n && toLower(s[i+j]) == sub[j] {
-			j++
-		}
-		if j == n {
-			return i
-		}
-	}
-	return -1
-}
-
+// toLower lowers an ASCII letter.
 func toLower(c byte) byte {
 	if c >= 'A' && c <= 'Z' {
 		return c + 'a' - 'A'

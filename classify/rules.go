@@ -1,9 +1,5 @@
 package classify
 
-import (
-	"regexp"
-)
-
 // Group names a list of patterns with one role in classification.
 type Group string
 
@@ -139,35 +135,15 @@ func Patterns() []Pattern {
 	return out
 }
 
-// matcher is one group compiled to regexps over lowered text; it matches
-// when any of them does.
-type matcher struct{ res []*regexp.Regexp }
-
-func compileGroup(g Group) matcher {
-	var m matcher
-	for _, p := range patterns {
-		if p.Group == g {
-			m.res = append(m.res, jsRegexps(p.Expr)...)
-		}
-	}
-	return m
-}
-
-// match reports whether lowered (text after lowerASCII) matches.
-func (m matcher) match(lowered []byte) bool {
-	for _, re := range m.res {
-		if re.Match(lowered) {
-			return true
-		}
-	}
-	return false
-}
-
+// The scanners, one per rule set. Bit i of a scan is the i-th group.
 var (
-	overflowText  = compileGroup(GroupOverflow)
-	notOverflow   = compileGroup(GroupNotOverflow)
-	seedRetry     = compileGroup(GroupSeedRetry)
-	usageFlag     = compileGroup(GroupUsageFlag)
-	extendedRetry = compileGroup(GroupExtendedRetry)
-	extendedUsage = compileGroup(GroupExtendedUsage)
+	seedScanner     = compileScanner([]Group{GroupOverflow, GroupNotOverflow, GroupSeedRetry, GroupUsageFlag})
+	extendedScanner = compileScanner([]Group{GroupOverflow, GroupNotOverflow, GroupExtendedRetry, GroupExtendedUsage})
+)
+
+const (
+	bitOverflow groupBits = 1 << iota
+	bitNotOverflow
+	bitRetry
+	bitUsage
 )

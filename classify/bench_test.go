@@ -1,0 +1,64 @@
+package classify_test
+
+import (
+	"os"
+	"testing"
+	"time"
+
+	"github.com/agentfsm/agentfsm/classify"
+)
+
+// pagePath is the benchmark's 64 KiB error page, shipped beside the
+// repository.
+const pagePath = "../../shared/bench/page-64k.html"
+
+func corpusMessages(b *testing.B) []classify.Message {
+	rows, err := loadCorpus()
+	if err != nil {
+		b.Skipf("corpus: %v", err)
+	}
+	msgs := make([]classify.Message, len(rows))
+	for i, r := range rows {
+		msgs[i] = classify.Message{StopReason: classify.StopReasonError, ErrorMessage: r.message}
+	}
+	return msgs
+}
+
+func pageMessage(b *testing.B) classify.Message {
+	data, err := os.ReadFile(pagePath)
+	if err != nil {
+		b.Skipf("page: %v", err)
+	}
+	return classify.Message{StopReason: classify.StopReasonError, ErrorMessage: string(data)}
+}
+
+var sink classify.Result
+
+func benchCorpus(b *testing.B, r classify.Rules) {
+	msgs := corpusMessages(b)
+	now := time.Unix(1_800_000_000, 0)
+	b.ReportAllocs()
+	for b.Loop() {
+		for _, m := range msgs {
+			sink = r.Classify(m, now)
+		}
+	}
+}
+
+func benchPage(b *testing.B, r classify.Rules) {
+	m := pageMessage(b)
+	now := time.Unix(1_800_000_000, 0)
+	b.SetBytes(int64(len(m.ErrorMessage)))
+	b.ReportAllocs()
+	for b.Loop() {
+		sink = r.Classify(m, now)
+	}
+}
+
+// One op: every message of the corpus once.
+func BenchmarkClassifySeedCorpus(b *testing.B)     { benchCorpus(b, classify.Seed) }
+func BenchmarkClassifyExtendedCorpus(b *testing.B) { benchCorpus(b, classify.Extended) }
+
+// One op: the 64 KiB page once.
+func BenchmarkClassifySeedPage(b *testing.B)     { benchPage(b, classify.Seed) }
+func BenchmarkClassifyExtendedPage(b *testing.B) { benchPage(b, classify.Extended) }

@@ -1,0 +1,839 @@
+package classify
+
+import (
+	"regexp"
+	"regexp/syntax"
+	"strings"
+	"sync"
+	"unicode/utf8"
+)
+
+// The scanner decides every pattern group of a rule set in one pass over
+// the text, without lowering it into a copy and without allocating.
+//
+// Each pattern is split into alternatives (jsRegexps). An alternative with
+// no repetition other than \d+ expands into a few fixed sequences of atoms
+// (literals, one-character classes, word boundaries, the text's start),
+// each starting with a literal. All those leading literals go into one
+// Aho-Corasick automaton over case-folded bytes; each hit is checked
+// against the rest of its sequence in place. An alternative with .* or \s*
+// keeps its regexp: its leading literal goes into the automaton too, and a
+// hit runs the regexp once on the line around it (a JavaScript "." never
+// crosses a line terminator, so no match spans two lines), or on the whole
+// text when the alternative is anchored or may cross lines.
+//
+// The regexps of package-level matchers stay the definition: a test checks
+// the scanner against them on the corpus, the benchmark page and fuzzed
+// texts.
+
+// atomKind is one step of a fixed sequence.
+type atomKind uint8
+
+const (
+	atomLit      atomKind = iota // lowered bytes
+	atomClass                    // one rune in a class (matched lowered)
+	atomBoundary                 // \b
+	atomBegin                    // ^ (start of text)
+	atomDigits                   // \d+, greedy; never followed by a digit atom
+	atomStar                     // .* (JavaScript's dot: no line terminator); always followed by a literal
+	atomSpaces                   // \s* (JavaScript's \s), greedy; never followed by a space
+)
+
+type atom struct {
+	kind   atomKind
+	lit    []byte
+	ranges []rune // pairs, as syntax.Regexp.Rune
+}
+
+// entry is one way a group can match: a fixed sequence, or a regexp with
+// the literal its matches start with.
+type entry struct {
+	group  uint8
+	prefix []byte // lowered; the automaton's key
+	seq    []atom // after the prefix; nil for a regexp entry
+	before []atom // zero-width atoms before the prefix (\b, ^)
+	star   bool   // seq holds a .*
+	re     *regexp.Regexp
+	// wholeText: the regexp runs on the whole text (anchored, or may match
+	// across a line terminator).
+	wholeText bool
+}
+
+// scanner is the automaton for one rule set.
+type scanner struct {
+	entries []entry
+	// noPrefix are regexp entries with no leading literal: always run.
+	noPrefix []int
+	classOf  [256]uint8
+	nClasses int
+	// delta maps row + class to the next state's row, where a state's row
+	// is its number × nClasses. States are numbered so that those with
+	// outputs come last: a row at or past outRow has entries to check.
+	delta    []uint16
+	outRow   int
+	outStart []uint32 // state → range in outs
+	outs     []uint16 // entry indices
+	groups   uint8    // how many groups
+}
+
+// groupBits is the set of groups that matched.
+type groupBits uint8
+
+// compileScanner builds the scanner for the given groups, in order: bit i
+// of the scan result is groups[i].
+func compileScanner(groups []Group) *scanner {
+	sc := &scanner{groups: uint8(len(groups))}
+	for gi, g := range groups {
+		for _, p := range patterns {
+			if p.Group != g {
+				continue
+			}
+			for _, alt := range alternativesOf(p.Expr) {
+				sc.add(uint8(gi), alt)
+			}
+		}
+	}
+	sc.build()
+	return sc
+}
+
+// alternativesOf parses a pattern the way jsRegexps does.
+func alternativesOf(expr string) []*syntax.Regexp {
+	re, err := syntax.Parse(translateJS(expr), syntax.Perl)
+	if err != nil {
+		panic("classify: pattern " + expr + ": " + err.Error())
+	}
+	return alternatives(re.Simplify())
+}
+
+func (sc *scanner) add(group uint8, alt *syntax.Regexp) {
+	if seqs, ok := expand(alt, 64); ok {
+		for _, seq := range seqs {
+			if e, ok := fixedEntry(group, seq); ok {
+				sc.entries = append(sc.entries, e)
+				continue
+			}
+			// A sequence without a leading literal: keep the regexp.
+			sc.addRegexp(group, alt)
+			return
+		}
+		return
+	}
+	sc.addRegexp(group, alt)
+}
+
+func (sc *scanner) addRegexp(group uint8, alt *syntax.Regexp) {
+	e := entry{group: group, re: regexp.MustCompile(alt.String()), wholeText: crossesLines(alt) || startsAnchored(alt)}
+	if lit := leadingLiteral(alt); lit != nil {
+		e.prefix = lit
+		sc.entries = append(sc.entries, e)
+		return
+	}
+	sc.entries = append(sc.entries, e)
+	sc.noPrefix = append(sc.noPrefix, len(sc.entries)-1)
+}
+
+// fixedEntry turns a sequence into an entry keyed by its leading literal.
+func fixedEntry(group uint8, seq []atom) (entry, bool) {
+	i := 0
+	for i < len(seq) && (seq[i].kind == atomBoundary || seq[i].kind == atomBegin) {
+		i++
+	}
+	if i == len(seq) || seq[i].kind != atomLit {
+		return entry{}, false
+	}
+	e := entry{group: group, before: seq[:i], prefix: seq[i].lit, seq: seq[i+1:]}
+	for _, a := range e.seq {
+		e.star = e.star || a.kind == atomStar
+	}
+	return e, true
+}
+
+// expand lists the fixed sequences re matches, or false when re repeats
+// anything but \d+ or would expand into more than limit sequences.
+func expand(re *syntax.Regexp, limit int) ([][]atom, bool) {
+	switch re.Op {
+	case syntax.OpEmptyMatch:
+		return [][]atom{nil}, true
+	case syntax.OpLiteral:
+		return [][]atom{{{kind: atomLit, lit: []byte(string(re.Rune))}}}, true
+	case syntax.OpCharClass:
+		return [][]atom{{{kind: atomClass, ranges: re.Rune}}}, true
+	case syntax.OpWordBoundary:
+		return [][]atom{{{kind: atomBoundary}}}, true
+	case syntax.OpBeginText:
+		return [][]atom{{{kind: atomBegin}}}, true
+	case syntax.OpCapture:
+		return expand(re.Sub[0], limit)
+	case syntax.OpQuest:
+		sub, ok := expand(re.Sub[0], limit)
+		if !ok || len(sub)+1 > limit {
+			return nil, false
+		}
+		return append(sub, nil), true
+	case syntax.OpPlus:
+		if isDigitClass(re.Sub[0]) {
+			return [][]atom{{{kind: atomDigits}}}, true
+		}
+		return nil, false
+	case syntax.OpStar:
+		switch {
+		case isJSDot(re.Sub[0]):
+			return [][]atom{{{kind: atomStar}}}, true
+		case isJSSpace(re.Sub[0]):
+			return [][]atom{{{kind: atomSpaces}}}, true
+		}
+		return nil, false
+	case syntax.OpAlternate:
+		var out [][]atom
+		for _, sub := range re.Sub {
+			s, ok := expand(sub, limit)
+			if !ok || len(out)+len(s) > limit {
+				return nil, false
+			}
+			out = append(out, s...)
+		}
+		return out, true
+	case syntax.OpConcat:
+		out := [][]atom{nil}
+		for _, sub := range re.Sub {
+			s, ok := expand(sub, limit)
+			if !ok || len(out)*len(s) > limit {
+				return nil, false
+			}
+			var next [][]atom
+			for _, head := range out {
+				for _, tail := range s {
+					next = append(next, joinAtoms(head, tail))
+				}
+			}
+			out = next
+		}
+		for i, seq := range out {
+			norm, ok := normalize(seq)
+			if !ok {
+				return nil, false
+			}
+			out[i] = norm
+		}
+		return out, true
+	}
+	return nil, false
+}
+
+// joinAtoms concatenates two sequences, merging adjacent literals.
+func joinAtoms(a, b []atom) []atom {
+	out := make([]atom, 0, len(a)+len(b))
+	out = append(out, a...)
+	for _, x := range b {
+		if n := len(out); n > 0 && x.kind == atomLit && out[n-1].kind == atomLit {
+			out[n-1] = atom{kind: atomLit, lit: append(append([]byte(nil), out[n-1].lit...), x.lit...)}
+			continue
+		}
+		out = append(out, x)
+	}
+	return out
+}
+
+// normalize checks that a sequence can be matched without general
+// backtracking, merging what can be merged: \d+ and \s* are greedy, which
+// is exact only when what follows cannot continue them; .* must be
+// followed by a literal (the matcher searches for it), and at the end it
+// matches the empty string, so it is dropped there.
+func normalize(seq []atom) ([]atom, bool) {
+	out := seq[:0:0]
+	for i, a := range seq {
+		var next *atom
+		if i+1 < len(seq) {
+			next = &seq[i+1]
+		}
+		switch a.kind {
+		case atomDigits:
+			if next != nil && mayStartWithDigit(*next) {
+				return nil, false
+			}
+		case atomSpaces:
+			if next != nil && next.kind == atomSpaces {
+				continue // \s*\s* is \s*
+			}
+			if next != nil && mayStartWithSpace(*next) {
+				return nil, false
+			}
+		case atomStar:
+			if next == nil {
+				continue
+			}
+			if next.kind != atomLit {
+				return nil, false
+			}
+		}
+		out = append(out, a)
+	}
+	return out, true
+}
+
+func mayStartWithSpace(a atom) bool {
+	switch a.kind {
+	case atomLit:
+		r, _ := utf8.DecodeRune(a.lit)
+		return isSpace(r)
+	case atomClass:
+		for _, r := range []rune{' ', '\t', '\n', '\r', 0xa0} {
+			if inRanges(r, a.ranges) {
+				return true
+			}
+		}
+		return false
+	case atomSpaces, atomStar:
+		return true
+	}
+	return false
+}
+
+// isJSDot reports whether re is the class JavaScript's "." stands for: every
+// rune but the line terminators.
+func isJSDot(re *syntax.Regexp) bool {
+	if re.Op != syntax.OpCharClass {
+		return false
+	}
+	for _, r := range []rune{'\n', '\r', 0x2028, 0x2029} {
+		if inRanges(r, re.Rune) {
+			return false
+		}
+	}
+	for _, r := range []rune{0, 'a', ' ', 0x2027, 0x202a, utf8.RuneError, 0x10000, unicodeMax} {
+		if !inRanges(r, re.Rune) {
+			return false
+		}
+	}
+	return true
+}
+
+const unicodeMax = 0x10FFFF
+
+// isJSSpace reports whether re is the class of JavaScript's \s.
+func isJSSpace(re *syntax.Regexp) bool {
+	if re.Op != syntax.OpCharClass {
+		return false
+	}
+	for r := rune(0); r <= 0x3000; r++ {
+		if inRanges(r, re.Rune) != isSpace(r) {
+			return false
+		}
+	}
+	return !inRanges(0xfeff-1, re.Rune) && inRanges(0xfeff, re.Rune)
+}
+
+func isDigitClass(re *syntax.Regexp) bool {
+	return re.Op == syntax.OpCharClass && len(re.Rune) == 2 && re.Rune[0] == '0' && re.Rune[1] == '9'
+}
+
+func mayStartWithDigit(a atom) bool {
+	switch a.kind {
+	case atomDigits:
+		return true
+	case atomLit:
+		return a.lit[0] >= '0' && a.lit[0] <= '9'
+	case atomClass:
+		for r := '0'; r <= '9'; r++ {
+			if inRanges(r, a.ranges) {
+				return true
+			}
+		}
+		return false
+	case atomStar, atomSpaces:
+		return true
+	}
+	return false
+}
+
+// leadingLiteral is the literal every match of re starts with (after
+// zero-width assertions), or nil.
+func leadingLiteral(re *syntax.Regexp) []byte {
+	switch re.Op {
+	case syntax.OpLiteral:
+		return []byte(string(re.Rune))
+	case syntax.OpCapture:
+		return leadingLiteral(re.Sub[0])
+	case syntax.OpConcat:
+		for _, sub := range re.Sub {
+			switch sub.Op {
+			case syntax.OpBeginText, syntax.OpWordBoundary:
+				continue
+			}
+			return leadingLiteral(sub)
+		}
+	}
+	return nil
+}
+
+func startsAnchored(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpBeginText:
+		return true
+	case syntax.OpConcat, syntax.OpCapture:
+		return len(re.Sub) > 0 && startsAnchored(re.Sub[0])
+	}
+	return false
+}
+
+// crossesLines reports whether a match of re may contain a line terminator
+// (\n, \r, U+2028, U+2029): then it cannot be checked line by line.
+func crossesLines(re *syntax.Regexp) bool {
+	switch re.Op {
+	case syntax.OpCharClass:
+		for _, r := range []rune{'\n', '\r', 0x2028, 0x2029} {
+			if inRanges(r, re.Rune) {
+				return true
+			}
+		}
+		return false
+	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
+		return true
+	case syntax.OpLiteral:
+		for _, r := range re.Rune {
+			if isLineTerminator(r) {
+				return true
+			}
+		}
+		return false
+	}
+	for _, sub := range re.Sub {
+		if crossesLines(sub) {
+			return true
+		}
+	}
+	return false
+}
+
+func isLineTerminator(r rune) bool { return r == '\n' || r == '\r' || r == 0x2028 || r == 0x2029 }
+
+func inRanges(r rune, ranges []rune) bool {
+	for i := 0; i+1 < len(ranges); i += 2 {
+		if r >= ranges[i] && r <= ranges[i+1] {
+			return true
+		}
+	}
+	return false
+}
+
+// build makes the Aho-Corasick automaton of the entries' prefixes.
+func (sc *scanner) build() {
+	// Byte classes: every byte that appears in a prefix (lowered) gets its
+	// own; upper-case letters share their lower case's; the rest is 0.
+	next := uint8(1)
+	for _, e := range sc.entries {
+		for _, b := range e.prefix {
+			if sc.classOf[b] == 0 {
+				sc.classOf[b] = next
+				next++
+			}
+		}
+	}
+	for c := 'A'; c <= 'Z'; c++ {
+		sc.classOf[c] = sc.classOf[c+'a'-'A']
+	}
+	sc.nClasses = int(next)
+	n := sc.nClasses
+
+	// The trie.
+	trie := []map[uint8]int{{}}
+	outs := [][]uint16{nil}
+	for i, e := range sc.entries {
+		if e.prefix == nil {
+			continue
+		}
+		s := 0
+		for _, b := range e.prefix {
+			c := sc.classOf[b]
+			t, ok := trie[s][c]
+			if !ok {
+				t = len(trie)
+				trie = append(trie, map[uint8]int{})
+				outs = append(outs, nil)
+				trie[s][c] = t
+			}
+			s = t
+		}
+		outs[s] = append(outs[s], uint16(i))
+	}
+	// Failure links, breadth first, and the full transition table.
+	states := len(trie)
+	sc.delta = make([]uint16, states*n)
+	fail := make([]int, states)
+	queue := []int{}
+	for c := range n {
+		if t, ok := trie[0][uint8(c)]; ok {
+			sc.delta[c] = uint16(t)
+			queue = append(queue, t)
+		}
+	}
+	for len(queue) > 0 {
+		s := queue[0]
+		queue = queue[1:]
+		outs[s] = append(outs[s], outs[fail[s]]...)
+		for c := range n {
+			if t, ok := trie[s][uint8(c)]; ok {
+				fail[t] = int(sc.delta[fail[s]*n+c])
+				sc.delta[s*n+c] = uint16(t)
+				queue = append(queue, t)
+			} else {
+				sc.delta[s*n+c] = sc.delta[fail[s]*n+c]
+			}
+		}
+	}
+	// Renumber: states without outputs first, the root staying 0.
+	order := make([]int, 0, states) // new number → old
+	for s := range states {
+		if len(outs[s]) == 0 {
+			order = append(order, s)
+		}
+	}
+	quiet := len(order)
+	for s := range states {
+		if len(outs[s]) > 0 {
+			order = append(order, s)
+		}
+	}
+	renum := make([]int, states)
+	for newS, oldS := range order {
+		renum[oldS] = newS
+	}
+	if renum[0] != 0 || states*n > 1<<16 {
+		panic("classify: the scanner's automaton does not fit its table")
+	}
+	delta := make([]uint16, states*n)
+	for oldS := range states {
+		for c := range n {
+			delta[renum[oldS]*n+c] = uint16(renum[int(sc.delta[oldS*n+c])] * n)
+		}
+	}
+	sc.delta = delta
+	sc.outRow = quiet * n
+	sc.outStart = make([]uint32, states+1)
+	for newS, oldS := range order {
+		sc.outStart[newS] = uint32(len(sc.outs))
+		sc.outs = append(sc.outs, outs[oldS]...)
+	}
+	sc.outStart[states] = uint32(len(sc.outs))
+}
+
+// scratch is the per-call memory of a scan: the line each regexp entry was
+// last run on, and a buffer for lowered text.
+type scratch struct {
+	checkedTo []int // per entry: text before this offset already checked
+	low       []byte
+}
+
+var scratchPool = sync.Pool{New: func() any { return &scratch{} }}
+
+// scan returns the groups text matches.
+func (sc *scanner) scan(text string) groupBits {
+	if text == "" {
+		return 0
+	}
+	var found groupBits
+	all := groupBits(1)<<sc.groups - 1
+	var sp *scratch // only a regexp entry needs it
+	defer func() {
+		if sp != nil {
+			if cap(sp.low) > maxPooled {
+				sp.low = nil
+			}
+			scratchPool.Put(sp)
+		}
+	}()
+	getScratch := func() *scratch {
+		if sp == nil {
+			sp = scratchPool.Get().(*scratch)
+			if len(sp.checkedTo) < len(sc.entries) {
+				sp.checkedTo = make([]int, len(sc.entries))
+			}
+			clear(sp.checkedTo[:len(sc.entries)])
+		}
+		return sp
+	}
+	for _, i := range sc.noPrefix {
+		e := &sc.entries[i]
+		if found&(1<<e.group) == 0 && e.re.Match(lowered(getScratch(), text)) {
+			found |= 1 << e.group
+		}
+	}
+	n := sc.nClasses
+	delta, classOf, outRow := sc.delta, &sc.classOf, sc.outRow
+	// The line around the last hit: [lineFrom, lineTo) holds no terminator.
+	lineFrom, lineTo := 0, -1
+	lineOf := func(at int) int {
+		if at < lineFrom || at > lineTo {
+			lineFrom, lineTo = at, lineEnd(text, at)
+		}
+		return lineTo
+	}
+	row := 0
+	for pos := 0; pos < len(text); pos++ {
+		row = int(delta[row+int(classOf[text[pos]])])
+		if row < outRow {
+			continue
+		}
+		state := row / n
+		lo, hi := sc.outStart[state], sc.outStart[state+1]
+		for _, ei := range sc.outs[lo:hi] {
+			e := &sc.entries[ei]
+			bit := groupBits(1) << e.group
+			if found&bit != 0 {
+				continue
+			}
+			start := pos + 1 - len(e.prefix)
+			switch {
+			case e.re != nil:
+				if sc.checkRegexp(getScratch(), int(ei), e, text, start) {
+					found |= bit
+				}
+			case !e.star:
+				if matchFixed(e, text, start, len(text)) == matched {
+					found |= bit
+				}
+			default:
+				sp := getScratch()
+				if start < sp.checkedTo[ei] {
+					continue // this line is known to hold no match
+				}
+				end := lineOf(start)
+				switch matchFixed(e, text, start, end) {
+				case matched:
+					found |= bit
+				case exhausted:
+					sp.checkedTo[ei] = end
+				}
+			}
+			if found == all {
+				return found
+			}
+		}
+	}
+	return found
+}
+
+// outcome of matching a sequence from one position.
+type outcome uint8
+
+const (
+	failed    outcome = iota // no match from here
+	matched                  // a match
+	exhausted                // no match from here, nor from any later start on this line
+)
+
+// matchFixed checks a fixed entry whose prefix starts at start; end is the
+// end of start's line.
+func matchFixed(e *entry, text string, start, end int) outcome {
+	for _, a := range e.before {
+		if !zeroWidth(a.kind, text, start) {
+			return failed
+		}
+	}
+	return matchSeq(e.seq, text, start+len(e.prefix), end)
+}
+
+func zeroWidth(k atomKind, text string, at int) bool {
+	if k == atomBegin {
+		return at == 0
+	}
+	before := at > 0 && isWordByte(text[at-1])
+	after := at < len(text) && isWordByte(text[at])
+	return before != after
+}
+
+// matchSeq matches seq at pos. A .* searches each occurrence of the
+// literal after it, up to the end of the line; when every occurrence fails
+// because a later .* found nothing, no later start on the line can match
+// either (it would search a part of the same line), which the result says.
+func matchSeq(seq []atom, text string, pos, end int) outcome {
+	for i, a := range seq {
+		switch a.kind {
+		case atomLit:
+			if !hasLitAt(text, pos, a.lit) {
+				return failed
+			}
+			pos += len(a.lit)
+		case atomClass:
+			if pos >= len(text) {
+				return failed
+			}
+			r, size := utf8.DecodeRuneInString(text[pos:])
+			if r < utf8.RuneSelf {
+				r = rune(toLower(byte(r)))
+			}
+			if !inRanges(r, a.ranges) {
+				return failed
+			}
+			pos += size
+		case atomDigits:
+			start := pos
+			for pos < len(text) && isDigit(text[pos]) {
+				pos++
+			}
+			if pos == start {
+				return failed
+			}
+		case atomSpaces:
+			for pos < len(text) {
+				r, size := utf8.DecodeRuneInString(text[pos:])
+				if !isSpace(r) {
+					break
+				}
+				pos += size
+			}
+		case atomBoundary, atomBegin:
+			if !zeroWidth(a.kind, text, pos) {
+				return failed
+			}
+		case atomStar:
+			if pos > end {
+				// A \s* before crossed into a later line.
+				end = lineEnd(text, pos)
+			}
+			lit, rest := seq[i+1].lit, seq[i+2:]
+			for q := pos; ; {
+				k := indexLower(text[q:end], lit)
+				if k < 0 {
+					return exhausted
+				}
+				switch matchSeq(rest, text, q+k+len(lit), end) {
+				case matched:
+					return matched
+				case exhausted:
+					return exhausted
+				}
+				q += k + 1
+			}
+		}
+	}
+	return matched
+}
+
+// hasLitAt reports whether text holds the lowered literal lit at pos.
+func hasLitAt(text string, pos int, lit []byte) bool {
+	if len(text)-pos < len(lit) {
+		return false
+	}
+	for j, b := range lit {
+		if toLower(text[pos+j]) != b {
+			return false
+		}
+	}
+	return true
+}
+
+// indexLower is the index of the lowered literal lit in s, folding s's
+// ASCII letters, or -1. It jumps between occurrences of lit's first byte
+// (in either case) with IndexByte.
+func indexLower(s string, lit []byte) int {
+	first := lit[0]
+	upper := first
+	if first >= 'a' && first <= 'z' {
+		upper = first - 'a' + 'A'
+	}
+	for i := 0; i+len(lit) <= len(s); {
+		k := strings.IndexByte(s[i:], first)
+		if upper != first {
+			if ku := strings.IndexByte(s[i:], upper); ku >= 0 && (k < 0 || ku < k) {
+				k = ku
+			}
+		}
+		if k < 0 {
+			return -1
+		}
+		i += k
+		if hasLitAt(s, i, lit) {
+			return i
+		}
+		i++
+	}
+	return -1
+}
+
+// lineEnd is the offset of the first line terminator at or after pos (\n,
+// \r, U+2028, U+2029), or len(text).
+func lineEnd(text string, pos int) int {
+	end := len(text)
+	rest := text[pos:]
+	if k := strings.IndexByte(rest, '\n'); k >= 0 {
+		end = pos + k
+		rest = text[pos:end]
+	}
+	if k := strings.IndexByte(rest, '\r'); k >= 0 {
+		end = pos + k
+		rest = text[pos:end]
+	}
+	for off := 0; ; {
+		k := strings.IndexByte(rest[off:], 0xE2)
+		if k < 0 {
+			return end
+		}
+		i := pos + off + k
+		if i+2 < len(text) && text[i+1] == 0x80 && (text[i+2] == 0xA8 || text[i+2] == 0xA9) {
+			return i
+		}
+		off += k + 1
+	}
+}
+
+func isWordByte(c byte) bool {
+	return c == '_' || isDigit(c) || (c|0x20 >= 'a' && c|0x20 <= 'z')
+}
+
+// checkRegexp runs a regexp entry on the line around a hit at start (or on
+// the whole text), once per line.
+func (sc *scanner) checkRegexp(sp *scratch, ei int, e *entry, text string, start int) bool {
+	if e.wholeText {
+		if sp.checkedTo[ei] > 0 {
+			return false
+		}
+		sp.checkedTo[ei] = len(text) + 1
+		return e.re.Match(lowered(sp, text))
+	}
+	if start < sp.checkedTo[ei] {
+		return false
+	}
+	lo, hi := lineAround(text, start)
+	sp.checkedTo[ei] = hi
+	return e.re.Match(lowered(sp, text[lo:hi]))
+}
+
+// lineAround returns the bounds of the line holding offset at: the text
+// between the line terminators around it.
+func lineAround(text string, at int) (lo, hi int) {
+	lo = at
+	for lo > 0 {
+		r, size := utf8.DecodeLastRuneInString(text[:lo])
+		if isLineTerminator(r) {
+			break
+		}
+		lo -= size
+	}
+	hi = at
+	for hi < len(text) {
+		r, size := utf8.DecodeRuneInString(text[hi:])
+		if isLineTerminator(r) {
+			break
+		}
+		hi += size
+	}
+	return lo, hi
+}
+
+// lowered copies s into the scratch buffer with its ASCII letters lowered.
+func lowered(sp *scratch, s string) []byte {
+	b := append(sp.low[:0], s...)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	sp.low = b
+	return b
+}
+
+// maxPooled is the largest buffer kept for reuse; a huge message's is left
+// to the collector.
+const maxPooled = 1 << 20

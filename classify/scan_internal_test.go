@@ -1,0 +1,176 @@
+package classify
+
+import (
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"pgregory.net/rapid"
+)
+
+// The oracle: every group as the plain regexps of its patterns (translated
+// from the reference's JavaScript), run on the lowered text. The scanner must
+// give exactly its answers.
+
+func lowerText(s string) []byte {
+	b := []byte(s)
+	for i, c := range b {
+		if c >= 'A' && c <= 'Z' {
+			b[i] = c + 'a' - 'A'
+		}
+	}
+	return b
+}
+
+// oracle holds each group's regexps, compiled once.
+var oracle = func() map[Group][]*regexp.Regexp {
+	out := map[Group][]*regexp.Regexp{}
+	for _, p := range patterns {
+		out[p.Group] = append(out[p.Group], jsRegexps(p.Expr)...)
+	}
+	return out
+}()
+
+func oracleBits(groups []Group, text string) groupBits {
+	var bits groupBits
+	low := lowerText(text)
+	for gi, g := range groups {
+		for _, re := range oracle[g] {
+			if re.Match(low) {
+				bits |= 1 << gi
+				break
+			}
+		}
+	}
+	return bits
+}
+
+var (
+	seedGroups     = []Group{GroupOverflow, GroupNotOverflow, GroupSeedRetry, GroupUsageFlag}
+	extendedGroups = []Group{GroupOverflow, GroupNotOverflow, GroupExtendedRetry, GroupExtendedUsage}
+)
+
+// fataler is what checkAgainstOracle needs of *testing.T and *rapid.T.
+type fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+func checkAgainstOracle(t fataler, text string) {
+	t.Helper()
+	if got, want := seedScanner.scan(text), oracleBits(seedGroups, text); got != want {
+		t.Fatalf("seed scanner %04b, regexps %04b, for %q", got, want, clipForLog(text))
+	}
+	if got, want := extendedScanner.scan(text), oracleBits(extendedGroups, text); got != want {
+		t.Fatalf("extended scanner %04b, regexps %04b, for %q", got, want, clipForLog(text))
+	}
+}
+
+func clipForLog(s string) string {
+	if len(s) > 300 {
+		return s[:300] + "…"
+	}
+	return s
+}
+
+func TestScannerCoversEveryAlternative(t *testing.T) {
+	for _, sc := range []*scanner{seedScanner, extendedScanner} {
+		if len(sc.noPrefix) != 0 {
+			t.Errorf("%d entries have no leading literal and run on every text", len(sc.noPrefix))
+		}
+		regexps := 0
+		for _, e := range sc.entries {
+			if e.re != nil {
+				regexps++
+			}
+		}
+		t.Logf("%d entries, %d of them regexps, %d states, %d byte classes", len(sc.entries), regexps, len(sc.outStart)-1, sc.nClasses)
+	}
+}
+
+func TestScannerMatchesOracleOnCorpusAndPage(t *testing.T) {
+	data, err := os.ReadFile("../../shared/corpus/errors.tsv")
+	if err != nil {
+		t.Skip("corpus not found")
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		fields := strings.Split(line, "\t")
+		if len(fields) >= 3 {
+			checkAgainstOracle(t, fields[2])
+			checkAgainstOracle(t, strings.ToUpper(fields[2]))
+		}
+	}
+	page, err := os.ReadFile("../../shared/bench/page-64k.html")
+	if err != nil {
+		t.Skip("page not found")
+	}
+	checkAgainstOracle(t, string(page))
+	// The page with each pattern's example planted in it, at its start, in
+	// its middle and at its end.
+	for _, ex := range examples {
+		for _, at := range []int{0, len(page) / 2, len(page)} {
+			text := string(page[:at]) + ex[0] + string(page[at:])
+			checkAgainstOracle(t, text)
+		}
+	}
+}
+
+func TestScannerMatchesOracleOnExamples(t *testing.T) {
+	for _, ex := range examples {
+		for _, text := range []string{ex[0], ex[1], "x" + ex[0] + "y", ex[0] + "\n" + ex[1], strings.ToUpper(ex[0])} {
+			checkAgainstOracle(t, text)
+		}
+	}
+}
+
+// scanWords are the patterns' words and pieces, so random texts often come
+// close to a match.
+var scanWords = func() []string {
+	set := map[string]bool{}
+	for _, p := range patterns {
+		for _, w := range strings.FieldsFunc(p.Expr, func(r rune) bool { return strings.ContainsRune(" |()?.*+\\^[]", r) }) {
+			set[w] = true
+		}
+	}
+	for _, ex := range examples {
+		set[ex[0]], set[ex[1]] = true, true
+	}
+	out := make([]string, 0, len(set))
+	for w := range set {
+		out = append(out, w)
+	}
+	return out
+}()
+
+func TestScannerMatchesOracleOnRandomTexts(t *testing.T) {
+	noise := []string{" ", "", "_", "-", ".", ":", "=", "\n", "\r", "\u2028", "é", "😀", "\t", "0", "42", "(", ")", "\xff"}
+	rapid.Check(t, func(t *rapid.T) {
+		n := rapid.IntRange(0, 12).Draw(t, "n")
+		var b strings.Builder
+		for range n {
+			w := rapid.SampledFrom(scanWords).Draw(t, "word")
+			if rapid.Bool().Draw(t, "upper") {
+				w = strings.ToUpper(w)
+			}
+			b.WriteString(w)
+			b.WriteString(rapid.SampledFrom(noise).Draw(t, "noise"))
+		}
+		checkAgainstOracle(t, b.String())
+	})
+}
+
+// FuzzScanner: go test ./classify -run '^$' -fuzz FuzzScanner
+func FuzzScanner(f *testing.F) {
+	for _, ex := range examples {
+		f.Add(ex[0])
+		f.Add(ex[1])
+	}
+	f.Fuzz(func(t *testing.T, text string) {
+		if !utf8.ValidString(text) && len(text) > 4096 {
+			return
+		}
+		checkAgainstOracle(t, text)
+	})
+}
