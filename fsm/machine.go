@@ -112,7 +112,11 @@ func (m *Machine) fire(ctx context.Context, event transitions.Event) error {
 		ctx = context.Background()
 	}
 	from := m.State()
-	err := m.lf.Event(context.WithoutCancel(ctx), string(event))
+	if ctx.Done() != nil {
+		// A context that can be cancelled never reaches looplab.
+		ctx = context.WithoutCancel(ctx)
+	}
+	err := m.lf.Event(ctx, string(event))
 	if err == nil {
 		return nil
 	}

@@ -30,8 +30,13 @@ type loopState struct {
 	// episodeCompacted marks an overflow episode already compacted once.
 	episodeCompacted bool
 
-	run     *runState
-	backoff *backoffState
+	run *runState
+	// backoff is the identity of the retry wait in progress (0: none), and
+	// timer the loop's one timer, reset for each wait. The loop selects on
+	// its channel; after Stop or Reset no value of an earlier wait arrives,
+	// so a fired timer always belongs to the wait in progress.
+	backoff int
+	timer   *time.Timer
 	job     *compactionJob
 	turn    *turnState
 	quiet   []chan struct{}
@@ -50,12 +55,6 @@ type runState struct {
 	detached bool
 	messages []Message
 	last     *Message // the run's last assistant message
-}
-
-// backoffState is the retry wait in progress.
-type backoffState struct {
-	id    int
-	timer *time.Timer
 }
 
 // compactionJob is the compaction in flight.
@@ -162,8 +161,28 @@ func (s *Session) step(f transitions.Facts) (fsm.Transition, bool) {
 		}
 		return fsm.Transition{}, false
 	}
-	s.emit(StateChange{From: tr.From, To: tr.To, Event: tr.Event})
+	s.emit(stateChangeEvent(tr))
 	return tr, true
+}
+
+// stateChanges holds one StateChange per edge of the table, already in an
+// Event interface, so reporting a transition allocates nothing.
+var stateChanges = func() map[fsm.Transition]Event {
+	out := map[fsm.Transition]Event{}
+	for _, r := range transitions.Table() {
+		for _, from := range r.From {
+			tr := fsm.Transition{From: from, To: r.To, Event: r.Event, Guard: r.Guard.Name}
+			out[tr] = StateChange{From: from, To: r.To, Event: r.Event}
+		}
+	}
+	return out
+}()
+
+func stateChangeEvent(tr fsm.Transition) Event {
+	if ev, ok := stateChanges[tr]; ok {
+		return ev
+	}
+	return StateChange{From: tr.From, To: tr.To, Event: tr.Event}
 }
 
 // passThrough takes the reset from exhausted or cancelled to idle.
@@ -194,7 +213,7 @@ func (s *Session) startTurn(text string, reply chan error) bool {
 	// it compacts: a check that settles at once would only add noise.
 	if last := s.lastAssistant(); last != nil {
 		f, _ := s.facts(last, transitions.PromptCheck)
-		if r, ok := transitions.Next(states.Classifying, f); ok && r.Event != transitions.Settle {
+		if ev, ok := transitions.NextEvent(states.Classifying, f); ok && ev != transitions.Settle {
 			s.decide(last, transitions.PromptCheck)
 		}
 	}
@@ -382,7 +401,7 @@ func (s *Session) decide(m *Message, sig transitions.Signal) {
 	}
 	// A chain that this decision does not continue ends before the machine
 	// leaves classifying, so the counter is 0 by the time it is idle.
-	if r, ok := transitions.Next(states.Classifying, f); ok && r.Event != transitions.Retry && r.Event != transitions.Exhaust {
+	if ev, ok := transitions.NextEvent(states.Classifying, f); ok && ev != transitions.Retry && ev != transitions.Exhaust {
 		s.endChain(text)
 	}
 	tr, ok := s.step(f)
@@ -468,8 +487,12 @@ func (s *Session) beginRetry(m *Message, cls classify.Result) {
 	s.emit(AutoRetryStart{Attempt: l.attempt, MaxAttempts: l.cfg.Retry.MaxRetries, DelayMs: delay.Milliseconds(), ErrorMessage: m.ErrorMessage})
 	s.removeMessage(m.ID)
 	l.ids++
-	id := l.ids
-	l.backoff = &backoffState{id: id, timer: time.AfterFunc(delay, func() { s.post(func() { s.onTimer(id) }) })}
+	l.backoff = l.ids
+	if l.timer == nil {
+		l.timer = time.NewTimer(delay)
+	} else {
+		l.timer.Reset(delay)
+	}
 }
 
 // removeMessage removes the message with this ID from the runtime context,
@@ -487,18 +510,18 @@ func (s *Session) removeMessage(id string) {
 // onTimer handles a backoff timer: the wait is over, continue.
 func (s *Session) onTimer(id int) {
 	l := &s.loop
-	current := l.backoff != nil && l.backoff.id == id
+	current := l.backoff != 0 && l.backoff == id
 	if _, ok := s.step(transitions.Facts{Signal: transitions.TimerFired, CurrentTimer: current}); !ok {
 		return
 	}
-	l.backoff = nil
+	l.backoff = 0
 	s.startRun(nil)
 }
 
 func (s *Session) stopTimer() {
-	if b := s.loop.backoff; b != nil {
-		b.timer.Stop()
-		s.loop.backoff = nil
+	if s.loop.backoff != 0 {
+		s.loop.timer.Stop()
+		s.loop.backoff = 0
 	}
 }
 
@@ -597,7 +620,7 @@ func (s *Session) settle() {
 		l.quiet = nil
 	}
 	t := l.turn
-	if t == nil || l.run != nil || l.job != nil || l.backoff != nil || l.machine.State() != states.Idle {
+	if t == nil || l.run != nil || l.job != nil || l.backoff != 0 || l.machine.State() != states.Idle {
 		return
 	}
 	if t.prompt != nil {

@@ -10,6 +10,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"sync"
+	"time"
 
 	"github.com/agentfsm/agentfsm/fsm"
 	"github.com/agentfsm/agentfsm/states"
@@ -393,15 +394,22 @@ func (s *Session) read() snapshot {
 func (s *Session) run() {
 	defer close(s.done)
 	for {
+		var fired <-chan time.Time
+		if s.loop.timer != nil {
+			fired = s.loop.timer.C
+		}
 		select {
 		case f := <-s.cmds:
 			f()
-			s.settle()
-			s.publish()
+		case <-fired:
+			s.onTimer(s.loop.backoff)
 		case <-s.quit:
 			s.stopTimer()
 			return
 		}
+		s.settle()
+		s.publish()
+		s.subs.wake()
 	}
 }
 

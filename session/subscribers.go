@@ -30,6 +30,7 @@ type subscriber struct {
 
 	mu      sync.Mutex
 	queue   []Event
+	spare   []Event // the last batch's slice, reused by the next queue
 	dropped int
 	stopped bool // unsubscribed: deliver nothing more
 	closing bool // session closed: deliver what is queued, then exit
@@ -39,8 +40,9 @@ type subscriber struct {
 
 // subscribers is the session's list of subscribers.
 type subscribers struct {
-	mu   sync.Mutex
-	list []*subscriber
+	mu      sync.Mutex
+	list    []*subscriber
+	pending bool // events queued since the last wake
 }
 
 func (ss *subscribers) add(fn func(Event), logger *slog.Logger, opts []SubscribeOption) *subscriber {
@@ -76,12 +78,27 @@ func (ss *subscribers) remove(sub *subscriber) {
 	sub.signal()
 }
 
-// emit queues ev for every subscriber. It never blocks.
+// emit queues ev for every subscriber. It never blocks and wakes no one:
+// wake does, once for everything emitted since the last call.
 func (ss *subscribers) emit(ev Event) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	for _, sub := range ss.list {
 		sub.push(ev)
+	}
+	ss.pending = true
+}
+
+// wake tells every subscriber that events are queued.
+func (ss *subscribers) wake() {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	if !ss.pending {
+		return
+	}
+	ss.pending = false
+	for _, sub := range ss.list {
+		sub.signal()
 	}
 }
 
@@ -142,7 +159,6 @@ func (s *subscriber) push(ev Event) {
 		s.queue = append(s.queue, ev)
 	}
 	s.mu.Unlock()
-	s.signal()
 }
 
 func (s *subscriber) signal() {
@@ -157,7 +173,8 @@ func (s *subscriber) deliver() {
 	for {
 		s.mu.Lock()
 		batch := s.queue
-		s.queue = nil
+		s.queue = s.spare[:0]
+		s.spare = nil
 		dropped := s.dropped
 		s.dropped = 0
 		stopped, closing := s.stopped, s.closing
@@ -182,6 +199,12 @@ func (s *subscriber) deliver() {
 		if dropped > 0 && !s.call(EventsDropped{Count: dropped}) {
 			return
 		}
+		clear(batch) // let the events go
+		s.mu.Lock()
+		if s.spare == nil {
+			s.spare = batch[:0]
+		}
+		s.mu.Unlock()
 		if len(batch) == 0 && dropped == 0 {
 			if closing {
 				return

@@ -197,6 +197,13 @@ func Next(from states.State, f Facts) (r Rule, ok bool) {
 	return r, ok
 }
 
+// NextEvent is Next's event alone, without copying the rule: the event
+// that applies in state from with facts f.
+func NextEvent(from states.State, f Facts) (Event, bool) {
+	r, ok := NextIn(table, from, f)
+	return r.Event, ok
+}
+
 // NextIn is Next over the given rules instead of Table: the first rule that
 // applies. The rule returned shares its From slice with rules.
 func NextIn(rules []Rule, from states.State, f Facts) (Rule, bool) {

@@ -52,12 +52,17 @@ type writer struct {
 }
 
 func (w *writer) line(v any) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lineLocked(v)
+}
+
+// lineLocked writes one line; the caller holds w.mu.
+func (w *writer) lineLocked(v any) {
 	b, err := json.Marshal(v)
 	if err != nil {
 		b, _ = json.Marshal(response{Type: "response", Command: "internal", Error: "encoding output: " + err.Error()})
 	}
-	w.mu.Lock()
-	defer w.mu.Unlock()
 	if w.err != nil {
 		return
 	}
@@ -289,12 +294,18 @@ var handlers map[string]handler
 func init() {
 	handlers = map[string]handler{
 		"prompt": {map[string]field{"message": {kindString, true}}, func(_ context.Context, srv *server, cmd command, raw map[string]json.RawMessage) {
+			// The acknowledgement goes out before any event of the turn:
+			// the writer is held while the turn starts, so the event
+			// subscriber waits for it.
+			srv.w.mu.Lock()
 			settled, err := srv.s.Send(str(raw, "message"))
 			if err != nil {
-				srv.fail(cmd, cmd.Type, err.Error())
+				srv.w.lineLocked(response{ID: cmd.ID, Type: "response", Command: cmd.Type, Error: err.Error()})
+				srv.w.mu.Unlock()
 				return
 			}
-			srv.ok(cmd, nil)
+			srv.w.lineLocked(response{ID: cmd.ID, Type: "response", Command: cmd.Type, Success: true})
+			srv.w.mu.Unlock()
 			// The turn's end reaches the client as the session's
 			// turn_settled event.
 			srv.async(func() { <-settled })
