@@ -32,7 +32,12 @@ func New(rules []transitions.Rule) (*Machine, error) {
 	if err := Validate(rules); err != nil {
 		return nil, err
 	}
-	rules = cloneRules(rules)
+	return build(cloneRules(rules)), nil
+}
+
+// build makes the machine on rules it may keep: validated, and never
+// changed after.
+func build(rules []transitions.Rule) *Machine {
 	events := make(looplab.Events, 0, len(rules))
 	for _, r := range rules {
 		src := make([]string, len(r.From))
@@ -41,18 +46,22 @@ func New(rules []transitions.Rule) (*Machine, error) {
 		}
 		events = append(events, looplab.EventDesc{Name: string(r.Event), Src: src, Dst: string(r.To)})
 	}
-	return &Machine{lf: looplab.NewFSM(string(states.Idle), events, nil), rules: rules}, nil
+	return &Machine{lf: looplab.NewFSM(string(states.Idle), events, nil), rules: rules}
 }
 
-// Default returns a Machine on transitions.Table(), in states.Idle.
-func Default() *Machine {
-	m, err := New(transitions.Table())
-	if err != nil {
+// defaultRules is transitions.Table(), validated once and shared by every
+// machine Default builds: a session holds no copy of its own.
+var defaultRules = func() []transitions.Rule {
+	rules := transitions.Table()
+	if err := Validate(rules); err != nil {
 		// The table is a constant of this module and its tests validate it.
 		panic(err)
 	}
-	return m
-}
+	return rules
+}()
+
+// Default returns a Machine on transitions.Table(), in states.Idle.
+func Default() *Machine { return build(defaultRules) }
 
 // State returns the current state.
 func (m *Machine) State() states.State {

@@ -16,6 +16,7 @@ func benchSession() *Session {
 		random: func() float64 { return 0 }, model: Model{Provider: "p", ID: "m", ContextWindow: 200000},
 	}
 	s.loop.cfg = DefaultConfig()
+	s.loop.cfg.Retry.BaseDelayMs = 3_600_000 // no wait ends during the benchmark
 	s.loop.machine = fsm.Default()
 	s.loop.seq = map[string]int{}
 	s.Subscribe(func(Event) {})

@@ -31,12 +31,14 @@ type loopState struct {
 	episodeCompacted bool
 
 	run *runState
-	// backoff is the identity of the retry wait in progress (0: none), and
-	// timer the loop's one timer, reset for each wait. The loop selects on
-	// its channel; after Stop or Reset no value of an earlier wait arrives,
-	// so a fired timer always belongs to the wait in progress.
-	backoff int
-	timer   *time.Timer
+	// backoff is the identity of the retry wait in progress (0: none),
+	// deadline when it ends, and timer the session's one timer, reset for
+	// each wait. A firing is checked against the deadline: one left over
+	// from an earlier, cancelled wait comes before the deadline of the wait
+	// in progress, and is ignored.
+	backoff  int
+	deadline time.Time
+	timer    *time.Timer
 	job     *compactionJob
 	turn    *turnState
 	quiet   []chan struct{}
@@ -488,11 +490,17 @@ func (s *Session) beginRetry(m *Message, cls classify.Result) {
 	s.removeMessage(m.ID)
 	l.ids++
 	l.backoff = l.ids
+	l.deadline = time.Now().Add(delay)
 	if l.timer == nil {
-		l.timer = time.NewTimer(delay)
+		l.timer = time.AfterFunc(delay, s.timerFired)
 	} else {
 		l.timer.Reset(delay)
 	}
+}
+
+// timerFired runs on the timer's goroutine: it hands the firing to the loop.
+func (s *Session) timerFired() {
+	s.post(s.onTimer)
 }
 
 // removeMessage removes the message with this ID from the runtime context,
@@ -508,9 +516,9 @@ func (s *Session) removeMessage(id string) {
 }
 
 // onTimer handles a backoff timer: the wait is over, continue.
-func (s *Session) onTimer(id int) {
+func (s *Session) onTimer() {
 	l := &s.loop
-	current := l.backoff != 0 && l.backoff == id
+	current := l.backoff != 0 && !time.Now().Before(l.deadline)
 	if _, ok := s.step(transitions.Facts{Signal: transitions.TimerFired, CurrentTimer: current}); !ok {
 		return
 	}

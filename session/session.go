@@ -6,11 +6,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	mrand "math/rand/v2"
 	"sync"
-	"time"
 
 	"github.com/agentfsm/agentfsm/fsm"
 	"github.com/agentfsm/agentfsm/states"
@@ -20,9 +18,9 @@ import (
 // errors with backoff, switches credentials on usage limits, and compacts
 // the context on overflow or when it grows past its threshold.
 //
-// One goroutine owns the machine, the counters and the runtime context;
-// every method posts to it, so all methods are safe to call from any
-// goroutine. Events reach subscribers in order, each subscriber on its own
+// One goroutine at a time owns the machine, the counters and the runtime
+// context; every method posts to it, so all methods are safe to call from
+// any goroutine. Events reach subscribers in order, each subscriber on its own
 // goroutine. Close a session when done with it.
 type Session struct {
 	id         string
@@ -34,9 +32,14 @@ type Session struct {
 	random     func() float64
 	logger     *slog.Logger
 
-	cmds      chan func()
-	quit      chan struct{}
-	done      chan struct{}
+	// The loop: closures queued for the one goroutine that runs them. A
+	// goroutine runs the queue only while it is not empty, so a session
+	// that waits (for a prompt, or out a backoff on its timer) holds none.
+	qmu       sync.Mutex
+	queue     []func()
+	running   bool
+	closed    bool
+	done      chan struct{} // closed by Close, once the loop is stopped
 	closeOnce sync.Once
 
 	subs subscribers
@@ -124,6 +127,8 @@ func WithLogger(l *slog.Logger) Option {
 	return func(s *Session) error { s.logger = l; return nil }
 }
 
+var discardLogger = slog.New(slog.DiscardHandler)
+
 // New starts a session that runs agent. It fails when agent is nil or an
 // option is invalid.
 func New(agent Agent, opts ...Option) (*Session, error) {
@@ -135,9 +140,7 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 		history:    &MemoryHistory{},
 		summarizer: DigestSummarizer{},
 		random:     mrand.Float64,
-		logger:     slog.New(slog.NewTextHandler(io.Discard, nil)),
-		cmds:       make(chan func()),
-		quit:       make(chan struct{}),
+		logger:     discardLogger,
 		done:       make(chan struct{}),
 	}
 	s.loop.cfg = DefaultConfig()
@@ -154,7 +157,6 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 	s.loop.machine = fsm.Default()
 	s.restore()
 	s.publish()
-	go s.run()
 	return s, nil
 }
 
@@ -356,32 +358,44 @@ func (s *Session) History() History { return s.history }
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
 		s.Abort()
-		close(s.quit)
-		<-s.done
+		_ = s.do(func() {
+			s.stopTimer()
+			s.qmu.Lock()
+			s.closed = true // no closure is accepted after this one
+			s.qmu.Unlock()
+		})
+		close(s.done)
 		s.subs.close()
 	})
 	return nil
 }
 
-// do runs f on the loop goroutine and waits for it.
+// do runs f on the loop and waits for it.
 func (s *Session) do(f func()) error {
 	finished := make(chan struct{})
-	select {
-	case s.cmds <- func() { f(); close(finished) }:
-	case <-s.done:
+	if !s.post(func() { f(); close(finished) }) {
 		return ErrClosed
 	}
 	<-finished
 	return nil
 }
 
-// post runs f on the loop goroutine without waiting for it; after Close it
-// is dropped.
-func (s *Session) post(f func()) {
-	select {
-	case s.cmds <- f:
-	case <-s.done:
+// post queues f for the loop without waiting for it, starting the loop's
+// goroutine when none runs. After Close it drops f and reports false.
+func (s *Session) post(f func()) bool {
+	s.qmu.Lock()
+	if s.closed {
+		s.qmu.Unlock()
+		return false
 	}
+	s.queue = append(s.queue, f)
+	start := !s.running
+	s.running = true
+	s.qmu.Unlock()
+	if start {
+		go s.run()
+	}
+	return true
 }
 
 func (s *Session) read() snapshot {
@@ -390,23 +404,24 @@ func (s *Session) read() snapshot {
 	return s.snap
 }
 
-// run is the loop goroutine.
+// run is the loop's goroutine: it runs the queued closures one at a time,
+// then exits when the queue is empty.
 func (s *Session) run() {
-	defer close(s.done)
 	for {
-		var fired <-chan time.Time
-		if s.loop.timer != nil {
-			fired = s.loop.timer.C
-		}
-		select {
-		case f := <-s.cmds:
-			f()
-		case <-fired:
-			s.onTimer(s.loop.backoff)
-		case <-s.quit:
-			s.stopTimer()
+		s.qmu.Lock()
+		if len(s.queue) == 0 {
+			s.running = false
+			s.qmu.Unlock()
 			return
 		}
+		f := s.queue[0]
+		s.queue[0] = nil
+		s.queue = s.queue[1:]
+		if len(s.queue) == 0 {
+			s.queue = nil // let the backing array go while waiting
+		}
+		s.qmu.Unlock()
+		f()
 		s.settle()
 		s.publish()
 		s.subs.wake()

@@ -21,8 +21,10 @@ func WithBuffer(n int) SubscribeOption {
 	}
 }
 
-// subscriber delivers events to one function, in order, one at a time, on
-// a goroutine of its own, so a slow or stuck function holds up only itself.
+// subscriber delivers events to one function, in order, one at a time. A
+// delivery goroutine runs only while events are queued, so a subscriber
+// costs no goroutine while its session waits; a slow or stuck function
+// holds up only its own deliveries.
 type subscriber struct {
 	fn     func(Event)
 	limit  int
@@ -32,10 +34,10 @@ type subscriber struct {
 	queue   []Event
 	spare   []Event // the last batch's slice, reused by the next queue
 	dropped int
-	stopped bool // unsubscribed: deliver nothing more
-	closing bool // session closed: deliver what is queued, then exit
-	wake    chan struct{}
-	exited  chan struct{}
+	stopped bool          // unsubscribed: deliver nothing more
+	closing bool          // session closed: deliver what is queued, then stop
+	running bool          // a delivery goroutine is at work
+	idle    chan struct{} // closed when the delivery goroutine stops, if someone waits
 }
 
 // subscribers is the session's list of subscribers.
@@ -46,14 +48,13 @@ type subscribers struct {
 }
 
 func (ss *subscribers) add(fn func(Event), logger *slog.Logger, opts []SubscribeOption) *subscriber {
-	sub := &subscriber{fn: fn, logger: logger, wake: make(chan struct{}, 1), exited: make(chan struct{})}
+	sub := &subscriber{fn: fn, logger: logger}
 	for _, o := range opts {
 		o(sub)
 	}
 	ss.mu.Lock()
 	ss.list = append(ss.list, sub)
 	ss.mu.Unlock()
-	go sub.deliver()
 	return sub
 }
 
@@ -75,11 +76,10 @@ func (ss *subscribers) remove(sub *subscriber) {
 	}
 	sub.queue = nil
 	sub.mu.Unlock()
-	sub.signal()
 }
 
-// emit queues ev for every subscriber. It never blocks and wakes no one:
-// wake does, once for everything emitted since the last call.
+// emit queues ev for every subscriber. It never blocks and starts no
+// delivery: wake does, once for everything emitted since the last call.
 func (ss *subscribers) emit(ev Event) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -89,7 +89,7 @@ func (ss *subscribers) emit(ev Event) {
 	ss.pending = true
 }
 
-// wake tells every subscriber that events are queued.
+// wake starts the delivery of what was emitted.
 func (ss *subscribers) wake() {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
@@ -98,30 +98,12 @@ func (ss *subscribers) wake() {
 	}
 	ss.pending = false
 	for _, sub := range ss.list {
-		sub.signal()
+		sub.start()
 	}
 }
 
-// close lets every subscriber deliver what is queued, and waits until they
-// have.
-func (ss *subscribers) close() {
-	ss.mu.Lock()
-	list := ss.list
-	ss.list = nil
-	ss.mu.Unlock()
-	for _, sub := range list {
-		sub.mu.Lock()
-		sub.closing = true
-		sub.mu.Unlock()
-		sub.signal()
-	}
-	for _, sub := range list {
-		<-sub.exited
-	}
-}
-
-// barrier is queued by flush: the delivery goroutine closes done when it
-// reaches it, without calling the subscriber.
+// barrier is queued by flush: delivery closes done when it reaches it,
+// without calling the subscriber.
 type barrier struct{ done chan struct{} }
 
 func (barrier) Type() string { return "" }
@@ -139,7 +121,7 @@ func (ss *subscribers) flush() {
 			waits = append(waits, b.done)
 		}
 		sub.mu.Unlock()
-		sub.signal()
+		sub.start()
 	}
 	ss.mu.Unlock()
 	for _, w := range waits {
@@ -147,70 +129,111 @@ func (ss *subscribers) flush() {
 	}
 }
 
+// close lets every subscriber deliver what is queued, and waits until they
+// have.
+func (ss *subscribers) close() {
+	ss.mu.Lock()
+	list := ss.list
+	ss.list = nil
+	ss.mu.Unlock()
+	for _, sub := range list {
+		sub.mu.Lock()
+		sub.closing = true
+		sub.mu.Unlock()
+		sub.start()
+	}
+	for _, sub := range list {
+		sub.waitIdle()
+	}
+}
+
 func (s *subscriber) push(ev Event) {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.stopped || s.closing {
-		s.mu.Unlock()
 		return
 	}
 	if s.limit > 0 && len(s.queue) >= s.limit {
 		s.dropped++
-	} else {
-		s.queue = append(s.queue, ev)
+		return
 	}
+	s.queue = append(s.queue, ev)
+}
+
+// start runs a delivery goroutine when events are queued and none runs.
+func (s *subscriber) start() {
+	s.mu.Lock()
+	if s.running || s.stopped || (len(s.queue) == 0 && s.dropped == 0) {
+		s.mu.Unlock()
+		return
+	}
+	s.running = true
 	s.mu.Unlock()
+	go s.deliver()
 }
 
-func (s *subscriber) signal() {
-	select {
-	case s.wake <- struct{}{}:
-	default:
+// waitIdle returns once no delivery goroutine runs.
+func (s *subscriber) waitIdle() {
+	s.mu.Lock()
+	if !s.running {
+		s.mu.Unlock()
+		return
 	}
+	if s.idle == nil {
+		s.idle = make(chan struct{})
+	}
+	idle := s.idle
+	s.mu.Unlock()
+	<-idle
 }
 
+// deliver hands queued events to the function until the queue is empty.
 func (s *subscriber) deliver() {
-	defer close(s.exited)
 	for {
 		s.mu.Lock()
+		if s.stopped || (len(s.queue) == 0 && s.dropped == 0) {
+			s.running = false
+			if s.idle != nil {
+				close(s.idle)
+				s.idle = nil
+			}
+			s.mu.Unlock()
+			return
+		}
 		batch := s.queue
 		s.queue = s.spare[:0]
 		s.spare = nil
 		dropped := s.dropped
 		s.dropped = 0
-		stopped, closing := s.stopped, s.closing
 		s.mu.Unlock()
-		if stopped {
-			for _, ev := range batch {
-				if b, ok := ev.(barrier); ok {
-					close(b.done)
-				}
-			}
-			return
-		}
-		for _, ev := range batch {
-			if b, ok := ev.(barrier); ok {
-				close(b.done)
-				continue
-			}
-			if !s.call(ev) {
-				return
-			}
-		}
-		if dropped > 0 && !s.call(EventsDropped{Count: dropped}) {
-			return
-		}
+		s.deliverBatch(batch, dropped)
 		clear(batch) // let the events go
 		s.mu.Lock()
 		if s.spare == nil {
 			s.spare = batch[:0]
 		}
 		s.mu.Unlock()
-		if len(batch) == 0 && dropped == 0 {
-			if closing {
-				return
-			}
-			<-s.wake
+	}
+}
+
+func (s *subscriber) deliverBatch(batch []Event, dropped int) {
+	for i, ev := range batch {
+		if b, ok := ev.(barrier); ok {
+			close(b.done)
+			continue
 		}
+		if !s.call(ev) {
+			// Unsubscribed meanwhile: release any flush waiting here.
+			for _, rest := range batch[i+1:] {
+				if b, ok := rest.(barrier); ok {
+					close(b.done)
+				}
+			}
+			return
+		}
+	}
+	if dropped > 0 {
+		s.call(EventsDropped{Count: dropped})
 	}
 }
 

@@ -1,0 +1,108 @@
+package session_test
+
+import (
+	"context"
+	"flag"
+	"runtime"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/scripted"
+)
+
+var (
+	scaleSessions   = flag.Int("sessions", 100_000, "how many sessions BenchmarkWaitingSessions starts")
+	scaleSubscriber = flag.Bool("subscriber", true, "give each session of BenchmarkWaitingSessions a subscriber")
+)
+
+// BenchmarkWaitingSessions starts -sessions sessions on the scripted agent,
+// drives each into a one-hour backoff, measures what a waiting session
+// costs (heap and stacks, goroutines), then aborts every retry and measures
+// the time from AbortRetry to the subscriber receiving auto_retry_end.
+// Run it once: go test ./session -run '^$' -bench WaitingSessions -benchtime 1x
+func BenchmarkWaitingSessions(b *testing.B) {
+	n := *scaleSessions
+	for b.Loop() {
+		cfg := session.DefaultConfig()
+		cfg.Retry.BaseDelayMs = int64(time.Hour / time.Millisecond)
+		before := memoryInUse()
+		goroutinesBefore := runtime.NumGoroutine()
+
+		sessions := make([]*session.Session, n)
+		ended := make([]atomic.Int64, n) // when each saw auto_retry_end, in ns since start
+		start := time.Now()
+		waiting := make(chan struct{}, n)
+		for i := range sessions {
+			agent := scripted.New(scripted.Script{Calls: []scripted.Call{{StopReason: "error", ErrorMessage: "503 Service Unavailable"}}})
+			s, err := session.New(agent, session.WithConfig(cfg), session.WithSessionID("s"))
+			if err != nil {
+				b.Fatal(err)
+			}
+			if *scaleSubscriber {
+				s.Subscribe(func(ev session.Event) {
+					switch ev.(type) {
+					case session.AutoRetryStart:
+						waiting <- struct{}{}
+					case session.AutoRetryEnd:
+						ended[i].Store(int64(time.Since(start)))
+					}
+				})
+			}
+			if _, err := s.Send("hello"); err != nil {
+				b.Fatal(err)
+			}
+			sessions[i] = s
+		}
+		for _, s := range sessions {
+			if *scaleSubscriber {
+				<-waiting
+			} else {
+				for !s.IsRetrying() {
+					runtime.Gosched()
+				}
+			}
+		}
+		after := memoryInUse()
+		goroutines := runtime.NumGoroutine() - goroutinesBefore
+		b.ReportMetric(float64(after-before)/float64(n), "bytes/session")
+		b.ReportMetric(float64(goroutines)/float64(n), "goroutines/session")
+
+		latencies := make([]time.Duration, n)
+		for i, s := range sessions {
+			t0 := time.Since(start)
+			s.AbortRetry()
+			if !*scaleSubscriber {
+				latencies[i] = time.Since(start) - t0
+				continue
+			}
+			for ended[i].Load() == 0 {
+				runtime.Gosched()
+			}
+			latencies[i] = time.Duration(ended[i].Load()) - t0
+		}
+		slices.Sort(latencies)
+		b.ReportMetric(float64(latencies[n/2].Nanoseconds()), "p50-ns")
+		b.ReportMetric(float64(latencies[n*99/100].Nanoseconds()), "p99-ns")
+		b.ReportMetric(float64(latencies[n-1].Nanoseconds()), "max-ns")
+
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		for _, s := range sessions {
+			s.Close()
+		}
+		cancel()
+		_ = ctx
+		runtime.KeepAlive(sessions)
+	}
+}
+
+// memoryInUse is the heap and the goroutine stacks in use, after a
+// collection.
+func memoryInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc + ms.StackInuse
+}
