@@ -39,10 +39,10 @@ type loopState struct {
 	backoff  int
 	deadline time.Time
 	timer    *time.Timer
-	job     *compactionJob
-	turn    *turnState
-	quiet   []chan struct{}
-	ids     int
+	job      *compactionJob
+	turn     *turnState
+	quiet    []chan struct{}
+	ids      int
 }
 
 // runState is the run in flight.
