@@ -174,3 +174,34 @@ func FuzzScanner(f *testing.F) {
 		checkAgainstOracle(t, text)
 	})
 }
+
+// The oracle's own speed, for comparison in docs/performance.md: the
+// regexps of every group run one after another on the lowered text.
+func BenchmarkRegexpOracleSeedCorpus(b *testing.B) {
+	data, err := os.ReadFile("../../shared/corpus/errors.tsv")
+	if err != nil {
+		b.Skip("corpus not found")
+	}
+	var msgs []string
+	for _, line := range strings.Split(string(data), "\n")[1:] {
+		if fields := strings.Split(line, "\t"); len(fields) >= 3 {
+			msgs = append(msgs, fields[2])
+		}
+	}
+	for b.Loop() {
+		for _, m := range msgs {
+			oracleBits(seedGroups, m)
+		}
+	}
+}
+
+func BenchmarkRegexpOracleSeedPage(b *testing.B) {
+	page, err := os.ReadFile("../../shared/bench/page-64k.html")
+	if err != nil {
+		b.Skip("page not found")
+	}
+	text := string(page)
+	for b.Loop() {
+		oracleBits(seedGroups, text)
+	}
+}

@@ -12,10 +12,11 @@
 // for each transition of the machine.
 //
 // Concurrency: every method of Session is safe to call from any goroutine.
-// One goroutine owns the machine, the counters and the runtime context;
-// the others post to it. Waits are timers, so a session waiting out a
-// backoff holds no running goroutine, and under testing/synctest a chain of
-// 2, 4 and 8 second waits runs in no real time.
+// One goroutine at a time owns the machine, the counters and the runtime
+// context, running the closures the others post; it exists only while there
+// is work. A backoff wait is a timer, so a session waiting out a backoff
+// holds no goroutine at all, and under testing/synctest a chain of 2, 4 and
+// 8 second waits runs in no real time.
 //
 // The session does not call a model itself (an Agent does; package
 // session/scripted is one that plays a script), and it does not render
