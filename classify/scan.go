@@ -1,7 +1,6 @@
 package classify
 
 import (
-	"regexp"
 	"regexp/syntax"
 	"strings"
 	"sync"
@@ -11,20 +10,18 @@ import (
 // The scanner decides every pattern group of a rule set in one pass over
 // the text, without lowering it into a copy and without allocating.
 //
-// Each pattern is split into alternatives (jsRegexps). An alternative with
-// no repetition other than \d+ expands into a few fixed sequences of atoms
-// (literals, one-character classes, word boundaries, the text's start),
-// each starting with a literal. All those leading literals go into one
-// Aho-Corasick automaton over case-folded bytes; each hit is checked
-// against the rest of its sequence in place. An alternative with .* or \s*
-// keeps its regexp: its leading literal goes into the automaton too, and a
-// hit runs the regexp once on the line around it (a JavaScript "." never
-// crosses a line terminator, so no match spans two lines), or on the whole
-// text when the alternative is anchored or may cross lines.
+// Each pattern is split into alternatives (as jsRegexps does) and each
+// alternative expanded into a few fixed sequences of atoms: literals,
+// one-character classes, word boundaries, the text's start, \d+, \s* and
+// JavaScript's .*, each sequence starting with a literal. All those leading
+// literals go into one Aho-Corasick automaton over case-folded bytes; each
+// hit is checked against the rest of its sequence in place. A pattern the
+// expansion cannot take (another repetition, a sequence without a leading
+// literal) makes the package panic at init, so it cannot ship unnoticed.
 //
-// The regexps of package-level matchers stay the definition: a test checks
-// the scanner against them on the corpus, the benchmark page and fuzzed
-// texts.
+// The regexps (jsRegexps) stay the definition: tests check the scanner
+// against them on the corpus, the benchmark page, random texts and a fuzz
+// target.
 
 // atomKind is one step of a fixed sequence.
 type atomKind uint8
@@ -45,25 +42,19 @@ type atom struct {
 	ranges []rune // pairs, as syntax.Regexp.Rune
 }
 
-// entry is one way a group can match: a fixed sequence, or a regexp with
-// the literal its matches start with.
+// entry is one way a group can match: a fixed sequence and the literal it
+// starts with.
 type entry struct {
 	group  uint8
 	prefix []byte // lowered; the automaton's key
-	seq    []atom // after the prefix; nil for a regexp entry
+	seq    []atom // after the prefix
 	before []atom // zero-width atoms before the prefix (\b, ^)
 	star   bool   // seq holds a .*
-	re     *regexp.Regexp
-	// wholeText: the regexp runs on the whole text (anchored, or may match
-	// across a line terminator).
-	wholeText bool
 }
 
 // scanner is the automaton for one rule set.
 type scanner struct {
-	entries []entry
-	// noPrefix are regexp entries with no leading literal: always run.
-	noPrefix []int
+	entries  []entry
 	classOf  [256]uint8
 	nClasses int
 	// delta maps row + class to the next state's row, where a state's row
@@ -107,30 +98,17 @@ func alternativesOf(expr string) []*syntax.Regexp {
 }
 
 func (sc *scanner) add(group uint8, alt *syntax.Regexp) {
-	if seqs, ok := expand(alt, 64); ok {
-		for _, seq := range seqs {
-			if e, ok := fixedEntry(group, seq); ok {
-				sc.entries = append(sc.entries, e)
-				continue
-			}
-			// A sequence without a leading literal: keep the regexp.
-			sc.addRegexp(group, alt)
-			return
+	seqs, ok := expand(alt, 64)
+	if !ok {
+		panic("classify: the scanner cannot take the pattern alternative " + alt.String())
+	}
+	for _, seq := range seqs {
+		e, ok := fixedEntry(group, seq)
+		if !ok {
+			panic("classify: the pattern alternative " + alt.String() + " has a sequence without a leading literal")
 		}
-		return
-	}
-	sc.addRegexp(group, alt)
-}
-
-func (sc *scanner) addRegexp(group uint8, alt *syntax.Regexp) {
-	e := entry{group: group, re: regexp.MustCompile(alt.String()), wholeText: crossesLines(alt) || startsAnchored(alt)}
-	if lit := leadingLiteral(alt); lit != nil {
-		e.prefix = lit
 		sc.entries = append(sc.entries, e)
-		return
 	}
-	sc.entries = append(sc.entries, e)
-	sc.noPrefix = append(sc.noPrefix, len(sc.entries)-1)
 }
 
 // fixedEntry turns a sequence into an entry keyed by its leading literal.
@@ -347,67 +325,6 @@ func mayStartWithDigit(a atom) bool {
 	return false
 }
 
-// leadingLiteral is the literal every match of re starts with (after
-// zero-width assertions), or nil.
-func leadingLiteral(re *syntax.Regexp) []byte {
-	switch re.Op {
-	case syntax.OpLiteral:
-		return []byte(string(re.Rune))
-	case syntax.OpCapture:
-		return leadingLiteral(re.Sub[0])
-	case syntax.OpConcat:
-		for _, sub := range re.Sub {
-			switch sub.Op {
-			case syntax.OpBeginText, syntax.OpWordBoundary:
-				continue
-			}
-			return leadingLiteral(sub)
-		}
-	}
-	return nil
-}
-
-func startsAnchored(re *syntax.Regexp) bool {
-	switch re.Op {
-	case syntax.OpBeginText:
-		return true
-	case syntax.OpConcat, syntax.OpCapture:
-		return len(re.Sub) > 0 && startsAnchored(re.Sub[0])
-	}
-	return false
-}
-
-// crossesLines reports whether a match of re may contain a line terminator
-// (\n, \r, U+2028, U+2029): then it cannot be checked line by line.
-func crossesLines(re *syntax.Regexp) bool {
-	switch re.Op {
-	case syntax.OpCharClass:
-		for _, r := range []rune{'\n', '\r', 0x2028, 0x2029} {
-			if inRanges(r, re.Rune) {
-				return true
-			}
-		}
-		return false
-	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:
-		return true
-	case syntax.OpLiteral:
-		for _, r := range re.Rune {
-			if isLineTerminator(r) {
-				return true
-			}
-		}
-		return false
-	}
-	for _, sub := range re.Sub {
-		if crossesLines(sub) {
-			return true
-		}
-	}
-	return false
-}
-
-func isLineTerminator(r rune) bool { return r == '\n' || r == '\r' || r == 0x2028 || r == 0x2029 }
-
 func inRanges(r rune, ranges []rune) bool {
 	for i := 0; i+1 < len(ranges); i += 2 {
 		if r >= ranges[i] && r <= ranges[i+1] {
@@ -440,9 +357,6 @@ func (sc *scanner) build() {
 	trie := []map[uint8]int{{}}
 	outs := [][]uint16{nil}
 	for i, e := range sc.entries {
-		if e.prefix == nil {
-			continue
-		}
 		s := 0
 		for _, b := range e.prefix {
 			c := sc.classOf[b]
@@ -518,11 +432,10 @@ func (sc *scanner) build() {
 	sc.outStart[states] = uint32(len(sc.outs))
 }
 
-// scratch is the per-call memory of a scan: the line each regexp entry was
-// last run on, and a buffer for lowered text.
+// scratch is the per-call memory of a scan: for each entry with a .*, the
+// offset before which the text is known to hold no match of it.
 type scratch struct {
-	checkedTo []int // per entry: text before this offset already checked
-	low       []byte
+	checkedTo []int
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{} }}
@@ -534,12 +447,9 @@ func (sc *scanner) scan(text string) groupBits {
 	}
 	var found groupBits
 	all := groupBits(1)<<sc.groups - 1
-	var sp *scratch // only a regexp entry needs it
+	var sp *scratch // only an entry with a .* needs it
 	defer func() {
 		if sp != nil {
-			if cap(sp.low) > maxPooled {
-				sp.low = nil
-			}
 			scratchPool.Put(sp)
 		}
 	}()
@@ -552,12 +462,6 @@ func (sc *scanner) scan(text string) groupBits {
 			clear(sp.checkedTo[:len(sc.entries)])
 		}
 		return sp
-	}
-	for _, i := range sc.noPrefix {
-		e := &sc.entries[i]
-		if found&(1<<e.group) == 0 && e.re.Match(lowered(getScratch(), text)) {
-			found |= 1 << e.group
-		}
 	}
 	n := sc.nClasses
 	delta, classOf, outRow := sc.delta, &sc.classOf, sc.outRow
@@ -585,10 +489,6 @@ func (sc *scanner) scan(text string) groupBits {
 			}
 			start := pos + 1 - len(e.prefix)
 			switch {
-			case e.re != nil:
-				if sc.checkRegexp(getScratch(), int(ei), e, text, start) {
-					found |= bit
-				}
 			case !e.star:
 				if matchFixed(e, text, start, len(text)) == matched {
 					found |= bit
@@ -781,59 +681,3 @@ func lineEnd(text string, pos int) int {
 func isWordByte(c byte) bool {
 	return c == '_' || isDigit(c) || (c|0x20 >= 'a' && c|0x20 <= 'z')
 }
-
-// checkRegexp runs a regexp entry on the line around a hit at start (or on
-// the whole text), once per line.
-func (sc *scanner) checkRegexp(sp *scratch, ei int, e *entry, text string, start int) bool {
-	if e.wholeText {
-		if sp.checkedTo[ei] > 0 {
-			return false
-		}
-		sp.checkedTo[ei] = len(text) + 1
-		return e.re.Match(lowered(sp, text))
-	}
-	if start < sp.checkedTo[ei] {
-		return false
-	}
-	lo, hi := lineAround(text, start)
-	sp.checkedTo[ei] = hi
-	return e.re.Match(lowered(sp, text[lo:hi]))
-}
-
-// lineAround returns the bounds of the line holding offset at: the text
-// between the line terminators around it.
-func lineAround(text string, at int) (lo, hi int) {
-	lo = at
-	for lo > 0 {
-		r, size := utf8.DecodeLastRuneInString(text[:lo])
-		if isLineTerminator(r) {
-			break
-		}
-		lo -= size
-	}
-	hi = at
-	for hi < len(text) {
-		r, size := utf8.DecodeRuneInString(text[hi:])
-		if isLineTerminator(r) {
-			break
-		}
-		hi += size
-	}
-	return lo, hi
-}
-
-// lowered copies s into the scratch buffer with its ASCII letters lowered.
-func lowered(sp *scratch, s string) []byte {
-	b := append(sp.low[:0], s...)
-	for i, c := range b {
-		if c >= 'A' && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	sp.low = b
-	return b
-}
-
-// maxPooled is the largest buffer kept for reuse; a huge message's is left
-// to the collector.
-const maxPooled = 1 << 20
