@@ -251,22 +251,17 @@ func checkFields(raw map[string]json.RawMessage, fields map[string]field) error 
 			}
 			continue
 		}
-		var err error
 		switch f.kind {
 		case kindString:
 			var s string
-			err = json.Unmarshal(v, &s)
-			if err == nil {
-				continue
+			if json.Unmarshal(v, &s) != nil {
+				return fmt.Errorf("field %q must be a string", name)
 			}
-			return fmt.Errorf("field %q must be a string", name)
 		case kindBool:
 			var b bool
-			err = json.Unmarshal(v, &b)
-			if err == nil {
-				continue
+			if json.Unmarshal(v, &b) != nil {
+				return fmt.Errorf("field %q must be a boolean", name)
 			}
-			return fmt.Errorf("field %q must be a boolean", name)
 		}
 	}
 	return nil
