@@ -70,7 +70,7 @@ func guard(t *testing.T) context.Context {
 }
 
 func TestDemoNonInteractive(t *testing.T) {
-	cmd := exec.CommandContext(guard(t), binary(t), "demo", "--base-delay-ms", "200")
+	cmd := exec.CommandContext(guard(t), binary(t), "demo", "--base-delay-ms", "400")
 	out, err := cmd.Output()
 	require.NoError(t, err)
 	text := string(out)
