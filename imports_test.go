@@ -17,6 +17,7 @@ const module = "github.com/agentfsm/agentfsm"
 // the library, not part of it: it may import any library package, never the
 // command.
 var layers = map[string]int{
+	"internal/lines":    0,
 	"classify":          0,
 	"states":            0,
 	"transitions":       1,

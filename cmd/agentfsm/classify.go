@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/internal/lines"
 )
 
 // maxClassifyLine is the longest input line classify reads; a longer one
@@ -57,18 +58,18 @@ func runClassify(args []string, env *environment) int {
 		return 2
 	}
 
-	lr := newLineReader(env.stdin, maxClassifyLine)
+	lr := lines.NewReader(env.stdin, maxClassifyLine)
 	out := bufio.NewWriter(env.stdout)
 	enc := json.NewEncoder(out)
 	enc.SetEscapeHTML(false)
 	for n := 1; ; n++ {
-		line, err := lr.next()
+		line, err := lr.Next()
 		if errors.Is(err, io.EOF) {
 			break
 		}
 		var res classifyOutput
 		switch {
-		case errors.Is(err, errLineTooLong):
+		case errors.Is(err, lines.ErrTooLong):
 			res = classifyOutput{Line: n, Error: fmt.Sprintf("line longer than %d MiB", maxClassifyLine>>20)}
 		case err != nil:
 			fmt.Fprintf(env.stderr, "agentfsm classify: reading input: %v\n", err)
@@ -81,7 +82,7 @@ func runClassify(args []string, env *environment) int {
 			fmt.Fprintf(env.stderr, "agentfsm classify: writing output: %v\n", err)
 			return 1
 		}
-		if !lr.buffered() {
+		if !lr.Buffered() {
 			if err := out.Flush(); err != nil {
 				fmt.Fprintf(env.stderr, "agentfsm classify: writing output: %v\n", err)
 				return 1

@@ -158,21 +158,3 @@ func TestClassifyStreams(t *testing.T) {
 	inW.Close()
 	assert.Equal(t, 0, <-done)
 }
-
-func TestLineReaderLimit(t *testing.T) {
-	lr := newLineReader(strings.NewReader("short\n"+strings.Repeat("y", 100)+"\nnext\r\nlast"), 10)
-	var got []string
-	for {
-		line, err := lr.next()
-		if err == io.EOF {
-			break
-		}
-		if err == errLineTooLong {
-			got = append(got, "<too long>")
-			continue
-		}
-		require.NoError(t, err)
-		got = append(got, string(line))
-	}
-	assert.Equal(t, []string{"short", "<too long>", "next", "last"}, got)
-}

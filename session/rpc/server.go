@@ -12,6 +12,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/agentfsm/agentfsm/internal/lines"
 	"github.com/agentfsm/agentfsm/session"
 )
 
@@ -113,41 +114,27 @@ type lineOrErr struct {
 	err     error
 }
 
-// readLines reads in line by line (split on \n only, a trailing \r dropped)
-// and sends each line, then the error that ended the input.
-func readLines(in io.Reader, lines chan<- lineOrErr, stop <-chan struct{}) {
-	br := bufio.NewReaderSize(in, 64<<10)
+// readLines reads in line by line and sends each line, then the error that
+// ended the input.
+func readLines(in io.Reader, out chan<- lineOrErr, stop <-chan struct{}) {
+	lr := lines.NewReader(in, MaxLine)
 	for {
-		var buf []byte
-		tooLong := false
-		var err error
-		for {
-			var chunk []byte
-			chunk, err = br.ReadSlice('\n')
-			if !tooLong && len(buf)+len(chunk) > MaxLine+2 {
-				tooLong, buf = true, nil
-			}
-			if !tooLong {
-				buf = append(buf, chunk...)
-			}
-			if !errors.Is(err, bufio.ErrBufferFull) {
-				break
-			}
+		line, err := lr.Next()
+		var l lineOrErr
+		switch {
+		case err == nil:
+			l = lineOrErr{line: bytes.Clone(line)}
+		case errors.Is(err, lines.ErrTooLong):
+			l = lineOrErr{tooLong: true}
+		default:
+			l = lineOrErr{err: err}
 		}
-		if len(buf) > 0 || tooLong {
-			buf = bytes.TrimSuffix(buf, []byte("\n"))
-			buf = bytes.TrimSuffix(buf, []byte("\r"))
-			select {
-			case lines <- lineOrErr{line: buf, tooLong: tooLong}:
-			case <-stop:
-				return
-			}
+		select {
+		case out <- l:
+		case <-stop:
+			return
 		}
-		if err != nil {
-			select {
-			case lines <- lineOrErr{err: err}:
-			case <-stop:
-			}
+		if l.err != nil {
 			return
 		}
 	}
