@@ -14,8 +14,8 @@ import (
 //   - case: JavaScript's i flag (without u) folds ASCII letters only where it
 //     matters here ("ſ" never matches "s", the Kelvin sign never matches "k"),
 //     while Go's (?i) folds by Unicode. The translated pattern is all lower
-//     case and is matched against text whose ASCII letters were lowered
-//     (lowerASCII), which is exactly the reference's folding.
+//     case and is matched against text whose ASCII letters (and only those)
+//     were lowered, which is exactly the reference's folding.
 //   - dot: JavaScript's "." excludes \n, \r, U+2028 and U+2029 and stands for
 //     one UTF-16 code unit, so ".?" never spans a character outside the Basic
 //     Multilingual Plane. "." becomes a class that excludes those, and the
@@ -34,7 +34,7 @@ const (
 )
 
 // jsRegexps compiles a case-insensitive JavaScript pattern to Go regexps
-// that, run on lowerASCII(text), match when the pattern matches text: one
+// that, run on the text with its ASCII letters lowered, match when the pattern matches text: one
 // regexp per alternative when the pattern is an alternation, or starts with
 // one, so that each can skip ahead to its literal prefix instead of stepping
 // an automaton over every byte.

@@ -13,8 +13,8 @@ import (
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
-// loopState is everything the loop goroutine owns. Nothing else reads or
-// writes it.
+// loopState is everything the loop owns: only the goroutine running the
+// loop's queue reads or writes it.
 type loopState struct {
 	machine *fsm.Machine
 	cfg     Config

@@ -47,7 +47,7 @@ type Session struct {
 	snapMu sync.Mutex
 	snap   snapshot
 
-	loop loopState // owned by the loop goroutine
+	loop loopState // owned by the goroutine running the loop's queue
 }
 
 // snapshot is what the getters read without going through the loop.
