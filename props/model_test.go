@@ -136,6 +136,7 @@ type harness struct {
 	last             *session.Message // the last assistant message of the run in flight
 	runEnded         bool             // an agent_end awaits its decision
 	detached         bool             // the run in flight was cancelled from continuing
+	aborting         bool             // Abort was called: what the run in flight still reports decides nothing
 	expect           *transitions.Rule
 	promptCheck      bool
 	expectRetryOK    bool
@@ -228,11 +229,11 @@ func (h *harness) process(ev session.Event) {
 			h.episodeCompacted = false
 			h.episodeRecovered = 0
 		}
-		if m.StopReason != "error" && m.StopReason != "aborted" && h.chainOpen && !h.detached {
+		if m.StopReason != "error" && m.StopReason != "aborted" && h.chainOpen && !h.detached && !h.aborting {
 			h.expectRetryOK = true
 		}
 	case session.AgentEnd:
-		if !h.detached {
+		if !h.detached && !h.aborting {
 			h.runEnded = true
 		}
 	case session.StateChange:
@@ -502,7 +503,16 @@ func (h *harness) AbortRetry(t *rapid.T) {
 	}
 }
 
-func (h *harness) Abort(t *rapid.T)           { h.s.Abort() }
+// Abort brings the model up to date first: once Abort is called, nothing
+// the run in flight still reports can start a decision.
+func (h *harness) Abort(t *rapid.T) {
+	h.drain()
+	h.aborting = true
+	h.s.Abort()
+	h.drain()
+	h.aborting = false
+}
+
 func (h *harness) AbortCompaction(t *rapid.T) { h.s.AbortCompaction() }
 
 func (h *harness) ToggleRetry(t *rapid.T) {

@@ -20,6 +20,13 @@ type Agent interface {
 	// still ends with AgentEnd. When ctx is cancelled the run stops its
 	// model call, emits the call's message with StopReason "aborted", and
 	// ends. Run returns after emitting AgentEnd.
+	//
+	// The session does not rely on this: a run counts as started at its
+	// first assistant message (a run that returns before one could not
+	// start, whatever it emitted); a started run that returns without
+	// AgentEnd ends in an error message made of its error; an assistant
+	// message without Provider and Model is the session's model's; a panic
+	// is recovered and becomes a fatal, non-retryable error of the run.
 	Run(ctx context.Context, req RunRequest, emit func(Event)) error
 }
 

@@ -28,20 +28,33 @@ func (s *Session) prepareCompaction(reason CompactionReason) (*compactionJob, bo
 }
 
 // startCompaction begins an automatic compaction; the machine is in
-// compacting.
-func (s *Session) startCompaction(reason CompactionReason, willRetry bool) {
+// compacting. check marks the compaction of the check before a prompt,
+// which never fails the turn: the turn's outcome is its own run's.
+func (s *Session) startCompaction(reason CompactionReason, willRetry, check bool) {
 	s.emit(AutoCompactionStart{Reason: reason})
 	j, ok := s.prepareCompaction(reason)
 	if !ok {
-		s.emit(AutoCompactionEnd{Aborted: false, WillRetry: false})
-		if reason == ReasonOverflow {
-			s.failTurn(fmt.Errorf("%w: %w", ErrOverflow, ErrNothingToCompact))
-		}
-		s.step(transitions.Facts{Signal: transitions.CompactionEnded})
+		j = &compactionJob{reason: reason, check: check}
+		s.endJobFailed(j, ErrNothingToCompact)
 		return
 	}
 	j.willRetry = willRetry
+	j.check = check
 	s.runJob(j, "")
+}
+
+// endJobFailed reports an automatic compaction that ended without a
+// result, and why; an overflow recovery that failed fails the turn.
+func (s *Session) endJobFailed(j *compactionJob, err error) {
+	prefix := "Auto-compaction failed: "
+	if j.reason == ReasonOverflow {
+		prefix = "Context overflow recovery failed: "
+		if !j.check {
+			s.failTurn(fmt.Errorf("%w: %w", ErrOverflow, err))
+		}
+	}
+	s.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: prefix + err.Error()})
+	s.step(transitions.Facts{Signal: transitions.CompactionEnded})
 }
 
 // compactNow runs a manual compaction (Compact): no machine transition and
@@ -74,13 +87,23 @@ func (s *Session) runJob(j *compactionJob, instructions string) {
 	s.loop.job = j
 	req := SummaryRequest{Messages: j.cut, Kept: j.kept, Reason: j.reason, Instructions: instructions}
 	go func() {
-		sum, err := s.summarizer.Summarize(ctx, req)
+		sum, err := s.summarize(ctx, req)
 		if ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
 		cancel(nil)
 		s.post(func() { s.onJobDone(j.id, sum, err) })
 	}()
+}
+
+// summarize calls the summarizer, turning a panic into a *panicError.
+func (s *Session) summarize(ctx context.Context, req SummaryRequest) (sum Summary, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = recovered("summarizer", r, s.logger)
+		}
+	}()
+	return s.summarizer.Summarize(ctx, req)
 }
 
 // onJobDone applies a finished compaction: the history entry, the rebuilt
@@ -105,13 +128,7 @@ func (s *Session) onJobDone(id int, sum Summary, err error) {
 		return
 	}
 	if err != nil {
-		prefix := "Auto-compaction failed: "
-		if j.reason == ReasonOverflow {
-			prefix = "Context overflow recovery failed: "
-			s.failTurn(fmt.Errorf("%w: %w", ErrOverflow, err))
-		}
-		s.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: prefix + err.Error()})
-		s.step(transitions.Facts{Signal: transitions.CompactionEnded})
+		s.endJobFailed(j, err)
 		return
 	}
 	s.emit(AutoCompactionEnd{Result: &res, Aborted: false, WillRetry: j.willRetry})

@@ -290,7 +290,9 @@ func TestOverflowNothingToCompact(t *testing.T) {
 		err := s.Prompt(context.Background(), "hi")
 		require.ErrorIs(t, err, session.ErrOverflow)
 		require.ErrorIs(t, err, session.ErrNothingToCompact)
-		assert.Equal(t, []string{"compaction_start overflow", "compaction_end nothing"}, rec.recovery())
+		// Item 19: the end says why nothing was recovered.
+		assert.Equal(t, []string{"compaction_start overflow",
+			`compaction_end failed "Context overflow recovery failed: session: nothing to compact"`}, rec.recovery())
 	})
 }
 

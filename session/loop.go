@@ -50,11 +50,16 @@ type runState struct {
 	id           int
 	cancel       context.CancelCauseFunc
 	continuation bool
-	started      bool
-	ended        bool
-	// detached: the run was aborted and the machine has moved on; its
-	// last events are reported but decide nothing.
-	detached bool
+	// emitted: the agent reported something (agent_start or later).
+	emitted bool
+	// started: the run made a model call: an assistant message began.
+	// A run that ends without one could not start.
+	started bool
+	ended   bool
+	// aborted: Abort (or the Prompt's context) cancelled the run. Its
+	// last events are reported but decide nothing: no retry, compaction
+	// or continuation can come of them.
+	aborted  bool
 	messages []Message
 	last     *Message // the run's last assistant message
 }
@@ -67,6 +72,9 @@ type compactionJob struct {
 	willRetry bool
 	// manual jobs have a reply and emit no auto_compaction events.
 	manual func(CompactionResult, error)
+	// check: the compaction of the check before a prompt, which never
+	// fails the turn.
+	check  bool
 	cut    []Message
 	kept   []Message
 	before int
@@ -245,7 +253,8 @@ func (s *Session) lastAssistant() *Message {
 }
 
 // startRun starts a run on its own goroutine: the user's (prompt set) or a
-// continuation. Its events come back to the loop through post.
+// continuation. Its events come back to the loop through post. A panic in
+// the agent is recovered and becomes the run's error.
 func (s *Session) startRun(prompt *Message) {
 	l := &s.loop
 	l.ids++
@@ -260,10 +269,20 @@ func (s *Session) startRun(prompt *Message) {
 	}
 	go func() {
 		emit := func(ev Event) { s.post(func() { s.onAgentEvent(id, ev) }) }
-		err := s.agent.Run(ctx, req, emit)
+		err := s.runAgent(ctx, req, emit)
 		cancel(nil)
 		s.post(func() { s.onRunDone(id, err) })
 	}()
+}
+
+// runAgent calls the agent, turning a panic into a *panicError.
+func (s *Session) runAgent(ctx context.Context, req RunRequest, emit func(Event)) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = recovered("agent", r, s.logger)
+		}
+	}()
+	return s.agent.Run(ctx, req, emit)
 }
 
 // onAgentEvent handles one event of the run id.
@@ -273,16 +292,17 @@ func (s *Session) onAgentEvent(id int, ev Event) {
 	if r == nil || r.id != id || r.ended {
 		return // a run that already ended or was replaced
 	}
-	r.started = true
+	r.emitted = true
 	switch e := ev.(type) {
+	case MessageStart:
+		if e.Message.Role == RoleAssistant {
+			r.started = true
+		}
 	case MessageEnd:
-		if e.Message.ID == "" {
-			e.Message.ID = s.newID("msg")
+		e.Message = s.complete(e.Message)
+		if e.Message.Role == RoleAssistant {
+			r.started = true
 		}
-		if e.Message.Timestamp == 0 {
-			e.Message.Timestamp = nowMs()
-		}
-		ev = e
 		s.emit(e)
 		s.onMessageEnd(r, e.Message)
 		return
@@ -294,6 +314,22 @@ func (s *Session) onAgentEvent(id int, ev Event) {
 		ev = e
 	}
 	s.emit(ev)
+}
+
+// complete fills in what the agent left out of a finished message: its ID,
+// its time, and for an assistant message the session's current model when
+// the agent named neither provider nor model.
+func (s *Session) complete(m Message) Message {
+	if m.ID == "" {
+		m.ID = s.newID("msg")
+	}
+	if m.Timestamp == 0 {
+		m.Timestamp = nowMs()
+	}
+	if m.Role == RoleAssistant && m.Provider == "" && m.Model == "" {
+		m.Provider, m.Model = s.model.Provider, s.model.ID
+	}
+	return m
 }
 
 // onMessageEnd records a finished message and ends a retry chain at the
@@ -310,14 +346,18 @@ func (s *Session) onMessageEnd(r *runState, m Message) {
 	if !m.IsError() {
 		l.episodeCompacted = false
 	}
-	if m.succeeded() && l.attempt > 0 && !r.detached {
+	if m.succeeded() && l.attempt > 0 && !r.aborted {
 		s.emit(AutoRetryEnd{Success: true, Attempt: l.attempt})
 		l.attempt = 0
 	}
 }
 
+// errNoAssistantMessage is the error of a run that returned without making
+// a model call and without an error of its own.
+var errNoAssistantMessage = errors.New("the run produced no assistant message")
+
 // onRunDone handles the end of run id: the decision at agent_end, or a run
-// that could not start.
+// that could not start. A run Abort cancelled decides nothing.
 func (s *Session) onRunDone(id int, err error) {
 	l := &s.loop
 	r := l.run
@@ -325,31 +365,54 @@ func (s *Session) onRunDone(id int, err error) {
 		return
 	}
 	l.run = nil
-	if r.detached {
+	var panicked *panicError
+	switch {
+	case r.aborted:
+		s.endRun(r)
 		return
-	}
-	if !r.started {
+	case errors.As(err, &panicked):
+		// The panic is the run's error: a fatal message the decision
+		// settles on, never retries.
+		s.failRun(r, err)
+	case !r.started:
+		s.endRun(r)
 		if err == nil {
-			err = errors.New("the agent ended the run without starting it")
+			err = errNoAssistantMessage
 		}
 		s.startFailed(r, err)
 		return
-	}
-	if !r.ended {
+	case !r.ended:
 		// The agent failed mid-run without ending it: report its error as
 		// the run's last message and end the run for it.
-		text := "the agent stopped without ending the run"
-		if err != nil {
-			text = err.Error()
+		if err == nil {
+			err = errors.New("the agent stopped without ending the run")
 		}
-		m := Message{ID: s.newID("msg"), Role: RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: text,
-			Provider: s.model.Provider, Model: s.model.ID, Timestamp: nowMs(), Err: err}
-		s.emit(MessageStart{Message: m})
-		s.emit(MessageEnd{Message: m})
-		s.onMessageEnd(r, m)
-		s.emit(AgentEnd{Messages: cloneMessages(r.messages)})
+		s.failRun(r, err)
 	}
 	s.decide(r.last, transitions.RunEnded)
+}
+
+// endRun emits the agent_end that a run which reported something but
+// returned without ending left out, so every agent_start has its end.
+func (s *Session) endRun(r *runState) {
+	if r.emitted && !r.ended {
+		r.ended = true
+		s.emit(AgentEnd{Messages: cloneMessages(r.messages)})
+	}
+}
+
+// failRun reports err as the run's last message, an error from the
+// session's model, and ends the run if the agent did not.
+func (s *Session) failRun(r *runState, err error) {
+	m := Message{ID: s.newID("msg"), Role: RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: err.Error(),
+		Provider: s.model.Provider, Model: s.model.ID, Timestamp: nowMs(), Err: err}
+	s.emit(MessageStart{Message: m})
+	s.emit(MessageEnd{Message: m})
+	s.onMessageEnd(r, m)
+	if !r.ended {
+		r.ended = true
+		s.emit(AgentEnd{Messages: cloneMessages(r.messages)})
+	}
 }
 
 // startFailed ends a run that could not start.
@@ -362,8 +425,11 @@ func (s *Session) startFailed(r *runState, err error) {
 	s.step(transitions.Facts{Signal: transitions.StartFailed})
 }
 
-// facts gathers what the guards read about m.
-func (s *Session) facts(m *Message, sig transitions.Signal) (transitions.Facts, classify.Result) {
+// facts gathers what the guards read about m. For the decision after a run
+// on a usage limit it first asks the credential store to block the key the
+// session used, and notes whether it switched to another: the switch comes
+// before the rule that ends a chain on a retry hint above the cap.
+func (s *Session) facts(m *Message, sig transitions.Signal) (transitions.Facts, verdict) {
 	l := &s.loop
 	f := transitions.Facts{
 		Signal:            sig,
@@ -376,24 +442,45 @@ func (s *Session) facts(m *Message, sig transitions.Signal) (transitions.Facts, 
 		ReserveTokens:     l.cfg.Compaction.ReserveTokens,
 	}
 	if m == nil {
-		return f, classify.Result{}
+		return f, verdict{}
 	}
-	cls := l.cfg.Retry.Rules.Classify(m.classifyMessage(s.model.ContextWindow), time.Now())
-	f.Class = cls.Class
+	var v verdict
+	if _, ok := m.Err.(*panicError); ok {
+		v.Result = classify.Result{Class: classify.Fatal}
+	} else {
+		v.Result = l.cfg.Retry.Rules.Classify(m.classifyMessage(s.model.ContextWindow), time.Now())
+	}
+	f.Class = v.Class
 	f.Error = m.IsError()
 	f.Aborted = m.StopReason == classify.StopReasonAborted
-	f.HintOverCap = hintOverCap(l.cfg.Retry, cls.RetryAfter, cls.HasRetryAfter)
+	f.HintOverCap = hintOverCap(l.cfg.Retry, v.RetryAfter, v.HasRetryAfter)
 	f.SameModel = m.Provider == s.model.Provider && m.Model == s.model.ID
 	f.Stale = l.compactionSeq > 0 && l.seq[m.ID] <= l.compactionSeq
 	f.Tokens = contextTokens(m.Usage)
-	return f, cls
+	if sig == transitions.RunEnded && v.UsageLimit && s.creds != nil && s.model.Provider != "" {
+		var hint time.Duration
+		if v.HasRetryAfter {
+			hint = v.RetryAfter
+		}
+		v.switched = s.creds.MarkUsageLimitReached(s.model.Provider, s.id, hint, s.model.BaseURL)
+		f.CredentialSwitched = v.switched
+	}
+	return f, v
+}
+
+// verdict is what the decision learnt about a message besides its facts.
+type verdict struct {
+	classify.Result
+	// switched: the credential store moved the session to a free
+	// credential after a usage limit.
+	switched bool
 }
 
 // decide is the decision at agent_end (policy §1), and the check before a
 // prompt (§4.6), on the message m.
 func (s *Session) decide(m *Message, sig transitions.Signal) {
 	l := &s.loop
-	f, cls := s.facts(m, sig)
+	f, v := s.facts(m, sig)
 	if _, ok := s.step(f); !ok { // idle or continuing → classifying
 		return
 	}
@@ -412,7 +499,7 @@ func (s *Session) decide(m *Message, sig transitions.Signal) {
 	}
 	switch tr.Event {
 	case transitions.Retry:
-		s.beginRetry(m, cls)
+		s.beginRetry(m, v)
 	case transitions.Exhaust:
 		attempts := l.attempt
 		s.endChain(text)
@@ -425,9 +512,9 @@ func (s *Session) decide(m *Message, sig transitions.Signal) {
 		recovery := sig == transitions.RunEnded
 		l.episodeCompacted = recovery
 		s.removeMessage(m.ID)
-		s.startCompaction(ReasonOverflow, recovery)
+		s.startCompaction(ReasonOverflow, recovery, sig == transitions.PromptCheck)
 	case transitions.Threshold:
-		s.startCompaction(ReasonThreshold, false)
+		s.startCompaction(ReasonThreshold, false, sig == transitions.PromptCheck)
 	case transitions.Settle:
 		if sig == transitions.RunEnded {
 			s.settleOn(m, f)
@@ -472,19 +559,14 @@ func overflowText(m *Message) string {
 	return fmt.Sprintf("the model's usage (%d tokens) exceeds its context window", contextTokens(m.Usage))
 }
 
-// beginRetry schedules a retry of m (policy §3.4).
-func (s *Session) beginRetry(m *Message, cls classify.Result) {
+// beginRetry schedules a retry of m (policy §3.4): at once after a
+// credential switch.
+func (s *Session) beginRetry(m *Message, v verdict) {
 	l := &s.loop
 	l.attempt++
-	delay := retryDelay(l.cfg.Retry, l.attempt, s.random(), cls.RetryAfter, cls.HasRetryAfter)
-	if cls.UsageLimit && s.creds != nil && s.model.Provider != "" {
-		var hint time.Duration
-		if cls.HasRetryAfter {
-			hint = cls.RetryAfter
-		}
-		if s.creds.MarkUsageLimitReached(s.model.Provider, s.id, hint, s.model.BaseURL) {
-			delay = 0
-		}
+	delay := retryDelay(l.cfg.Retry, l.attempt, s.random(), v.RetryAfter, v.HasRetryAfter)
+	if v.switched {
+		delay = 0
 	}
 	s.emit(AutoRetryStart{Attempt: l.attempt, MaxAttempts: l.cfg.Retry.MaxRetries, DelayMs: delay.Milliseconds(), ErrorMessage: m.ErrorMessage})
 	s.removeMessage(m.ID)
@@ -557,8 +639,11 @@ func (s *Session) cancelChain() {
 func (s *Session) abortAll(cause error, quiet chan struct{}) {
 	l := &s.loop
 	s.failTurn(ErrAborted)
-	if l.run != nil {
-		l.run.cancel(cause)
+	if r := l.run; r != nil {
+		// Whatever the run still reports decides nothing: it cannot start
+		// a retry, a compaction or a continuation.
+		r.aborted = true
+		r.cancel(cause)
 	}
 	if j := l.job; j != nil {
 		j.cancel(errCompactionAborted)
@@ -569,9 +654,6 @@ func (s *Session) abortAll(cause error, quiet chan struct{}) {
 	if _, ok := s.step(transitions.Facts{Signal: transitions.AbortCalled}); ok {
 		s.stopTimer()
 		s.cancelChain()
-		if l.run != nil {
-			l.run.detached = true
-		}
 		if j := l.job; j != nil {
 			s.endJobAborted(j)
 		}
@@ -612,7 +694,7 @@ func (s *Session) endJobAborted(j *compactionJob) {
 		return
 	}
 	s.emit(AutoCompactionEnd{Aborted: true, WillRetry: false})
-	if j.reason == ReasonOverflow {
+	if j.reason == ReasonOverflow && !j.check {
 		s.failTurn(fmt.Errorf("%w: %w", ErrOverflow, ErrCompactionCancelled))
 	}
 }

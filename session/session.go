@@ -237,8 +237,11 @@ func (s *Session) AbortRetry() {
 
 // Abort stops whatever the session is doing: it cancels a pending retry
 // wait, the running model call and any running compaction, ends an active
-// chain as cancelled, and returns when the session is quiet (no run and no
-// compaction in flight).
+// chain as cancelled, and fails the turn in flight with ErrAborted. Nothing
+// the cancelled run still reports can start a retry, a compaction or a
+// continuation. Abort returns when the session is quiet (no run and no
+// compaction in flight): at once, as long as the agent and the summarizer
+// honour their contexts.
 func (s *Session) Abort() {
 	s.abort(ErrAborted)
 }
@@ -260,20 +263,26 @@ func (s *Session) AbortCompaction() {
 	_ = s.do(s.abortCompaction)
 }
 
-// Compact compacts the runtime context now (policy §4.5): it aborts
-// whatever is in flight, summarizes all but the recent messages with the
-// optional instructions, and returns the result. It emits no automatic
-// compaction events. Its errors match ErrNothingToCompact,
-// ErrAlreadyCompacted, ErrCompactionCancelled, ErrBusy (a Prompt is in
-// flight) or the summarizer's error.
+// Compact compacts the runtime context now: it summarizes all but the
+// recent messages with the optional instructions and returns the result.
+// It emits no automatic compaction events. While a run or a compaction is
+// in flight it returns ErrBusy and changes nothing; during a retry chain's
+// wait it first ends the chain as cancelled (the turn waiting on it fails
+// with ErrRetryCancelled), then compacts. When ctx ends first the
+// compaction is cancelled. Its errors match ErrNothingToCompact,
+// ErrAlreadyCompacted, ErrCompactionCancelled, ErrBusy, ErrClosed or the
+// summarizer's error.
 func (s *Session) Compact(ctx context.Context, instructions string) (CompactionResult, error) {
-	s.Abort()
 	type answer struct {
 		res CompactionResult
 		err error
 	}
 	reply := make(chan answer, 1)
 	err := s.do(func() {
+		if s.loop.machine.State() == states.Backoff {
+			s.abortRetry()
+			s.settle()
+		}
 		s.compactNow(instructions, func(res CompactionResult, err error) { reply <- answer{res, err} })
 	})
 	if err != nil {

@@ -86,6 +86,10 @@ type Facts struct {
 	// HintOverCap reports that retry.honorRetryAfter is on and the server's
 	// retry hint exceeds retry.maxDelayMs: the chain ends instead of sleeping.
 	HintOverCap bool
+	// CredentialSwitched reports, after a run ended on a usage limit, that
+	// the credential store moved the session to another free credential:
+	// the retry then goes at once, whatever the hint said.
+	CredentialSwitched bool
 
 	// CompactionEnabled is the compaction.enabled setting.
 	CompactionEnabled bool
@@ -148,6 +152,12 @@ func (f Facts) retryableError() bool {
 // whether or not it is recovered.
 func (f Facts) sameModelOverflow() bool {
 	return f.Class == classify.Overflow && f.SameModel
+}
+
+// hintEndsChain reports whether the server's retry hint ends the chain: it
+// is above the delay cap and no credential switch made it moot.
+func (f Facts) hintEndsChain() bool {
+	return f.HintOverCap && !f.CredentialSwitched
 }
 
 // successLike reports whether M is not an error: no error class, or a silent

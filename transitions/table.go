@@ -72,16 +72,16 @@ var (
 	}
 	guardRetryAllowed = Guard{
 		Name: "retryAllowed",
-		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (∧ no retry hint above the delay cap ∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (∧ no retry hint above the delay cap, unless the credential was switched ∧ not the check before a prompt)",
 		Holds: func(_ states.State, f Facts) bool {
-			return f.retryableError() && f.RetryEnabled && f.Attempt < f.MaxRetries && !f.HintOverCap
+			return f.retryableError() && f.RetryEnabled && f.Attempt < f.MaxRetries && !f.hintEndsChain()
 		},
 	}
 	guardRetriesExhausted = Guard{
 		Name: "retriesExhausted",
-		Doc:  "retryable error ∧ retry enabled ∧ (attempt ≥ maxRetries ∨ a retry hint above the delay cap) (∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ (attempt ≥ maxRetries ∨ a retry hint above the delay cap and no credential switch) (∧ not the check before a prompt)",
 		Holds: func(_ states.State, f Facts) bool {
-			return f.retryableError() && f.RetryEnabled && (f.Attempt >= f.MaxRetries || f.HintOverCap)
+			return f.retryableError() && f.RetryEnabled && (f.Attempt >= f.MaxRetries || f.hintEndsChain())
 		},
 	}
 	guardOverflowRecoverable = Guard{

@@ -36,7 +36,7 @@ func specNext(s states.State, f tr.Facts) (tr.Event, bool) {
 		// The check before a prompt (§4.6) is the compaction check only.
 		retryable := f.Class == classify.Retryable || f.Class == classify.UsageLimit
 		if retryable && f.RetryEnabled && f.Signal != tr.PromptCheck {
-			if f.Attempt < f.MaxRetries && !f.HintOverCap {
+			if f.Attempt < f.MaxRetries && !(f.HintOverCap && !f.CredentialSwitched) {
 				return tr.Retry, true
 			}
 			return tr.Exhaust, true
@@ -103,7 +103,7 @@ var numbers = []struct{ attempt, maxRetries, tokens, window, reserve int }{
 // most one rule applies, it is the one §5 names, and in classifying exactly
 // one applies.
 func TestExhaustive(t *testing.T) {
-	const nBools = 11
+	const nBools = 12
 	rules := tr.Table()
 	checked := 0
 	for _, s := range states.All() {
@@ -116,7 +116,7 @@ func TestExhaustive(t *testing.T) {
 							Error: bits&1 != 0, Aborted: bits&2 != 0, RetryEnabled: bits&4 != 0,
 							HintOverCap: bits&8 != 0, CompactionEnabled: bits&16 != 0, SameModel: bits&32 != 0,
 							Stale: bits&64 != 0, EpisodeCompacted: bits&128 != 0, Compacted: bits&256 != 0,
-							WillRetry: bits&512 != 0, CurrentTimer: bits&1024 != 0,
+							WillRetry: bits&512 != 0, CurrentTimer: bits&1024 != 0, CredentialSwitched: bits&2048 != 0,
 							Attempt: n.attempt, MaxRetries: n.maxRetries,
 							Tokens: n.tokens, ContextWindow: n.window, ReserveTokens: n.reserve,
 						}

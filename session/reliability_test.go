@@ -1,0 +1,442 @@
+package session_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/states"
+)
+
+// The tests of this file play agents that misbehave, or callers that act
+// at the worst moment. Each names the item of the reliability issue it
+// pins.
+
+// runFunc is one run of a hand-written agent.
+type runFunc func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error
+
+// runs is an Agent that plays one runFunc per run, in order; once they run
+// out, each run answers "ok".
+type runs struct {
+	mu    sync.Mutex
+	plays []runFunc
+	count int
+}
+
+func playing(plays ...runFunc) *runs { return &runs{plays: plays} }
+
+func (a *runs) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+	a.mu.Lock()
+	play := answer(assistant("stop", ""))
+	if a.count < len(a.plays) {
+		play = a.plays[a.count]
+	}
+	a.count++
+	a.mu.Unlock()
+	return play(ctx, req, emit)
+}
+
+func (a *runs) calls() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.count
+}
+
+// assistant is a message of the scripted model; an "error" one carries
+// text as its error.
+func assistant(stop, text string) session.Message {
+	m := session.Message{Role: session.RoleAssistant, StopReason: classify.StopReason(stop), Provider: "scripted", Model: "scripted-1",
+		Usage: &session.Usage{Input: 100, Output: 20, TotalTokens: 120}}
+	if stop == "error" {
+		m.ErrorMessage = text
+	} else {
+		m.Text = text
+	}
+	return m
+}
+
+// answer is a well-behaved run that makes one call answered by m.
+func answer(m session.Message) runFunc {
+	return func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+		emit(session.AgentStart{})
+		emit(session.TurnStart{})
+		emit(session.MessageStart{Message: m})
+		emit(session.MessageEnd{Message: m})
+		emit(session.TurnEnd{})
+		emit(session.AgentEnd{})
+		return nil
+	}
+}
+
+// tail reports m, then waits for its context before it ends the run: the
+// window in which an Abort meets a run whose last message is in.
+func tail(m session.Message) runFunc {
+	return func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+		emit(session.AgentStart{})
+		emit(session.TurnStart{})
+		emit(session.MessageStart{Message: m})
+		emit(session.MessageEnd{Message: m})
+		emit(session.TurnEnd{})
+		<-ctx.Done()
+		emit(session.AgentEnd{})
+		return nil
+	}
+}
+
+// newSessionOn starts a session on agent with the scripted model.
+func newSessionOn(t *testing.T, agent session.Agent, opts ...session.Option) (*session.Session, *recorder) {
+	t.Helper()
+	opts = append([]session.Option{session.WithModel(scripted.DefaultModel), session.WithSessionID("test-session")}, opts...)
+	s, err := session.New(agent, opts...)
+	require.NoError(t, err)
+	rec := record(s)
+	t.Cleanup(func() { s.Close() })
+	return s, rec
+}
+
+// Item 1: an Abort during the tail of a run (its last message in, agent_end
+// not yet) stops everything: the run's error starts no retry, its overflow
+// no compaction.
+func TestAbortDuringRunTailDecidesNothing(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		last session.Message
+	}{
+		{"transient error", assistant("error", service503)},
+		{"overflow", assistant("error", tooLong)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				agent := playing(answer(assistant("stop", "first answer")), tail(c.last))
+				s, rec := newSessionOn(t, agent, smallKeep())
+				warmUp(t, s)
+				done := promptAsync(s, "second question, long enough to compact")
+				synctest.Wait()
+				s.Abort()
+				assert.Equal(t, states.Idle, s.State())
+				require.ErrorIs(t, <-done, session.ErrAborted)
+				time.Sleep(time.Minute)
+				assert.Equal(t, 2, agent.calls(), "no run after the abort")
+				assert.Empty(t, rec.recovery())
+				assert.Equal(t, states.Idle, s.State())
+			})
+		})
+	}
+}
+
+// Item 1, in a chain: an Abort during a continuation's tail ends the chain
+// as cancelled, and its error is not retried.
+func TestAbortDuringContinuationTailCancelsChain(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		agent := playing(answer(assistant("error", service503)), tail(assistant("error", service503)))
+		s, rec := newSessionOn(t, agent)
+		done := promptAsync(s, "hi")
+		time.Sleep(2 * time.Second)
+		synctest.Wait()
+		s.Abort()
+		require.ErrorIs(t, <-done, session.ErrAborted)
+		time.Sleep(time.Minute)
+		assert.Equal(t, 2, agent.calls())
+		assert.Equal(t, []string{`retry_start 1/3 2000ms "503 Service Unavailable"`, `retry_end fail 1 "Retry cancelled"`}, rec.recovery())
+	})
+}
+
+// Item 2: Abort returns at once even when what the aborted run reported
+// would have started a slow compaction: it starts none.
+func TestAbortDoesNotWaitForWorkStartedAfterIt(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		sum  session.Summarizer
+	}{
+		{"summarizer honouring its context, slow", summarizerFunc(func(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
+			select {
+			case <-time.After(time.Minute):
+				return session.Summary{Text: "late"}, nil
+			case <-ctx.Done():
+				return session.Summary{}, context.Cause(ctx)
+			}
+		})},
+		{"summarizer that never returns", summarizerFunc(func(context.Context, session.SummaryRequest) (session.Summary, error) {
+			t.Error("the summarizer was called")
+			return session.Summary{}, errors.New("unreachable")
+		})},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				over := assistant("stop", "a long answer")
+				over.Usage = usage(190_000) // over the 170,000 threshold
+				agent := playing(answer(assistant("stop", "first answer")), tail(over))
+				s, rec := newSessionOn(t, agent, smallKeep(), session.WithSummarizer(c.sum))
+				warmUp(t, s)
+				done := promptAsync(s, "second question, long enough to compact")
+				synctest.Wait()
+				start := time.Now()
+				s.Abort()
+				assert.Zero(t, time.Since(start), "Abort returned at once")
+				require.ErrorIs(t, <-done, session.ErrAborted)
+				assert.Empty(t, rec.recovery())
+			})
+		})
+	}
+}
+
+// Item 3: a Prompt whose context ends aborts the run; an agent that
+// returns the context's cause without ending the run is not retried.
+func TestPromptDeadlineAbortsRunNotRetried(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		agent := playing(func(ctx context.Context, _ session.RunRequest, emit func(session.Event)) error {
+			emit(session.AgentStart{})
+			emit(session.MessageStart{Message: assistant("", "")})
+			<-ctx.Done()
+			return context.Cause(ctx)
+		})
+		s, rec := newSessionOn(t, agent)
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		start := time.Now()
+		err := s.Prompt(ctx, "hi")
+		require.ErrorIs(t, err, session.ErrAborted)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, time.Second, time.Since(start))
+		time.Sleep(time.Minute)
+		assert.Equal(t, 1, agent.calls())
+		assert.Empty(t, rec.recovery())
+		assert.Equal(t, []string{"agent_start", "agent_end"}, rec.lines(), "the session ends the run the agent left open")
+	})
+}
+
+// Item 4: Compact during a plain run is busy and leaves the run alone.
+func TestCompactDuringRunIsBusy(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, rec := newSession(t, []scripted.Call{ok("first answer"), slow(ok("done"), 5000)}, smallKeep())
+		warmUp(t, s)
+		done := promptAsync(s, "second question")
+		time.Sleep(time.Second)
+		_, err := s.Compact(context.Background(), "")
+		require.ErrorIs(t, err, session.ErrBusy)
+		require.NoError(t, <-done)
+		assert.Contains(t, rec.lines(), "message stop")
+		assert.NotContains(t, rec.lines(), "message aborted")
+	})
+}
+
+// Item 4: Compact during a retry chain's wait ends the chain as cancelled,
+// then compacts.
+func TestCompactDuringBackoffCancelsChainThenCompacts(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, rec := newSession(t, []scripted.Call{ok("first answer"), fail(service503)}, smallKeep())
+		warmUp(t, s)
+		done := promptAsync(s, "second question")
+		time.Sleep(time.Second)
+		require.Equal(t, states.Backoff, s.State())
+		res, err := s.Compact(context.Background(), "")
+		require.NoError(t, err)
+		assert.NotEmpty(t, res.Summary)
+		require.ErrorIs(t, <-done, session.ErrRetryCancelled)
+		assert.Equal(t, []string{`retry_start 1/3 2000ms "503 Service Unavailable"`, `retry_end fail 1 "Retry cancelled"`}, rec.recovery())
+		assert.Equal(t, states.Idle, s.State())
+		assert.Equal(t, session.RoleSummary, s.Messages()[0].Role)
+	})
+}
+
+// Item 7: the check before a prompt never fails the turn: the user's run
+// succeeds, so Prompt returns nil.
+func TestCheckBeforePromptNeverFailsTheTurn(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		cfg := session.DefaultConfig()
+		cfg.Compaction.Enabled = false
+		s, _, rec := newSession(t, []scripted.Call{overflowCall(), ok("done")}, session.WithConfig(cfg))
+		require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrOverflow)
+		s.SetAutoCompactionEnabled(true)
+		require.NoError(t, s.Prompt(context.Background(), "again"))
+		assert.Equal(t, []string{"compaction_start overflow",
+			`compaction_end failed "Context overflow recovery failed: session: nothing to compact"`}, rec.recovery())
+	})
+}
+
+// Item 8: a run that made no model call (agent_start, agent_end, nothing
+// between) could not start, for the user's run and for a continuation.
+func TestRunWithoutAssistantMessageCouldNotStart(t *testing.T) {
+	empty := func(ctx context.Context, _ session.RunRequest, emit func(session.Event)) error {
+		emit(session.AgentStart{})
+		emit(session.AgentEnd{})
+		return nil
+	}
+	t.Run("user run", func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
+			s, _ := newSessionOn(t, playing(empty))
+			err := s.Prompt(context.Background(), "hi")
+			require.ErrorIs(t, err, session.ErrStartFailed)
+			assert.ErrorContains(t, err, "the run produced no assistant message")
+		})
+	})
+	t.Run("continuation", func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
+			agent := playing(answer(assistant("error", service503)), empty)
+			s, rec := newSessionOn(t, agent)
+			err := s.Prompt(context.Background(), "hi")
+			require.ErrorIs(t, err, session.ErrStartFailed)
+			assert.Equal(t, []string{`retry_start 1/3 2000ms "503 Service Unavailable"`,
+				`retry_end fail 1 "the run produced no assistant message"`}, rec.recovery())
+			assert.Equal(t, 2, agent.calls())
+		})
+	})
+}
+
+// Item 9: a run that fails after agent_start but before any model call
+// could not start: a continuation ends its chain, it is not retried.
+func TestFailureBeforeModelCallIsStartFailure(t *testing.T) {
+	fetchFailed := func(ctx context.Context, _ session.RunRequest, emit func(session.Event)) error {
+		emit(session.AgentStart{})
+		return errors.New("fetch failed")
+	}
+	t.Run("continuation", func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
+			agent := playing(answer(assistant("error", service503)), fetchFailed, fetchFailed, fetchFailed)
+			s, rec := newSessionOn(t, agent)
+			err := s.Prompt(context.Background(), "hi")
+			require.ErrorIs(t, err, session.ErrStartFailed)
+			assert.ErrorContains(t, err, "fetch failed")
+			assert.Equal(t, []string{`retry_start 1/3 2000ms "503 Service Unavailable"`, `retry_end fail 1 "fetch failed"`}, rec.recovery())
+			assert.Equal(t, 2, agent.calls())
+		})
+	})
+	t.Run("user run", func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
+			agent := playing(fetchFailed, fetchFailed)
+			s, rec := newSessionOn(t, agent)
+			require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrStartFailed)
+			assert.Equal(t, 1, agent.calls())
+			assert.Empty(t, rec.recovery())
+			assert.Equal(t, []string{"agent_start", "agent_end"}, rec.lines())
+		})
+	})
+}
+
+// Item 10: an assistant message the agent leaves unattributed is the
+// session's model's, so its overflow is recovered.
+func TestUnattributedMessageIsTheSessionModels(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		bare := session.Message{Role: session.RoleAssistant, StopReason: "error", ErrorMessage: tooLong}
+		agent := playing(answer(assistant("stop", "first answer")), answer(bare))
+		s, rec := newSessionOn(t, agent, smallKeep())
+		warmUp(t, s)
+		require.NoError(t, s.Prompt(context.Background(), "second question, long enough to compact"))
+		assert.Equal(t, []string{"compaction_start overflow", "compaction_end ok willRetry=true"}, rec.recovery())
+		for _, ev := range rec.events() {
+			if e, ok := ev.(session.MessageEnd); ok && e.Message.Role == session.RoleAssistant {
+				assert.Equal(t, "scripted", e.Message.Provider)
+				assert.Equal(t, "scripted-1", e.Message.Model)
+			}
+		}
+	})
+}
+
+// Item 11: a usage limit whose hint is over the cap switches to the free
+// credential first (and retries at once); only without a switch does the
+// hint end the chain. The key is blocked either way.
+func TestUsageLimitHintOverCapSwitchesFirst(t *testing.T) {
+	const text = "429 usage limit reached; retry-after: 3600"
+	cfg := session.DefaultConfig()
+	cfg.Retry.HonorRetryAfter = true
+	cfg.Retry.MaxDelayMs = 60_000
+	t.Run("a free credential", func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
+			store := session.NewMemoryCredentials(nil, twoKeys()...)
+			first, _ := store.Current("scripted", "test-session")
+			s, _, rec := newSession(t, []scripted.Call{fail(text), ok("done")}, session.WithCredentials(store), session.WithConfig(cfg))
+			start := time.Now()
+			require.NoError(t, s.Prompt(context.Background(), "hi"))
+			assert.Zero(t, time.Since(start))
+			assert.Equal(t, []string{`retry_start 1/3 0ms "` + text + `"`, "retry_end ok 1"}, rec.recovery())
+			assert.Equal(t, start.Add(time.Hour), store.BlockedUntil("scripted", first.ID))
+		})
+	})
+	t.Run("no free credential", func(t *testing.T) {
+		bubble(t, func(t *testing.T) {
+			store := session.NewMemoryCredentials(nil, session.Credential{ID: "only", Provider: "scripted", Type: "api_key"})
+			s, _, rec := newSession(t, []scripted.Call{fail(text)}, session.WithCredentials(store), session.WithConfig(cfg))
+			start := time.Now()
+			require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrExhausted)
+			assert.Empty(t, rec.recovery())
+			assert.Equal(t, start.Add(time.Hour), store.BlockedUntil("scripted", "only"), "blocked all the same")
+		})
+	})
+}
+
+// Item 15: a panicking agent does not kill the process: the panic is the
+// run's fatal error (never retried, whatever it says), logged with its
+// stack, and the session goes on.
+func TestAgentPanicIsFatalRunError(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		run  runFunc
+	}{
+		{"before anything", func(context.Context, session.RunRequest, func(session.Event)) error {
+			panic("503 overloaded")
+		}},
+		{"mid-run", func(_ context.Context, _ session.RunRequest, emit func(session.Event)) error {
+			emit(session.AgentStart{})
+			emit(session.MessageStart{Message: assistant("", "")})
+			panic(errors.New("503 overloaded"))
+		}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				var log bytes.Buffer
+				var logMu sync.Mutex
+				logger := slog.New(slog.NewTextHandler(lockedWriter{&logMu, &log}, nil))
+				agent := playing(c.run)
+				s, rec := newSessionOn(t, agent, session.WithLogger(logger))
+				err := s.Prompt(context.Background(), "hi")
+				require.ErrorIs(t, err, session.ErrProvider)
+				assert.ErrorContains(t, err, "the agent panicked: 503 overloaded")
+				assert.Empty(t, rec.recovery(), "never retried")
+				assert.Equal(t, 1, agent.calls())
+				logMu.Lock()
+				assert.Contains(t, log.String(), "503 overloaded")
+				assert.Contains(t, log.String(), "goroutine", "the stack is logged")
+				logMu.Unlock()
+				require.NoError(t, s.Prompt(context.Background(), "again"), "the session is still usable")
+			})
+		})
+	}
+}
+
+// Item 15: a panicking summarizer fails the compaction, not the process.
+func TestSummarizerPanicFailsCompaction(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		sum := summarizerFunc(func(context.Context, session.SummaryRequest) (session.Summary, error) { panic("boom") })
+		s, _, rec := newSession(t, []scripted.Call{ok("first answer"), overflowCall(), ok("done")}, smallKeep(), session.WithSummarizer(sum))
+		warmUp(t, s)
+		err := s.Prompt(context.Background(), "second question, long enough to compact")
+		require.ErrorIs(t, err, session.ErrOverflow)
+		assert.ErrorContains(t, err, "the summarizer panicked: boom")
+		assert.Equal(t, []string{"compaction_start overflow",
+			`compaction_end failed "Context overflow recovery failed: the summarizer panicked: boom"`}, rec.recovery())
+		require.NoError(t, s.Prompt(context.Background(), "again"))
+	})
+}
+
+// lockedWriter serializes writes to w.
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *bytes.Buffer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
