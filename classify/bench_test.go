@@ -8,14 +8,13 @@ import (
 	"github.com/agentfsm/agentfsm/classify"
 )
 
-// pagePath is the benchmark's 64 KiB error page, shipped beside the
-// repository.
-const pagePath = "../../shared/bench/page-64k.html"
+// pagePath is the benchmark's 64 KiB error page.
+const pagePath = "testdata/page-64k.html"
 
 func corpusMessages(b *testing.B) []classify.Message {
 	rows, err := loadCorpus()
 	if err != nil {
-		b.Skipf("corpus: %v", err)
+		b.Fatalf("corpus: %v", err)
 	}
 	msgs := make([]classify.Message, len(rows))
 	for i, r := range rows {
@@ -27,7 +26,7 @@ func corpusMessages(b *testing.B) []classify.Message {
 func pageMessage(b *testing.B) classify.Message {
 	data, err := os.ReadFile(pagePath)
 	if err != nil {
-		b.Skipf("page: %v", err)
+		b.Fatalf("page: %v", err)
 	}
 	return classify.Message{StopReason: classify.StopReasonError, ErrorMessage: string(data)}
 }

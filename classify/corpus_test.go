@@ -2,9 +2,7 @@ package classify_test
 
 import (
 	"bufio"
-	"errors"
 	"fmt"
-	"io/fs"
 	"os"
 	"strings"
 	"testing"
@@ -15,9 +13,8 @@ import (
 	"github.com/agentfsm/agentfsm/classify"
 )
 
-// corpusPath is the labelled corpus of real provider error messages, shipped
-// beside the repository.
-const corpusPath = "../../shared/corpus/errors.tsv"
+// corpusPath is the labelled corpus of real provider error messages.
+const corpusPath = "testdata/errors.tsv"
 
 type corpusRow struct {
 	line     int
@@ -26,8 +23,7 @@ type corpusRow struct {
 	message  string
 }
 
-// loadCorpus reads the corpus; the error wraps fs.ErrNotExist when it is
-// not beside the checkout.
+// loadCorpus reads the corpus.
 func loadCorpus() ([]corpusRow, error) {
 	f, err := os.Open(corpusPath)
 	if err != nil {
@@ -54,14 +50,10 @@ func loadCorpus() ([]corpusRow, error) {
 	return rows, sc.Err()
 }
 
-// readCorpus loads the corpus, or skips the test when it is not beside the
-// checkout.
+// readCorpus loads the corpus; a missing corpus fails the test.
 func readCorpus(t testing.TB) []corpusRow {
 	t.Helper()
 	rows, err := loadCorpus()
-	if errors.Is(err, fs.ErrNotExist) {
-		t.Skipf("%s not found", corpusPath)
-	}
 	require.NoError(t, err)
 	require.NotEmpty(t, rows)
 	return rows
