@@ -32,9 +32,9 @@ type CredentialStore interface {
 	// for provider (at baseURL) until hint from now (60 s when hint is 0),
 	// and reports whether another credential of the same provider and type
 	// is free: then the session retries without waiting, and the next
-	// Current hands out that free credential. Current and
+	// Current hands out a free credential of that type. Current and
 	// MarkUsageLimitReached must follow one rule, so that a reported
-	// switch is the credential the session gets.
+	// switch is what the session gets.
 	MarkUsageLimitReached(provider, sessionID string, hint time.Duration, baseURL string) (switched bool)
 }
 
@@ -63,6 +63,11 @@ const DefaultUsageLimitBlock = 60 * time.Second
 // list, keeps its type). Sessions are told apart by ID only: two sessions
 // with one ID share their place in the store. A blocked credential is free
 // again when its time passes.
+//
+// Credentials with a BaseURL serve only that endpoint. Current is not told
+// the endpoint, so it chooses among all of the session's type, while
+// MarkUsageLimitReached blocks and switches among those serving its
+// baseURL.
 type MemoryCredentials struct {
 	now func() time.Time
 
