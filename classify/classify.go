@@ -112,16 +112,21 @@ func (r Rules) textClass(bits groupBits) Class {
 // window) or a truncated one (a "length" with no output whose input and
 // cache reads reach 99% of the window). It reads text only; Classify also
 // weighs typed fields.
+//
+// The usage checks are exact for any numbers: a negative token count
+// counts as 0, and no sum or product can overflow.
 func IsOverflow(m Message) bool {
 	w := m.ContextWindow
-	in := m.Usage.Input + m.Usage.CacheRead
+	in, cache := max(m.Usage.Input, 0), max(m.Usage.CacheRead, 0)
 	switch m.StopReason {
 	case StopReasonError:
 		return overflowBits(seedScanner.scan(m.ErrorMessage))
 	case StopReasonStop:
-		return w > 0 && in > w
+		// in + cache > w, with w − cache in [1−MaxInt, MaxInt].
+		return w > 0 && in > w-cache
 	case StopReasonLength:
-		return w > 0 && m.Usage.Output == 0 && int64(in)*100 >= int64(w)*99
+		// in + cache ≥ 0.99 × w ⇔ in + cache ≥ ceil(0.99 × w) = w − floor(w/100).
+		return w > 0 && m.Usage.Output <= 0 && in >= w-w/100-cache
 	}
 	return false
 }

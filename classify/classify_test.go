@@ -401,3 +401,48 @@ func TestClassifyDoesNotAllocate(t *testing.T) {
 		}
 	}
 }
+
+// issue item 24: the silent and truncated overflow checks are exact for any
+// usage numbers: huge ones do not wrap around, and a negative count counts
+// as 0.
+func TestOverflowChecksDoNotWrap(t *testing.T) {
+	const maxInt = math.MaxInt
+	u := func(in, out, cache int) classify.Usage {
+		return classify.Usage{Input: in, Output: out, CacheRead: cache}
+	}
+	cases := []struct {
+		name string
+		m    classify.Message
+		want bool
+	}{
+		{"length, input 10^17", classify.Message{StopReason: "length", Usage: u(1e17, 0, 0), ContextWindow: 200000}, true},
+		{"stop, input 10^17", classify.Message{StopReason: "stop", Usage: u(1e17, 0, 0), ContextWindow: 200000}, true},
+		{"stop, input + cacheRead of 2^62 each", classify.Message{StopReason: "stop", Usage: u(1<<62, 0, 1<<62), ContextWindow: 200000}, true},
+		{"length, input + cacheRead of 2^62 each", classify.Message{StopReason: "length", Usage: u(1<<62, 0, 1<<62), ContextWindow: 200000}, true},
+		{"stop, both at the int limit", classify.Message{StopReason: "stop", Usage: u(maxInt, 0, maxInt), ContextWindow: maxInt}, true},
+		{"stop, one over the largest window", classify.Message{StopReason: "stop", Usage: u(maxInt, 0, 1), ContextWindow: maxInt}, true},
+		{"stop, at the largest window", classify.Message{StopReason: "stop", Usage: u(maxInt-1, 0, 1), ContextWindow: maxInt}, false},
+		{"length, 99% of the largest window", classify.Message{StopReason: "length", Usage: u(maxInt-maxInt/100-5, 0, 5), ContextWindow: maxInt}, true},
+		{"length, just below 99% of the largest window", classify.Message{StopReason: "length", Usage: u(maxInt-maxInt/100-5, 0, 4), ContextWindow: maxInt}, false},
+		{"length, 99% of 150 is 148.5", classify.Message{StopReason: "length", Usage: u(149, 0, 0), ContextWindow: 150}, true},
+		{"length, 148 < 148.5", classify.Message{StopReason: "length", Usage: u(148, 0, 0), ContextWindow: 150}, false},
+		{"length, window 1", classify.Message{StopReason: "length", Usage: u(1, 0, 0), ContextWindow: 1}, true},
+		{"length, window 1, nothing read", classify.Message{StopReason: "length", Usage: u(0, 0, 0), ContextWindow: 1}, false},
+		{"a negative cacheRead counts as 0", classify.Message{StopReason: "stop", Usage: u(300000, 0, -200000), ContextWindow: 200000}, true},
+		{"a negative input counts as 0", classify.Message{StopReason: "stop", Usage: u(math.MinInt, 0, 150000), ContextWindow: 200000}, false},
+		{"both at the negative limit", classify.Message{StopReason: "stop", Usage: u(math.MinInt, 0, math.MinInt), ContextWindow: 200000}, false},
+		{"both at the negative limit, length", classify.Message{StopReason: "length", Usage: u(math.MinInt, 0, math.MinInt), ContextWindow: 1}, false},
+		{"a negative output is no output", classify.Message{StopReason: "length", Usage: u(199000, -1, 0), ContextWindow: 200000}, true},
+		{"a negative window is unknown", classify.Message{StopReason: "stop", Usage: u(maxInt, 0, maxInt), ContextWindow: math.MinInt}, false},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, classify.IsOverflow(c.m), c.name)
+		want := classify.None
+		if c.want {
+			want = classify.Overflow
+		}
+		for _, r := range []classify.Rules{classify.Seed, classify.Extended} {
+			assert.Equal(t, want, r.Classify(c.m, now).Class, "%s (%s)", c.name, r)
+		}
+	}
+}

@@ -17,7 +17,9 @@ const (
 	StopReasonAborted StopReason = "aborted"
 )
 
-// Usage is the token usage a model call reports.
+// Usage is the token usage a model call reports. The classifier reads a
+// negative count as 0, and its checks never overflow, however large the
+// counts.
 type Usage struct {
 	Input       int `json:"input"`
 	Output      int `json:"output"`

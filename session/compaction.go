@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 )
 
@@ -172,7 +173,8 @@ func cutPoint(msgs []Message, keepRecent int) (int, bool) {
 }
 
 // contextTokens is the context size an assistant message's usage reports:
-// totalTokens, or when that is 0 the sum of its parts.
+// totalTokens, or when that is 0 the sum of its parts. A negative count
+// counts as 0, and the sum saturates at math.MaxInt instead of wrapping.
 func contextTokens(u *Usage) int {
 	if u == nil {
 		return 0
@@ -180,7 +182,11 @@ func contextTokens(u *Usage) int {
 	if u.TotalTokens > 0 {
 		return u.TotalTokens
 	}
-	return u.Input + u.Output + u.CacheRead + u.CacheWrite
+	sum := 0
+	for _, n := range [...]int{u.Input, u.Output, u.CacheRead, u.CacheWrite} {
+		sum += min(max(n, 0), math.MaxInt-sum)
+	}
+	return sum
 }
 
 // tokensBefore is the context size of the last non-error assistant

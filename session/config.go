@@ -23,20 +23,27 @@ type Config struct {
 }
 
 // RetryConfig is the retry group of settings.
+//
+// A delay is a whole number of milliseconds and never longer than MaxDelay
+// (9,223,372,036,854 ms, about 292 years): each step of its computation
+// saturates there instead of overflowing, whatever the settings and the
+// attempt, and the delayMs auto_retry_start reports is the wait scheduled.
 type RetryConfig struct {
 	// Enabled: off, retryable errors are not retried.
 	Enabled bool `json:"enabled"`
 	// MaxRetries is the number of retries in one chain.
 	MaxRetries int `json:"maxRetries"`
-	// BaseDelayMs is the first delay; attempt n waits BaseDelayMs×2^(n−1).
+	// BaseDelayMs is the first delay; attempt n waits BaseDelayMs×2^(n−1),
+	// at most MaxDelay.
 	BaseDelayMs int64 `json:"baseDelayMs"`
-	// MaxDelayMs caps one delay; 0 means no cap.
+	// MaxDelayMs caps one delay; 0 means no cap but MaxDelay.
 	MaxDelayMs int64 `json:"maxDelayMs"`
 	// Jitter, in 0..1, multiplies each delay by a random factor in
-	// [1−Jitter, 1].
+	// [1−Jitter, 1] (the result truncated to whole milliseconds).
 	Jitter float64 `json:"jitter"`
-	// HonorRetryAfter makes each delay at least the server's retry hint; a
-	// hint above MaxDelayMs (when set) ends the chain at once instead.
+	// HonorRetryAfter makes each delay at least the server's retry hint,
+	// rounded up to a whole millisecond and at most MaxDelay; a hint above
+	// MaxDelayMs (when set) ends the chain at once instead.
 	HonorRetryAfter bool `json:"honorRetryAfter"`
 	// Rules is the classification rule set: seed (the default) or extended.
 	Rules classify.Rules `json:"rules"`
@@ -92,12 +99,18 @@ func invalid(key, format string, args ...any) error {
 	return fmt.Errorf("%w: %s %s", ErrInvalidConfig, key, fmt.Sprintf(format, args...))
 }
 
-// ParseConfig reads settings as nested JSON over DefaultConfig: keys left
-// out keep their defaults. Unknown keys, mistyped values and invalid
-// settings are errors that name the key.
+// ParseConfig reads settings, one JSON object, over DefaultConfig: keys
+// left out keep their defaults. Every error matches ErrInvalidConfig and
+// names what is wrong: the dotted key ("retry.maxRetry") for an unknown
+// key, a null, a mistyped or out-of-range value and an invalid setting;
+// "the settings" for input that is empty, not JSON, not an object, or
+// followed by more text. A null is never "keep the default": leave the key
+// out for that.
 func ParseConfig(data []byte) (Config, error) {
-	if err := checkKeys(data); err != nil {
-		return Config{}, err
+	if json.Valid(data) {
+		if err := checkShape(data); err != nil {
+			return Config{}, err
+		}
 	}
 	cfg := DefaultConfig()
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -119,10 +132,26 @@ func configDecodeError(err error) error {
 	var syntaxErr *json.SyntaxError
 	switch {
 	case errors.As(err, &typeErr):
-		return invalid(typeErr.Field, "has the wrong type (a JSON %s)", typeErr.Value)
+		key := typeErr.Field
+		if key == "" {
+			key = "the settings"
+		}
+		if num, ok := strings.CutPrefix(typeErr.Value, "number "); ok {
+			// A number that the field cannot hold: a fraction or too big.
+			want := "a number"
+			switch typeErr.Type.Kind() {
+			case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+				reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+				want = "an integer"
+			}
+			return invalid(key, "must be %s in range, got %s", want, num)
+		}
+		return invalid(key, "has the wrong type (a JSON %s)", typeErr.Value)
 	case errors.As(err, &syntaxErr):
-		return fmt.Errorf("%w: not valid JSON: %v (byte %d)", ErrInvalidConfig, syntaxErr, syntaxErr.Offset)
-	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
+		return fmt.Errorf("%w: the settings are not valid JSON: %v (byte %d)", ErrInvalidConfig, syntaxErr, syntaxErr.Offset)
+	case errors.Is(err, io.EOF):
+		return fmt.Errorf("%w: the settings are empty", ErrInvalidConfig)
+	case errors.Is(err, io.ErrUnexpectedEOF):
 		return fmt.Errorf("%w: the settings end early", ErrInvalidConfig)
 	}
 	if errors.Is(err, classify.ErrUnknownRules) {
@@ -132,16 +161,17 @@ func configDecodeError(err error) error {
 	if rest, ok := strings.CutPrefix(msg, "json: unknown field "); ok {
 		return fmt.Errorf("%w: unknown key %s", ErrInvalidConfig, rest)
 	}
-	return fmt.Errorf("%w: %s", ErrInvalidConfig, strings.TrimPrefix(msg, "json: "))
+	return fmt.Errorf("%w: the settings: %s", ErrInvalidConfig, strings.TrimPrefix(msg, "json: "))
 }
 
-// checkKeys reports the first key of data that Config does not have, with
-// its full dotted name ("retry.maxRetry"), and a group that is not an
-// object. Syntax errors are left to the decoder.
-func checkKeys(data []byte) error {
+// checkShape checks what the decoder lets through, in valid JSON: the
+// settings must be an object, each group an object, and no key may be
+// unknown (reported with its full dotted name, "retry.maxRetry") or null.
+// Mistyped values are left to the decoder.
+func checkShape(data []byte) error {
 	var top map[string]json.RawMessage
-	if json.Unmarshal(data, &top) != nil {
-		return nil
+	if json.Unmarshal(data, &top) != nil || top == nil {
+		return fmt.Errorf("%w: the settings must be a JSON object, got %s", ErrInvalidConfig, jsonKind(data))
 	}
 	groups := jsonFields(reflect.TypeFor[Config]())
 	for _, name := range slices.Sorted(maps.Keys(top)) {
@@ -150,17 +180,45 @@ func checkKeys(data []byte) error {
 			return fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, name)
 		}
 		var sub map[string]json.RawMessage
-		if err := json.Unmarshal(top[name], &sub); err != nil {
-			return invalid(name, "must be an object")
+		if json.Unmarshal(top[name], &sub) != nil || sub == nil {
+			if jsonKind(top[name]) == "null" {
+				return invalid(name, "must not be null")
+			}
+			return invalid(name, "must be an object, got %s", jsonKind(top[name]))
 		}
 		keys := jsonFields(group)
 		for _, k := range slices.Sorted(maps.Keys(sub)) {
 			if _, ok := keys[k]; !ok {
 				return fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, name+"."+k)
 			}
+			if jsonKind(sub[k]) == "null" {
+				return invalid(name+"."+k, "must not be null")
+			}
 		}
 	}
 	return nil
+}
+
+// jsonKind names the kind of the valid JSON value v: null, an object, an
+// array, a string, a boolean or a number.
+func jsonKind(v []byte) string {
+	v = bytes.TrimLeft(v, " \t\r\n")
+	if len(v) == 0 {
+		return "nothing"
+	}
+	switch v[0] {
+	case 'n':
+		return "null"
+	case '{':
+		return "an object"
+	case '[':
+		return "an array"
+	case '"':
+		return "a string"
+	case 't', 'f':
+		return "a boolean"
+	}
+	return "a number"
 }
 
 // jsonFields maps a struct type's JSON names to their field types.

@@ -68,3 +68,50 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 	_, err = session.New(scripted.New(scripted.Script{}), session.WithSessionID(""))
 	assert.ErrorContains(t, err, "empty session ID")
 }
+
+// issue item 16: a null is a type error naming its dotted key, and
+// settings that are not an object are refused as a whole; no garbage shape
+// is accepted or answered with an empty key name.
+func TestParseConfigRejectsNullsAndNonObjects(t *testing.T) {
+	cases := []struct{ json, says string }{
+		{`null`, "the settings must be a JSON object, got null"},
+		{` null `, "the settings must be a JSON object, got null"},
+		{`[]`, "the settings must be a JSON object, got an array"},
+		{`[{"retry":{}}]`, "the settings must be a JSON object, got an array"},
+		{`3`, "the settings must be a JSON object, got a number"},
+		{`"retry"`, "the settings must be a JSON object, got a string"},
+		{`true`, "the settings must be a JSON object, got a boolean"},
+		{``, "the settings are empty"},
+		{"  \n\t", "the settings are empty"},
+		{`{"retry":null}`, "retry must not be null"},
+		{`{"compaction":null}`, "compaction must not be null"},
+		{`{"retry":[]}`, "retry must be an object, got an array"},
+		{`{"retry":"x"}`, "retry must be an object, got a string"},
+		{`{"retry":{"enabled":null}}`, "retry.enabled must not be null"},
+		{`{"retry":{"maxRetries":null}}`, "retry.maxRetries must not be null"},
+		{`{"retry":{"rules":null}}`, "retry.rules must not be null"},
+		{`{"retry":{"jitter":null}}`, "retry.jitter must not be null"},
+		{`{"compaction":{"keepRecentTokens":null}}`, "compaction.keepRecentTokens must not be null"},
+		{`{"retry":{"maxRetries":1,"maxRetries":null}}`, "retry.maxRetries must not be null"},
+		{`{"retry":{"maxRetries":1.5}}`, "retry.maxRetries must be an integer in range, got 1.5"},
+		{`{"retry":{"maxRetries":1e3}}`, "retry.maxRetries must be an integer in range, got 1e3"},
+		{`{"retry":{"baseDelayMs":99999999999999999999}}`, "retry.baseDelayMs must be an integer in range"},
+		{`{"retry":{"jitter":1e400}}`, "retry.jitter must be a number in range, got 1e400"},
+		{`{"retry":{"rules":5}}`, "retry.rules has the wrong type"},
+		{`{"retry":{"enabled":"true"}}`, "retry.enabled has the wrong type"},
+		{`{"Retry":{}}`, `unknown key "Retry"`},
+		{`{"retry":{"MaxRetries":5}}`, `unknown key "retry.MaxRetries"`},
+		{`{"retry":{}`, "the settings end early"},
+		{`{"retry":null} {}`, "text after the settings"},
+		{`{"retry":{}} x`, "text after the settings"},
+		{`{,}`, "the settings are not valid JSON"},
+	}
+	for _, c := range cases {
+		cfg, err := session.ParseConfig([]byte(c.json))
+		require.Error(t, err, "%q", c.json)
+		assert.Equal(t, session.Config{}, cfg, c.json)
+		assert.ErrorIs(t, err, session.ErrInvalidConfig, c.json)
+		assert.Contains(t, err.Error(), c.says, "%q", c.json)
+		assert.NotContains(t, err.Error(), ":  ", "%q: an empty name", c.json)
+	}
+}

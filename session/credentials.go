@@ -25,12 +25,16 @@ type Credential struct {
 // safe for concurrent use by many sessions.
 type CredentialStore interface {
 	// Current returns the credential the session should use for provider,
-	// and false when the store has none.
+	// and false when the store has none. It never hands a session a
+	// credential of another type than the one it started with.
 	Current(provider, sessionID string) (Credential, bool)
 	// MarkUsageLimitReached blocks the credential the session last used
 	// for provider (at baseURL) until hint from now (60 s when hint is 0),
 	// and reports whether another credential of the same provider and type
-	// is free, which the session then switches to without waiting.
+	// is free: then the session retries without waiting, and the next
+	// Current hands out a free credential of that type. Current and
+	// MarkUsageLimitReached must follow one rule, so that a reported
+	// switch is what the session gets.
 	MarkUsageLimitReached(provider, sessionID string, hint time.Duration, baseURL string) (switched bool)
 }
 
@@ -39,10 +43,31 @@ type CredentialStore interface {
 const DefaultUsageLimitBlock = 60 * time.Second
 
 // MemoryCredentials is the in-memory CredentialStore: per provider an
-// ordered list of credentials. A session starts at the credential
-// FNV-1a(sessionID) mod n and walks forward past blocked ones; a blocked
-// credential is free again when its time passes; when all are blocked, the
-// first in order is used. It is safe for concurrent use.
+// ordered list of credentials. It is safe for concurrent use.
+//
+// One rule decides which credential a session gets, in Current and after
+// MarkUsageLimitReached alike. A session's start credential for a provider
+// is the one at FNV-1a(sessionID) mod n in the provider's list, and its
+// type is the session's type: the session only ever gets credentials of
+// that type. It gets the first free one walking forward from its start
+// credential, and when all of its type are blocked, the first of its type
+// in order. MarkUsageLimitReached blocks the credential the session last
+// got and reports a switch exactly when the rule then gives a free one, so
+// a switch goes to another free credential of the same provider and type,
+// never to another type.
+//
+// "The type the session started with" is thus a function of the session ID
+// and the list alone: it does not depend on what other sessions sharing the
+// store have blocked, on the order in which sessions start, or on the
+// process (a session reopened elsewhere, on a store built from the same
+// list, keeps its type). Sessions are told apart by ID only: two sessions
+// with one ID share their place in the store. A blocked credential is free
+// again when its time passes.
+//
+// Credentials with a BaseURL serve only that endpoint. Current is not told
+// the endpoint, so it chooses among all of the session's type, while
+// MarkUsageLimitReached blocks and switches among those serving its
+// baseURL.
 type MemoryCredentials struct {
 	now func() time.Time
 
@@ -75,12 +100,13 @@ func NewMemoryCredentials(now func() time.Time, creds ...Credential) *MemoryCred
 func (m *MemoryCredentials) Current(provider, sessionID string) (Credential, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	i, ok := m.pick(provider, sessionID, "", m.now())
+	list := m.providers[provider]
+	i, _, ok := choose(list, sessionID, "", m.now())
 	if !ok {
 		return Credential{}, false
 	}
 	m.lastUsed[usageKey{provider, sessionID}] = i
-	return m.providers[provider][i].Credential, true
+	return list[i].Credential, true
 }
 
 // MarkUsageLimitReached implements CredentialStore.
@@ -88,24 +114,20 @@ func (m *MemoryCredentials) MarkUsageLimitReached(provider, sessionID string, hi
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	list := m.providers[provider]
-	if len(list) == 0 {
-		return false
-	}
 	now := m.now()
 	key := usageKey{provider, sessionID}
 	last, ok := m.lastUsed[key]
 	if !ok || !list[last].serves(baseURL) {
-		if last, ok = m.pick(provider, sessionID, baseURL, now); !ok {
+		if last, _, ok = choose(list, sessionID, baseURL, now); !ok {
 			return false
 		}
 	}
 	if hint <= 0 {
 		hint = DefaultUsageLimitBlock
 	}
-	blocked := list[last]
-	blocked.blockedUntil = now.Add(hint)
-	next, ok := m.pick(provider, sessionID, baseURL, now)
-	if !ok || next == last || list[next].Type != blocked.Type || list[next].blocked(now) {
+	list[last].blockedUntil = now.Add(hint)
+	next, free, _ := choose(list, sessionID, baseURL, now)
+	if !free {
 		return false
 	}
 	m.lastUsed[key] = next
@@ -125,30 +147,35 @@ func (m *MemoryCredentials) BlockedUntil(provider, id string) time.Time {
 	return time.Time{}
 }
 
-// pick returns the index of the credential sessionID uses for provider:
-// the first free one walking forward from FNV-1a(sessionID) mod n, or the
-// first serving baseURL in order when all are blocked.
-func (m *MemoryCredentials) pick(provider, sessionID, baseURL string, now time.Time) (int, bool) {
-	list := m.providers[provider]
+// choose is the rule of MemoryCredentials: the index of the credential
+// sessionID gets from list when calling baseURL ("" for any). The
+// candidates are the credentials of the session's type (its start
+// credential's, at FNV-1a(sessionID) mod n) that serve baseURL: the first
+// free one walking forward from the start, else the first in order. free
+// reports whether the one chosen is free; ok is false when there is no
+// candidate.
+func choose(list []*memCredential, sessionID, baseURL string, now time.Time) (i int, free, ok bool) {
 	n := len(list)
 	if n == 0 {
-		return 0, false
+		return 0, false, false
 	}
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(sessionID))
 	start := int(h.Sum32() % uint32(n))
+	typ := list[start].Type
+	candidate := func(c *memCredential) bool { return c.Type == typ && c.serves(baseURL) }
 	for k := range n {
 		i := (start + k) % n
-		if list[i].serves(baseURL) && !list[i].blocked(now) {
-			return i, true
+		if candidate(list[i]) && !list[i].blocked(now) {
+			return i, true, true
 		}
 	}
 	for i, c := range list {
-		if c.serves(baseURL) {
-			return i, true
+		if candidate(c) {
+			return i, false, true
 		}
 	}
-	return 0, false
+	return 0, false, false
 }
 
 func (c *memCredential) blocked(now time.Time) bool { return now.Before(c.blockedUntil) }

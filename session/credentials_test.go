@@ -1,14 +1,19 @@
 package session_test
 
 import (
+	"context"
+	"fmt"
 	"hash/fnv"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"pgregory.net/rapid"
 
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/scripted"
 )
 
 func TestMemoryCredentials(t *testing.T) {
@@ -58,4 +63,183 @@ func TestMemoryCredentialsBaseURL(t *testing.T) {
 		session.Credential{ID: "us", Provider: "p", Type: "api_key", BaseURL: "https://us.example"})
 	// Only one credential serves the EU endpoint: no switch there.
 	assert.False(t, store.MarkUsageLimitReached("p", "s", time.Minute, "https://eu.example"))
+}
+
+// sessionsAt returns count session IDs whose start credential among n is
+// i: FNV-1a(id) mod n == i.
+func sessionsAt(i, n, count int) []string {
+	var ids []string
+	for k := 0; len(ids) < count; k++ {
+		id := fmt.Sprintf("session-%d", k)
+		h := fnv.New32a()
+		h.Write([]byte(id))
+		if int(h.Sum32()%uint32(n)) == i {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// issue item 12: with keys A (api_key), B (oauth), C (api_key) and a
+// session on A, a usage limit switches to C, and Current never hands out B.
+func TestMemoryCredentialsSwitchAndCurrentAgreeOnType(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	store := session.NewMemoryCredentials(func() time.Time { return now },
+		session.Credential{ID: "A", Provider: "p", Type: "api_key"},
+		session.Credential{ID: "B", Provider: "p", Type: "oauth"},
+		session.Credential{ID: "C", Provider: "p", Type: "api_key"})
+	onA := sessionsAt(0, 3, 1)[0]
+	c, _ := store.Current("p", onA)
+	require.Equal(t, "A", c.ID)
+
+	assert.True(t, store.MarkUsageLimitReached("p", onA, time.Minute, ""), "C is free and of A's type")
+	c, _ = store.Current("p", onA)
+	assert.Equal(t, "C", c.ID)
+
+	assert.False(t, store.MarkUsageLimitReached("p", onA, 2*time.Minute, ""), "B is free, but an oauth credential")
+	c, _ = store.Current("p", onA)
+	assert.Equal(t, "A", c.ID, "all of its type blocked: the first of its type in order, never B")
+
+	now = now.Add(time.Minute)
+	c, _ = store.Current("p", onA)
+	assert.Equal(t, "A", c.ID, "A is free again")
+
+	// A session that starts on B has no other oauth credential: no switch,
+	// and it stays on B while the api keys are free.
+	onB := sessionsAt(1, 3, 1)[0]
+	c, _ = store.Current("p", onB)
+	require.Equal(t, "B", c.ID)
+	assert.False(t, store.MarkUsageLimitReached("p", onB, time.Minute, ""))
+	c, _ = store.Current("p", onB)
+	assert.Equal(t, "B", c.ID)
+
+	// A session that starts on C while another session has blocked C walks
+	// forward past B (free, but oauth) to A: its type is its start
+	// credential's, whatever other sessions blocked.
+	now = now.Add(time.Hour)
+	ids := sessionsAt(2, 3, 2)
+	other, onC := ids[0], ids[1]
+	c, _ = store.Current("p", other)
+	require.Equal(t, "C", c.ID)
+	require.True(t, store.MarkUsageLimitReached("p", other, time.Minute, ""))
+	c, _ = store.Current("p", onC)
+	assert.Equal(t, "A", c.ID)
+}
+
+// issue item 12: for random stores and random sessions, clocks and usage
+// limits, Current only hands out credentials of the session's type (that of
+// its start credential), a free one whenever one of that type is free;
+// MarkUsageLimitReached blocks the credential last handed out and reports a
+// switch exactly when another credential of that type is free, which the
+// next Current then hands out.
+func TestMemoryCredentialsOneRuleProperty(t *testing.T) {
+	types := []string{"api_key", "oauth", "token"}
+	rapid.Check(t, func(t *rapid.T) {
+		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+		n := rapid.IntRange(1, 6).Draw(t, "n")
+		var creds []session.Credential
+		for i := range n {
+			creds = append(creds, session.Credential{ID: fmt.Sprint("k", i), Provider: "p", Type: rapid.SampledFrom(types).Draw(t, "type")})
+		}
+		store := session.NewMemoryCredentials(func() time.Time { return now }, creds...)
+		sessions := []string{"s0", "s1", "s2", "s3"}
+		startType := func(id string) string {
+			h := fnv.New32a()
+			h.Write([]byte(id))
+			return creds[h.Sum32()%uint32(n)].Type
+		}
+		freeOfType := func(typ string) []string {
+			var out []string
+			for _, c := range creds {
+				if c.Type == typ && store.BlockedUntil("p", c.ID).IsZero() {
+					out = append(out, c.ID)
+				}
+			}
+			return out
+		}
+		current := func(id string) session.Credential {
+			c, ok := store.Current("p", id)
+			if !ok {
+				t.Fatalf("no credential for %s", id)
+			}
+			if c.Type != startType(id) {
+				t.Fatalf("%s started on type %s, got %s (%s)", id, startType(id), c.ID, c.Type)
+			}
+			free := store.BlockedUntil("p", c.ID).IsZero()
+			if !free && len(freeOfType(c.Type)) > 0 {
+				t.Fatalf("%s got blocked %s while %v are free", id, c.ID, freeOfType(c.Type))
+			}
+			return c
+		}
+		last := map[string]session.Credential{}
+		for range rapid.IntRange(1, 40).Draw(t, "steps") {
+			id := rapid.SampledFrom(sessions).Draw(t, "session")
+			switch rapid.IntRange(0, 2).Draw(t, "op") {
+			case 0:
+				last[id] = current(id)
+			case 1:
+				hint := time.Duration(rapid.IntRange(0, 120).Draw(t, "hint")) * time.Second
+				prev, had := last[id]
+				switched := store.MarkUsageLimitReached("p", id, hint, "")
+				if had && !now.Before(store.BlockedUntil("p", prev.ID)) {
+					t.Fatalf("%s: %s, the credential last handed out, is not blocked", id, prev.ID)
+				}
+				free := freeOfType(startType(id))
+				if switched != (len(free) > 0) {
+					t.Fatalf("%s: switched = %v with %v free of its type", id, switched, free)
+				}
+				c := current(id)
+				last[id] = c
+				if switched && (c.ID == prev.ID || !store.BlockedUntil("p", c.ID).IsZero()) {
+					t.Fatalf("%s: switched, but Current hands out %s (was %s)", id, c.ID, prev.ID)
+				}
+			case 2:
+				now = now.Add(time.Duration(rapid.IntRange(0, 90).Draw(t, "tick")) * time.Second)
+			}
+		}
+	})
+}
+
+// credentialAgent records the credential of each run it passes on.
+type credentialAgent struct {
+	session.Agent
+	mu  sync.Mutex
+	ids []string
+}
+
+func (a *credentialAgent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+	a.mu.Lock()
+	if req.Credential != nil {
+		a.ids = append(a.ids, req.Credential.ID)
+	}
+	a.mu.Unlock()
+	return a.Agent.Run(ctx, req, emit)
+}
+
+// issue item 12: a session on A whose key hits a usage limit retries at
+// once on C, the next key of its type, and never runs on B (oauth).
+func TestUsageLimitSwitchesToTheNextCredentialOfItsType(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		store := session.NewMemoryCredentials(nil,
+			session.Credential{ID: "A", Provider: "scripted", Type: "api_key"},
+			session.Credential{ID: "B", Provider: "scripted", Type: "oauth"},
+			session.Credential{ID: "C", Provider: "scripted", Type: "api_key"})
+		agent := &credentialAgent{Agent: scripted.New(scripted.Script{Calls: []scripted.Call{
+			fail(usageLimit), fail(usageLimit), ok("done"),
+		}})}
+		s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithCredentials(store),
+			session.WithSessionID(sessionsAt(0, 3, 1)[0]))
+		require.NoError(t, err)
+		defer s.Close()
+		rec := record(s)
+		start := time.Now()
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		assert.Equal(t, []string{"A", "C", "A"}, agent.ids, "A, then C at once, then A again after its backoff: never B")
+		assert.Equal(t, []string{
+			`retry_start 1/3 0ms "` + usageLimit + `"`,
+			`retry_start 2/3 4000ms "` + usageLimit + `"`,
+			"retry_end ok 2",
+		}, rec.recovery())
+		assert.Equal(t, 4*time.Second, time.Since(start))
+	})
 }

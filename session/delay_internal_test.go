@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"pgregory.net/rapid"
 )
 
 func TestRetryDelay(t *testing.T) {
@@ -16,10 +17,10 @@ func TestRetryDelay(t *testing.T) {
 	// Saturates instead of overflowing, for any attempt.
 	for _, n := range []int{50, 62, 63, 64, 1000, math.MaxInt32} {
 		d := retryDelay(cfg, n, 0, 0, false)
-		assert.Equal(t, time.Duration(math.MaxInt64), d, "attempt %d", n)
+		assert.Equal(t, MaxDelay, d, "attempt %d", n)
 	}
 	cfg.BaseDelayMs = math.MaxInt64
-	assert.Equal(t, time.Duration(math.MaxInt64), retryDelay(cfg, 1, 0, 0, false))
+	assert.Equal(t, MaxDelay, retryDelay(cfg, 1, 0, 0, false))
 	cfg.BaseDelayMs = 0
 	assert.Zero(t, retryDelay(cfg, 40, 0, 0, false))
 
@@ -73,4 +74,78 @@ func TestCutPoint(t *testing.T) {
 			assert.Equal(t, c.at, at, c.name)
 		}
 	}
+}
+
+// issue item 13: delays saturate at MaxDelay, never wrap, and are whole
+// milliseconds, so the delayMs the session reports is the wait it schedules.
+func TestRetryDelaySaturates(t *testing.T) {
+	const maxMs = int64(MaxDelay / time.Millisecond)
+	retry := func(base, maxDelay int64, jitter float64, honor bool) RetryConfig {
+		return RetryConfig{Enabled: true, MaxRetries: 3, BaseDelayMs: base, MaxDelayMs: maxDelay, Jitter: jitter, HonorRetryAfter: honor}
+	}
+	cases := []struct {
+		name    string
+		cfg     RetryConfig
+		attempt int
+		r       float64
+		hint    time.Duration
+		want    time.Duration
+	}{
+		{"a base at the int64 limit", retry(math.MaxInt64, 0, 0, false), 1, 0, 0, MaxDelay},
+		{"a base at the int64 limit, jitter 0.5, draw 0", retry(math.MaxInt64, 0, 0.5, false), 1, 0, 0, MaxDelay},
+		{"a base at the int64 limit, jitter 0.5, draw 0.5", retry(math.MaxInt64, 0, 0.5, false), 1, 0.5, 0, time.Duration(maxMs*3/4) * time.Millisecond},
+		{"a base near the int64 limit, jitter 0.5", retry(math.MaxInt64-1, 0, 0.5, false), 3, 0, 0, MaxDelay},
+		{"attempt 64, tiny jitter", retry(2000, 0, 1e-17, false), 64, 0.5, 0, MaxDelay},
+		{"attempt 1000, tiny jitter", retry(1, 0, 1e-17, false), 1000, 0.999, 0, MaxDelay},
+		{"attempt MaxInt, no jitter", retry(2000, 0, 0, false), math.MaxInt, 0, 0, MaxDelay},
+		{"10^13 ms", retry(10_000_000_000_000, 0, 0, false), 1, 0, 0, MaxDelay},
+		{"MaxDelay exactly", retry(maxMs, 0, 0, false), 1, 0, 0, MaxDelay},
+		{"one below MaxDelay", retry(maxMs-1, 0, 0, false), 1, 0, 0, MaxDelay - time.Millisecond},
+		{"one below MaxDelay, doubled", retry(maxMs-1, 0, 0, false), 2, 0, 0, MaxDelay},
+		{"a cap above MaxDelay", retry(math.MaxInt64, math.MaxInt64, 0, false), 5, 0, 0, MaxDelay},
+		{"a cap below MaxDelay", retry(math.MaxInt64, 1000, 0.5, false), 70, 0.5, 0, 750 * time.Millisecond},
+		{"full jitter, draw near 1", retry(math.MaxInt64, 0, 1, false), 1, 0.9999999999999999, 0, 0},
+		{"a draw out of range counts as its nearest end", retry(1000, 0, 0.5, false), 1, 7, 0, 500 * time.Millisecond},
+		{"a negative draw", retry(1000, 0, 0.5, false), 1, -3, 0, time.Second},
+		{"a NaN draw", retry(1000, 0, 0.5, false), 1, math.NaN(), 0, time.Second},
+		{"a hint at the int64 limit", retry(2000, 0, 0, true), 1, 0, math.MaxInt64, MaxDelay},
+		{"a hint is rounded up to a whole millisecond", retry(2000, 0, 0, true), 1, 0, 2500*time.Millisecond + 1, 2501 * time.Millisecond},
+		{"a hint below the delay", retry(2000, 0, 0, true), 1, 0, 1500*time.Millisecond + 1, 2 * time.Second},
+	}
+	for _, c := range cases {
+		got := retryDelay(c.cfg, c.attempt, c.r, c.hint, c.hint > 0)
+		assert.Equal(t, c.want, got, c.name)
+		assert.Equal(t, got, time.Duration(got.Milliseconds())*time.Millisecond, "%s: a whole number of ms", c.name)
+	}
+	assert.Equal(t, int64(9_223_372_036_854), MaxDelay.Milliseconds(), "the documented value")
+}
+
+// issue item 13: for any settings and attempt, 0 <= delay <= MaxDelay, the
+// delay is a whole number of milliseconds (what auto_retry_start reports is
+// what is scheduled), and without jitter it never shrinks as attempts grow.
+func TestRetryDelayProperties(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := RetryConfig{
+			BaseDelayMs:     rapid.OneOf(rapid.Int64Range(0, 10_000), rapid.Int64Min(0)).Draw(t, "base"),
+			MaxDelayMs:      rapid.OneOf(rapid.Just(int64(0)), rapid.Int64Range(0, 100_000), rapid.Int64Min(0)).Draw(t, "maxDelay"),
+			Jitter:          rapid.OneOf(rapid.Just(0.0), rapid.Float64Range(0, 1)).Draw(t, "jitter"),
+			HonorRetryAfter: rapid.Bool().Draw(t, "honor"),
+		}
+		n := rapid.OneOf(rapid.IntRange(1, 80), rapid.IntMin(1)).Draw(t, "attempt")
+		r := rapid.Float64Range(0, 1).Draw(t, "r")
+		hint := time.Duration(rapid.Int64Min(0).Draw(t, "hint"))
+		hasHint := rapid.Bool().Draw(t, "hasHint")
+		d := retryDelay(cfg, n, r, hint, hasHint)
+		if d < 0 || d > MaxDelay {
+			t.Fatalf("delay %v outside [0, MaxDelay]", d)
+		}
+		if d != time.Duration(d.Milliseconds())*time.Millisecond {
+			t.Fatalf("delay %v is not a whole number of ms: %d ms would be reported", d, d.Milliseconds())
+		}
+		if cfg.Jitter == 0 {
+			if next := retryDelay(cfg, n+1, r, hint, hasHint); n < math.MaxInt && next < d {
+				t.Fatalf("attempt %d waits %v, attempt %d only %v", n, d, n+1, next)
+			}
+		}
+	})
 }

@@ -123,7 +123,10 @@ type Facts struct {
 
 // CompactionThreshold returns the token count above which a context of window tokens
 // compacts: window − max(floor(0.15 × window), reserve), computed in exact
-// integer arithmetic (a 200,000 window gives 170,000). ok is false when the
+// integer arithmetic (a 200,000 window gives 170,000). It cannot overflow
+// for any window and reserve: the result lies in [window − MaxInt, window].
+// A negative reserve counts as none; a reserve above the window gives a
+// threshold below 0, which every context is over. ok is false when the
 // window is unknown (0 or less): then there is no threshold and the threshold
 // path never compacts.
 func CompactionThreshold(window, reserve int) (limit int, ok bool) {

@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -46,11 +47,15 @@ type Call struct {
 	Text       string              `json:"text,omitempty"`
 	// ErrorMessage is the error text of an "error" answer.
 	ErrorMessage string `json:"errorMessage,omitempty"`
-	// LatencyMs is how long the call takes before it answers. An abort
-	// during that time ends the call with stopReason "aborted" (and the
-	// call's usage, as reported so far).
+	// LatencyMs is how long the call takes before it answers (at most the
+	// longest time.Duration). An abort during that time ends the call with
+	// stopReason "aborted" (and the call's usage, as reported so far).
 	LatencyMs int64 `json:"latencyMs,omitempty"`
-	// Usage defaults to {"input":100,"output":20}.
+	// Usage defaults to {"input":100,"output":20,"totalTokens":120}. A
+	// usage without totalTokens (or with 0) is reported with totalTokens
+	// the sum of input, output, cacheRead and cacheWrite, saturating at
+	// the largest int, as a provider reports it; the script itself is not
+	// changed.
 	Usage *session.Usage `json:"usage,omitempty"`
 	// Typed error facts, as a provider client would know them.
 	Status    int               `json:"status,omitempty"`
@@ -69,7 +74,7 @@ var stopReasons = map[classify.StopReason]bool{
 }
 
 // Parse reads a script. Unknown keys, an unknown stopReason and negative
-// numbers are errors that name the call and key.
+// numbers (a latency, a usage count) are errors that name the call and key.
 func Parse(data []byte) (Script, error) {
 	var s Script
 	dec := json.NewDecoder(bytes.NewReader(data))
@@ -97,6 +102,16 @@ func Parse(data []byte) (Script, error) {
 			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d].latencyMs must not be negative", i)
 		case c.StopReason == classify.StopReasonError && c.ErrorMessage == "" && c.Status == 0 && c.ErrorType == "":
 			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d] is an error with no errorMessage, status or errorType", i)
+		}
+		if u := c.Usage; u != nil {
+			for _, f := range []struct {
+				key string
+				n   int
+			}{{"input", u.Input}, {"output", u.Output}, {"cacheRead", u.CacheRead}, {"cacheWrite", u.CacheWrite}, {"totalTokens", u.TotalTokens}} {
+				if f.n < 0 {
+					return Script{}, fmt.Errorf("scripted: invalid script: calls[%d].usage.%s must not be negative", i, f.key)
+				}
+			}
 		}
 	}
 	return s, nil
@@ -177,25 +192,19 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 		emit(session.TurnStart{})
 		msg := session.Message{ID: id, Role: session.RoleAssistant, Provider: req.Model.Provider, Model: req.Model.ID, Timestamp: time.Now().UnixMilli()}
 		emit(session.MessageStart{Message: msg})
-		aborted := wait(ctx, time.Duration(call.LatencyMs)*time.Millisecond)
+		aborted := wait(ctx, latency(call.LatencyMs))
 		msg.Timestamp = time.Now().UnixMilli()
 		if aborted {
 			// The usage reported before the abort, as a provider streams it.
 			msg.StopReason = classify.StopReasonAborted
 			msg.ErrorMessage = "Request was aborted"
-			msg.Usage = call.Usage
-			if msg.Usage == nil {
-				msg.Usage = &session.Usage{}
-			}
+			msg.Usage = withTotal(call.Usage, session.Usage{})
 		} else {
 			msg.StopReason = call.StopReason
 			msg.Text = call.Text
 			msg.ErrorMessage = call.ErrorMessage
 			msg.HTTPStatus, msg.ErrorType, msg.Headers = call.Status, call.ErrorType, call.Headers
-			msg.Usage = call.Usage
-			if msg.Usage == nil {
-				msg.Usage = &session.Usage{Input: 100, Output: 20, TotalTokens: 120}
-			}
+			msg.Usage = withTotal(call.Usage, session.Usage{Input: 100, Output: 20})
 		}
 		emit(session.MessageEnd{Message: msg})
 		made = append(made, msg)
@@ -212,6 +221,26 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 	}
 	emit(session.AgentEnd{Messages: made})
 	return nil
+}
+
+// withTotal returns a copy of u (def when u is nil) whose TotalTokens, when
+// 0, is the sum of its parts, saturating at math.MaxInt.
+func withTotal(u *session.Usage, def session.Usage) *session.Usage {
+	out := def
+	if u != nil {
+		out = *u
+	}
+	if out.TotalTokens == 0 {
+		for _, n := range [...]int{out.Input, out.Output, out.CacheRead, out.CacheWrite} {
+			out.TotalTokens += min(max(n, 0), math.MaxInt-out.TotalTokens)
+		}
+	}
+	return &out
+}
+
+// latency converts a call's LatencyMs to a Duration, saturating.
+func latency(ms int64) time.Duration {
+	return time.Duration(min(ms, math.MaxInt64/int64(time.Millisecond))) * time.Millisecond
 }
 
 // wait waits d, and reports true when ctx ended first.

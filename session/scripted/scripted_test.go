@@ -2,6 +2,7 @@ package scripted_test
 
 import (
 	"context"
+	"math"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -102,5 +103,63 @@ func TestRunAbortedDuringLatency(t *testing.T) {
 		assert.Equal(t, time.Second, time.Since(start))
 		end := evs[len(evs)-1].(session.AgentEnd)
 		assert.Equal(t, "aborted", string(end.Messages[0].StopReason))
+	})
+}
+
+// issue item 19: a call whose usage is given without totalTokens reports
+// the sum of its parts, without changing the script; a given totalTokens
+// is kept.
+func TestRunFillsTotalTokens(t *testing.T) {
+	given := &session.Usage{Input: 1200, Output: 40, CacheRead: 7, CacheWrite: 3}
+	kept := &session.Usage{Input: 10, Output: 5, TotalTokens: 99}
+	huge := &session.Usage{Input: math.MaxInt, Output: math.MaxInt}
+	a := scripted.New(scripted.Script{Calls: []scripted.Call{
+		{StopReason: "toolUse", Text: "ls", Usage: given},
+		{StopReason: "toolUse", Text: "ls", Usage: kept},
+		{StopReason: "toolUse", Text: "ls", Usage: huge},
+		{StopReason: "stop", Text: "done"},
+	}})
+	evs, err := collect(t, a, context.Background())
+	require.NoError(t, err)
+	end := evs[len(evs)-1].(session.AgentEnd)
+	require.Len(t, end.Messages, 7)
+	assert.Equal(t, session.Usage{Input: 1200, Output: 40, CacheRead: 7, CacheWrite: 3, TotalTokens: 1250}, *end.Messages[0].Usage)
+	assert.Equal(t, session.Usage{Input: 10, Output: 5, TotalTokens: 99}, *end.Messages[2].Usage)
+	assert.Equal(t, math.MaxInt, end.Messages[4].Usage.TotalTokens, "the sum saturates")
+	assert.Equal(t, session.Usage{Input: 100, Output: 20, TotalTokens: 120}, *end.Messages[6].Usage, "the default")
+	assert.Zero(t, given.TotalTokens, "the script is not changed")
+
+	// An aborted call reports its usage so far, with its total.
+	synctest.Test(t, func(t *testing.T) {
+		a := scripted.New(scripted.Script{Calls: []scripted.Call{{StopReason: "stop", LatencyMs: 5000, Usage: &session.Usage{Input: 8, Output: 2}}}})
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { time.Sleep(time.Second); cancel() }()
+		evs, err := collect(t, a, ctx)
+		require.NoError(t, err)
+		m := evs[len(evs)-1].(session.AgentEnd).Messages[0]
+		assert.Equal(t, "aborted", string(m.StopReason))
+		assert.Equal(t, 10, m.Usage.TotalTokens)
+	})
+}
+
+// The script's numbers are checked: a negative usage count is refused, and
+// a latency too long for a Duration waits the longest one instead of none.
+func TestParseRefusesNegativeUsage(t *testing.T) {
+	for _, key := range []string{"input", "output", "cacheRead", "cacheWrite", "totalTokens"} {
+		_, err := scripted.Parse([]byte(`{"calls":[{"stopReason":"stop"},{"stopReason":"stop","usage":{"` + key + `":-1}}]}`))
+		assert.ErrorContains(t, err, "calls[1].usage."+key+" must not be negative", key)
+	}
+}
+
+func TestRunHugeLatencyWaits(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		a := scripted.New(scripted.Script{Calls: []scripted.Call{{StopReason: "stop", LatencyMs: math.MaxInt64}}})
+		ctx, cancel := context.WithCancel(context.Background())
+		go func() { time.Sleep(1000 * time.Hour); cancel() }()
+		start := time.Now()
+		evs, err := collect(t, a, ctx)
+		require.NoError(t, err)
+		assert.Equal(t, 1000*time.Hour, time.Since(start), "the call waited until the abort")
+		assert.Equal(t, "aborted", string(evs[len(evs)-1].(session.AgentEnd).Messages[0].StopReason))
 	})
 }

@@ -1,0 +1,44 @@
+package session_test
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/scripted"
+)
+
+// issue item 13: a delay that would overflow waits the longest delay
+// instead of none, and auto_retry_start reports exactly that wait.
+func TestHugeDelaySaturatesInsteadOfRetryingAtOnce(t *testing.T) {
+	for _, c := range []struct {
+		name   string
+		base   int64
+		jitter float64
+	}{
+		{"a base at the int64 limit with jitter", math.MaxInt64, 0.5},
+		{"a base of 10^13 ms", 10_000_000_000_000, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				cfg := session.DefaultConfig()
+				cfg.Retry.BaseDelayMs = c.base
+				cfg.Retry.Jitter = c.jitter
+				s, agent, rec := newSession(t, []scripted.Call{fail(service503), ok("done")},
+					session.WithConfig(cfg), session.WithRandom(func() float64 { return 0 }))
+				done := promptAsync(s, "hi")
+				time.Sleep(1000 * 24 * time.Hour)
+				assert.Equal(t, 1, agent.Remaining(), "the retry has not run")
+				require.Equal(t, []string{
+					`retry_start 1/3 9223372036854ms "` + service503 + `"`,
+				}, rec.recovery())
+				s.AbortRetry()
+				assert.ErrorIs(t, <-done, session.ErrRetryCancelled)
+			})
+		})
+	}
+}
