@@ -303,3 +303,22 @@ func TestInteractiveDemoUnderTmux(t *testing.T) {
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "demo-walkthrough: ok")
 }
+
+// TestDemoOnDevNullPlaysPlain: with stdin and stdout on /dev/null, character
+// devices that are not terminals (cron, nohup, "> /dev/null"), the demo plays
+// its plain lines and exits 0 instead of starting the terminal view.
+// Issue item 17.
+func TestDemoOnDevNullPlaysPlain(t *testing.T) {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer null.Close()
+	for _, args := range [][]string{{"demo"}} {
+		args = append(args, "--scenario", "transient", "--base-delay-ms", "0")
+		cmd := exec.CommandContext(guard(t), binary(t), args...)
+		cmd.Stdin, cmd.Stdout = null, null
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Run(), "args %q: exit 0; stderr: %s", args, stderr.String())
+		assert.Empty(t, stderr.String(), args)
+	}
+}

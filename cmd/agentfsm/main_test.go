@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/fsm"
 	"github.com/agentfsm/agentfsm/states"
@@ -81,4 +84,25 @@ func TestDiagramBadInput(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Contains(t, out, "usage: agentfsm diagram")
 	assert.Contains(t, out, "--format")
+}
+
+// TestInteractiveNeedsTerminals: only a terminal on both ends starts the
+// terminal view; /dev/null, a pipe and a file are not terminals.
+// Issue item 17.
+func TestInteractiveNeedsTerminals(t *testing.T) {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer null.Close()
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	file, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	require.NoError(t, err)
+	defer file.Close()
+	for _, f := range []*os.File{null, r, w, file} {
+		assert.False(t, isTerminal(f), f.Name())
+		assert.False(t, interactive(&environment{stdin: f, stdout: f}), f.Name())
+	}
+	assert.False(t, isTerminal(strings.NewReader("")))
 }
