@@ -312,7 +312,7 @@ func TestDemoOnDevNullPlaysPlain(t *testing.T) {
 	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
 	require.NoError(t, err)
 	defer null.Close()
-	for _, args := range [][]string{{"demo"}} {
+	for _, args := range [][]string{{"demo"}, {}} {
 		args = append(args, "--scenario", "transient", "--base-delay-ms", "0")
 		cmd := exec.CommandContext(guard(t), binary(t), args...)
 		cmd.Stdin, cmd.Stdout = null, null

@@ -106,3 +106,31 @@ func TestInteractiveNeedsTerminals(t *testing.T) {
 	}
 	assert.False(t, isTerminal(strings.NewReader("")))
 }
+
+// TestDefaultSubcommandFlags: the demo is the default subcommand, so its
+// flags work without its name. Issue item 18.
+func TestDefaultSubcommandFlags(t *testing.T) {
+	code, out, errOut := runCmd("", "--list")
+	assert.Equal(t, 0, code, errOut)
+	for _, sc := range scenarios(demoBaseDelayMs) {
+		assert.Contains(t, out, sc.name)
+	}
+	code2, out2, _ := runCmd("", "demo", "--list")
+	assert.Equal(t, code2, code)
+	assert.Equal(t, out2, out)
+
+	code, out, errOut = runCmd("", "--scenario", "transient", "--base-delay-ms", "0")
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "outcome: transient: succeeded, 2 retries")
+	assert.NotContains(t, out, "== exhausted")
+
+	code, out, errOut = runCmd("", "-scenario=nope")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, out)
+	assert.Equal(t, "agentfsm demo: unknown --scenario \"nope\" (run agentfsm demo --list)\n", errOut)
+
+	code, _, errOut = runCmd("", "--colour")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "agentfsm demo: flag provided but not defined: -colour")
+	assert.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
+}
