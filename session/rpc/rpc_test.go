@@ -2,10 +2,13 @@ package rpc_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -313,4 +316,74 @@ func TestInputClosedMidTurn(t *testing.T) {
 
 func TestCommands(t *testing.T) {
 	assert.Equal(t, []string{"abort", "abort_retry", "compact", "get_messages", "get_state", "prompt", "set_auto_compaction", "set_auto_retry"}, rpc.Commands())
+}
+
+// failingWriter takes n bytes, then fails every write.
+type failingWriter struct {
+	mu      sync.Mutex
+	n       int
+	written bytes.Buffer
+}
+
+var errDiskFull = errors.New("disk full")
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(p) > w.n {
+		k := w.n
+		w.written.Write(p[:k])
+		w.n = 0
+		return k, errDiskFull
+	}
+	w.n -= len(p)
+	w.written.Write(p)
+	return len(p), nil
+}
+
+// TestServeStopsAtFailedWrite: once a response cannot be written, Serve
+// runs no further command and returns the write error. Issue item 27.
+func TestServeStopsAtFailedWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := session.New(scripted.New(scripted.Script{Model: scripted.DefaultModel}), session.WithModel(scripted.DefaultModel))
+		require.NoError(t, err)
+		defer s.Close()
+		in := strings.NewReader(`{"id":"1","type":"get_state"}` + "\n" + `{"id":"2","type":"set_auto_retry","enabled":false}` + "\n")
+		out := &failingWriter{n: 10}
+		err = rpc.Serve(context.Background(), s, in, out)
+		require.ErrorIs(t, err, errDiskFull)
+		assert.ErrorContains(t, err, "rpc: writing output")
+		assert.True(t, s.AutoRetryEnabled(), "the command after the failed write did not run")
+	})
+}
+
+// TestServeStopsWhenEventsCannotBeWritten: a write of the turn's events
+// fails while the input stays open: Serve aborts the turn and returns the
+// write error without waiting for more input. Issue item 27.
+func TestServeStopsWhenEventsCannotBeWritten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := session.New(scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{{StopReason: "stop", LatencyMs: 10000}}}),
+			session.WithModel(scripted.DefaultModel))
+		require.NoError(t, err)
+		defer s.Close()
+		inR, inW := io.Pipe()
+		defer inW.Close()
+		ack := `{"id":"p","type":"response","command":"prompt","success":true}` + "\n"
+		out := &failingWriter{n: len(ack) + 5}
+		served := make(chan error, 1)
+		start := time.Now()
+		go func() { served <- rpc.Serve(context.Background(), s, inR, out) }()
+		_, err = io.WriteString(inW, `{"id":"p","type":"prompt","message":"hi"}`+"\n")
+		require.NoError(t, err)
+		select {
+		case err := <-served:
+			require.ErrorIs(t, err, errDiskFull)
+		case <-time.After(time.Minute):
+			t.Fatal("Serve still runs after its output failed")
+		}
+		assert.Less(t, time.Since(start), 10*time.Second, "the turn was aborted")
+		assert.False(t, s.IsStreaming())
+		assert.Equal(t, "idle", string(s.State()))
+		assert.True(t, strings.HasPrefix(out.written.String(), ack), out.written.String())
+	})
 }

@@ -47,9 +47,14 @@ type State struct {
 
 // writer serializes output lines.
 type writer struct {
-	mu  sync.Mutex
-	out *bufio.Writer
-	err error
+	mu     sync.Mutex
+	out    *bufio.Writer
+	err    error         // the first write error: nothing is written after it
+	failed chan struct{} // closed when err is set
+}
+
+func newWriter(out io.Writer) *writer {
+	return &writer{out: bufio.NewWriter(out), failed: make(chan struct{})}
 }
 
 func (w *writer) line(v any) {
@@ -60,26 +65,31 @@ func (w *writer) line(v any) {
 
 // lineLocked writes one line; the caller holds w.mu.
 func (w *writer) lineLocked(v any) {
+	if w.err != nil {
+		return
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		b, _ = json.Marshal(response{Type: "response", Command: "internal", Error: "encoding output: " + err.Error()})
 	}
-	if w.err != nil {
-		return
-	}
 	b = append(b, '\n')
-	if _, err := w.out.Write(b); err != nil {
-		w.err = err
-		return
+	if _, err = w.out.Write(b); err == nil {
+		err = w.out.Flush()
 	}
-	w.err = w.out.Flush()
+	if err != nil {
+		w.err = fmt.Errorf("rpc: writing output: %w", err)
+		close(w.failed)
+	}
 }
 
-// Serve speaks the protocol over in and out for s until in ends (or ctx is
-// done): then it aborts a turn in flight, waits for the commands it started,
-// and returns nil. It returns an error only when writing out fails.
+// Serve speaks the protocol over in and out for s until in ends, ctx is
+// done or writing out fails: then it aborts a turn in flight, waits for the
+// commands it started and their events, and returns. It returns nil, or
+// the write error (wrapped) when writing out failed; after a failed write
+// it runs no more commands. It does not wait for a read of in in progress:
+// the goroutine reading in ends when that read returns.
 func Serve(ctx context.Context, s *session.Session, in io.Reader, out io.Writer) error {
-	w := &writer{out: bufio.NewWriter(out)}
+	w := newWriter(out)
 	unsubscribe := s.Subscribe(func(ev session.Event) { w.line(ev) })
 	defer unsubscribe()
 	srv := &server{s: s, w: w}
@@ -89,23 +99,37 @@ func Serve(ctx context.Context, s *session.Session, in io.Reader, out io.Writer)
 	go readLines(in, lines, stop)
 	defer close(stop)
 	for {
-		var l lineOrErr
-		select {
-		case l = <-lines:
-		case <-ctx.Done():
-			l.err = io.EOF
-		}
-		if l.err != nil {
-			// End of input: stop the turn, let every command finish.
-			s.Abort()
-			srv.wg.Wait()
-			s.Flush()
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			return w.err
+		l, ok := next(ctx, lines, w.failed)
+		if !ok {
+			break
 		}
 		srv.handle(ctx, l.line, l.tooLong)
 	}
+	// Stop the turn, let every command finish and its events out.
+	s.Abort()
+	srv.wg.Wait()
+	s.Flush()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err
+}
+
+// next returns the next input line, or false when the input ended, ctx is
+// done or a write failed. A failed write wins over a line ready to be
+// read: no command runs after it.
+func next(ctx context.Context, lines <-chan lineOrErr, failed <-chan struct{}) (lineOrErr, bool) {
+	select {
+	case <-failed:
+		return lineOrErr{}, false
+	default:
+	}
+	select {
+	case l := <-lines:
+		return l, l.err == nil
+	case <-ctx.Done():
+	case <-failed:
+	}
+	return lineOrErr{}, false
 }
 
 type lineOrErr struct {
