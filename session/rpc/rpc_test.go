@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -316,6 +317,112 @@ func TestInputClosedMidTurn(t *testing.T) {
 
 func TestCommands(t *testing.T) {
 	assert.Equal(t, []string{"abort", "abort_retry", "compact", "get_messages", "get_state", "prompt", "set_auto_compaction", "set_auto_retry"}, rpc.Commands())
+}
+
+// TestClientBusyPromptKeepsTurnInFlight: a prompt answered busy while a
+// turn runs changes nothing about that turn: a WaitForIdle already waiting
+// and one called after the busy reply both wait for the turn and return its
+// result. Issue item 25.
+func TestClientBusyPromptKeepsTurnInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sv := serve(t, []scripted.Call{{StopReason: "stop", Text: "one", LatencyMs: 1000}})
+		c := rpc.NewClient(sv.out, sv.in)
+		defer c.Close()
+		ctx := context.Background()
+		require.NoError(t, c.Prompt(ctx, "one"))
+		// The waiters give up after a minute, should they wait for ever.
+		waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		before := make(chan error, 1)
+		go func() { before <- c.WaitForIdle(waitCtx) }()
+		synctest.Wait()
+		require.ErrorContains(t, c.Prompt(ctx, "two"), "busy")
+		after := make(chan error, 1)
+		go func() { after <- c.WaitForIdle(waitCtx) }()
+		time.Sleep(500 * time.Millisecond)
+		select {
+		case err := <-before:
+			t.Errorf("the waiter from before the busy prompt returned while turn one runs: %v", err)
+		case err := <-after:
+			t.Errorf("the waiter from after the busy prompt returned while turn one runs: %v", err)
+		default:
+		}
+		time.Sleep(time.Second)
+		for name, ch := range map[string]chan error{"before": before, "after": after} {
+			select {
+			case err := <-ch:
+				assert.NoError(t, err, name)
+			default:
+				t.Errorf("the waiter from %s the busy prompt did not return with turn one", name)
+			}
+		}
+		assert.NoError(t, c.WaitForIdle(ctx))
+	})
+}
+
+// TestClientSettlesTurnsInOrder: each turn_settled settles the oldest
+// acknowledged turn, also when the next prompt's acknowledgement arrives
+// before it. Issue item 25.
+func TestClientSettlesTurnsInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cmdR, cmdW := io.Pipe()
+		outR, outW := io.Pipe()
+		c := rpc.NewClient(outR, cmdW)
+		cmds := bufio.NewReader(cmdR)
+		ctx := context.Background()
+		// acknowledge answers the next command with a success.
+		acknowledge := func() {
+			line, err := cmds.ReadString('\n')
+			require.NoError(t, err)
+			var cmd struct{ ID string }
+			require.NoError(t, json.Unmarshal([]byte(line), &cmd))
+			_, err = fmt.Fprintf(outW, `{"id":%q,"type":"response","command":"prompt","success":true}`+"\n", cmd.ID)
+			require.NoError(t, err)
+		}
+		// The waiters give up after a minute, should they wait for ever.
+		waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		prompted := make(chan error, 1)
+		go func() { prompted <- c.Prompt(ctx, "one") }()
+		acknowledge()
+		require.NoError(t, <-prompted)
+		first := make(chan error, 1)
+		go func() { first <- c.WaitForIdle(waitCtx) }()
+		synctest.Wait()
+		go func() { prompted <- c.Prompt(ctx, "two") }()
+		acknowledge()
+		require.NoError(t, <-prompted)
+		second := make(chan error, 1)
+		go func() { second <- c.WaitForIdle(waitCtx) }()
+
+		_, err := io.WriteString(outW, `{"type":"turn_settled","success":false,"error":"one failed"}`+"\n")
+		require.NoError(t, err)
+		synctest.Wait()
+		select {
+		case err := <-first:
+			assert.EqualError(t, err, "one failed")
+		default:
+			t.Error("turn one's turn_settled did not settle turn one")
+		}
+		select {
+		case err := <-second:
+			t.Errorf("turn one's turn_settled settled turn two: %v", err)
+		default:
+		}
+		_, err = io.WriteString(outW, `{"type":"turn_settled","success":true}`+"\n")
+		require.NoError(t, err)
+		synctest.Wait()
+		select {
+		case err := <-second:
+			assert.NoError(t, err)
+		default:
+			t.Error("turn two's turn_settled did not settle turn two")
+		}
+
+		go io.Copy(io.Discard, cmdR)
+		outW.Close()
+		assert.NoError(t, c.Close())
+	})
 }
 
 // failingWriter takes n bytes, then fails every write.

@@ -51,6 +51,12 @@ type writer struct {
 	out    *bufio.Writer
 	err    error         // the first write error: nothing is written after it
 	failed chan struct{} // closed when err is set
+
+	// open counts the turns Serve started whose turn_settled is not written
+	// yet; held are the acknowledgements of all of them but the oldest, each
+	// written right after the turn_settled of the turn before it.
+	open int
+	held []response
 }
 
 func newWriter(out io.Writer) *writer {
@@ -82,15 +88,49 @@ func (w *writer) lineLocked(v any) {
 	}
 }
 
+// event writes one of the session's events. A turn_settled lets the next
+// turn's acknowledgement out.
+func (w *writer) event(ev session.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lineLocked(ev)
+	if _, ok := ev.(session.TurnSettled); ok && w.open > 0 {
+		w.open--
+		if len(w.held) > 0 {
+			w.lineLocked(w.held[0])
+			w.held = w.held[1:]
+		}
+	}
+}
+
+// turnStarted writes the acknowledgement of a prompt whose turn started;
+// the caller holds w.mu, taken before the turn started, so the ack goes
+// out before any event of its turn. While the previous turn's events are
+// still on their way, the ack is held until that turn's turn_settled is
+// written (see event).
+func (w *writer) turnStarted(ack response) {
+	if w.open == 0 {
+		w.lineLocked(ack)
+	} else {
+		w.held = append(w.held, ack)
+	}
+	w.open++
+}
+
 // Serve speaks the protocol over in and out for s until in ends, ctx is
 // done or writing out fails: then it aborts a turn in flight, waits for the
 // commands it started and their events, and returns. It returns nil, or
 // the write error (wrapped) when writing out failed; after a failed write
 // it runs no more commands. It does not wait for a read of in in progress:
 // the goroutine reading in ends when that read returns.
+//
+// A prompt's acknowledgement goes out after every event of the turn before
+// (its turn_settled included) and before any event of its own turn, so a
+// client can tell the turns apart, as long as Serve is the only one
+// starting turns on s.
 func Serve(ctx context.Context, s *session.Session, in io.Reader, out io.Writer) error {
 	w := newWriter(out)
-	unsubscribe := s.Subscribe(func(ev session.Event) { w.line(ev) })
+	unsubscribe := s.Subscribe(w.event)
 	defer unsubscribe()
 	srv := &server{s: s, w: w}
 
@@ -111,6 +151,10 @@ func Serve(ctx context.Context, s *session.Session, in io.Reader, out io.Writer)
 	s.Flush()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	for _, ack := range w.held {
+		w.lineLocked(ack)
+	}
+	w.held = nil
 	return w.err
 }
 
@@ -302,7 +346,8 @@ func init() {
 		"prompt": {map[string]field{"message": {kindString, true}}, func(_ context.Context, srv *server, cmd command, raw map[string]json.RawMessage) {
 			// The acknowledgement goes out before any event of the turn:
 			// the writer is held while the turn starts, so the event
-			// subscriber waits for it.
+			// subscriber waits for it. And after the previous turn's
+			// events: see turnStarted.
 			srv.w.mu.Lock()
 			settled, err := srv.s.Send(str(raw, "message"))
 			if err != nil {
@@ -310,7 +355,7 @@ func init() {
 				srv.w.mu.Unlock()
 				return
 			}
-			srv.w.lineLocked(response{ID: cmd.ID, Type: "response", Command: cmd.Type, Success: true})
+			srv.w.turnStarted(response{ID: cmd.ID, Type: "response", Command: cmd.Type, Success: true})
 			srv.w.mu.Unlock()
 			// The turn's end reaches the client as the session's
 			// turn_settled event.
