@@ -13,6 +13,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -422,6 +423,62 @@ func TestClientSettlesTurnsInOrder(t *testing.T) {
 		go io.Copy(io.Discard, cmdR)
 		outW.Close()
 		assert.NoError(t, c.Close())
+	})
+}
+
+// TestEveryReplyIsValidJSON: ids and types with invalid UTF-8, control
+// characters, null: every reply is one line of valid JSON in valid UTF-8,
+// with the error that describes the line. Issue item 26.
+func TestEveryReplyIsValidJSON(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sv := serve(t, nil)
+		cases := []struct {
+			name, line string
+			want       map[string]any
+		}{
+			{"id with invalid UTF-8", "{\"id\":\"a\xffb\",\"type\":\"abort_retry\"}\n",
+				map[string]any{"id": "a\uFFFDb", "command": "abort_retry", "success": true}},
+			{"id, a cut rune", "{\"id\":\"\xe2\x82\",\"type\":\"abort_retry\"}\n",
+				map[string]any{"id": "\uFFFD\uFFFD", "success": true}},
+			{"id object with invalid UTF-8 in a key and a value", "{\"id\":{\"k\xfe\":[\"\xc3\",1e400]},\"type\":\"abort_retry\"}\n",
+				map[string]any{"id": map[string]any{"k\uFFFD": []any{"\uFFFD", json.Number("1e400")}}, "success": true}},
+			{"type with invalid UTF-8", "{\"id\":\"t\",\"type\":\"get\xffstate\"}\n",
+				map[string]any{"id": "t", "command": "get\uFFFDstate", "success": false, "error": "Unknown command: get\uFFFDstate"}},
+			{"a form feed", "\f\n",
+				map[string]any{"command": "parse", "success": false, "error": `Failed to parse command: invalid character '\f' looking for beginning of value`}},
+			{"a vertical tab and a no-break space", "\v\u00a0\n",
+				map[string]any{"command": "parse", "success": false, "error": `Failed to parse command: invalid character '\v' looking for beginning of value`}},
+			{"null", "null\n",
+				map[string]any{"command": "parse", "success": false, "error": "Failed to parse command: a command must be a JSON object"}},
+			{"null among spaces", " \tnull \r\n",
+				map[string]any{"command": "parse", "success": false, "error": "Failed to parse command: a command must be a JSON object"}},
+			{"type null", `{"id":"n","type":null}` + "\n",
+				map[string]any{"id": "n", "command": "unknown", "success": false, "error": `missing field "type"`}},
+			{"type empty", `{"id":"e","type":""}` + "\n",
+				map[string]any{"id": "e", "command": "unknown", "success": false, "error": `field "type" is empty`}},
+			{"type an object", `{"id":"o","type":{}}` + "\n",
+				map[string]any{"id": "o", "command": "unknown", "success": false, "error": `field "type" must be a string`}},
+			{"id null", `{"id":null,"type":"abort_retry"}` + "\n",
+				map[string]any{"id": nil, "success": true}},
+		}
+		for _, c := range cases {
+			sv.send(t, c.line)
+			line, err := sv.out.ReadBytes('\n')
+			require.NoError(t, err)
+			assert.True(t, json.Valid(line), "%s: not JSON: %q", c.name, line)
+			assert.True(t, utf8.Valid(line), "%s: not UTF-8: %q", c.name, line)
+			var got map[string]any
+			dec := json.NewDecoder(bytes.NewReader(line))
+			dec.UseNumber()
+			require.NoError(t, dec.Decode(&got), c.name)
+			assert.Equal(t, "response", got["type"], c.name)
+			for k, v := range c.want {
+				assert.Equal(t, v, got[k], "%s: %s", c.name, k)
+			}
+		}
+		// Blank lines, of JSON whitespace only, get no reply.
+		sv.send(t, "\n \n\t\r\n\r\r\n"+`{"id":"after","type":"abort_retry"}`+"\n")
+		assert.Equal(t, "after", sv.next(t)["id"])
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/agentfsm/agentfsm/internal/lines"
 	"github.com/agentfsm/agentfsm/session"
@@ -220,6 +221,13 @@ type command struct {
 	Type string          `json:"type"`
 }
 
+// blank reports whether a line holds nothing but JSON whitespace (spaces,
+// tabs, carriage returns): such a line is skipped without a response. Any
+// other line gets exactly one.
+func blank(line []byte) bool {
+	return len(bytes.Trim(line, " \t\r")) == 0
+}
+
 func (srv *server) handle(ctx context.Context, line []byte, tooLong bool) {
 	parseFail := func(why string) {
 		srv.w.line(response{Type: "response", Command: "parse", Success: false, Error: "Failed to parse command: " + why})
@@ -228,12 +236,11 @@ func (srv *server) handle(ctx context.Context, line []byte, tooLong bool) {
 		parseFail(fmt.Sprintf("line longer than %d MiB", MaxLine>>20))
 		return
 	}
-	trimmed := bytes.TrimSpace(line)
-	if len(trimmed) == 0 {
-		return // blank lines are ignored
+	if blank(line) {
+		return
 	}
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &raw); err != nil {
+	if err := json.Unmarshal(line, &raw); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
 			parseFail("a command must be a JSON object")
@@ -242,15 +249,20 @@ func (srv *server) handle(ctx context.Context, line []byte, tooLong bool) {
 		}
 		return
 	}
-	var cmd command
-	cmd.ID = raw["id"]
-	if t, ok := raw["type"]; ok {
-		if err := json.Unmarshal(t, &cmd.Type); err != nil {
-			srv.fail(cmd, "unknown", `field "type" must be a string`)
-			return
-		}
-	} else {
+	if raw == nil { // the line was null
+		parseFail("a command must be a JSON object")
+		return
+	}
+	cmd := command{ID: validUTF8(raw["id"])}
+	switch t, ok := raw["type"]; {
+	case !ok || string(t) == "null":
 		srv.fail(cmd, "unknown", `missing field "type"`)
+		return
+	case json.Unmarshal(t, &cmd.Type) != nil:
+		srv.fail(cmd, "unknown", `field "type" must be a string`)
+		return
+	case cmd.Type == "":
+		srv.fail(cmd, "unknown", `field "type" is empty`)
 		return
 	}
 	h, ok := handlers[cmd.Type]
@@ -263,6 +275,27 @@ func (srv *server) handle(ctx context.Context, line []byte, tooLong bool) {
 		return
 	}
 	h.run(ctx, srv, cmd, raw)
+}
+
+// validUTF8 returns the JSON value b with each byte that is not valid UTF-8
+// replaced by U+FFFD, as decoding a JSON string does. In valid JSON such
+// bytes can only be inside strings, so the result is valid JSON, and valid
+// UTF-8: what an echoed id must be.
+func validUTF8(b []byte) []byte {
+	if utf8.Valid(b) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+8)
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError && n == 1 {
+			out = utf8.AppendRune(out, utf8.RuneError)
+		} else {
+			out = append(out, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return out
 }
 
 func (srv *server) ok(cmd command, data any) {
