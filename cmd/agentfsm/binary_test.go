@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -302,4 +303,88 @@ func TestInteractiveDemoUnderTmux(t *testing.T) {
 	out, err := exec.CommandContext(guard(t), "../../scripts/demo-walkthrough.sh", binary(t)).CombinedOutput()
 	require.NoError(t, err, "%s", out)
 	assert.Contains(t, string(out), "demo-walkthrough: ok")
+}
+
+// TestDemoOnDevNullPlaysPlain: with stdin and stdout on /dev/null, character
+// devices that are not terminals (cron, nohup, "> /dev/null"), the demo plays
+// its plain lines and exits 0 instead of starting the terminal view.
+// Issue item 17.
+func TestDemoOnDevNullPlaysPlain(t *testing.T) {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer null.Close()
+	for _, args := range [][]string{{"demo"}, {}} {
+		args = append(args, "--scenario", "transient", "--base-delay-ms", "0")
+		cmd := exec.CommandContext(guard(t), binary(t), args...)
+		cmd.Stdin, cmd.Stdout = null, null
+		var stderr strings.Builder
+		cmd.Stderr = &stderr
+		require.NoError(t, cmd.Run(), "args %q: exit 0; stderr: %s", args, stderr.String())
+		assert.Empty(t, stderr.String(), args)
+	}
+}
+
+// TestRPCBinarySignalAbortsTurn: SIGTERM, like SIGINT, ends the server in
+// the middle of a turn as the end of stdin does: the turn is aborted, its
+// events and turn_settled go out, and the server exits 0 with stdin still
+// open. Issue item 27.
+func TestRPCBinarySignalAbortsTurn(t *testing.T) {
+	for _, sig := range []os.Signal{syscall.SIGTERM, os.Interrupt} {
+		t.Run(sig.String(), func(t *testing.T) {
+			ctx := guard(t)
+			script := writeFile(t, "s.json", `{"calls":[{"stopReason":"stop","text":"never","latencyMs":600000}]}`)
+			cmd := exec.CommandContext(ctx, binary(t), "rpc", "--script", script)
+			stdin, err := cmd.StdinPipe()
+			require.NoError(t, err)
+			defer stdin.Close()
+			stdout, err := cmd.StdoutPipe()
+			require.NoError(t, err)
+			var stderr strings.Builder
+			cmd.Stderr = &stderr
+			require.NoError(t, cmd.Start())
+			_, err = io.WriteString(stdin, `{"id":"p","type":"prompt","message":"hi"}`+"\n")
+			require.NoError(t, err)
+			out := bufio.NewReader(stdout)
+			for {
+				line, err := out.ReadString('\n')
+				require.NoError(t, err, "no message_start")
+				if strings.Contains(line, `"type":"message_start"`) {
+					break
+				}
+			}
+			require.NoError(t, cmd.Process.Signal(sig))
+			rest, err := io.ReadAll(out)
+			require.NoError(t, err)
+			for _, want := range []string{`"stopReason":"aborted"`, `"type":"agent_end"`, `"type":"turn_settled","success":false`} {
+				assert.Contains(t, string(rest), want)
+			}
+			require.NoError(t, cmd.Wait(), "a clean exit 0; stderr: %s", stderr.String())
+		})
+	}
+}
+
+// TestRPCBinaryStdoutFull: with stdout on /dev/full every write fails: the
+// server stops at the first, with stdin still open, and exits 1 naming
+// the error. Issue item 27.
+func TestRPCBinaryStdoutFull(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full here: %v", err)
+	}
+	defer full.Close()
+	cmd := exec.CommandContext(guard(t), binary(t), "rpc")
+	stdin, err := cmd.StdinPipe()
+	require.NoError(t, err)
+	defer stdin.Close()
+	cmd.Stdout = full
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	require.NoError(t, cmd.Start())
+	_, err = io.WriteString(stdin, `{"id":"s","type":"get_state"}`+"\n")
+	require.NoError(t, err)
+	err = cmd.Wait()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "stderr: %s", stderr.String())
+	assert.Equal(t, 1, exit.ExitCode())
+	assert.Equal(t, "agentfsm rpc: writing output: write /dev/stdout: no space left on device\n", stderr.String())
 }

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/charmbracelet/x/term"
+
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/cmd/agentfsm/view"
 	"github.com/agentfsm/agentfsm/session"
@@ -127,13 +129,24 @@ func interactive(env *environment) bool {
 	return isTerminal(env.stdin) && isTerminal(env.stdout)
 }
 
+// isTerminal reports whether v is a file open on a terminal. Other
+// character devices, such as /dev/null under cron or nohup, are not
+// terminals.
 func isTerminal(v any) bool {
 	f, ok := v.(*os.File)
 	if !ok {
 		return false
 	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	conn, err := f.SyscallConn()
+	if err != nil {
+		return false
+	}
+	// Control, not f.Fd, which would switch the file to blocking mode.
+	tty := false
+	if err := conn.Control(func(fd uintptr) { tty = term.IsTerminal(fd) }); err != nil {
+		return false
+	}
+	return tty
 }
 
 // demo plays scenarios; the current session is what Esc acts on.

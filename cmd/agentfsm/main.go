@@ -4,10 +4,11 @@
 //
 // Usage:
 //
-//	agentfsm <subcommand> [flags]
+//	agentfsm [<subcommand>] [flags]
 //
-// Run "agentfsm -h" for the list of subcommands and "agentfsm <subcommand> -h"
-// for each one's flags.
+// Without a subcommand, the demo runs, and its flags work without its name
+// ("agentfsm --list"). Run "agentfsm -h" for the list of subcommands and
+// "agentfsm <subcommand> -h" for each one's flags.
 package main
 
 import (
@@ -64,6 +65,10 @@ func run(args []string, env *environment) int {
 		usage(env.stdout)
 		return 0
 	}
+	if strings.HasPrefix(name, "-") {
+		// A flag first: the default subcommand's ("agentfsm --list").
+		return runDemo(args, env)
+	}
 	for _, c := range commands() {
 		if c.name == name {
 			return c.run(args[1:], env)
@@ -74,13 +79,14 @@ func run(args []string, env *environment) int {
 }
 
 func usage(w io.Writer) {
-	fmt.Fprintln(w, "usage: agentfsm <subcommand> [flags]")
+	fmt.Fprintln(w, "usage: agentfsm [<subcommand>] [flags]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Subcommands:")
 	for _, c := range commands() {
 		fmt.Fprintf(w, "  %-10s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w)
+	fmt.Fprintln(w, `Without a subcommand the demo runs, with its flags ("agentfsm --list").`)
 	fmt.Fprintln(w, `Run "agentfsm <subcommand> -h" for a subcommand's flags.`)
 }
 

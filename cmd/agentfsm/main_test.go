@@ -2,11 +2,14 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/fsm"
 	"github.com/agentfsm/agentfsm/states"
@@ -81,4 +84,53 @@ func TestDiagramBadInput(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Contains(t, out, "usage: agentfsm diagram")
 	assert.Contains(t, out, "--format")
+}
+
+// TestInteractiveNeedsTerminals: only a terminal on both ends starts the
+// terminal view; /dev/null, a pipe and a file are not terminals.
+// Issue item 17.
+func TestInteractiveNeedsTerminals(t *testing.T) {
+	null, err := os.OpenFile(os.DevNull, os.O_RDWR, 0)
+	require.NoError(t, err)
+	defer null.Close()
+	r, w, err := os.Pipe()
+	require.NoError(t, err)
+	defer r.Close()
+	defer w.Close()
+	file, err := os.Create(filepath.Join(t.TempDir(), "out"))
+	require.NoError(t, err)
+	defer file.Close()
+	for _, f := range []*os.File{null, r, w, file} {
+		assert.False(t, isTerminal(f), f.Name())
+		assert.False(t, interactive(&environment{stdin: f, stdout: f}), f.Name())
+	}
+	assert.False(t, isTerminal(strings.NewReader("")))
+}
+
+// TestDefaultSubcommandFlags: the demo is the default subcommand, so its
+// flags work without its name. Issue item 18.
+func TestDefaultSubcommandFlags(t *testing.T) {
+	code, out, errOut := runCmd("", "--list")
+	assert.Equal(t, 0, code, errOut)
+	for _, sc := range scenarios(demoBaseDelayMs) {
+		assert.Contains(t, out, sc.name)
+	}
+	code2, out2, _ := runCmd("", "demo", "--list")
+	assert.Equal(t, code2, code)
+	assert.Equal(t, out2, out)
+
+	code, out, errOut = runCmd("", "--scenario", "transient", "--base-delay-ms", "0")
+	assert.Equal(t, 0, code, errOut)
+	assert.Contains(t, out, "outcome: transient: succeeded, 2 retries")
+	assert.NotContains(t, out, "== exhausted")
+
+	code, out, errOut = runCmd("", "-scenario=nope")
+	assert.Equal(t, 2, code)
+	assert.Empty(t, out)
+	assert.Equal(t, "agentfsm demo: unknown --scenario \"nope\" (run agentfsm demo --list)\n", errOut)
+
+	code, _, errOut = runCmd("", "--colour")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, "agentfsm demo: flag provided but not defined: -colour")
+	assert.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
 }

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"syscall"
 
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
@@ -55,10 +56,16 @@ func runRPC(args []string, env *environment) int {
 		return 2
 	}
 	defer s.Close()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
+	// SIGINT or SIGTERM ends the server as the end of stdin does: the turn
+	// in flight is aborted and its events go out. A second signal kills.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
 	if err := rpc.Serve(ctx, s, env.stdin, env.stdout); err != nil {
-		fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
+		fmt.Fprintf(env.stderr, "agentfsm %v\n", err) // "agentfsm rpc: writing output: …"
 		return 1
 	}
 	return 0

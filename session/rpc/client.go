@@ -36,28 +36,39 @@ type Client struct {
 
 	writeMu sync.Mutex
 
-	mu       sync.Mutex
-	nextID   int
-	pending  map[string]chan response
-	queue    []Event
-	wake     chan struct{}
-	events   chan Event
-	inFlight bool
-	settled  chan struct{} // closed when the turn in flight settles
-	lastTurn error
-	closed   bool
-	quit     chan struct{} // closed by Close
-	done     chan struct{} // closed when the server's output ends
+	mu      sync.Mutex
+	nextID  int
+	pending map[string]pendingCall
+	queue   []Event
+	wake    chan struct{}
+	events  chan Event
+	turns   []*turn // the acknowledged turns not settled yet, oldest first
+	last    *turn   // the turn of the last acknowledged prompt
+	closed  bool
+	quit    chan struct{} // closed by Close
+	done    chan struct{} // closed when the server's output ends
+}
+
+// pendingCall is a command waiting for its response.
+type pendingCall struct {
+	ch     chan response
+	prompt bool
+}
+
+// turn is a prompt's turn, from its acknowledgement to its turn_settled.
+type turn struct {
+	done chan struct{} // closed when the turn settles
+	err  error         // the turn's error, set before done is closed
 }
 
 // NewClient talks to a server that reads commands from w and writes lines
 // to r.
 func NewClient(r io.Reader, w io.WriteCloser) *Client {
 	c := &Client{
-		w: w, pending: map[string]chan response{}, wake: make(chan struct{}, 1),
-		events: make(chan Event), settled: make(chan struct{}), quit: make(chan struct{}), done: make(chan struct{}),
+		w: w, pending: map[string]pendingCall{}, wake: make(chan struct{}, 1), events: make(chan Event),
+		last: &turn{done: make(chan struct{})}, quit: make(chan struct{}), done: make(chan struct{}),
 	}
-	close(c.settled)
+	close(c.last.done)
 	go c.read(r)
 	go c.pump()
 	return c
@@ -115,15 +126,15 @@ func (c *Client) Events() <-chan Event { return c.events }
 func (c *Client) read(r io.Reader) {
 	defer func() {
 		c.mu.Lock()
-		for _, ch := range c.pending {
-			close(ch)
+		for _, p := range c.pending {
+			close(p.ch)
 		}
-		c.pending = map[string]chan response{}
-		if c.inFlight {
-			c.inFlight = false
-			c.lastTurn = ErrClientClosed
-			close(c.settled)
+		c.pending = map[string]pendingCall{}
+		for _, t := range c.turns {
+			t.err = ErrClientClosed
+			close(t.done)
 		}
+		c.turns = nil
 		c.mu.Unlock()
 		close(c.done)
 		c.signal()
@@ -158,24 +169,32 @@ func (c *Client) dispatch(line []byte) {
 		var id string
 		_ = json.Unmarshal(head.ID, &id)
 		c.mu.Lock()
-		ch := c.pending[id]
+		p, ok := c.pending[id]
 		delete(c.pending, id)
+		if ok && p.prompt && resp.Success {
+			// The turn is in flight from its acknowledgement on, here on
+			// the reading goroutine: its turn_settled comes later.
+			t := &turn{done: make(chan struct{})}
+			c.turns = append(c.turns, t)
+			c.last = t
+		}
 		c.mu.Unlock()
-		if ch != nil {
+		if ok {
 			resp.Data = json.RawMessage(rawData(line))
-			ch <- resp
+			p.ch <- resp
 		}
 		return
 	}
 	c.mu.Lock()
 	c.queue = append(c.queue, Event{Type: head.Type, Raw: append(json.RawMessage(nil), line...)})
-	if head.Type == "turn_settled" && c.inFlight {
-		c.inFlight = false
-		c.lastTurn = nil
+	if head.Type == "turn_settled" && len(c.turns) > 0 {
+		// Turns settle in the order they were acknowledged.
+		t := c.turns[0]
+		c.turns = c.turns[1:]
 		if !head.Success {
-			c.lastTurn = errors.New(head.Error)
+			t.err = errors.New(head.Error)
 		}
-		close(c.settled)
+		close(t.done)
 	}
 	c.mu.Unlock()
 	c.signal()
@@ -240,26 +259,8 @@ func (c *Client) call(ctx context.Context, typ string, fields map[string]any, pr
 	c.nextID++
 	id := "req-" + strconv.Itoa(c.nextID)
 	ch := make(chan response, 1)
-	c.pending[id] = ch
-	if prompt {
-		// In flight before it is sent: the turn's turn_settled may arrive
-		// right behind the acknowledgement.
-		c.inFlight = true
-		c.settled = make(chan struct{})
-	}
+	c.pending[id] = pendingCall{ch: ch, prompt: prompt}
 	c.mu.Unlock()
-	settleFailed := func(err error) {
-		if !prompt {
-			return
-		}
-		c.mu.Lock()
-		if c.inFlight {
-			c.inFlight = false
-			c.lastTurn = err
-			close(c.settled)
-		}
-		c.mu.Unlock()
-	}
 
 	msg := map[string]any{"id": id, "type": typ}
 	for k, v := range fields {
@@ -267,27 +268,23 @@ func (c *Client) call(ctx context.Context, typ string, fields map[string]any, pr
 	}
 	line, err := json.Marshal(msg)
 	if err != nil {
-		settleFailed(err)
+		c.forget(id)
 		return nil, fmt.Errorf("rpc: %w", err)
 	}
 	c.writeMu.Lock()
 	_, err = c.w.Write(append(line, '\n'))
 	c.writeMu.Unlock()
 	if err != nil {
-		err = fmt.Errorf("rpc: sending %s: %w", typ, err)
-		settleFailed(err)
-		return nil, err
+		c.forget(id)
+		return nil, fmt.Errorf("rpc: sending %s: %w", typ, err)
 	}
 	select {
 	case resp, ok := <-ch:
 		if !ok {
-			settleFailed(ErrClientClosed)
 			return nil, ErrClientClosed
 		}
 		if !resp.Success {
-			err := fmt.Errorf("rpc: %s: %s", typ, resp.Error)
-			settleFailed(err)
-			return nil, err
+			return nil, fmt.Errorf("rpc: %s: %s", typ, resp.Error)
 		}
 		data, _ := resp.Data.(json.RawMessage)
 		return data, nil
@@ -296,8 +293,17 @@ func (c *Client) call(ctx context.Context, typ string, fields map[string]any, pr
 	}
 }
 
+// forget drops a command that was never sent.
+func (c *Client) forget(id string) {
+	c.mu.Lock()
+	delete(c.pending, id)
+	c.mu.Unlock()
+}
+
 // Prompt sends a prompt and returns once the server acknowledged it; the
-// turn's events follow, and WaitForIdle waits for it to settle.
+// turn's events follow, and WaitForIdle waits for it to settle. A prompt
+// the server rejects (busy while a turn is in flight) starts no turn and
+// changes nothing about the one in flight.
 func (c *Client) Prompt(ctx context.Context, message string) error {
 	_, err := c.call(ctx, "prompt", map[string]any{"message": message}, true)
 	return err
@@ -363,19 +369,19 @@ func (c *Client) GetMessages(ctx context.Context) ([]session.Message, error) {
 	return v.Messages, err
 }
 
-// WaitForIdle waits until the turn of the last Prompt has settled (its
-// retries and any overflow recovery included, not just its first
-// agent_end) and returns the turn's error, as the server reported it. With
-// no turn in flight it returns at once.
+// WaitForIdle waits until the turn of the last acknowledged Prompt has
+// settled (its retries and any overflow recovery included, not just its
+// first agent_end) and returns the turn's error, as the server reported it,
+// or ErrClientClosed when the server went away first. When that turn has
+// already settled it returns its result at once (nil before any turn). A
+// prompt rejected by the server is not a turn: it changes nothing here.
 func (c *Client) WaitForIdle(ctx context.Context) error {
 	c.mu.Lock()
-	settled := c.settled
+	t := c.last
 	c.mu.Unlock()
 	select {
-	case <-settled:
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		return c.lastTurn
+	case <-t.done:
+		return t.err
 	case <-ctx.Done():
 		return context.Cause(ctx)
 	}

@@ -6,7 +6,8 @@
 // out, one JSON object per line. Serve reads lines on one goroutine and
 // never blocks that reading on a command that takes time, so an abort
 // reaches the session while a compaction runs. No input line can stop it:
-// a bad line gets a failure response and the next line is read.
+// a bad line gets a failure response and the next line is read. Every line
+// it writes is valid JSON in valid UTF-8; a failed write stops it.
 //
 // It does not decide anything about retries or compaction; the session
 // does.

@@ -2,13 +2,18 @@ package rpc_test
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -313,4 +318,236 @@ func TestInputClosedMidTurn(t *testing.T) {
 
 func TestCommands(t *testing.T) {
 	assert.Equal(t, []string{"abort", "abort_retry", "compact", "get_messages", "get_state", "prompt", "set_auto_compaction", "set_auto_retry"}, rpc.Commands())
+}
+
+// TestClientBusyPromptKeepsTurnInFlight: a prompt answered busy while a
+// turn runs changes nothing about that turn: a WaitForIdle already waiting
+// and one called after the busy reply both wait for the turn and return its
+// result. Issue item 25.
+func TestClientBusyPromptKeepsTurnInFlight(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sv := serve(t, []scripted.Call{{StopReason: "stop", Text: "one", LatencyMs: 1000}})
+		c := rpc.NewClient(sv.out, sv.in)
+		defer c.Close()
+		ctx := context.Background()
+		require.NoError(t, c.Prompt(ctx, "one"))
+		// The waiters give up after a minute, should they wait for ever.
+		waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		before := make(chan error, 1)
+		go func() { before <- c.WaitForIdle(waitCtx) }()
+		synctest.Wait()
+		require.ErrorContains(t, c.Prompt(ctx, "two"), "busy")
+		after := make(chan error, 1)
+		go func() { after <- c.WaitForIdle(waitCtx) }()
+		time.Sleep(500 * time.Millisecond)
+		select {
+		case err := <-before:
+			t.Errorf("the waiter from before the busy prompt returned while turn one runs: %v", err)
+		case err := <-after:
+			t.Errorf("the waiter from after the busy prompt returned while turn one runs: %v", err)
+		default:
+		}
+		time.Sleep(time.Second)
+		for name, ch := range map[string]chan error{"before": before, "after": after} {
+			select {
+			case err := <-ch:
+				assert.NoError(t, err, name)
+			default:
+				t.Errorf("the waiter from %s the busy prompt did not return with turn one", name)
+			}
+		}
+		assert.NoError(t, c.WaitForIdle(ctx))
+	})
+}
+
+// TestClientSettlesTurnsInOrder: each turn_settled settles the oldest
+// acknowledged turn, also when the next prompt's acknowledgement arrives
+// before it. Issue item 25.
+func TestClientSettlesTurnsInOrder(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cmdR, cmdW := io.Pipe()
+		outR, outW := io.Pipe()
+		c := rpc.NewClient(outR, cmdW)
+		cmds := bufio.NewReader(cmdR)
+		ctx := context.Background()
+		// acknowledge answers the next command with a success.
+		acknowledge := func() {
+			line, err := cmds.ReadString('\n')
+			require.NoError(t, err)
+			var cmd struct{ ID string }
+			require.NoError(t, json.Unmarshal([]byte(line), &cmd))
+			_, err = fmt.Fprintf(outW, `{"id":%q,"type":"response","command":"prompt","success":true}`+"\n", cmd.ID)
+			require.NoError(t, err)
+		}
+		// The waiters give up after a minute, should they wait for ever.
+		waitCtx, cancel := context.WithTimeout(ctx, time.Minute)
+		defer cancel()
+		prompted := make(chan error, 1)
+		go func() { prompted <- c.Prompt(ctx, "one") }()
+		acknowledge()
+		require.NoError(t, <-prompted)
+		first := make(chan error, 1)
+		go func() { first <- c.WaitForIdle(waitCtx) }()
+		synctest.Wait()
+		go func() { prompted <- c.Prompt(ctx, "two") }()
+		acknowledge()
+		require.NoError(t, <-prompted)
+		second := make(chan error, 1)
+		go func() { second <- c.WaitForIdle(waitCtx) }()
+
+		_, err := io.WriteString(outW, `{"type":"turn_settled","success":false,"error":"one failed"}`+"\n")
+		require.NoError(t, err)
+		synctest.Wait()
+		select {
+		case err := <-first:
+			assert.EqualError(t, err, "one failed")
+		default:
+			t.Error("turn one's turn_settled did not settle turn one")
+		}
+		select {
+		case err := <-second:
+			t.Errorf("turn one's turn_settled settled turn two: %v", err)
+		default:
+		}
+		_, err = io.WriteString(outW, `{"type":"turn_settled","success":true}`+"\n")
+		require.NoError(t, err)
+		synctest.Wait()
+		select {
+		case err := <-second:
+			assert.NoError(t, err)
+		default:
+			t.Error("turn two's turn_settled did not settle turn two")
+		}
+
+		go io.Copy(io.Discard, cmdR)
+		outW.Close()
+		assert.NoError(t, c.Close())
+	})
+}
+
+// TestEveryReplyIsValidJSON: ids and types with invalid UTF-8, control
+// characters, null: every reply is one line of valid JSON in valid UTF-8,
+// with the error that describes the line. Issue item 26.
+func TestEveryReplyIsValidJSON(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		sv := serve(t, nil)
+		cases := []struct {
+			name, line string
+			want       map[string]any
+		}{
+			{"id with invalid UTF-8", "{\"id\":\"a\xffb\",\"type\":\"abort_retry\"}\n",
+				map[string]any{"id": "a\uFFFDb", "command": "abort_retry", "success": true}},
+			{"id, a cut rune", "{\"id\":\"\xe2\x82\",\"type\":\"abort_retry\"}\n",
+				map[string]any{"id": "\uFFFD\uFFFD", "success": true}},
+			{"id object with invalid UTF-8 in a key and a value", "{\"id\":{\"k\xfe\":[\"\xc3\",1e400]},\"type\":\"abort_retry\"}\n",
+				map[string]any{"id": map[string]any{"k\uFFFD": []any{"\uFFFD", json.Number("1e400")}}, "success": true}},
+			{"type with invalid UTF-8", "{\"id\":\"t\",\"type\":\"get\xffstate\"}\n",
+				map[string]any{"id": "t", "command": "get\uFFFDstate", "success": false, "error": "Unknown command: get\uFFFDstate"}},
+			{"a form feed", "\f\n",
+				map[string]any{"command": "parse", "success": false, "error": `Failed to parse command: invalid character '\f' looking for beginning of value`}},
+			{"a vertical tab and a no-break space", "\v\u00a0\n",
+				map[string]any{"command": "parse", "success": false, "error": `Failed to parse command: invalid character '\v' looking for beginning of value`}},
+			{"null", "null\n",
+				map[string]any{"command": "parse", "success": false, "error": "Failed to parse command: a command must be a JSON object"}},
+			{"null among spaces", " \tnull \r\n",
+				map[string]any{"command": "parse", "success": false, "error": "Failed to parse command: a command must be a JSON object"}},
+			{"type null", `{"id":"n","type":null}` + "\n",
+				map[string]any{"id": "n", "command": "unknown", "success": false, "error": `missing field "type"`}},
+			{"type empty", `{"id":"e","type":""}` + "\n",
+				map[string]any{"id": "e", "command": "unknown", "success": false, "error": `field "type" is empty`}},
+			{"type an object", `{"id":"o","type":{}}` + "\n",
+				map[string]any{"id": "o", "command": "unknown", "success": false, "error": `field "type" must be a string`}},
+			{"id null", `{"id":null,"type":"abort_retry"}` + "\n",
+				map[string]any{"id": nil, "success": true}},
+		}
+		for _, c := range cases {
+			sv.send(t, c.line)
+			line, err := sv.out.ReadBytes('\n')
+			require.NoError(t, err)
+			assert.True(t, json.Valid(line), "%s: not JSON: %q", c.name, line)
+			assert.True(t, utf8.Valid(line), "%s: not UTF-8: %q", c.name, line)
+			var got map[string]any
+			dec := json.NewDecoder(bytes.NewReader(line))
+			dec.UseNumber()
+			require.NoError(t, dec.Decode(&got), c.name)
+			assert.Equal(t, "response", got["type"], c.name)
+			for k, v := range c.want {
+				assert.Equal(t, v, got[k], "%s: %s", c.name, k)
+			}
+		}
+		// Blank lines, of JSON whitespace only, get no reply.
+		sv.send(t, "\n \n\t\r\n\r\r\n"+`{"id":"after","type":"abort_retry"}`+"\n")
+		assert.Equal(t, "after", sv.next(t)["id"])
+	})
+}
+
+// failingWriter takes n bytes, then fails every write.
+type failingWriter struct {
+	mu      sync.Mutex
+	n       int
+	written bytes.Buffer
+}
+
+var errDiskFull = errors.New("disk full")
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(p) > w.n {
+		k := w.n
+		w.written.Write(p[:k])
+		w.n = 0
+		return k, errDiskFull
+	}
+	w.n -= len(p)
+	w.written.Write(p)
+	return len(p), nil
+}
+
+// TestServeStopsAtFailedWrite: once a response cannot be written, Serve
+// runs no further command and returns the write error. Issue item 27.
+func TestServeStopsAtFailedWrite(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := session.New(scripted.New(scripted.Script{Model: scripted.DefaultModel}), session.WithModel(scripted.DefaultModel))
+		require.NoError(t, err)
+		defer s.Close()
+		in := strings.NewReader(`{"id":"1","type":"get_state"}` + "\n" + `{"id":"2","type":"set_auto_retry","enabled":false}` + "\n")
+		out := &failingWriter{n: 10}
+		err = rpc.Serve(context.Background(), s, in, out)
+		require.ErrorIs(t, err, errDiskFull)
+		assert.ErrorContains(t, err, "rpc: writing output")
+		assert.True(t, s.AutoRetryEnabled(), "the command after the failed write did not run")
+	})
+}
+
+// TestServeStopsWhenEventsCannotBeWritten: a write of the turn's events
+// fails while the input stays open: Serve aborts the turn and returns the
+// write error without waiting for more input. Issue item 27.
+func TestServeStopsWhenEventsCannotBeWritten(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := session.New(scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{{StopReason: "stop", LatencyMs: 10000}}}),
+			session.WithModel(scripted.DefaultModel))
+		require.NoError(t, err)
+		defer s.Close()
+		inR, inW := io.Pipe()
+		defer inW.Close()
+		ack := `{"id":"p","type":"response","command":"prompt","success":true}` + "\n"
+		out := &failingWriter{n: len(ack) + 5}
+		served := make(chan error, 1)
+		start := time.Now()
+		go func() { served <- rpc.Serve(context.Background(), s, inR, out) }()
+		_, err = io.WriteString(inW, `{"id":"p","type":"prompt","message":"hi"}`+"\n")
+		require.NoError(t, err)
+		select {
+		case err := <-served:
+			require.ErrorIs(t, err, errDiskFull)
+		case <-time.After(time.Minute):
+			t.Fatal("Serve still runs after its output failed")
+		}
+		assert.Less(t, time.Since(start), 10*time.Second, "the turn was aborted")
+		assert.False(t, s.IsStreaming())
+		assert.Equal(t, "idle", string(s.State()))
+		assert.True(t, strings.HasPrefix(out.written.String(), ack), out.written.String())
+	})
 }

@@ -11,6 +11,7 @@ import (
 	"maps"
 	"slices"
 	"sync"
+	"unicode/utf8"
 
 	"github.com/agentfsm/agentfsm/internal/lines"
 	"github.com/agentfsm/agentfsm/session"
@@ -47,9 +48,20 @@ type State struct {
 
 // writer serializes output lines.
 type writer struct {
-	mu  sync.Mutex
-	out *bufio.Writer
-	err error
+	mu     sync.Mutex
+	out    *bufio.Writer
+	err    error         // the first write error: nothing is written after it
+	failed chan struct{} // closed when err is set
+
+	// open counts the turns Serve started whose turn_settled is not written
+	// yet; held are the acknowledgements of all of them but the oldest, each
+	// written right after the turn_settled of the turn before it.
+	open int
+	held []response
+}
+
+func newWriter(out io.Writer) *writer {
+	return &writer{out: bufio.NewWriter(out), failed: make(chan struct{})}
 }
 
 func (w *writer) line(v any) {
@@ -60,27 +72,66 @@ func (w *writer) line(v any) {
 
 // lineLocked writes one line; the caller holds w.mu.
 func (w *writer) lineLocked(v any) {
+	if w.err != nil {
+		return
+	}
 	b, err := json.Marshal(v)
 	if err != nil {
 		b, _ = json.Marshal(response{Type: "response", Command: "internal", Error: "encoding output: " + err.Error()})
 	}
-	if w.err != nil {
-		return
-	}
 	b = append(b, '\n')
-	if _, err := w.out.Write(b); err != nil {
-		w.err = err
-		return
+	if _, err = w.out.Write(b); err == nil {
+		err = w.out.Flush()
 	}
-	w.err = w.out.Flush()
+	if err != nil {
+		w.err = fmt.Errorf("rpc: writing output: %w", err)
+		close(w.failed)
+	}
 }
 
-// Serve speaks the protocol over in and out for s until in ends (or ctx is
-// done): then it aborts a turn in flight, waits for the commands it started,
-// and returns nil. It returns an error only when writing out fails.
+// event writes one of the session's events. A turn_settled lets the next
+// turn's acknowledgement out.
+func (w *writer) event(ev session.Event) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.lineLocked(ev)
+	if _, ok := ev.(session.TurnSettled); ok && w.open > 0 {
+		w.open--
+		if len(w.held) > 0 {
+			w.lineLocked(w.held[0])
+			w.held = w.held[1:]
+		}
+	}
+}
+
+// turnStarted writes the acknowledgement of a prompt whose turn started;
+// the caller holds w.mu, taken before the turn started, so the ack goes
+// out before any event of its turn. While the previous turn's events are
+// still on their way, the ack is held until that turn's turn_settled is
+// written (see event).
+func (w *writer) turnStarted(ack response) {
+	if w.open == 0 {
+		w.lineLocked(ack)
+	} else {
+		w.held = append(w.held, ack)
+	}
+	w.open++
+}
+
+// Serve speaks the protocol over in and out for s until in ends, ctx is
+// done or writing out fails: then it aborts a turn in flight, waits for the
+// commands it started and their events, and returns. It returns nil, or
+// the write error (wrapped) when writing out failed; after a failed write
+// it runs no more commands. It does not wait for a read of in in progress:
+// the goroutine reading in ends when that read returns.
+//
+// A prompt's acknowledgement goes out after every event of the turn before
+// (its turn_settled included) and before any event of its own turn, so a
+// client can tell the turns apart, as long as Serve is the only one
+// starting turns on s.
 func Serve(ctx context.Context, s *session.Session, in io.Reader, out io.Writer) error {
-	w := &writer{out: bufio.NewWriter(out)}
-	unsubscribe := s.Subscribe(func(ev session.Event) { w.line(ev) })
+	w := newWriter(out)
+	unsubscribe := s.Subscribe(w.event)
 	defer unsubscribe()
 	srv := &server{s: s, w: w}
 
@@ -89,23 +140,41 @@ func Serve(ctx context.Context, s *session.Session, in io.Reader, out io.Writer)
 	go readLines(in, lines, stop)
 	defer close(stop)
 	for {
-		var l lineOrErr
-		select {
-		case l = <-lines:
-		case <-ctx.Done():
-			l.err = io.EOF
-		}
-		if l.err != nil {
-			// End of input: stop the turn, let every command finish.
-			s.Abort()
-			srv.wg.Wait()
-			s.Flush()
-			w.mu.Lock()
-			defer w.mu.Unlock()
-			return w.err
+		l, ok := next(ctx, lines, w.failed)
+		if !ok {
+			break
 		}
 		srv.handle(ctx, l.line, l.tooLong)
 	}
+	// Stop the turn, let every command finish and its events out.
+	s.Abort()
+	srv.wg.Wait()
+	s.Flush()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, ack := range w.held {
+		w.lineLocked(ack)
+	}
+	w.held = nil
+	return w.err
+}
+
+// next returns the next input line, or false when the input ended, ctx is
+// done or a write failed. A failed write wins over a line ready to be
+// read: no command runs after it.
+func next(ctx context.Context, lines <-chan lineOrErr, failed <-chan struct{}) (lineOrErr, bool) {
+	select {
+	case <-failed:
+		return lineOrErr{}, false
+	default:
+	}
+	select {
+	case l := <-lines:
+		return l, l.err == nil
+	case <-ctx.Done():
+	case <-failed:
+	}
+	return lineOrErr{}, false
 }
 
 type lineOrErr struct {
@@ -152,6 +221,13 @@ type command struct {
 	Type string          `json:"type"`
 }
 
+// blank reports whether a line holds nothing but JSON whitespace (spaces,
+// tabs, carriage returns): such a line is skipped without a response. Any
+// other line gets exactly one.
+func blank(line []byte) bool {
+	return len(bytes.Trim(line, " \t\r")) == 0
+}
+
 func (srv *server) handle(ctx context.Context, line []byte, tooLong bool) {
 	parseFail := func(why string) {
 		srv.w.line(response{Type: "response", Command: "parse", Success: false, Error: "Failed to parse command: " + why})
@@ -160,12 +236,11 @@ func (srv *server) handle(ctx context.Context, line []byte, tooLong bool) {
 		parseFail(fmt.Sprintf("line longer than %d MiB", MaxLine>>20))
 		return
 	}
-	trimmed := bytes.TrimSpace(line)
-	if len(trimmed) == 0 {
-		return // blank lines are ignored
+	if blank(line) {
+		return
 	}
 	var raw map[string]json.RawMessage
-	if err := json.Unmarshal(trimmed, &raw); err != nil {
+	if err := json.Unmarshal(line, &raw); err != nil {
 		var typeErr *json.UnmarshalTypeError
 		if errors.As(err, &typeErr) {
 			parseFail("a command must be a JSON object")
@@ -174,15 +249,20 @@ func (srv *server) handle(ctx context.Context, line []byte, tooLong bool) {
 		}
 		return
 	}
-	var cmd command
-	cmd.ID = raw["id"]
-	if t, ok := raw["type"]; ok {
-		if err := json.Unmarshal(t, &cmd.Type); err != nil {
-			srv.fail(cmd, "unknown", `field "type" must be a string`)
-			return
-		}
-	} else {
+	if raw == nil { // the line was null
+		parseFail("a command must be a JSON object")
+		return
+	}
+	cmd := command{ID: validUTF8(raw["id"])}
+	switch t, ok := raw["type"]; {
+	case !ok || string(t) == "null":
 		srv.fail(cmd, "unknown", `missing field "type"`)
+		return
+	case json.Unmarshal(t, &cmd.Type) != nil:
+		srv.fail(cmd, "unknown", `field "type" must be a string`)
+		return
+	case cmd.Type == "":
+		srv.fail(cmd, "unknown", `field "type" is empty`)
 		return
 	}
 	h, ok := handlers[cmd.Type]
@@ -195,6 +275,27 @@ func (srv *server) handle(ctx context.Context, line []byte, tooLong bool) {
 		return
 	}
 	h.run(ctx, srv, cmd, raw)
+}
+
+// validUTF8 returns the JSON value b with each byte that is not valid UTF-8
+// replaced by U+FFFD, as decoding a JSON string does. In valid JSON such
+// bytes can only be inside strings, so the result is valid JSON, and valid
+// UTF-8: what an echoed id must be.
+func validUTF8(b []byte) []byte {
+	if utf8.Valid(b) {
+		return b
+	}
+	out := make([]byte, 0, len(b)+8)
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if r == utf8.RuneError && n == 1 {
+			out = utf8.AppendRune(out, utf8.RuneError)
+		} else {
+			out = append(out, b[:n]...)
+		}
+		b = b[n:]
+	}
+	return out
 }
 
 func (srv *server) ok(cmd command, data any) {
@@ -278,7 +379,8 @@ func init() {
 		"prompt": {map[string]field{"message": {kindString, true}}, func(_ context.Context, srv *server, cmd command, raw map[string]json.RawMessage) {
 			// The acknowledgement goes out before any event of the turn:
 			// the writer is held while the turn starts, so the event
-			// subscriber waits for it.
+			// subscriber waits for it. And after the previous turn's
+			// events: see turnStarted.
 			srv.w.mu.Lock()
 			settled, err := srv.s.Send(str(raw, "message"))
 			if err != nil {
@@ -286,7 +388,7 @@ func init() {
 				srv.w.mu.Unlock()
 				return
 			}
-			srv.w.lineLocked(response{ID: cmd.ID, Type: "response", Command: cmd.Type, Success: true})
+			srv.w.turnStarted(response{ID: cmd.ID, Type: "response", Command: cmd.Type, Success: true})
 			srv.w.mu.Unlock()
 			// The turn's end reaches the client as the session's
 			// turn_settled event.
