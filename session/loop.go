@@ -703,6 +703,9 @@ func (s *Session) endJobAborted(j *compactionJob) {
 // is at rest. It runs after every command.
 func (s *Session) settle() {
 	l := &s.loop
+	// The getters must already read the settled state when Abort or Prompt
+	// returns, or a subscriber sees turn_settled.
+	s.publish()
 	if l.run == nil && l.job == nil {
 		for _, q := range l.quiet {
 			close(q)

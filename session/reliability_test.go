@@ -440,3 +440,32 @@ func (l lockedWriter) Write(p []byte) (int, error) {
 	defer l.mu.Unlock()
 	return l.w.Write(p)
 }
+
+// When Prompt returns, or a subscriber receives turn_settled, the getters
+// already read the settled session: idle, nothing in flight.
+func TestStateIsSettledWhenTurnSettles(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, _, _ := newSession(t, nil)
+		var mu sync.Mutex
+		var stale []string
+		s.Subscribe(func(ev session.Event) {
+			if _, ok := ev.(session.TurnSettled); ok && (s.IsStreaming() || s.State() != states.Idle) {
+				mu.Lock()
+				stale = append(stale, "subscriber")
+				mu.Unlock()
+			}
+		})
+		for range 1000 {
+			require.NoError(t, s.Prompt(context.Background(), "hi"))
+			if s.IsStreaming() || s.State() != states.Idle {
+				mu.Lock()
+				stale = append(stale, "Prompt")
+				mu.Unlock()
+			}
+			s.Flush() // the subscriber reads the state before the next turn starts
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Empty(t, stale)
+	})
+}
