@@ -15,22 +15,23 @@ import (
 // When the session has a compaction threshold, a compaction makes room for
 // a summary of the budget's size: if the messages kept would take more
 // than the threshold less the budget, it cuts deeper, at a later valid cut
-// point (the last one at most). And a summary over the budget at the start
-// of the context (written before there was one, or by another summarizer)
-// is summarized again even when keepRecentTokens would keep everything
-// after it.
+// point (the last one at most). That holds too when keepRecentTokens would
+// keep everything after the first message, and then a summary over the
+// budget in first place (written before there was one, or by another
+// summarizer) is summarized again.
 func (s *Session) prepareCompaction(reason CompactionReason) (*compactionJob, bool) {
 	l := &s.loop
 	at, ok := cutPoint(l.runtime, l.cfg.Compaction.KeepRecentTokens)
-	threshold, budget, bounded := s.summaryBudget()
-	if !ok && bounded && len(l.runtime) > 0 && l.runtime[0].Role == RoleSummary && estimateTokens(l.runtime[0]) > budget {
-		at, ok = nextCutPoint(l.runtime, 1)
+	if threshold, budget, bounded := s.summaryBudget(); bounded {
+		if ok {
+			at = deeperCut(l.runtime, at, threshold-budget)
+		} else if first, found := nextCutPoint(l.runtime, 1); found {
+			at = deeperCut(l.runtime, first, threshold-budget)
+			ok = at > first || (l.runtime[0].Role == RoleSummary && estimateTokens(l.runtime[0]) > budget)
+		}
 	}
 	if !ok {
 		return nil, false
-	}
-	if bounded {
-		at = deeperCut(l.runtime, at, threshold-budget)
 	}
 	l.ids++
 	return &compactionJob{

@@ -218,6 +218,27 @@ func TestOversizedSummaryInHistoryIsSummarizedAgain(t *testing.T) {
 	})
 }
 
+// A message too big for the window, once it failed its turn, is summarized
+// away by the next turn's compaction: keepRecentTokens would keep it, but
+// cutting deeper brings the context under the threshold (issue item 23).
+func TestOversizedMessageIsCompactedAwayByTheNextTurn(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		agent := &sizedAgent{window: scripted.DefaultModel.ContextWindow, answer: 100, tool: 100}
+		s, err := session.New(agent, session.WithModel(scripted.DefaultModel))
+		require.NoError(t, err)
+		defer s.Close()
+		require.NoError(t, s.Prompt(context.Background(), "a question"))
+		require.ErrorIs(t, s.Prompt(context.Background(), strings.Repeat("x", 1_000_000)), session.ErrOverflow)
+		require.Greater(t, session.EstimateTokens(s.Messages()...), scripted.DefaultModel.ContextWindow)
+		_ = s.Prompt(context.Background(), "a small question") // its run compacts the huge one away
+		assert.LessOrEqual(t, session.EstimateTokens(s.Messages()...), threshold)
+		for _, m := range s.Messages() {
+			assert.Less(t, len(m.Text), 1_000_000)
+		}
+		require.NoError(t, s.Prompt(context.Background(), "and another"))
+	})
+}
+
 // discardHistory keeps nothing: a long benchmark measures the session, not
 // gigabytes of history in memory.
 type discardHistory struct{}
