@@ -178,9 +178,9 @@ func (s *Session) Model() Model { return s.model }
 // meanwhile fn's later events wait in its queue (or, under WithBuffer, are
 // dropped and counted). A turn in flight makes Prompt and Send return
 // ErrBusy, so fn cannot start a turn while handling an event of another
-// one. Flush and Close say what they wait for when called from fn. To
-// this session, a call from a subscriber of another session is a call from
-// outside.
+// one. Flush and Close say what they wait for when called from fn. A call
+// on another goroutine, even one fn waits for, or from a subscriber of
+// another session, is a call from outside.
 func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscribe func()) {
 	sub := s.subs.add(fn, s.logger, opts)
 	var once sync.Once

@@ -119,10 +119,14 @@ func (ss *subscribers) caller() *subscriber {
 	return nil
 }
 
+// stackBufs holds buffers for goid: the one runtime.Stack fills escapes.
+var stackBufs = sync.Pool{New: func() any { return new([40]byte) }}
+
 // goid returns the calling goroutine's ID, which Go exposes only at the
 // start of a stack trace ("goroutine 18 [running]:"). IDs are never reused.
 func goid() uint64 {
-	var buf [64]byte
+	buf := stackBufs.Get().(*[40]byte)
+	defer stackBufs.Put(buf)
 	b := buf[:runtime.Stack(buf[:], false)]
 	const prefix = "goroutine "
 	if len(b) < len(prefix) {
