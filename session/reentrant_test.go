@@ -48,12 +48,12 @@ func reentrantCalls() []reentrantCall {
 			assert.NoError(t, <-settled)
 		}},
 		{name: "Abort", call: func(_ *testing.T, s *session.Session) { s.Abort() }, turn: []error{session.ErrAborted}},
-		{name: "AbortRetry", call: func(_ *testing.T, s *session.Session) { s.AbortRetry() }},
+		{name: "AbortRetry", call: func(_ *testing.T, s *session.Session) { s.AbortRetry() }, turn: []error{session.ErrRetryCancelled}},
 		{name: "AbortCompaction", call: func(_ *testing.T, s *session.Session) { s.AbortCompaction() }},
 		{name: "CompactCancelled", call: func(_ *testing.T, s *session.Session) { _, _ = s.Compact(cancelled, "") },
-			turn: []error{session.ErrAborted}},
+			turn: []error{session.ErrAborted, session.ErrRetryCancelled}},
 		{name: "Compact", call: func(_ *testing.T, s *session.Session) { _, _ = s.Compact(context.Background(), "") },
-			turn: []error{session.ErrAborted}},
+			turn: []error{session.ErrAborted, session.ErrRetryCancelled}},
 		{name: "SetAutoRetryEnabled", call: func(t *testing.T, s *session.Session) {
 			s.SetAutoRetryEnabled(false)
 			assert.False(t, s.Config().Retry.Enabled)
@@ -95,21 +95,19 @@ func reentrantCalls() []reentrantCall {
 }
 
 // Every public method of Session returns when called from inside a
-// subscriber, during a run and after the turn settled, and the session is
-// consistent afterwards (issue item 14).
+// subscriber, during a run, during a retry's wait and after the turn
+// settled, and the session is consistent afterwards (issue item 14).
 func TestEveryMethodFromInsideASubscriber(t *testing.T) {
 	triggers := map[string]func(session.Event) bool{
-		"during a run": func(ev session.Event) bool { _, ok := ev.(session.MessageEnd); return ok },
-		"after the turn": func(ev session.Event) bool {
-			_, ok := ev.(session.TurnSettled)
-			return ok
-		},
+		"during a run":        func(ev session.Event) bool { _, ok := ev.(session.MessageEnd); return ok },
+		"during a retry wait": func(ev session.Event) bool { _, ok := ev.(session.AutoRetryStart); return ok },
+		"after the turn":      func(ev session.Event) bool { _, ok := ev.(session.TurnSettled); return ok },
 	}
 	for _, c := range reentrantCalls() {
 		for when, trigger := range triggers {
 			t.Run(c.name+" "+when, func(t *testing.T) {
 				bubble(t, func(t *testing.T) {
-					s, _, rec := newSession(t, []scripted.Call{ok("first answer"), slow(ok("second answer"), 1000)}, smallKeep())
+					s, _, rec := newSession(t, []scripted.Call{ok("first answer"), fail(service503), slow(ok("second answer"), 1000)}, smallKeep())
 					warmUp(t, s)
 					var once sync.Once
 					returned := make(chan struct{})
@@ -129,7 +127,7 @@ func TestEveryMethodFromInsideASubscriber(t *testing.T) {
 						}
 					})
 					err := s.Prompt(context.Background(), "second question, long enough too")
-					if err != nil && when == "during a run" {
+					if err != nil && when != "after the turn" {
 						matched := false
 						for _, want := range c.turn {
 							matched = matched || errors.Is(err, want)
