@@ -11,9 +11,25 @@ import (
 // prepareCompaction chooses what a compaction cuts (policy §4.4): it
 // returns the job with its cut and kept messages, or false when there is
 // nothing to compact.
+//
+// When the session has a compaction threshold, a compaction makes room for
+// a summary of the budget's size: if the messages kept would take more
+// than the threshold less the budget, it cuts deeper, at a later valid cut
+// point (the last one at most). That holds too when keepRecentTokens would
+// keep everything after the first message, and then a summary over the
+// budget in first place (written before there was one, or by another
+// summarizer) is summarized again.
 func (s *Session) prepareCompaction(reason CompactionReason) (*compactionJob, bool) {
 	l := &s.loop
 	at, ok := cutPoint(l.runtime, l.cfg.Compaction.KeepRecentTokens)
+	if threshold, budget, bounded := s.summaryBudget(); bounded {
+		if ok {
+			at = deeperCut(l.runtime, at, threshold-budget)
+		} else if first, found := nextCutPoint(l.runtime, 1); found {
+			at = deeperCut(l.runtime, first, threshold-budget)
+			ok = at > first || (l.runtime[0].Role == RoleSummary && estimateTokens(l.runtime[0]) > budget)
+		}
+	}
 	if !ok {
 		return nil, false
 	}
@@ -85,7 +101,7 @@ func (s *Session) runJob(j *compactionJob, instructions string) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	j.cancel = cancel
 	s.loop.job = j
-	req := SummaryRequest{Messages: j.cut, Kept: j.kept, Reason: j.reason, Instructions: instructions}
+	req := SummaryRequest{Messages: j.cut, Kept: j.kept, Reason: j.reason, Instructions: instructions, MaxChars: s.summaryLimit(j.kept)}
 	go func() {
 		sum, err := s.summarize(ctx, req)
 		if ctx.Err() != nil {
@@ -140,11 +156,15 @@ func (s *Session) onJobDone(id int, sum Summary, err error) {
 
 // applyCompaction appends the compaction entry to history and rebuilds the
 // runtime context: the summary, then the kept messages, then anything that
-// arrived meanwhile.
+// arrived meanwhile. A summary longer than the request's MaxChars is cut to
+// its end first.
 func (s *Session) applyCompaction(j *compactionJob, sum Summary) (CompactionResult, error) {
 	l := &s.loop
 	if len(j.kept) == 0 {
 		return CompactionResult{}, ErrNothingToCompact
+	}
+	if limit := s.summaryLimit(j.kept); limit > 0 {
+		sum.Text = capSummary(sum.Text, limit)
 	}
 	res := CompactionResult{Summary: sum.Text, FirstKeptEntryID: j.kept[0].ID, TokensBefore: j.before, Details: sum.Details}
 	e := Entry{Type: EntryCompaction, ID: s.newID("compaction"), Timestamp: nowMs(), Compaction: &Compaction{
@@ -166,4 +186,35 @@ func (s *Session) applyCompaction(j *compactionJob, sum Summary) (CompactionResu
 	}
 	l.runtime = append([]Message{summaryMessage(e)}, rest...)
 	return res, nil
+}
+
+// summaryBudget returns the compaction threshold and the most tokens a
+// summary may take: a quarter of the threshold. ok is false when there is
+// no threshold (the model's context window is unknown, or no larger than
+// reserveTokens); then only the summarizer bounds a summary.
+func (s *Session) summaryBudget() (threshold, budget int, ok bool) {
+	threshold, ok = transitions.CompactionThreshold(s.model.ContextWindow, s.loop.cfg.Compaction.ReserveTokens)
+	if !ok || threshold < 4 {
+		return 0, 0, false
+	}
+	return threshold, threshold / 4, true
+}
+
+// summaryLimit is the longest summary, in characters as estimated (bytes),
+// that a compaction keeping kept may leave: the budget, or less when kept
+// leaves less room under the threshold (unless it leaves none). 0 means no
+// limit.
+func (s *Session) summaryLimit(kept []Message) int {
+	threshold, budget, ok := s.summaryBudget()
+	if !ok {
+		return 0
+	}
+	room := threshold
+	for _, m := range kept {
+		room -= estimateTokens(m)
+	}
+	if room > 0 {
+		budget = min(budget, room)
+	}
+	return budget * 4
 }

@@ -20,8 +20,8 @@ import (
 //
 // One goroutine at a time owns the machine, the counters and the runtime
 // context; every method posts to it, so all methods are safe to call from
-// any goroutine. Events reach subscribers in order, each subscriber on its own
-// goroutine. Close a session when done with it.
+// any goroutine, a subscriber's included. Events reach subscribers in order,
+// each subscriber on its own goroutine. Close a session when done with it.
 type Session struct {
 	id         string
 	agent      Agent
@@ -171,6 +171,16 @@ func (s *Session) Model() Model { return s.model }
 // and a panic in fn is recovered (and logged) without stopping the session
 // or later events. It returns a function that ends the subscription: no
 // call starts after it returns (one in progress may still finish).
+//
+// fn may call any method of the session. The methods that wait (Prompt, a
+// Send's channel, Abort, Compact, Flush, Close) wait for the session's own
+// work, never for fn's deliveries, so they return when called from fn too;
+// meanwhile fn's later events wait in its queue (or, under WithBuffer, are
+// dropped and counted). A turn in flight makes Prompt and Send return
+// ErrBusy, so fn cannot start a turn while handling an event of another
+// one. Flush and Close say what they wait for when called from fn. A call
+// on another goroutine, even one fn waits for, or from a subscriber of
+// another session, is a call from outside.
 func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscribe func()) {
 	sub := s.subs.add(fn, s.logger, opts)
 	var once sync.Once
@@ -179,6 +189,12 @@ func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscrib
 
 // Flush returns once every subscriber has received every event emitted
 // before the call (a subscriber that never returns keeps it waiting).
+//
+// Called from inside a subscriber's function, Flush waits for every other
+// subscriber, but not for its own: the events queued for it behind the one
+// it is handling arrive after its function returns, in order. Nor does it
+// wait for a subscriber whose function was already waiting in Flush or
+// Close when the call began, since that one may be waiting for the caller.
 func (s *Session) Flush() { s.subs.flush() }
 
 // Prompt sends text as the user's next message and returns when the whole
@@ -363,9 +379,17 @@ func (s *Session) History() History { return s.history }
 // stops it. It returns once every subscriber has received the events
 // already emitted (so a subscriber that never returns keeps Close waiting);
 // no subscriber is called after that. Methods called after Close return
-// ErrClosed or do nothing. Close is safe to call more than once.
+// ErrClosed or do nothing. Close is safe to call more than once, and from
+// anywhere; every call returns on those terms.
+//
+// Called from inside a subscriber's function, Close does not wait for that
+// subscriber: the events still queued for it are dropped, and only the
+// rest of the call in progress runs after Close returns. Nor does it wait
+// for another subscriber whose function is inside Close too.
 func (s *Session) Close() error {
 	s.closeOnce.Do(func() {
+		// Nothing here waits for a subscriber, so a concurrent Close
+		// waiting for this one to finish cannot be waited for in turn.
 		s.Abort()
 		_ = s.do(func() {
 			s.stopTimer()
@@ -374,8 +398,8 @@ func (s *Session) Close() error {
 			s.qmu.Unlock()
 		})
 		close(s.done)
-		s.subs.close()
 	})
+	s.subs.close()
 	return nil
 }
 

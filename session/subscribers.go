@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 	"log/slog"
+	"runtime"
 	"sync"
 )
 
@@ -32,12 +33,19 @@ type subscriber struct {
 
 	mu      sync.Mutex
 	queue   []Event
+	batch   []Event // the events being delivered
 	spare   []Event // the last batch's slice, reused by the next queue
 	dropped int
 	stopped bool          // unsubscribed: deliver nothing more
 	closing bool          // session closed: deliver what is queued, then stop
 	running bool          // a delivery goroutine is at work
+	goid    uint64        // that goroutine's ID, 0 when none runs
 	idle    chan struct{} // closed when the delivery goroutine stops, if someone waits
+
+	// Guarded by subscribers.mu: the subscriber's function is inside a
+	// Flush (waiting) or a Close (inClose) of its session.
+	waiting bool
+	inClose bool
 }
 
 // subscribers is the session's list of subscribers.
@@ -45,6 +53,7 @@ type subscribers struct {
 	mu      sync.Mutex
 	list    []*subscriber
 	pending bool // events queued since the last wake
+	closed  bool
 }
 
 func (ss *subscribers) add(fn func(Event), logger *slog.Logger, opts []SubscribeOption) *subscriber {
@@ -53,6 +62,7 @@ func (ss *subscribers) add(fn func(Event), logger *slog.Logger, opts []Subscribe
 		o(sub)
 	}
 	ss.mu.Lock()
+	sub.closing = ss.closed // a session closed receives no event
 	ss.list = append(ss.list, sub)
 	ss.mu.Unlock()
 	return sub
@@ -67,15 +77,69 @@ func (ss *subscribers) remove(sub *subscriber) {
 		}
 	}
 	ss.mu.Unlock()
-	sub.mu.Lock()
-	sub.stopped = true
-	for _, ev := range sub.queue {
-		if b, ok := ev.(barrier); ok {
-			close(b.done) // a flush waits for nothing more here
+	sub.stop()
+}
+
+// stop ends the deliveries: nothing more is delivered, no call starts
+// after it returns, and a flush waits for nothing more here.
+func (s *subscriber) stop() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopped = true
+	release(s.queue)
+	release(s.batch)
+	s.queue = nil
+}
+
+// caller returns the subscriber whose function the calling goroutine is
+// running, or nil when it runs none of them.
+func (ss *subscribers) caller() *subscriber {
+	ss.mu.Lock()
+	delivering := false
+	for _, sub := range ss.list {
+		sub.mu.Lock()
+		delivering = delivering || sub.running
+		sub.mu.Unlock()
+	}
+	ss.mu.Unlock()
+	if !delivering {
+		return nil // no delivery goroutine, so not one of them
+	}
+	id := goid()
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	for _, sub := range ss.list {
+		sub.mu.Lock()
+		mine := sub.running && sub.goid == id
+		sub.mu.Unlock()
+		if mine {
+			return sub
 		}
 	}
-	sub.queue = nil
-	sub.mu.Unlock()
+	return nil
+}
+
+// stackBufs holds buffers for goid: the one runtime.Stack fills escapes.
+var stackBufs = sync.Pool{New: func() any { return new([40]byte) }}
+
+// goid returns the calling goroutine's ID, which Go exposes only at the
+// start of a stack trace ("goroutine 18 [running]:"). IDs are never reused.
+func goid() uint64 {
+	buf := stackBufs.Get().(*[40]byte)
+	defer stackBufs.Put(buf)
+	b := buf[:runtime.Stack(buf[:], false)]
+	const prefix = "goroutine "
+	if len(b) < len(prefix) {
+		return 0
+	}
+	var id uint64
+	for _, c := range b[len(prefix):] {
+		if c < '0' || c > '9' {
+			break
+		}
+		id = id*10 + uint64(c-'0')
+	}
+	return id
 }
 
 // emit queues ev for every subscriber. It never blocks and starts no
@@ -102,19 +166,43 @@ func (ss *subscribers) wake() {
 	}
 }
 
-// barrier is queued by flush: delivery closes done when it reaches it,
-// without calling the subscriber.
-type barrier struct{ done chan struct{} }
+// barrier is queued by flush: delivery releases it when it reaches it,
+// without calling the subscriber, and so does stopping the subscriber.
+type barrier struct {
+	once sync.Once
+	done chan struct{}
+}
 
-func (barrier) Type() string { return "" }
+func (*barrier) Type() string { return "" }
+
+// release the barriers among evs.
+func release(evs []Event) {
+	for _, ev := range evs {
+		if b, ok := ev.(*barrier); ok {
+			b.once.Do(func() { close(b.done) })
+		}
+	}
+}
 
 // flush returns when every subscriber has received every event emitted
-// before the call.
+// before the call. Called from inside a subscriber's function, it waits
+// neither for that subscriber (its queue moves only once the function
+// returns) nor for a subscriber whose function was already waiting in a
+// flush or close when it began (that one may be waiting for the caller):
+// the waits between subscribers always go from an earlier waiter to a
+// later one, so they never close a circle.
 func (ss *subscribers) flush() {
+	me := ss.caller()
 	ss.mu.Lock()
+	if me != nil {
+		me.waiting = true
+	}
 	var waits []chan struct{}
 	for _, sub := range ss.list {
-		b := barrier{done: make(chan struct{})}
+		if sub == me || (me != nil && sub.waiting) {
+			continue
+		}
+		b := &barrier{done: make(chan struct{})}
 		sub.mu.Lock()
 		if !sub.stopped && !sub.closing {
 			sub.queue = append(sub.queue, b) // never dropped, whatever the limit
@@ -127,22 +215,41 @@ func (ss *subscribers) flush() {
 	for _, w := range waits {
 		<-w
 	}
+	if me != nil {
+		ss.mu.Lock()
+		me.waiting = false
+		ss.mu.Unlock()
+	}
 }
 
 // close lets every subscriber deliver what is queued, and waits until they
-// have.
+// have. Called from inside a subscriber's function, it stops that
+// subscriber instead (what is queued for it is dropped, and any flush
+// waiting on it released), and it never waits for a subscriber whose
+// function is inside close itself: that one was stopped the same way, and
+// may be waiting for the caller. No subscriber is called once it returns,
+// except for the rest of the calls in progress in those two cases.
 func (ss *subscribers) close() {
+	me := ss.caller()
 	ss.mu.Lock()
-	list := ss.list
-	ss.list = nil
-	ss.mu.Unlock()
-	for _, sub := range list {
+	ss.closed = true
+	if me != nil {
+		me.inClose = true
+		me.stop()
+	}
+	var wait []*subscriber
+	for _, sub := range ss.list {
+		if sub.inClose {
+			continue
+		}
 		sub.mu.Lock()
 		sub.closing = true
 		sub.mu.Unlock()
 		sub.start()
+		wait = append(wait, sub)
 	}
-	for _, sub := range list {
+	ss.mu.Unlock()
+	for _, sub := range wait {
 		sub.waitIdle()
 	}
 }
@@ -188,11 +295,16 @@ func (s *subscriber) waitIdle() {
 }
 
 // deliver hands queued events to the function until the queue is empty.
+// It records its goroutine's ID first, so that the function's calls into
+// the session can be told from anyone else's.
 func (s *subscriber) deliver() {
+	id := goid()
 	for {
 		s.mu.Lock()
+		s.goid = id
 		if s.stopped || (len(s.queue) == 0 && s.dropped == 0) {
 			s.running = false
+			s.goid = 0
 			if s.idle != nil {
 				close(s.idle)
 				s.idle = nil
@@ -201,14 +313,16 @@ func (s *subscriber) deliver() {
 			return
 		}
 		batch := s.queue
+		s.batch = batch
 		s.queue = s.spare[:0]
 		s.spare = nil
 		dropped := s.dropped
 		s.dropped = 0
 		s.mu.Unlock()
 		s.deliverBatch(batch, dropped)
-		clear(batch) // let the events go
 		s.mu.Lock()
+		s.batch = nil
+		clear(batch) // let the events go
 		if s.spare == nil {
 			s.spare = batch[:0]
 		}
@@ -216,19 +330,15 @@ func (s *subscriber) deliver() {
 	}
 }
 
+// deliverBatch calls the function on each event of batch, until the
+// subscriber is stopped (which releases the barriers left).
 func (s *subscriber) deliverBatch(batch []Event, dropped int) {
 	for i, ev := range batch {
-		if b, ok := ev.(barrier); ok {
-			close(b.done)
+		if _, ok := ev.(*barrier); ok {
+			release(batch[i : i+1])
 			continue
 		}
 		if !s.call(ev) {
-			// Unsubscribed meanwhile: release any flush waiting here.
-			for _, rest := range batch[i+1:] {
-				if b, ok := rest.(barrier); ok {
-					close(b.done)
-				}
-			}
 			return
 		}
 	}

@@ -1,0 +1,96 @@
+package session_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/session"
+)
+
+var droppedNote = regexp.MustCompile(`^\[(\d+) earlier lines dropped\]$`)
+
+// Digest after digest, each carrying the one before, a summary stays
+// within MaxChars: the oldest lines go first, and the note counts every
+// line dropped so far (issue item 23).
+func TestDigestSummarizerStaysWithinMaxChars(t *testing.T) {
+	d := session.DigestSummarizer{}
+	prev := ""
+	made := 0 // lines made by every digest so far
+	for round := range 500 {
+		var msgs []session.Message
+		if prev != "" {
+			msgs = append(msgs, session.Message{Role: session.RoleSummary, Text: prev})
+		}
+		for i := range 10 {
+			n := round*10 + i
+			msgs = append(msgs,
+				session.Message{Role: session.RoleUser, Text: fmt.Sprintf("question %d %s", n, strings.Repeat("q", 300))},
+				session.Message{Role: session.RoleAssistant, StopReason: "toolUse", Text: fmt.Sprintf("answer %d", n)},
+				session.Message{Role: session.RoleToolResult, Text: fmt.Sprintf("result %d", n)})
+		}
+		made += 30
+		sum, err := d.Summarize(context.Background(), session.SummaryRequest{Messages: msgs})
+		require.NoError(t, err)
+		again, _ := d.Summarize(context.Background(), session.SummaryRequest{Messages: msgs})
+		require.Equal(t, sum, again, "deterministic")
+		require.LessOrEqual(t, len(sum.Text), session.DefaultDigestChars, "round %d", round)
+
+		lines := strings.Split(sum.Text, "\n")
+		require.True(t, strings.HasPrefix(lines[0], "Summary of "))
+		body, dropped := lines[1:], 0
+		if m := droppedNote.FindStringSubmatch(lines[1]); m != nil {
+			dropped, _ = strconv.Atoi(m[1])
+			body = lines[2:]
+		}
+		assert.Equal(t, made, dropped+len(body), "round %d: every line is kept or counted as dropped", round)
+		assert.Equal(t, fmt.Sprintf("- tool result: result %d", round*10+9), body[len(body)-1], "the newest line is kept")
+		for _, l := range body {
+			require.True(t, strings.HasPrefix(l, "- "), "round %d: a carried line is kept as it was: %q", round, l)
+		}
+		prev = sum.Text
+	}
+}
+
+func TestDigestSummarizerLimits(t *testing.T) {
+	msgs := []session.Message{
+		{Role: session.RoleUser, Text: strings.Repeat("é", 5000)},
+		{Role: session.RoleAssistant, StopReason: "stop", Text: "fine"},
+	}
+	size := func(d session.DigestSummarizer, req session.SummaryRequest) string {
+		req.Messages = msgs
+		sum, err := d.Summarize(context.Background(), req)
+		require.NoError(t, err)
+		assert.True(t, utf8.ValidString(sum.Text))
+		return sum.Text
+	}
+	assert.LessOrEqual(t, len(size(session.DigestSummarizer{MaxChars: 150}, session.SummaryRequest{MaxChars: 1000})), 150)
+	assert.LessOrEqual(t, len(size(session.DigestSummarizer{MaxChars: 1000}, session.SummaryRequest{MaxChars: 150})), 150, "the request's smaller limit wins")
+	// The header, then the note, then the newest line only.
+	assert.Equal(t, "Summary of 2 earlier messages (1 from the user, 1 from the assistant, 0 tool results).\n[1 earlier lines dropped]\n- assistant (stop): fine",
+		size(session.DigestSummarizer{MaxChars: 150}, session.SummaryRequest{}))
+	// Even the header does not fit: cut short, between characters.
+	tiny := size(session.DigestSummarizer{MaxChars: 12}, session.SummaryRequest{Instructions: strings.Repeat("é", 100)})
+	assert.Equal(t, "Summary of 2", tiny)
+	focus := size(session.DigestSummarizer{MaxChars: 100}, session.SummaryRequest{Instructions: strings.Repeat("é", 100)})
+	assert.LessOrEqual(t, len(focus), 100)
+	assert.True(t, strings.HasPrefix(focus, "Summary of 2 earlier messages"))
+}
+
+// An earlier summary written by another summarizer, one huge line, is
+// dropped as a whole when it does not fit, and counted (issue item 23).
+func TestDigestSummarizerDropsAForeignSummary(t *testing.T) {
+	sum, err := session.DigestSummarizer{}.Summarize(context.Background(), session.SummaryRequest{Messages: []session.Message{
+		{Role: session.RoleSummary, Text: strings.Repeat("prose ", 1_000_000)},
+		{Role: session.RoleUser, Text: "hello"},
+	}})
+	require.NoError(t, err)
+	assert.Equal(t, "Summary of 2 earlier messages (1 from the user, 0 from the assistant, 0 tool results).\n[1 earlier lines dropped]\n- user: hello", sum.Text)
+}
