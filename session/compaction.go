@@ -271,8 +271,11 @@ const imageChars = 4800
 // estimateTokens is a message's size estimate: ceil(chars/4), an image
 // counting imageChars characters.
 func estimateTokens(m Message) int {
-	chars := len(m.Text) + len(m.ErrorMessage) + m.Images*imageChars
-	return (chars + 3) / 4
+	chars := len(m.Text) + len(m.ErrorMessage)
+	if m.Images > 0 {
+		chars += min(m.Images, (math.MaxInt-chars)/imageChars) * imageChars
+	}
+	return chars/4 + min(chars%4, 1)
 }
 
 // cutPoint chooses where a compaction cuts msgs (policy §4.4): walking back
@@ -286,7 +289,7 @@ func cutPoint(msgs []Message, keepRecent int) (int, bool) {
 	total := 0
 	start := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
-		total += estimateTokens(msgs[i])
+		total += min(estimateTokens(msgs[i]), math.MaxInt-total)
 		if total >= keepRecent {
 			start = i
 			break

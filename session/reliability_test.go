@@ -469,3 +469,16 @@ func TestStateIsSettledWhenTurnSettles(t *testing.T) {
 		assert.Empty(t, stale)
 	})
 }
+
+// A setter's change is what the getters read as soon as it returns.
+func TestSettersAreReadBackAtOnce(t *testing.T) {
+	s, _, _ := newSession(t, nil)
+	for i := range 20000 {
+		on := i%2 == 0
+		s.SetAutoRetryEnabled(on)
+		s.SetAutoCompactionEnabled(!on)
+		if s.AutoRetryEnabled() != on || s.AutoCompactionEnabled() == on {
+			t.Fatalf("iteration %d: a getter read the value before the setter's", i)
+		}
+	}
+}

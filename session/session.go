@@ -406,7 +406,13 @@ func (s *Session) Close() error {
 // do runs f on the loop and waits for it.
 func (s *Session) do(f func()) error {
 	finished := make(chan struct{})
-	if !s.post(func() { f(); close(finished) }) {
+	if !s.post(func() {
+		f()
+		// What f changed is what the caller reads next, from the getters.
+		s.settle()
+		s.publish()
+		close(finished)
+	}) {
 		return ErrClosed
 	}
 	<-finished
