@@ -230,7 +230,7 @@ func TestOversizedMessageIsCompactedAwayByTheNextTurn(t *testing.T) {
 		require.NoError(t, s.Prompt(context.Background(), "a question"))
 		require.ErrorIs(t, s.Prompt(context.Background(), strings.Repeat("x", 1_000_000)), session.ErrOverflow)
 		require.Greater(t, session.EstimateTokens(s.Messages()...), scripted.DefaultModel.ContextWindow)
-		_ = s.Prompt(context.Background(), "a small question") // its run compacts the huge one away
+		require.NoError(t, s.Prompt(context.Background(), "a small question"), "the check before it compacts the huge one away")
 		assert.LessOrEqual(t, session.EstimateTokens(s.Messages()...), threshold)
 		for _, m := range s.Messages() {
 			assert.Less(t, len(m.Text), 1_000_000)
