@@ -15,16 +15,26 @@ type EntryType string
 
 // The entry types.
 const (
-	EntryMessage    EntryType = "message"
+	// EntryMessage: a message added to the runtime context.
+	EntryMessage EntryType = "message"
+	// EntryCompaction: a compaction that replaced the messages before
+	// its FirstKeptEntryID in the runtime context with its summary.
 	EntryCompaction EntryType = "compaction"
+	// EntryRemoval: the message whose ID is the entry's left the runtime
+	// context (removed for a retry, or before an overflow's compaction);
+	// history keeps the message itself.
+	EntryRemoval EntryType = "removal"
 )
 
-// Entry is one record of a session's history: a message, or a compaction
-// that replaced the messages before FirstKeptEntryID in the runtime context.
+// Entry is one record of a session's history: a message, a compaction, or
+// a removal. Replayed in order, a session's entries give its runtime
+// context (see WithHistory).
 //
 // A valid entry has a non-empty ID and the content of its type, and only
 // that: a message entry its Message (whose ID is the entry's), a
-// compaction entry its Compaction.
+// compaction entry its Compaction, a removal entry nothing (its ID is the
+// removed message's). The session gives every message and compaction an
+// ID that no other entry of the history has.
 type Entry struct {
 	Type EntryType `json:"type"`
 	ID   string    `json:"id"`
@@ -286,6 +296,10 @@ func validEntry(e Entry) error {
 	case EntryCompaction:
 		if e.Compaction == nil || e.Message != nil {
 			return errors.New("a compaction entry needs a compaction and nothing else")
+		}
+	case EntryRemoval:
+		if e.Message != nil || e.Compaction != nil {
+			return errors.New("a removal entry holds nothing but the removed message's id")
 		}
 	default:
 		return fmt.Errorf("not a history entry (type %q)", e.Type)
