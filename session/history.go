@@ -141,9 +141,9 @@ var (
 // it, and so is a file another FileHistory has open (ErrHistoryLocked).
 //
 // A last line cut short by a crash (no newline at its end, and not a whole
-// entry) is dropped, and the file truncated to the lines before it; a whole
-// last entry that lost only its newline gets it back. Every complete line
-// is kept. A line before the last that is not a valid entry is an error
+// entry) is dropped, and the file truncated to the lines before it; a last
+// line that lost only its newline (a whole entry, or blank) gets it back.
+// Every complete line is kept. A line before the last that is not a valid entry is an error
 // naming its line number (ErrCorruptHistory), and the file is left as it
 // was.
 func OpenFileHistory(path string) (*FileHistory, error) {
