@@ -85,7 +85,7 @@ func TestOverflowCompactionContinuation(t *testing.T) {
 			kinds = append(kinds, e.Type)
 		}
 		assert.Contains(t, kinds, session.EntryCompaction)
-		assert.Len(t, entries, 6, "2 prompts, 3 answers (the error kept) and the compaction")
+		assert.Len(t, entries, 7, "2 prompts, 3 answers (the error kept), the error's removal and the compaction")
 	})
 }
 

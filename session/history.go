@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"sync"
 )
@@ -14,12 +15,26 @@ type EntryType string
 
 // The entry types.
 const (
-	EntryMessage    EntryType = "message"
+	// EntryMessage: a message added to the runtime context.
+	EntryMessage EntryType = "message"
+	// EntryCompaction: a compaction that replaced the messages before
+	// its FirstKeptEntryID in the runtime context with its summary.
 	EntryCompaction EntryType = "compaction"
+	// EntryRemoval: the message whose ID is the entry's left the runtime
+	// context (removed for a retry, or before an overflow's compaction);
+	// history keeps the message itself.
+	EntryRemoval EntryType = "removal"
 )
 
-// Entry is one record of a session's history: a message, or a compaction
-// that replaced the messages before FirstKeptEntryID in the runtime context.
+// Entry is one record of a session's history: a message, a compaction, or
+// a removal. Replayed in order, a session's entries give its runtime
+// context (see WithHistory).
+//
+// A valid entry has a non-empty ID and the content of its type, and only
+// that: a message entry its Message (whose ID is the entry's), a
+// compaction entry its Compaction, a removal entry nothing (its ID is the
+// removed message's). The session gives every message and compaction an
+// ID that no other entry of the history has.
 type Entry struct {
 	Type EntryType `json:"type"`
 	ID   string    `json:"id"`
@@ -58,8 +73,15 @@ type MemoryHistory struct {
 	entries []Entry
 }
 
-// Append implements History; it never fails.
+// ErrInvalidEntry matches the error Append returns for an entry that is
+// not valid (see Entry).
+var ErrInvalidEntry = errors.New("session: invalid history entry")
+
+// Append implements History; it fails only for an invalid entry.
 func (h *MemoryHistory) Append(e Entry) error {
+	if err := checkEntry(e); err != nil {
+		return err
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.entries = append(h.entries, e)
@@ -75,46 +97,131 @@ func (h *MemoryHistory) Entries() []Entry {
 
 // FileHistory is a History stored as JSON lines: one entry per line,
 // appended and synced to disk before Append returns. Close it when done.
+//
+// The file has one writer at a time: OpenFileHistory takes an advisory lock
+// on it (flock(2), where the platform has it) that Close releases. Lines are
+// appended with O_APPEND. An Append that fails, at its write or at its sync,
+// truncates the file back to its size before the append, so the file is
+// exactly as it was; when even that fails, the FileHistory refuses every
+// later Append (each would land after the partial line), and reopening the
+// file drops the partial line as a crash's.
 type FileHistory struct {
-	mu      sync.Mutex
-	path    string
-	f       *os.File
+	mu   sync.Mutex
+	path string
+	f    historyFile
+	// broken is why the file can no longer be appended to: a failed
+	// append that could not be undone.
+	broken  error
 	entries []Entry
 }
 
-// ErrCorruptHistory matches the error OpenFileHistory returns for a file
-// with a damaged line before its last.
-var ErrCorruptHistory = errors.New("session: corrupt history file")
+// historyFile is what a FileHistory writes to: an *os.File, or in tests
+// one that fails on demand.
+type historyFile interface {
+	Write(p []byte) (int, error)
+	Sync() error
+	Stat() (os.FileInfo, error)
+	Truncate(size int64) error
+	Close() error
+}
 
-// OpenFileHistory opens (or creates) the history file at path and reads its
-// entries. A last line cut short by a crash (no newline at its end, and not
-// a whole entry) is dropped, and the file truncated to the lines before it;
-// every complete line is kept. A line before the last that is not a valid
-// entry is an error naming its line number, and the file is left as it was.
+// Errors of OpenFileHistory.
+var (
+	// ErrCorruptHistory: a line before the file's last is not a valid
+	// entry.
+	ErrCorruptHistory = errors.New("session: corrupt history file")
+	// ErrHistoryLocked: another FileHistory, in this process or another,
+	// has the file open.
+	ErrHistoryLocked = errors.New("session: history file in use by another writer")
+)
+
+// OpenFileHistory opens (or creates, readable and writable by its owner
+// only) the history file at path and reads its entries. Anything but a
+// regular file (a directory, a FIFO, a device) is refused without reading
+// it, and so is a file another FileHistory has open (ErrHistoryLocked).
+//
+// A last line cut short by a crash (no newline at its end, and not a whole
+// entry) is dropped, and the file truncated to the lines before it; a last
+// line that lost only its newline (a whole entry, or blank) gets it back.
+// Every complete line is kept. A line before the last that is not a valid entry is an error
+// naming its line number (ErrCorruptHistory), and the file is left as it
+// was.
 func OpenFileHistory(path string) (*FileHistory, error) {
-	data, err := os.ReadFile(path)
-	if err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("session: reading history: %w", err)
+	f, err := openHistoryFile(path)
+	if err != nil {
+		return nil, err
+	}
+	entries, err := readHistory(path, f)
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return &FileHistory{path: path, f: f, entries: entries}, nil
+}
+
+// openHistoryFile opens path for reading and appending, creating it with
+// mode 0600, and checks that it is a regular file, which it then locks.
+func openHistoryFile(path string) (*os.File, error) {
+	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|openFlags, 0o600)
+	if err != nil {
+		return nil, fmt.Errorf("session: opening history: %w", err)
+	}
+	// The opened file is checked, not the path: the path may name another
+	// file by now.
+	fi, err := f.Stat()
+	switch {
+	case err != nil:
+		err = fmt.Errorf("session: opening history: %w", err)
+	case !fi.Mode().IsRegular():
+		err = fmt.Errorf("session: history %s is not a regular file but %s", path, fileKind(fi.Mode()))
+	default:
+		err = lockFile(f)
+		if errors.Is(err, ErrHistoryLocked) {
+			err = fmt.Errorf("%w: %s", ErrHistoryLocked, path)
+		} else if err != nil {
+			err = fmt.Errorf("session: locking history: %w", err)
+		}
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+// fileKind describes what a file that is not a regular file is.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m.IsDir():
+		return "a directory"
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	}
+	return fmt.Sprintf("of type %v", m.Type())
+}
+
+// readHistory reads and parses the open file f, and repairs its tail.
+func readHistory(path string, f *os.File) ([]Entry, error) {
+	data, err := io.ReadAll(f)
+	if err != nil {
+		return nil, fmt.Errorf("session: reading history %s: %w", path, err)
 	}
 	entries, keep, err := parseHistory(path, data)
 	if err != nil {
 		return nil, err
 	}
-	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
-	if err != nil {
-		return nil, fmt.Errorf("session: opening history: %w", err)
-	}
 	if keep != len(data) {
 		if err := repairTail(f, len(data), keep); err != nil {
-			f.Close()
 			return nil, fmt.Errorf("session: repairing history %s: %w", path, err)
 		}
 	}
-	if _, err := f.Seek(0, 2); err != nil {
-		f.Close()
-		return nil, fmt.Errorf("session: opening history: %w", err)
-	}
-	return &FileHistory{path: path, f: f, entries: entries}, nil
+	return entries, nil
 }
 
 // parseHistory decodes the lines of data. keep is how many bytes of data
@@ -147,11 +254,11 @@ func parseHistory(path string, data []byte) (entries []Entry, keep int, err erro
 
 // repairTail makes a file of size bytes hold exactly keep bytes of whole
 // lines: it drops a cut-short last line, or adds the newline a whole last
-// entry lacked (keep = size+1).
+// entry lacked (keep = size+1; the file is opened for appending).
 func repairTail(f *os.File, size, keep int) error {
 	var err error
 	if keep > size {
-		_, err = f.WriteAt([]byte("\n"), int64(size))
+		_, err = f.Write([]byte("\n"))
 	} else {
 		err = f.Truncate(int64(keep))
 	}
@@ -163,25 +270,59 @@ func repairTail(f *os.File, size, keep int) error {
 
 func decodeEntry(line []byte) (Entry, error) {
 	var e Entry
-	dec := json.NewDecoder(bytes.NewReader(line))
-	if err := dec.Decode(&e); err != nil {
+	if err := json.Unmarshal(line, &e); err != nil {
 		return Entry{}, fmt.Errorf("invalid JSON: %v", err)
 	}
-	if dec.More() {
-		return Entry{}, errors.New("text after the entry")
-	}
-	switch {
-	case e.Type == EntryMessage && e.Message != nil:
-	case e.Type == EntryCompaction && e.Compaction != nil:
-	default:
-		return Entry{}, fmt.Errorf("not a history entry (type %q)", e.Type)
+	if err := validEntry(e); err != nil {
+		return Entry{}, err
 	}
 	return e, nil
 }
 
+// validEntry checks that e is an entry of a known type with its content,
+// and only its content.
+func validEntry(e Entry) error {
+	if e.ID == "" {
+		return fmt.Errorf("a %s entry without an id", e.Type)
+	}
+	switch e.Type {
+	case EntryMessage:
+		switch {
+		case e.Message == nil || e.Compaction != nil:
+			return errors.New("a message entry needs a message and nothing else")
+		case e.Message.ID != e.ID:
+			return fmt.Errorf("message entry %q holds message %q", e.ID, e.Message.ID)
+		}
+	case EntryCompaction:
+		if e.Compaction == nil || e.Message != nil {
+			return errors.New("a compaction entry needs a compaction and nothing else")
+		}
+	case EntryRemoval:
+		if e.Message != nil || e.Compaction != nil {
+			return errors.New("a removal entry holds nothing but the removed message's id")
+		}
+	default:
+		return fmt.Errorf("not a history entry (type %q)", e.Type)
+	}
+	return nil
+}
+
+// checkEntry is validEntry for Append: its error matches ErrInvalidEntry.
+func checkEntry(e Entry) error {
+	if err := validEntry(e); err != nil {
+		return fmt.Errorf("%w: %v", ErrInvalidEntry, err)
+	}
+	return nil
+}
+
 // Append implements History: the entry is written as one line and synced
-// before Append returns.
+// before Append returns. On an error the file is as it was (see
+// FileHistory); an invalid entry (see Entry) is refused with
+// ErrInvalidEntry before anything is written.
 func (h *FileHistory) Append(e Entry) error {
+	if err := checkEntry(e); err != nil {
+		return err
+	}
 	line, err := json.Marshal(e)
 	if err != nil {
 		return fmt.Errorf("session: encoding history entry: %w", err)
@@ -189,17 +330,44 @@ func (h *FileHistory) Append(e Entry) error {
 	line = append(line, '\n')
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if h.f == nil {
+	switch {
+	case h.f == nil:
 		return fmt.Errorf("session: history %s: %w", h.path, os.ErrClosed)
+	case h.broken != nil:
+		return fmt.Errorf("session: history %s refuses appends since one could not be undone (reopen it): %w", h.path, h.broken)
 	}
-	if _, err := h.f.Write(line); err != nil {
+	fi, err := h.f.Stat()
+	if err != nil {
 		return fmt.Errorf("session: appending to history %s: %w", h.path, err)
 	}
-	if err := h.f.Sync(); err != nil {
-		return fmt.Errorf("session: syncing history %s: %w", h.path, err)
+	if err := h.write(line); err != nil {
+		if undo := h.undo(fi.Size()); undo != nil {
+			h.broken = undo
+			return fmt.Errorf("session: appending to history %s: %w; undoing the partial append failed: %w", h.path, err, undo)
+		}
+		return fmt.Errorf("session: appending to history %s: %w", h.path, err)
 	}
 	h.entries = append(h.entries, e)
 	return nil
+}
+
+// write writes line at the end of the file and syncs it.
+func (h *FileHistory) write(line []byte) error {
+	if _, err := h.f.Write(line); err != nil {
+		return err
+	}
+	if err := h.f.Sync(); err != nil {
+		return fmt.Errorf("syncing: %w", err)
+	}
+	return nil
+}
+
+// undo truncates the file back to size, its size before a failed append.
+func (h *FileHistory) undo(size int64) error {
+	if err := h.f.Truncate(size); err != nil {
+		return err
+	}
+	return h.f.Sync()
 }
 
 // Entries implements History.
@@ -209,7 +377,8 @@ func (h *FileHistory) Entries() []Entry {
 	return append([]Entry(nil), h.entries...)
 }
 
-// Close closes the file. Appends after Close fail.
+// Close closes the file and releases it to the next opener. Appends after
+// Close fail.
 func (h *FileHistory) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -135,7 +135,7 @@ func TestSessionOnFileHistory(t *testing.T) {
 	h, err := session.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
-	assert.Len(t, h.Entries(), 3, "the prompt, the error (kept in history) and the answer")
+	assert.Len(t, h.Entries(), 4, "the prompt, the error (kept in history), its removal and the answer")
 	s, err := session.New(scripted.New(scripted.Script{}), session.WithHistory(h))
 	require.NoError(t, err)
 	defer s.Close()

@@ -22,8 +22,9 @@ type loopState struct {
 	attempt int
 	// runtime is the runtime context, the messages the next call sees.
 	runtime []Message
-	// seq orders history: the position of each message (by ID) and of
-	// the latest compaction, for the stale rule.
+	// seq orders history: the position of each message and compaction
+	// (by ID) and of the latest compaction, for the stale rule. Its keys
+	// are the IDs taken.
 	seq           map[string]int
 	nextSeq       int
 	compactionSeq int
@@ -43,6 +44,9 @@ type loopState struct {
 	turn     *turnState
 	quiet    []chan struct{}
 	ids      int
+	// renamed maps an agent's message ID that identify replaced to its
+	// replacement.
+	renamed map[string]string
 }
 
 // runState is the run in flight.
@@ -91,44 +95,25 @@ type turnState struct {
 
 var errCompactionAborted = errors.New("compaction aborted")
 
+// newID returns a new ID, kind-N, that no entry of the history has. N
+// counts on from the highest number ending an ID of the history the
+// session started on (restore), skipping any ID already taken, so IDs are
+// unique across every session that wrote the history and read in the
+// order they were made. A counter rather than random IDs: a history has
+// one writer at a time (FileHistory locks its file), so the history read
+// at the start holds every ID used before, and a counter keeps IDs short,
+// ordered and the same from one run of a test to the next.
 func (s *Session) newID(kind string) string {
-	s.loop.ids++
-	return kind + "-" + strconv.Itoa(s.loop.ids)
+	l := &s.loop
+	for {
+		l.ids++
+		if id := kind + "-" + strconv.Itoa(l.ids); !s.taken(id) {
+			return id
+		}
+	}
 }
 
 func nowMs() int64 { return time.Now().UnixMilli() }
-
-// restore rebuilds the runtime context from history: the latest
-// compaction's summary and the messages from its first kept entry on.
-// Error messages are left out: each was either removed for a retry or
-// ended its turn, and neither is context for the next call.
-func (s *Session) restore() {
-	l := &s.loop
-	l.seq = map[string]int{}
-	entries := s.history.Entries()
-	var msgs []Message
-	for _, e := range entries {
-		l.nextSeq++
-		switch e.Type {
-		case EntryMessage:
-			l.seq[e.Message.ID] = l.nextSeq
-			if !e.Message.IsError() {
-				msgs = append(msgs, *e.Message)
-			}
-		case EntryCompaction:
-			l.compactionSeq = l.nextSeq
-			kept := msgs[:0:0]
-			for i, m := range msgs {
-				if m.ID == e.Compaction.FirstKeptEntryID {
-					kept = append(kept, msgs[i:]...)
-					break
-				}
-			}
-			msgs = append([]Message{summaryMessage(e)}, kept...)
-		}
-	}
-	l.runtime = msgs
-}
 
 func summaryMessage(e Entry) Message {
 	return Message{ID: e.ID, Role: RoleSummary, Text: e.Compaction.Summary, Timestamp: e.Timestamp}
@@ -142,9 +127,11 @@ func (s *Session) record(e Entry) error {
 		return err
 	}
 	l.nextSeq++
-	if e.Type == EntryCompaction {
+	switch e.Type {
+	case EntryCompaction:
 		l.compactionSeq = l.nextSeq
-	} else {
+		l.seq[e.ID] = l.nextSeq
+	case EntryMessage:
 		l.seq[e.ID] = l.nextSeq
 	}
 	return nil
@@ -316,13 +303,12 @@ func (s *Session) onAgentEvent(id int, ev Event) {
 	s.emit(ev)
 }
 
-// complete fills in what the agent left out of a finished message: its ID,
+// complete fills in what the agent left out of a finished message: its ID
+// (or a new one, when the history already has the agent's),
 // its time, and for an assistant message the session's current model when
 // the agent named neither provider nor model.
 func (s *Session) complete(m Message) Message {
-	if m.ID == "" {
-		m.ID = s.newID("msg")
-	}
+	s.identify(&m)
 	if m.Timestamp == 0 {
 		m.Timestamp = nowMs()
 	}
@@ -586,14 +572,13 @@ func (s *Session) timerFired() {
 }
 
 // removeMessage removes the message with this ID from the runtime context,
-// and nothing else. History keeps it.
+// and nothing else. History keeps the message, and records the removal so
+// that a session reopened on it rebuilds the same context (see restore).
 func (s *Session) removeMessage(id string) {
 	l := &s.loop
-	for i := len(l.runtime) - 1; i >= 0; i-- {
-		if l.runtime[i].ID == id {
-			l.runtime = append(l.runtime[:i:i], l.runtime[i+1:]...)
-			return
-		}
+	if rest, ok := withoutMessage(l.runtime, id); ok {
+		l.runtime = rest
+		s.recordRemoval(id)
 	}
 }
 

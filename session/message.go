@@ -34,7 +34,9 @@ type Model struct {
 //
 // ID is the message's identity: the session removes and finds messages by
 // it, never by position or role. An agent should set it; the session fills
-// an empty ID when the message ends.
+// an empty ID when the message ends, and replaces one that an entry of the
+// history already has (a tool result's ToolCallID follows): the ID in the
+// MessageEnd event is the one the session keeps.
 type Message struct {
 	ID   string `json:"id"`
 	Role Role   `json:"role"`

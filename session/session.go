@@ -95,9 +95,12 @@ func WithSessionID(id string) Option {
 }
 
 // WithHistory sets where the session's history is kept; the default is a
-// MemoryHistory. Entries already there are the start of the runtime
-// context (the latest compaction's summary and what it kept, then the
-// messages after it).
+// MemoryHistory. A history has one session writing to it at a time. A
+// session started on a history that has entries replays them, in order,
+// into the runtime context the session that wrote them had when it last
+// wrote (the latest compaction's summary, the messages it kept and those
+// after it, less the ones removed), and gives its messages IDs that no
+// entry there has.
 func WithHistory(h History) Option {
 	return func(s *Session) error { s.history = h; return nil }
 }
@@ -129,8 +132,9 @@ func WithLogger(l *slog.Logger) Option {
 
 var discardLogger = slog.New(slog.DiscardHandler)
 
-// New starts a session that runs agent. It fails when agent is nil or an
-// option is invalid.
+// New starts a session that runs agent. It fails when agent is nil, an
+// option is invalid, or the history holds an invalid entry
+// (ErrInvalidEntry).
 func New(agent Agent, opts ...Option) (*Session, error) {
 	if agent == nil {
 		return nil, errors.New("session: nil Agent")
@@ -155,7 +159,9 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 		s.id = hex.EncodeToString(b[:])
 	}
 	s.loop.machine = fsm.Default()
-	s.restore()
+	if err := s.restore(); err != nil {
+		return nil, err
+	}
 	s.publish()
 	return s, nil
 }
