@@ -19,7 +19,7 @@ import (
 type Machine struct {
 	mu    sync.Mutex
 	lf    *looplab.FSM
-	rules []transitions.Rule
+	rules transitions.Rules
 }
 
 // New validates rules and builds a Machine on them, starting in states.Idle.
@@ -37,7 +37,7 @@ func New(rules []transitions.Rule) (*Machine, error) {
 
 // build makes the machine on rules it may keep: validated, and never
 // changed after.
-func build(rules []transitions.Rule) *Machine {
+func build(rules transitions.Rules) *Machine {
 	events := make(looplab.Events, 0, len(rules))
 	for _, r := range rules {
 		src := make([]string, len(r.From))
@@ -51,7 +51,7 @@ func build(rules []transitions.Rule) *Machine {
 
 // defaultRules is transitions.Table(), validated once and shared by every
 // machine Default builds: a session holds no copy of its own.
-var defaultRules = func() []transitions.Rule {
+var defaultRules = func() transitions.Rules {
 	rules := transitions.Table()
 	if err := Validate(rules); err != nil {
 		// The table is a constant of this module and its tests validate it.
@@ -99,14 +99,14 @@ type Transition struct {
 }
 
 // Step picks the rule that applies in the current state with facts f
-// (transitions.NextIn over the machine's table) and takes it. It returns the
+// (the machine's table's Next) and takes it. It returns the
 // move made, or a *TransitionError wrapping ErrNoRule when no rule applies, in
 // which case the state is unchanged. ctx is treated as by Fire.
 func (m *Machine) Step(ctx context.Context, f transitions.Facts) (Transition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	from := m.State()
-	r, ok := transitions.NextIn(m.rules, from, f)
+	r, ok := m.rules.Next(from, f)
 	if !ok {
 		return Transition{}, &TransitionError{State: from, Err: ErrNoRule}
 	}
@@ -233,8 +233,8 @@ func countFrom(from []states.State, s states.State) int {
 	return n
 }
 
-func cloneRules(rules []transitions.Rule) []transitions.Rule {
-	out := make([]transitions.Rule, len(rules))
+func cloneRules(rules transitions.Rules) transitions.Rules {
+	out := make(transitions.Rules, len(rules))
 	for i, r := range rules {
 		r.From = slices.Clone(r.From)
 		out[i] = r

@@ -121,8 +121,10 @@ func TestCancelledContextNeverWedges(t *testing.T) {
 	tour := []transitions.Event{
 		transitions.AgentEnd, transitions.Retry, transitions.Cancel, transitions.Reset,
 		transitions.AgentEnd, transitions.Exhaust, transitions.Reset,
-		transitions.AgentEnd, transitions.Threshold, transitions.Compacted,
-		transitions.AgentEnd, transitions.Overflow, transitions.Resume, transitions.Stall,
+		transitions.AgentEnd, transitions.Threshold, transitions.CompactionEnd,
+		transitions.AgentEnd, transitions.Overflow, transitions.Resume, transitions.StartFailed,
+		transitions.AgentEnd, transitions.Refuse, transitions.AgentEnd, transitions.Unrecovered,
+		transitions.Overflow, transitions.CompactionEnd, transitions.Threshold, transitions.Cancel, transitions.Reset,
 		transitions.AgentEnd, transitions.Retry, transitions.Elapsed, transitions.AgentEnd, transitions.Settle,
 	}
 	for _, e := range tour {
@@ -162,7 +164,8 @@ func TestNewValidatesTable(t *testing.T) {
 		{"no guard", mutate(func(r []transitions.Rule) []transitions.Rule { r[4].Guard = transitions.Guard{}; return r }), "no named guard"},
 		{"no event name", mutate(func(r []transitions.Rule) []transitions.Rule { r[4].Event = ""; return r }), "no event name"},
 		{"source listed twice", mutate(func(r []transitions.Rule) []transitions.Rule {
-			r[7].From = append(r[7].From, states.Backoff)
+			i := slices.IndexFunc(r, func(x transitions.Rule) bool { return x.Event == transitions.Cancel })
+			r[i].From = append(r[i].From, states.Backoff)
 			return r
 		}), `lists state "backoff" twice`},
 		{"unreachable state", mutate(func(r []transitions.Rule) []transitions.Rule {

@@ -138,7 +138,6 @@ type harness struct {
 	detached         bool             // the run in flight was cancelled from continuing
 	aborting         bool             // Abort was called: what the run in flight still reports decides nothing
 	expect           *transitions.Rule
-	promptCheck      bool
 	expectRetryOK    bool
 	compactionOpen   bool
 	episodeCompacted bool
@@ -262,8 +261,8 @@ func (h *harness) process(ev session.Event) {
 
 func (h *harness) stateChange(e session.StateChange) {
 	h.t.Helper()
-	rule, ok := transitions.Lookup(e.Event)
-	if !ok || e.From != h.state || !slices.Contains(rule.From, e.From) || e.To != rule.To {
+	i := slices.IndexFunc(transitions.Table(), func(r transitions.Rule) bool { return r.Event == e.Event })
+	if i < 0 || e.From != h.state || !slices.Contains(transitions.Table()[i].From, e.From) || e.To != transitions.Table()[i].To {
 		h.fail("§9.9: state_change %s>%s %s from model state %s does not follow the table", e.From, e.To, e.Event, h.state)
 	}
 	h.cov.add(edge{e.From, e.Event})
@@ -271,30 +270,29 @@ func (h *harness) stateChange(e session.StateChange) {
 		if h.expect != nil && h.expect.Event != e.Event {
 			h.fail("§9.9: the table predicts %s for the facts of the last message, the session took %s", h.expect.Event, e.Event)
 		}
-		if h.promptCheck && e.Event != transitions.Overflow && e.Event != transitions.Threshold {
-			h.fail("the check before a prompt entered the machine without compacting (%s)", e.Event)
-		}
-		if e.Event == transitions.Overflow && !h.promptCheck {
+		if e.Event == transitions.Overflow {
 			h.episodeRecovered++
 			if h.episodeRecovered > 1 {
 				h.fail("§9.6: an overflow episode was compacted twice")
 			}
 			h.episodeCompacted = true
 		}
-		h.expect, h.promptCheck = nil, false
+		h.expect = nil
+	}
+	if e.From == states.Idle && e.Event != transitions.AgentEnd && e.Event != transitions.Overflow && e.Event != transitions.Threshold {
+		h.fail("the check before a prompt took %s: it only compacts", e.Event)
 	}
 	if e.Event == transitions.AgentEnd {
-		if h.runEnded {
-			f := h.facts()
-			r, ok := transitions.Next(states.Classifying, f)
-			if !ok {
-				h.fail("no rule for facts %+v", f)
-			}
-			h.expect = &r
-			h.runEnded = false
-		} else {
-			h.promptCheck = true
+		if !h.runEnded {
+			h.fail("agent_end without a run that ended")
 		}
+		f := h.facts()
+		r, ok := transitions.Table().Next(states.Classifying, f)
+		if !ok {
+			h.fail("no rule for facts %+v", f)
+		}
+		h.expect = &r
+		h.runEnded = false
 	}
 	if e.From == states.Continuing && e.Event == transitions.Cancel {
 		h.detached = true

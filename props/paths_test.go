@@ -46,11 +46,25 @@ func shortestPaths() map[edge][]step {
 			if _, seen := paths[e]; !seen {
 				paths[e] = p
 			}
+			// The check before a prompt compacts with no continuation to
+			// follow: a path goes no further through it.
+			if s == states.Idle && r.Event != transitions.AgentEnd {
+				continue
+			}
 			if _, seen := toState[r.To]; !seen {
 				toState[r.To] = p
 				queue = append(queue, r.To)
 			}
 		}
+	}
+	// A refusal needs an overflow episode already compacted once: the
+	// shortest path the facts allow goes through a recovery first.
+	paths[edge{states.Classifying, transitions.Refuse}] = []step{
+		{states.Idle, transitions.AgentEnd, states.Classifying},
+		{states.Classifying, transitions.Overflow, states.Compacting},
+		{states.Compacting, transitions.Resume, states.Continuing},
+		{states.Continuing, transitions.AgentEnd, states.Classifying},
+		{states.Classifying, transitions.Refuse, states.Idle},
 	}
 	return paths
 }
@@ -71,7 +85,7 @@ func TestEveryEdgeHasAShortestPath(t *testing.T) {
 	}
 	// The longest shortest path: idle agent_end, retry, elapsed, then the
 	// continuation's own move.
-	assert.Len(t, paths[edge{states.Continuing, transitions.Stall}], 4)
+	assert.Len(t, paths[edge{states.Continuing, transitions.StartFailed}], 4)
 }
 
 // scenario is how a path is played on a real session: the scripted calls,
@@ -81,7 +95,12 @@ type scenario struct {
 	maxRetries int
 	slowSum    bool
 	failSum    bool // an overflow compaction that ends without a continuation
-	actions    []action
+	// compactionOff: the path's run settles with compaction disabled.
+	compactionOff bool
+	// before is the call of a turn played with compaction disabled before
+	// the path's prompt, whose check then compacts it.
+	before  *scripted.Call
+	actions []action
 }
 
 type action struct {
@@ -94,7 +113,7 @@ func callFor(next transitions.Event) scripted.Call {
 	switch next {
 	case transitions.Retry, transitions.Exhaust:
 		return scripted.Call{StopReason: "error", ErrorMessage: "503 Service Unavailable"}
-	case transitions.Overflow:
+	case transitions.Overflow, transitions.Refuse, transitions.Unrecovered:
 		return scripted.Call{StopReason: "error", ErrorMessage: "prompt is too long: 213462 tokens > 200000 maximum"}
 	case transitions.Threshold:
 		return scripted.Call{StopReason: "stop", Usage: &session.Usage{Input: 180000, TotalTokens: 180000}}
@@ -114,17 +133,27 @@ func play(path []step) scenario {
 		switch st.event {
 		case transitions.AgentEnd:
 			sc.calls = append(sc.calls, callFor(next))
+		case transitions.Unrecovered:
+			sc.compactionOff = true
+		case transitions.Overflow, transitions.Threshold:
+			if st.from == states.Idle {
+				c := callFor(st.event)
+				sc.before = &c
+				sc.calls = append(sc.calls, callFor(transitions.Settle))
+			}
+		}
+		switch st.event {
 		case transitions.Retry:
 			retries++
 		case transitions.Exhaust:
 			sc.maxRetries = retries
 		case transitions.Overflow:
-			sc.failSum = next == transitions.Compacted
+			sc.failSum = next == transitions.CompactionEnd
 		case transitions.Elapsed, transitions.Resume:
 			// The continuation's call: slow when the path leaves it by a
 			// cancel or ends in it, refused for a stall.
 			switch next {
-			case transitions.Stall:
+			case transitions.StartFailed:
 				sc.calls = append(sc.calls, scripted.Call{Refuse: "refused"})
 			case transitions.Cancel, "":
 				c := callFor(transitions.Settle)
@@ -175,6 +204,14 @@ func TestReplayEveryPath(t *testing.T) {
 				require.NoError(t, err)
 				defer s.Close()
 				require.NoError(t, s.Prompt(context.Background(), "a first question, long enough to be worth compacting"))
+				if sc.before != nil || sc.compactionOff {
+					s.SetAutoCompactionEnabled(false)
+				}
+				if sc.before != nil {
+					agent.Append(*sc.before)
+					_ = s.Prompt(context.Background(), "a turn settled with compaction off")
+					s.SetAutoCompactionEnabled(true)
+				}
 
 				var mu sync.Mutex
 				var moves []step

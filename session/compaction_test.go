@@ -140,7 +140,7 @@ func TestThresholdBoundary(t *testing.T) {
 			require.NoError(t, s.Prompt(context.Background(), "second question, long enough too"))
 			if c.compacts {
 				assert.Equal(t, []string{"compaction_start threshold", "compaction_end ok willRetry=false"}, rec.recovery(), "%d tokens", c.tokens)
-				assert.Contains(t, rec.lines(), "compacting>idle compacted")
+				assert.Contains(t, rec.lines(), "compacting>idle compaction_end")
 			} else {
 				assert.Empty(t, rec.recovery(), "%d tokens", c.tokens)
 			}
@@ -195,13 +195,12 @@ func TestCheckBeforePromptCompactsAborted(t *testing.T) {
 		n := len(rec.lines())
 		require.NoError(t, s.Prompt(context.Background(), "third question, long enough also"))
 		assert.Equal(t, []string{
-			"idle>classifying agent_end",
-			"classifying>compacting threshold",
+			"idle>compacting threshold",
 			"compaction_start threshold",
 			"compaction_end ok willRetry=false",
-			"compacting>idle compacted",
+			"compacting>idle compaction_end",
 			"agent_start",
-		}, rec.lines()[n:n+6], "the compaction happens before the prompt is sent")
+		}, rec.lines()[n:n+5], "the compaction happens before the prompt is sent")
 	})
 }
 
@@ -246,7 +245,7 @@ func TestSummarizerFails(t *testing.T) {
 		err := s.Prompt(context.Background(), "second question, long enough too")
 		require.ErrorIs(t, err, session.ErrOverflow)
 		assert.Equal(t, []string{"compaction_start overflow", `compaction_end failed "Context overflow recovery failed: model unavailable"`}, rec.recovery())
-		assert.Contains(t, rec.lines(), "compacting>idle compacted")
+		assert.Contains(t, rec.lines(), "compacting>idle compaction_end")
 	})
 	bubble(t, func(t *testing.T) {
 		s, _, rec := newSession(t, []scripted.Call{ok("first"), {StopReason: "stop", Usage: usage(190000)}}, smallKeep(), session.WithSummarizer(failing))

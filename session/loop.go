@@ -151,6 +151,16 @@ func (s *Session) emit(ev Event) { s.subs.emit(ev) }
 
 // step takes the rule that applies for f and reports the state change.
 func (s *Session) step(f transitions.Facts) (fsm.Transition, bool) {
+	tr, ok := s.take(f)
+	if ok {
+		s.emit(stateChangeEvent(tr))
+	}
+	return tr, ok
+}
+
+// take takes the rule that applies for f without reporting it: the caller
+// emits its state_change.
+func (s *Session) take(f transitions.Facts) (fsm.Transition, bool) {
 	tr, err := s.loop.machine.Step(context.Background(), f)
 	if err != nil {
 		if !errors.Is(err, fsm.ErrNoRule) {
@@ -158,7 +168,6 @@ func (s *Session) step(f transitions.Facts) (fsm.Transition, bool) {
 		}
 		return fsm.Transition{}, false
 	}
-	s.emit(stateChangeEvent(tr))
 	return tr, true
 }
 
@@ -206,13 +215,10 @@ func (s *Session) startTurn(text string, reply chan error) bool {
 	msg := &Message{ID: s.newID("user"), Role: RoleUser, Text: text, Timestamp: nowMs()}
 	l.turn = &turnState{reply: reply, prompt: msg}
 	l.episodeCompacted = false
-	// The check before a prompt (§4.6) goes through the machine only when
-	// it compacts: a check that settles at once would only add noise.
+	// The check before a prompt (§4.6): from idle, the table compacts or
+	// does nothing.
 	if last := s.lastAssistant(); last != nil {
-		f, _ := s.facts(last, transitions.PromptCheck)
-		if ev, ok := transitions.NextEvent(states.Classifying, f); ok && ev != transitions.Settle {
-			s.decide(last, transitions.PromptCheck)
-		}
+		s.decide(last, transitions.PromptCheck)
 	}
 	return true
 }
@@ -374,6 +380,10 @@ func (s *Session) onRunDone(id int, err error) {
 			err = errors.New("the agent stopped without ending the run")
 		}
 		s.failRun(r, err)
+	case r.last == nil:
+		// An assistant message began and never ended.
+		s.startFailed(r, errNoAssistantMessage)
+		return
 	}
 	s.decide(r.last, transitions.RunEnded)
 }
@@ -408,7 +418,7 @@ func (s *Session) startFailed(r *runState, err error) {
 		return
 	}
 	s.endChain(err.Error())
-	s.step(transitions.Facts{Signal: transitions.StartFailed})
+	s.step(transitions.Facts{Signal: transitions.NotStarted})
 }
 
 // facts gathers what the guards read about m. For the decision after a run
@@ -467,22 +477,26 @@ type verdict struct {
 func (s *Session) decide(m *Message, sig transitions.Signal) {
 	l := &s.loop
 	f, v := s.facts(m, sig)
-	if _, ok := s.step(f); !ok { // idle or continuing → classifying
-		return
+	if sig == transitions.RunEnded {
+		if _, ok := s.step(f); !ok { // idle or continuing → classifying
+			return
+		}
+	}
+	tr, ok := s.take(f)
+	if !ok {
+		return // the check before a prompt found nothing to do
 	}
 	var text string
 	if m != nil {
 		text = m.ErrorMessage
 	}
 	// A chain that this decision does not continue ends before the machine
-	// leaves classifying, so the counter is 0 by the time it is idle.
-	if ev, ok := transitions.NextEvent(states.Classifying, f); ok && ev != transitions.Retry && ev != transitions.Exhaust {
+	// is seen to leave classifying, so the counter is 0 by the time it is
+	// idle.
+	if tr.Event != transitions.Retry && tr.Event != transitions.Exhaust {
 		s.endChain(text)
 	}
-	tr, ok := s.step(f)
-	if !ok {
-		return
-	}
+	s.emit(stateChangeEvent(tr))
 	switch tr.Event {
 	case transitions.Retry:
 		s.beginRetry(m, v)
@@ -498,12 +512,22 @@ func (s *Session) decide(m *Message, sig transitions.Signal) {
 		recovery := sig == transitions.RunEnded
 		l.episodeCompacted = recovery
 		s.removeMessage(m.ID)
-		s.startCompaction(ReasonOverflow, recovery, sig == transitions.PromptCheck)
+		s.startCompaction(ReasonOverflow, recovery, !recovery)
 	case transitions.Threshold:
 		s.startCompaction(ReasonThreshold, false, sig == transitions.PromptCheck)
+	case transitions.Refuse:
+		const refused = "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."
+		s.emit(AutoCompactionStart{Reason: ReasonOverflow})
+		s.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: refused})
+		s.failTurn(fmt.Errorf("%w: %s", ErrOverflow, overflowText(m)))
+	case transitions.Unrecovered:
+		s.failTurn(fmt.Errorf("%w: %s", ErrOverflow, overflowText(m)))
 	case transitions.Settle:
-		if sig == transitions.RunEnded {
-			s.settleOn(m, f)
+		switch {
+		case m.StopReason == classify.StopReasonAborted:
+			s.failTurn(ErrAborted)
+		case m.IsError():
+			s.failTurn(fmt.Errorf("%w: %s", ErrProvider, m.ErrorMessage))
 		}
 	}
 }
@@ -515,26 +539,6 @@ func (s *Session) endChain(finalError string) {
 	if l.attempt > 0 {
 		s.emit(AutoRetryEnd{Success: false, Attempt: l.attempt, FinalError: finalError})
 		l.attempt = 0
-	}
-}
-
-// settleOn records how a turn that settled on m ended.
-func (s *Session) settleOn(m *Message, f transitions.Facts) {
-	if m == nil {
-		return
-	}
-	switch {
-	case f.Class == classify.Overflow && f.SameModel && !f.Stale:
-		if f.CompactionEnabled && f.EpisodeCompacted {
-			const refused = "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."
-			s.emit(AutoCompactionStart{Reason: ReasonOverflow})
-			s.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: refused})
-		}
-		s.failTurn(fmt.Errorf("%w: %s", ErrOverflow, overflowText(m)))
-	case m.StopReason == classify.StopReasonAborted:
-		s.failTurn(ErrAborted)
-	case m.IsError():
-		s.failTurn(fmt.Errorf("%w: %s", ErrProvider, m.ErrorMessage))
 	}
 }
 

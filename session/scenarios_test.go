@@ -95,7 +95,7 @@ func TestContinuationFailsToStart(t *testing.T) {
 		assert.Equal(t, []string{
 			"backoff>continuing elapsed",
 			`retry_end fail 1 "no credentials left"`,
-			"continuing>idle stall",
+			"continuing>idle start_failed",
 		}, lines[len(lines)-3:])
 		assert.Equal(t, states.Idle, s.State())
 	})

@@ -32,14 +32,14 @@ const (
 	// CompactionEnded: a compaction finished, with a result or without one.
 	// Facts.Compacted and Facts.WillRetry say how.
 	CompactionEnded
-	// StartFailed: a continuation run could not start.
-	StartFailed
+	// NotStarted: a continuation run could not start.
+	NotStarted
 )
 
 var signalNames = [...]string{
 	NoSignal: "none", RunEnded: "run_ended", PromptCheck: "prompt_check", TimerFired: "timer_fired",
 	AbortRetryCalled: "abort_retry", AbortCalled: "abort", AbortCompactionCalled: "abort_compaction",
-	CompactionEnded: "compaction_ended", StartFailed: "start_failed",
+	CompactionEnded: "compaction_ended", NotStarted: "not_started",
 }
 
 // Signals returns every signal in declaration order.

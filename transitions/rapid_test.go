@@ -53,7 +53,7 @@ func TestRandomFactsPickTheSpecRule(t *testing.T) {
 			t.Fatalf("more than one rule holds: %v", holding)
 		}
 		want, ok := specNext(s, f)
-		got, gotOK := tr.Next(s, f)
+		got, gotOK := rules.Next(s, f)
 		if ok != gotOK || got.Event != want {
 			t.Fatalf("Next = %q/%v, the spec names %q/%v", got.Event, gotOK, want, ok)
 		}

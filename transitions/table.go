@@ -10,20 +10,25 @@ import (
 // source states and one destination.
 type Event string
 
-// The twelve events, in table order.
+// The fourteen events, in table order.
 const (
-	AgentEnd  Event = "agent_end"
-	Retry     Event = "retry"
-	Exhaust   Event = "exhaust"
-	Overflow  Event = "overflow"
-	Threshold Event = "threshold"
-	Settle    Event = "settle"
-	Elapsed   Event = "elapsed"
-	Cancel    Event = "cancel"
-	Resume    Event = "resume"
-	Compacted Event = "compacted"
-	Stall     Event = "stall"
-	Reset     Event = "reset"
+	AgentEnd    Event = "agent_end"
+	Retry       Event = "retry"
+	Exhaust     Event = "exhaust"
+	Overflow    Event = "overflow"
+	Threshold   Event = "threshold"
+	Refuse      Event = "refuse"
+	Unrecovered Event = "unrecovered"
+	Settle      Event = "settle"
+	Elapsed     Event = "elapsed"
+	Cancel      Event = "cancel"
+	Resume      Event = "resume"
+	// CompactionEnd: the compaction ended, with or without a result, and
+	// no continuation follows.
+	CompactionEnd Event = "compaction_end"
+	// StartFailed: the continuation could not start.
+	StartFailed Event = "start_failed"
+	Reset       Event = "reset"
 )
 
 // String returns the event's name.
@@ -56,18 +61,16 @@ func (r Rule) Applies(from states.State, f Facts) bool {
 	return slices.Contains(r.From, from) && r.Guard.Holds(from, f)
 }
 
-// The guards, one per rule. The classifying guards are written so that
+// The guards, one per rule. The guards from classifying are written so that
 // exactly one of them holds for any facts: settle is the complement of the
-// other four, which exclude each other by class.
+// others, which exclude each other by class and settings. overflow and
+// threshold also leave idle, for the check before a prompt only.
 var (
 	guardRunEnded = Guard{
 		Name: "runEnded",
-		Doc:  "a run ended (agent_end), or a new prompt is about to be sent and the last message is checked",
-		Holds: func(from states.State, f Facts) bool {
-			if from == states.Continuing {
-				return f.Signal == RunEnded
-			}
-			return f.Signal == RunEnded || f.Signal == PromptCheck
+		Doc:  "a run ended (agent_end)",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.Signal == RunEnded
 		},
 	}
 	guardRetryAllowed = Guard{
@@ -86,26 +89,45 @@ var (
 	}
 	guardOverflowRecoverable = Guard{
 		Name: "overflowRecoverable",
-		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode not yet compacted",
-		Holds: func(_ states.State, f Facts) bool {
-			return f.sameModelOverflow() && !f.Stale && f.CompactionEnabled && !f.EpisodeCompacted
+		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode not yet compacted (from idle: only the check before a prompt)",
+		Holds: func(from states.State, f Facts) bool {
+			return decides(from, f) && f.sameModelOverflow() && !f.Stale && f.CompactionEnabled && !f.EpisodeCompacted
 		},
 	}
 	guardOverThreshold = Guard{
 		Name: "overThreshold",
-		Doc:  "not an error ∧ not aborted (except before a prompt) ∧ not a same-model overflow ∧ not stale ∧ compaction enabled ∧ tokens over the threshold",
-		Holds: func(_ states.State, f Facts) bool {
+		Doc:  "not an error ∧ not aborted (except before a prompt) ∧ not a same-model overflow ∧ not stale ∧ compaction enabled ∧ tokens over the threshold (from idle: only the check before a prompt)",
+		Holds: func(from states.State, f Facts) bool {
 			skipAborted := f.Aborted && f.Signal != PromptCheck
-			return f.successLike() && !skipAborted && !f.sameModelOverflow() && !f.Stale &&
+			return decides(from, f) && f.successLike() && !skipAborted && !f.sameModelOverflow() && !f.Stale &&
 				f.CompactionEnabled && f.OverThreshold()
+		},
+	}
+	guardOverflowRepeated = Guard{
+		Name: "overflowRepeated",
+		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode already compacted once",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.sameModelOverflow() && !f.Stale && f.CompactionEnabled && f.EpisodeCompacted
+		},
+	}
+	guardOverflowNotCompacted = Guard{
+		Name: "overflowNotCompacted",
+		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction disabled",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.sameModelOverflow() && !f.Stale && !f.CompactionEnabled
 		},
 	}
 	guardNothingToDo = Guard{
 		Name: "nothingToDo",
-		Doc:  "none of retryAllowed, retriesExhausted, overflowRecoverable, overThreshold holds",
+		Doc:  "none of retryAllowed, retriesExhausted, overflowRecoverable, overThreshold, overflowRepeated, overflowNotCompacted holds",
 		Holds: func(from states.State, f Facts) bool {
-			return !guardRetryAllowed.Holds(from, f) && !guardRetriesExhausted.Holds(from, f) &&
-				!guardOverflowRecoverable.Holds(from, f) && !guardOverThreshold.Holds(from, f)
+			for _, g := range []*Guard{&guardRetryAllowed, &guardRetriesExhausted, &guardOverflowRecoverable,
+				&guardOverThreshold, &guardOverflowRepeated, &guardOverflowNotCompacted} {
+				if g.Holds(from, f) {
+					return false
+				}
+			}
+			return true
 		},
 	}
 	guardCurrentTimerFired = Guard{
@@ -148,7 +170,7 @@ var (
 		Name: "startFailed",
 		Doc:  "the continuation could not start",
 		Holds: func(_ states.State, f Facts) bool {
-			return f.Signal == StartFailed
+			return f.Signal == NotStarted
 		},
 	}
 	guardAlways = Guard{
@@ -158,25 +180,36 @@ var (
 	}
 )
 
-var table = []Rule{
+// decides reports whether the facts are a decision's: any in classifying,
+// and in idle only the check before a prompt.
+func decides(from states.State, f Facts) bool {
+	return from != states.Idle || f.Signal == PromptCheck
+}
+
+var table = Rules{
 	{AgentEnd, []states.State{states.Idle, states.Continuing}, states.Classifying, guardRunEnded},
 	{Retry, []states.State{states.Classifying}, states.Backoff, guardRetryAllowed},
 	{Exhaust, []states.State{states.Classifying}, states.Exhausted, guardRetriesExhausted},
-	{Overflow, []states.State{states.Classifying}, states.Compacting, guardOverflowRecoverable},
-	{Threshold, []states.State{states.Classifying}, states.Compacting, guardOverThreshold},
+	{Overflow, []states.State{states.Classifying, states.Idle}, states.Compacting, guardOverflowRecoverable},
+	{Threshold, []states.State{states.Classifying, states.Idle}, states.Compacting, guardOverThreshold},
+	{Refuse, []states.State{states.Classifying}, states.Idle, guardOverflowRepeated},
+	{Unrecovered, []states.State{states.Classifying}, states.Idle, guardOverflowNotCompacted},
 	{Settle, []states.State{states.Classifying}, states.Idle, guardNothingToDo},
 	{Elapsed, []states.State{states.Backoff}, states.Continuing, guardCurrentTimerFired},
 	{Cancel, []states.State{states.Backoff, states.Continuing, states.Compacting}, states.Cancelled, guardAbortRequested},
 	{Resume, []states.State{states.Compacting}, states.Continuing, guardCompactedWillRetry},
-	{Compacted, []states.State{states.Compacting}, states.Idle, guardCompactionEnded},
-	{Stall, []states.State{states.Continuing}, states.Idle, guardStartFailed},
+	{CompactionEnd, []states.State{states.Compacting}, states.Idle, guardCompactionEnded},
+	{StartFailed, []states.State{states.Continuing}, states.Idle, guardStartFailed},
 	{Reset, []states.State{states.Exhausted, states.Cancelled}, states.Idle, guardAlways},
 }
 
+// Rules is a transition table: the rules in order.
+type Rules []Rule
+
 // Table returns the transition table, in the order of the policy's
 // specification. The result is a deep copy: changing it changes nothing here.
-func Table() []Rule {
-	out := make([]Rule, len(table))
+func Table() Rules {
+	out := make(Rules, len(table))
 	for i, r := range table {
 		r.From = slices.Clone(r.From)
 		out[i] = r
@@ -184,42 +217,17 @@ func Table() []Rule {
 	return out
 }
 
-// Next returns the one rule of the table that applies in state from with
-// facts f, and ok = false when none does (the occurrence changes nothing in
-// that state, such as AbortRetry with no wait pending or a timer from an
-// earlier backoff).
+// Next returns the rule of rs that applies in state from with facts f, and
+// ok = false when none does (the occurrence changes nothing in that state,
+// such as AbortRetry with no wait pending or a timer from an earlier
+// backoff). The rule shares its From with rs: do not change it.
 //
-// The guards are written so that at most one rule applies; the package's
-// tests check that over every state and every combination of facts.
-func Next(from states.State, f Facts) (r Rule, ok bool) {
-	r, ok = NextIn(table, from, f)
-	r.From = slices.Clone(r.From)
-	return r, ok
-}
-
-// NextEvent is Next's event alone, without copying the rule: the event
-// that applies in state from with facts f.
-func NextEvent(from states.State, f Facts) (Event, bool) {
-	r, ok := NextIn(table, from, f)
-	return r.Event, ok
-}
-
-// NextIn is Next over the given rules instead of Table: the first rule that
-// applies. The rule returned shares its From slice with rules.
-func NextIn(rules []Rule, from states.State, f Facts) (Rule, bool) {
-	for _, r := range rules {
+// Table's guards are written so that at most one rule applies; the
+// package's tests check that over every state and every combination of
+// facts.
+func (rs Rules) Next(from states.State, f Facts) (r Rule, ok bool) {
+	for _, r := range rs {
 		if r.Applies(from, f) {
-			return r, true
-		}
-	}
-	return Rule{}, false
-}
-
-// Lookup returns the rule of the table named e.
-func Lookup(e Event) (Rule, bool) {
-	for _, r := range table {
-		if r.Event == e {
-			r.From = slices.Clone(r.From)
 			return r, true
 		}
 	}

@@ -18,8 +18,23 @@ import (
 func specNext(s states.State, f tr.Facts) (tr.Event, bool) {
 	switch s {
 	case states.Idle:
-		if f.Signal == tr.RunEnded || f.Signal == tr.PromptCheck {
+		if f.Signal == tr.RunEnded {
 			return tr.AgentEnd, true
+		}
+		// §4.6: the check before a prompt is the compaction check only, and
+		// takes a transition only when it compacts.
+		if f.Signal == tr.PromptCheck && !f.Stale && f.CompactionEnabled {
+			if f.Class == classify.Overflow && f.SameModel {
+				if !f.EpisodeCompacted {
+					return tr.Overflow, true
+				}
+				return "", false
+			}
+			w := f.ContextWindow
+			errorLike := f.Error || f.Class == classify.Retryable || f.Class == classify.UsageLimit || f.Class == classify.Fatal
+			if !errorLike && w > 0 && f.Tokens > w-max(w*15/100, f.ReserveTokens) {
+				return tr.Threshold, true
+			}
 		}
 	case states.Continuing:
 		switch f.Signal {
@@ -27,8 +42,8 @@ func specNext(s states.State, f tr.Facts) (tr.Event, bool) {
 			return tr.AgentEnd, true
 		case tr.AbortCalled:
 			return tr.Cancel, true
-		case tr.StartFailed:
-			return tr.Stall, true
+		case tr.NotStarted:
+			return tr.StartFailed, true
 		}
 	case states.Classifying:
 		// §1 step 1: a retryable error with a retry scheduled (or the chain
@@ -43,10 +58,15 @@ func specNext(s states.State, f tr.Facts) (tr.Event, bool) {
 		}
 		// §4.2 step 3: the overflow path owns a same-model overflow.
 		if f.Class == classify.Overflow && f.SameModel {
-			if !f.Stale && f.CompactionEnabled && !f.EpisodeCompacted {
-				return tr.Overflow, true
+			switch {
+			case f.Stale:
+				return tr.Settle, true
+			case !f.CompactionEnabled:
+				return tr.Unrecovered, true
+			case f.EpisodeCompacted:
+				return tr.Refuse, true
 			}
-			return tr.Settle, true
+			return tr.Overflow, true
 		}
 		// §4.2 steps 1, 2, 4: aborted (not before a prompt), stale,
 		// compaction off, an error: stop.
@@ -77,7 +97,7 @@ func specNext(s states.State, f tr.Facts) (tr.Event, bool) {
 			if f.Compacted && f.WillRetry {
 				return tr.Resume, true
 			}
-			return tr.Compacted, true
+			return tr.CompactionEnd, true
 		case tr.AbortCalled, tr.AbortCompactionCalled:
 			return tr.Cancel, true
 		}
@@ -127,7 +147,7 @@ func TestExhaustive(t *testing.T) {
 							}
 						}
 						want, ok := specNext(s, f)
-						got, gotOK := tr.Next(s, f)
+						got, gotOK := rules.Next(s, f)
 						if len(holding) > 1 || ok != gotOK || (ok && (got.Event != want || holding[0] != want)) {
 							t.Fatalf("state %s, facts %+v: rules holding %v, Next %v/%v, spec names %q/%v",
 								s, f, holding, got.Event, gotOK, want, ok)
@@ -154,7 +174,11 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		to    states.State
 	}{
 		{"a user's run ends", states.Idle, with(func(f *tr.Facts) { f.Signal = tr.RunEnded }), tr.AgentEnd, states.Classifying},
-		{"check before a prompt", states.Idle, with(func(f *tr.Facts) { f.Signal = tr.PromptCheck }), tr.AgentEnd, states.Classifying},
+		{"check before a prompt, nothing to do", states.Idle, with(func(f *tr.Facts) { f.Signal = tr.PromptCheck }), "", ""},
+		{"check before a prompt, overflow", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Class, f.Error = tr.PromptCheck, classify.Overflow, true }), tr.Overflow, states.Compacting},
+		{"check before a prompt, over the threshold", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Tokens = tr.PromptCheck, 170001 }), tr.Threshold, states.Compacting},
+		{"check before a prompt, aborted over the threshold", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Tokens, f.Aborted = tr.PromptCheck, 170001, true }), tr.Threshold, states.Compacting},
+		{"check before a prompt, retryable", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Class, f.Error = tr.PromptCheck, classify.Retryable, true }), "", ""},
 		{"a continuation ends", states.Continuing, with(func(f *tr.Facts) { f.Signal = tr.RunEnded }), tr.AgentEnd, states.Classifying},
 		{"retryable, attempts left", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.Attempt = classify.Retryable, true, 2 }), tr.Retry, states.Backoff},
 		{"usage limit retries", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error = classify.UsageLimit, true }), tr.Retry, states.Backoff},
@@ -164,8 +188,8 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		{"retryable, retry off", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.RetryEnabled = classify.Retryable, true, false }), tr.Settle, states.Idle},
 		{"overflow", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error = classify.Overflow, true }), tr.Overflow, states.Compacting},
 		{"silent overflow", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Tokens = classify.Overflow, 250000 }), tr.Overflow, states.Compacting},
-		{"overflow, episode compacted", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.EpisodeCompacted = classify.Overflow, true, true }), tr.Settle, states.Idle},
-		{"overflow, compaction off", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.CompactionEnabled = classify.Overflow, true, false }), tr.Settle, states.Idle},
+		{"overflow, episode compacted", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.EpisodeCompacted = classify.Overflow, true, true }), tr.Refuse, states.Idle},
+		{"overflow, compaction off", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.CompactionEnabled = classify.Overflow, true, false }), tr.Unrecovered, states.Idle},
 		{"overflow, stale", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.Stale = classify.Overflow, true, true }), tr.Settle, states.Idle},
 		{"overflow from another model", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.SameModel = classify.Overflow, true, false }), tr.Settle, states.Idle},
 		{"silent overflow from another model", states.Classifying, with(func(f *tr.Facts) { f.Class, f.SameModel, f.Tokens = classify.Overflow, false, 250000 }), tr.Threshold, states.Compacting},
@@ -184,13 +208,13 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		{"AbortCompaction in backoff", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.AbortCompactionCalled }), "", ""},
 		{"Abort in continuing", states.Continuing, with(func(f *tr.Facts) { f.Signal = tr.AbortCalled }), tr.Cancel, states.Cancelled},
 		{"AbortRetry in continuing", states.Continuing, with(func(f *tr.Facts) { f.Signal = tr.AbortRetryCalled }), "", ""},
-		{"continuation fails to start", states.Continuing, with(func(f *tr.Facts) { f.Signal = tr.StartFailed }), tr.Stall, states.Idle},
+		{"continuation fails to start", states.Continuing, with(func(f *tr.Facts) { f.Signal = tr.NotStarted }), tr.StartFailed, states.Idle},
 		{"Abort in compacting", states.Compacting, with(func(f *tr.Facts) { f.Signal = tr.AbortCalled }), tr.Cancel, states.Cancelled},
 		{"AbortCompaction in compacting", states.Compacting, with(func(f *tr.Facts) { f.Signal = tr.AbortCompactionCalled }), tr.Cancel, states.Cancelled},
 		{"AbortRetry in compacting", states.Compacting, with(func(f *tr.Facts) { f.Signal = tr.AbortRetryCalled }), "", ""},
 		{"overflow compaction done", states.Compacting, with(func(f *tr.Facts) { f.Signal, f.Compacted, f.WillRetry = tr.CompactionEnded, true, true }), tr.Resume, states.Continuing},
-		{"threshold compaction done", states.Compacting, with(func(f *tr.Facts) { f.Signal, f.Compacted = tr.CompactionEnded, true }), tr.Compacted, states.Idle},
-		{"overflow compaction failed", states.Compacting, with(func(f *tr.Facts) { f.Signal, f.WillRetry = tr.CompactionEnded, true }), tr.Compacted, states.Idle},
+		{"threshold compaction done", states.Compacting, with(func(f *tr.Facts) { f.Signal, f.Compacted = tr.CompactionEnded, true }), tr.CompactionEnd, states.Idle},
+		{"overflow compaction failed", states.Compacting, with(func(f *tr.Facts) { f.Signal, f.WillRetry = tr.CompactionEnded, true }), tr.CompactionEnd, states.Idle},
 		{"exhausted passes on", states.Exhausted, tr.Facts{}, tr.Reset, states.Idle},
 		{"cancelled passes on", states.Cancelled, tr.Facts{}, tr.Reset, states.Idle},
 		{"AbortRetry in idle", states.Idle, with(func(f *tr.Facts) { f.Signal = tr.AbortRetryCalled }), "", ""},
@@ -200,7 +224,7 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 	seen := map[string]bool{}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r, ok := tr.Next(c.from, c.facts)
+			r, ok := tr.Table().Next(c.from, c.facts)
 			if c.want == "" {
 				assert.False(t, ok, "nothing should apply, got %s", r.Event)
 				return
@@ -225,18 +249,20 @@ func TestTableMatchesSpec(t *testing.T) {
 		guard string
 	}
 	want := map[tr.Event]row{
-		tr.AgentEnd:  {[]states.State{states.Idle, states.Continuing}, states.Classifying, "runEnded"},
-		tr.Retry:     {[]states.State{states.Classifying}, states.Backoff, "retryAllowed"},
-		tr.Exhaust:   {[]states.State{states.Classifying}, states.Exhausted, "retriesExhausted"},
-		tr.Overflow:  {[]states.State{states.Classifying}, states.Compacting, "overflowRecoverable"},
-		tr.Threshold: {[]states.State{states.Classifying}, states.Compacting, "overThreshold"},
-		tr.Settle:    {[]states.State{states.Classifying}, states.Idle, "nothingToDo"},
-		tr.Elapsed:   {[]states.State{states.Backoff}, states.Continuing, "currentTimerFired"},
-		tr.Cancel:    {[]states.State{states.Backoff, states.Continuing, states.Compacting}, states.Cancelled, "abortRequested"},
-		tr.Resume:    {[]states.State{states.Compacting}, states.Continuing, "compactedWillRetry"},
-		tr.Compacted: {[]states.State{states.Compacting}, states.Idle, "compactionEnded"},
-		tr.Stall:     {[]states.State{states.Continuing}, states.Idle, "startFailed"},
-		tr.Reset:     {[]states.State{states.Exhausted, states.Cancelled}, states.Idle, "always"},
+		tr.AgentEnd:      {[]states.State{states.Idle, states.Continuing}, states.Classifying, "runEnded"},
+		tr.Retry:         {[]states.State{states.Classifying}, states.Backoff, "retryAllowed"},
+		tr.Exhaust:       {[]states.State{states.Classifying}, states.Exhausted, "retriesExhausted"},
+		tr.Overflow:      {[]states.State{states.Classifying, states.Idle}, states.Compacting, "overflowRecoverable"},
+		tr.Threshold:     {[]states.State{states.Classifying, states.Idle}, states.Compacting, "overThreshold"},
+		tr.Refuse:        {[]states.State{states.Classifying}, states.Idle, "overflowRepeated"},
+		tr.Unrecovered:   {[]states.State{states.Classifying}, states.Idle, "overflowNotCompacted"},
+		tr.Settle:        {[]states.State{states.Classifying}, states.Idle, "nothingToDo"},
+		tr.Elapsed:       {[]states.State{states.Backoff}, states.Continuing, "currentTimerFired"},
+		tr.Cancel:        {[]states.State{states.Backoff, states.Continuing, states.Compacting}, states.Cancelled, "abortRequested"},
+		tr.Resume:        {[]states.State{states.Compacting}, states.Continuing, "compactedWillRetry"},
+		tr.CompactionEnd: {[]states.State{states.Compacting}, states.Idle, "compactionEnded"},
+		tr.StartFailed:   {[]states.State{states.Continuing}, states.Idle, "startFailed"},
+		tr.Reset:         {[]states.State{states.Exhausted, states.Cancelled}, states.Idle, "always"},
 	}
 	table := tr.Table()
 	require.Len(t, table, len(want))
@@ -247,12 +273,7 @@ func TestTableMatchesSpec(t *testing.T) {
 		assert.Equal(t, w.to, r.To, r.Event)
 		assert.Equal(t, w.guard, r.Guard.Name, r.Event)
 		assert.NotEmpty(t, r.Guard.Doc, r.Event)
-		got, ok := tr.Lookup(r.Event)
-		require.True(t, ok)
-		assert.Equal(t, r.To, got.To)
 	}
-	_, ok := tr.Lookup("nope")
-	assert.False(t, ok)
 
 	// Table returns a copy.
 	table[0].From[0] = states.Backoff
