@@ -12,6 +12,16 @@ import (
 
 const module = "github.com/agentfsm/agentfsm"
 
+// core are the packages a program embeds the engine with: they import no
+// provider SDK, telemetry or workflow library, only the standard library
+// and coreDeps.
+var core = map[string]bool{
+	"classify": true, "states": true, "transitions": true, "fsm": true, "policy": true,
+	"session": true, "session/rpc": true, "internal/lines": true,
+}
+
+var coreDeps = map[string]bool{"github.com/looplab/fsm": true}
+
 // layers is the import order of design.md: a package may import only packages
 // of a lower layer. An external test package (package x_test) is a client of
 // the library, not part of it: it may import any library package, never the
@@ -23,13 +33,14 @@ var layers = map[string]int{
 	"transitions":       1,
 	"fsm":               2,
 	"fsm/svg":           3,
-	"session":           3,
-	"session/scripted":  4,
-	"session/rpc":       4,
-	"props":             5,
-	"cmd/agentfsm/view": 5,
-	"cmd/agentfsm":      6,
-	".":                 7, // this test
+	"policy":            3,
+	"session":           4,
+	"session/scripted":  5,
+	"session/rpc":       5,
+	"props":             6,
+	"cmd/agentfsm/view": 6,
+	"cmd/agentfsm":      7,
+	".":                 8, // this test
 }
 
 // TestImportDirection parses every Go file of the module and fails when a
@@ -65,6 +76,10 @@ func TestImportDirection(t *testing.T) {
 		}
 		for _, imp := range f.Imports {
 			p, _ := strconv.Unquote(imp.Path.Value)
+			if core[dir] && !strings.HasSuffix(path, "_test.go") && !strings.HasPrefix(p, module+"/") &&
+				strings.Contains(strings.Split(p, "/")[0], ".") && !coreDeps[p] {
+				t.Errorf("%s: the core package %s imports %s; it may import only the standard library and %v", path, dir, p, coreDeps)
+			}
 			if !strings.HasPrefix(p, module+"/") {
 				continue
 			}

@@ -63,6 +63,17 @@ var defaultRules = func() transitions.Rules {
 // Default returns a Machine on transitions.Table(), in states.Idle.
 func Default() *Machine { return build(defaultRules) }
 
+// DefaultIn returns a Machine on transitions.Table() in state s, as a
+// machine restored from a snapshot is. s must be a state the table has.
+func DefaultIn(s states.State) (*Machine, error) {
+	if !s.Valid() {
+		return nil, fmt.Errorf("fsm: unknown state %q", s)
+	}
+	m := build(defaultRules)
+	m.lf.SetState(string(s))
+	return m, nil
+}
+
 // State returns the current state.
 func (m *Machine) State() states.State {
 	return states.State(m.lf.Current())

@@ -1,68 +1,136 @@
 package session
 
 import (
+	"context"
 	"testing"
+	"time"
+
+	looplab "github.com/looplab/fsm"
 
 	"github.com/agentfsm/agentfsm/classify"
-	"github.com/agentfsm/agentfsm/fsm"
-	"github.com/agentfsm/agentfsm/transitions"
+	"github.com/agentfsm/agentfsm/policy"
 )
 
-// benchSession is a session whose loop does not run: the benchmark calls
-// the loop's handlers itself, as the loop goroutine would.
-func benchSession() *Session {
-	s := &Session{
-		id: "bench", history: &MemoryHistory{}, summarizer: DigestSummarizer{},
-		random: func() float64 { return 0 }, model: Model{Provider: "p", ID: "m", ContextWindow: 200000},
+// benchSession is a session whose loop does not run: the benchmark feeds
+// its engine itself, as the loop goroutine would, and starts no run.
+func benchSession(b *testing.B) (*Session, policy.RunID) {
+	cfg := DefaultConfig()
+	cfg.Retry.BaseDelayMs = 3_600_000 // no wait ends during the benchmark
+	s := &Session{history: &MemoryHistory{}, summarizer: DigestSummarizer{}, random: func() float64 { return 0 },
+		logger: discardLogger, done: make(chan struct{}),
+		setup: policy.Setup{SessionID: "bench", Model: Model{Provider: "p", ID: "m", ContextWindow: 200000}, Config: cfg}}
+	var err error
+	if s.x.engine, err = policy.New(s.setup); err != nil {
+		b.Fatal(err)
 	}
-	s.loop.cfg = DefaultConfig()
-	s.loop.cfg.Retry.BaseDelayMs = 3_600_000 // no wait ends during the benchmark
-	s.loop.machine = fsm.Default()
-	s.loop.seq = map[string]int{}
 	s.Subscribe(func(Event) {})
-	return s
+	// One decision and its cancellation first, so that what a session
+	// makes once (its timer, its buffers) is made outside the measurement.
+	s.apply(s.x.engine.RunReturned(time.Now(), s.ended(b), policy.RunReturn{}))
+	s.subs.wake()
+	s.applyBut(s.x.engine.AbortRetry(time.Now()), policy.StartRun)
+	s.Flush()
+	return s, s.ended(b)
+}
+
+// ended starts a turn on s's engine and ends its run's call in a 503,
+// carrying out every effect but the run itself; it returns the run.
+func (s *Session) ended(b *testing.B) policy.RunID {
+	now := time.Now()
+	effects, err := s.x.engine.Prompt(now, "hi")
+	if err != nil {
+		b.Fatal(err)
+	}
+	var id policy.RunID
+	for _, ef := range effects {
+		if ef.Kind == policy.StartRun {
+			id = ef.Run
+		}
+	}
+	s.applyBut(effects, policy.StartRun)
+	m := Message{ID: "m-1", Role: RoleAssistant, StopReason: classify.StopReasonError,
+		ErrorMessage: "503 Service Unavailable", Provider: "p", Model: "m", Usage: &Usage{Input: 100}}
+	for _, ev := range []Event{AgentStart{}, MessageStart{Message: m}, MessageEnd{Message: m}, AgentEnd{}} {
+		s.applyBut(s.x.engine.RunEvent(now, id, ev), policy.StartRun)
+	}
+	return id
+}
+
+func (s *Session) applyBut(effects []policy.Effect, skip policy.EffectKind) {
+	for i := range effects {
+		if effects[i].Kind != skip {
+			s.apply(effects[i : i+1])
+		}
+	}
 }
 
 // BenchmarkAgentEndDecision measures the decision at agent_end for a
-// retryable error: from the run's end to the machine in backoff with
-// auto_retry_start emitted to a subscriber and the subscriber woken (the
-// wait itself excluded). It cycles through a pool of sessions so that
-// putting them back to idle happens rarely, outside the measurement.
+// retryable error: from the run's return to the machine in backoff with
+// auto_retry_start emitted to a subscriber, the removal appended to
+// history, the timer armed and the subscriber woken (the wait itself
+// excluded). It cycles through a pool of sessions whose runs have ended;
+// bringing them back is outside the measurement, and rare enough that
+// their conversations stay short.
 func BenchmarkAgentEndDecision(b *testing.B) {
-	pool := make([]*Session, 1024)
+	type ready struct {
+		s   *Session
+		run policy.RunID
+	}
+	pool := make([]ready, 4096)
 	for i := range pool {
-		pool[i] = benchSession()
+		s, run := benchSession(b)
+		pool[i] = ready{s, run}
 	}
 	defer func() {
-		for _, s := range pool {
-			s.subs.close()
+		for _, r := range pool {
+			r.s.x.stopTimer()
+			r.s.subs.close()
 		}
 	}()
-	m := &Message{ID: "m-1", Role: RoleAssistant, StopReason: classify.StopReasonError,
-		ErrorMessage: "503 Service Unavailable", Provider: "p", Model: "m", Usage: &Usage{Input: 100}}
 	reset := func() {
-		for _, s := range pool {
-			if s.loop.machine.State() != "backoff" || s.loop.attempt != 1 {
-				b.Fatalf("state %s, attempt %d", s.loop.machine.State(), s.loop.attempt)
+		for i, r := range pool {
+			if st := r.s.x.engine.Status(); st.State != "backoff" || st.Attempt != 1 {
+				b.Fatalf("state %s, attempt %d", st.State, st.Attempt)
 			}
-			s.stopTimer()
-			s.step(transitions.Facts{Signal: transitions.AbortRetryCalled})
-			s.step(transitions.Facts{})
-			s.loop.attempt = 0
+			r.s.applyBut(r.s.x.engine.AbortRetry(time.Now()), policy.StartRun)
+			pool[i].run = r.s.ended(b)
 		}
 	}
 	next := 0
+	now := time.Now()
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	// A counted loop rather than b.Loop: the pool's reset must stay out of
+	// the measurement, and StopTimer inside b.Loop does not keep it out.
+	for range b.N {
 		if next == len(pool) {
 			b.StopTimer()
 			reset()
 			next = 0
 			b.StartTimer()
 		}
-		s := pool[next]
-		s.decide(m, transitions.RunEnded)
-		s.subs.wake() // as the loop does after each command
+		r := pool[next]
+		r.s.apply(r.s.x.engine.RunReturned(now, r.run, policy.RunReturn{}))
+		r.s.subs.wake() // as the loop does after each command
 		next++
+	}
+}
+
+// BenchmarkLooplabEvent is the baseline the decision is compared with, in
+// the same run: one bare looplab Event, on a two-state machine.
+func BenchmarkLooplabEvent(b *testing.B) {
+	m := looplab.NewFSM("a", looplab.Events{
+		{Name: "go", Src: []string{"a"}, Dst: "b"},
+		{Name: "back", Src: []string{"b"}, Dst: "a"},
+	}, nil)
+	ctx := context.Background()
+	events := [2]string{"go", "back"}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := m.Event(ctx, events[i&1]); err != nil {
+			b.Fatal(err)
+		}
+		i++
 	}
 }

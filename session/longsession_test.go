@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/transitions"
@@ -34,16 +35,16 @@ type sizedAgent struct {
 
 func (a *sizedAgent) Run(_ context.Context, req session.RunRequest, emit func(session.Event)) error {
 	n := a.runs.Add(1)
-	size := session.EstimateTokens(req.Context...)
+	size := policy.EstimateTokens(req.Context...)
 	emit(session.AgentStart{})
 	var made []session.Message
 	say := func(m session.Message) {
 		m.Provider, m.Model, m.Timestamp = req.Model.Provider, req.Model.ID, time.Now().UnixMilli()
 		if m.Role == session.RoleAssistant {
-			size += session.EstimateTokens(m)
+			size += policy.EstimateTokens(m)
 			m.Usage = &session.Usage{Input: size, TotalTokens: size}
 		} else {
-			size += session.EstimateTokens(m)
+			size += policy.EstimateTokens(m)
 		}
 		emit(session.MessageStart{Message: m})
 		emit(session.MessageEnd{Message: m})
@@ -107,7 +108,7 @@ func longSession(tb testing.TB, turns int, opts []session.Option, check func(tur
 			check(turn, fresh[len(fresh)-1], s.Messages())
 		}
 	}
-	return seen, session.EstimateTokens(s.Messages()...)
+	return seen, policy.EstimateTokens(s.Messages()...)
 }
 
 // The summary of a long session stays within its budget and every
@@ -122,7 +123,7 @@ func TestLongSessionStaysUnderThreshold(t *testing.T) {
 			require.Equal(t, session.RoleSummary, msgs[0].Role, "turn %d", turn)
 			assert.Equal(t, summary, msgs[0].Text)
 			assert.LessOrEqual(t, len(summary), session.DefaultDigestChars, "turn %d: the summary's budget", turn)
-			assert.LessOrEqual(t, session.EstimateTokens(msgs...), threshold, "turn %d: the context after compaction", turn)
+			assert.LessOrEqual(t, policy.EstimateTokens(msgs...), threshold, "turn %d: the context after compaction", turn)
 			assert.NotEqual(t, session.RoleToolResult, msgs[1].Role, "turn %d: a tool result stays with its call", turn)
 			assert.Greater(t, turn-last, 1, "turn %d: compacted on two turns in a row", turn)
 			last = turn
@@ -149,11 +150,11 @@ func TestHugeSummaryIsCutToTheBudget(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		last := -1
 		n, _ := longSession(t, 300, []session.Option{session.WithSummarizer(huge)}, func(turn int, summary string, msgs []session.Message) {
-			assert.LessOrEqual(t, session.EstimateTokens(msgs[0]), budget, "turn %d", turn)
+			assert.LessOrEqual(t, policy.EstimateTokens(msgs[0]), budget, "turn %d", turn)
 			assert.True(t, strings.HasPrefix(summary, "[the start of this summary was cut]\n"), "turn %d", turn)
 			assert.True(t, strings.HasSuffix(summary, "the end"), "turn %d: the end is kept", turn)
 			assert.True(t, utf8.ValidString(summary), "turn %d: cut between characters", turn)
-			assert.LessOrEqual(t, session.EstimateTokens(msgs...), threshold, "turn %d", turn)
+			assert.LessOrEqual(t, policy.EstimateTokens(msgs...), threshold, "turn %d", turn)
 			assert.Greater(t, turn-last, 1, "turn %d: compacted on two turns in a row", turn)
 			last = turn
 		})
@@ -170,8 +171,8 @@ func TestCompactionCutsDeeperToFitUnderTheThreshold(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		last := -1
 		n, _ := longSession(t, 300, []session.Option{session.WithConfig(cfg)}, func(turn int, summary string, msgs []session.Message) {
-			assert.LessOrEqual(t, session.EstimateTokens(msgs...), threshold, "turn %d", turn)
-			assert.LessOrEqual(t, session.EstimateTokens(msgs[1:]...), threshold-budget, "turn %d: room for a summary of the budget", turn)
+			assert.LessOrEqual(t, policy.EstimateTokens(msgs...), threshold, "turn %d", turn)
+			assert.LessOrEqual(t, policy.EstimateTokens(msgs[1:]...), threshold-budget, "turn %d: room for a summary of the budget", turn)
 			assert.Contains(t, []session.Role{session.RoleUser, session.RoleAssistant}, msgs[1].Role, "turn %d: a valid cut point", turn)
 			for i, m := range msgs {
 				if m.Role == session.RoleToolResult {
@@ -207,13 +208,13 @@ func TestOversizedSummaryInHistoryIsSummarizedAgain(t *testing.T) {
 		s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithHistory(history))
 		require.NoError(t, err)
 		defer s.Close()
-		require.Greater(t, session.EstimateTokens(s.Messages()...), scripted.DefaultModel.ContextWindow)
+		require.Greater(t, policy.EstimateTokens(s.Messages()...), scripted.DefaultModel.ContextWindow)
 		require.NoError(t, s.Prompt(context.Background(), "a new question"))
 		msgs := s.Messages()
 		assert.LessOrEqual(t, len(msgs[0].Text), session.DefaultDigestChars)
 		assert.Contains(t, msgs[0].Text, "- user: question 19999 of a conversation long ago", "the newest lines are kept")
 		assert.Regexp(t, `\n\[\d+ earlier lines dropped\]\n`, msgs[0].Text)
-		assert.LessOrEqual(t, session.EstimateTokens(msgs...), threshold)
+		assert.LessOrEqual(t, policy.EstimateTokens(msgs...), threshold)
 		require.NoError(t, s.Prompt(context.Background(), "and another"))
 	})
 }
@@ -229,9 +230,9 @@ func TestOversizedMessageIsCompactedAwayByTheNextTurn(t *testing.T) {
 		defer s.Close()
 		require.NoError(t, s.Prompt(context.Background(), "a question"))
 		require.ErrorIs(t, s.Prompt(context.Background(), strings.Repeat("x", 1_000_000)), session.ErrOverflow)
-		require.Greater(t, session.EstimateTokens(s.Messages()...), scripted.DefaultModel.ContextWindow)
+		require.Greater(t, policy.EstimateTokens(s.Messages()...), scripted.DefaultModel.ContextWindow)
 		require.NoError(t, s.Prompt(context.Background(), "a small question"), "the check before it compacts the huge one away")
-		assert.LessOrEqual(t, session.EstimateTokens(s.Messages()...), threshold)
+		assert.LessOrEqual(t, policy.EstimateTokens(s.Messages()...), threshold)
 		for _, m := range s.Messages() {
 			assert.Less(t, len(m.Text), 1_000_000)
 		}
@@ -256,7 +257,7 @@ func BenchmarkLongSession(b *testing.B) {
 	for b.Loop() {
 		start := time.Now()
 		compactions, final := longSession(b, *longTurns, []session.Option{session.WithHistory(discardHistory{})}, func(turn int, summary string, msgs []session.Message) {
-			if n := session.EstimateTokens(msgs...); n > threshold || len(summary) > session.DefaultDigestChars {
+			if n := policy.EstimateTokens(msgs...); n > threshold || len(summary) > session.DefaultDigestChars {
 				b.Fatalf("turn %d: context %d tokens (threshold %d), summary %d characters", turn, n, threshold, len(summary))
 			}
 		})

@@ -172,3 +172,15 @@ func TestTypedStatusRetries(t *testing.T) {
 		assert.Equal(t, []string{`retry_start 1/3 2000ms ""`, "retry_end ok 1"}, rec.recovery())
 	})
 }
+
+func TestNewRejectsInvalidConfig(t *testing.T) {
+	cfg := session.DefaultConfig()
+	cfg.Retry.Jitter = 2
+	s, err := session.New(scripted.New(scripted.Script{}), session.WithConfig(cfg))
+	assert.Nil(t, s)
+	assert.ErrorContains(t, err, "retry.jitter")
+	_, err = session.New(nil)
+	assert.ErrorContains(t, err, "nil Agent")
+	_, err = session.New(scripted.New(scripted.Script{}), session.WithSessionID(""))
+	assert.ErrorContains(t, err, "empty session ID")
+}

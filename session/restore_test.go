@@ -131,7 +131,7 @@ func TestReopenCompactionShrinksContext(t *testing.T) {
 			require.NoError(t, s.Prompt(context.Background(), "third question"))
 			before := s.Messages()
 			require.Len(t, before, 6)
-			assert.Equal(t, "user-4", before[4].ID, "numbered after the highest number of the history (user-3)")
+			assert.Equal(t, "user-3", before[4].ID, "numbered after the highest number of the history (user-2)")
 			res, err := s.Compact(context.Background(), "")
 			require.NoError(t, err)
 			assert.Equal(t, before[4].ID, res.FirstKeptEntryID, "the cut is at the new prompt")

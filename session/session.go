@@ -9,28 +9,33 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"sync"
+	"time"
 
-	"github.com/agentfsm/agentfsm/fsm"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/states"
 )
 
 // Session runs an agent under the recovery policy: it retries transient
 // errors with backoff, switches credentials on usage limits, and compacts
-// the context on overflow or when it grows past its threshold.
+// the context on overflow or when it grows past its threshold. It is the
+// in-process driver of a policy.Engine, which makes every decision: the
+// Session carries out the engine's effects with a queue, one reusable
+// timer, the agent's and the summarizer's goroutines, the history, the
+// credential store and the subscribers.
 //
-// One goroutine at a time owns the machine, the counters and the runtime
-// context; every method posts to it, so all methods are safe to call from
-// any goroutine, a subscriber's included. Events reach subscribers in order,
-// each subscriber on its own goroutine. Close a session when done with it.
+// One goroutine at a time owns the engine; every method posts to it, so
+// all methods are safe to call from any goroutine, a subscriber's
+// included. Events reach subscribers in order, each subscriber on its own
+// goroutine. Close a session when done with it.
 type Session struct {
-	id         string
 	agent      Agent
-	model      Model
 	history    History
 	creds      CredentialStore
 	summarizer Summarizer
 	random     func() float64
 	logger     *slog.Logger
+	setup      policy.Setup
+	resume     *Snapshot
 
 	// The loop: closures queued for the one goroutine that runs them. A
 	// goroutine runs the queue only while it is not empty, so a session
@@ -44,22 +49,19 @@ type Session struct {
 
 	subs subscribers
 
-	snapMu sync.Mutex
-	snap   snapshot
+	statusMu sync.Mutex
+	status   Status
 
-	loop loopState // owned by the goroutine running the loop's queue
+	x executor // owned by the goroutine running the loop's queue
 }
 
-// snapshot is what the getters read without going through the loop.
-type snapshot struct {
-	state             states.State
-	attempt           int
-	retryEnabled      bool
-	compactionEnabled bool
-	streaming         bool
-	compacting        bool
-	messageCount      int
-}
+// Status is the whole observable state of a session, read at once (see
+// Session.Status).
+type Status = policy.Status
+
+// Snapshot is a session's state as a serializable value (see
+// Session.Snapshot and WithSnapshot).
+type Snapshot = policy.Snapshot
 
 // Option configures New.
 type Option func(*Session) error
@@ -71,7 +73,7 @@ func WithConfig(cfg Config) Option {
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
-		s.loop.cfg = cfg
+		s.setup.Config = cfg
 		return nil
 	}
 }
@@ -80,7 +82,7 @@ func WithConfig(cfg Config) Option {
 // usage limit can switch credentials and an overflow can be told to be the
 // current model's) and its context window.
 func WithModel(m Model) Option {
-	return func(s *Session) error { s.model = m; return nil }
+	return func(s *Session) error { s.setup.Model = m; return nil }
 }
 
 // WithSessionID sets the session's identity; the default is random.
@@ -89,7 +91,7 @@ func WithSessionID(id string) Option {
 		if id == "" {
 			return errors.New("session: empty session ID")
 		}
-		s.id = id
+		s.setup.SessionID = id
 		return nil
 	}
 }
@@ -124,17 +126,26 @@ func WithRandom(f func() float64) Option {
 }
 
 // WithLogger sets where the session reports what it cannot return as an
-// error (a subscriber that panicked, a history write that failed after the
-// fact). The default discards.
+// error (a subscriber, an agent, a summarizer or a credential store that
+// panicked, a history write that failed). The default discards.
 func WithLogger(l *slog.Logger) Option {
 	return func(s *Session) error { s.logger = l; return nil }
+}
+
+// WithSnapshot makes New resume the session a Snapshot was taken of, on its
+// history (WithHistory): same identity, settings, state, attempt and
+// backoff deadline (see policy.Resume: a run or compaction that was in
+// flight is resumed as interrupted). The snapshot's settings and session
+// ID win over WithConfig and WithSessionID.
+func WithSnapshot(snap Snapshot) Option {
+	return func(s *Session) error { s.resume = &snap; return nil }
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)
 
 // New starts a session that runs agent. It fails when agent is nil, an
-// option is invalid, or the history holds an invalid entry
-// (ErrInvalidEntry).
+// option is invalid, the history holds an invalid entry (ErrInvalidEntry)
+// or the snapshot cannot be resumed (policy.ErrSnapshot).
 func New(agent Agent, opts ...Option) (*Session, error) {
 	if agent == nil {
 		return nil, errors.New("session: nil Agent")
@@ -146,31 +157,50 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 		random:     mrand.Float64,
 		logger:     discardLogger,
 		done:       make(chan struct{}),
+		setup:      policy.Setup{Config: DefaultConfig()},
 	}
-	s.loop.cfg = DefaultConfig()
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
 		}
 	}
-	if s.id == "" {
-		var b [8]byte
-		_, _ = rand.Read(b[:])
-		s.id = hex.EncodeToString(b[:])
+	if s.setup.SessionID == "" {
+		if s.resume != nil {
+			s.setup.SessionID = s.resume.SessionID
+		} else {
+			var b [8]byte
+			_, _ = rand.Read(b[:])
+			s.setup.SessionID = hex.EncodeToString(b[:])
+		}
 	}
-	s.loop.machine = fsm.Default()
-	if err := s.restore(); err != nil {
+	s.setup.Credentials = s.creds != nil
+	s.setup.History = s.history.Entries()
+	var effects []policy.Effect
+	var err error
+	if s.resume != nil {
+		s.x.engine, effects, err = policy.Resume(s.setup, *s.resume, time.Now(), s.random())
+		if err == nil {
+			s.setup.SessionID, s.setup.Config = s.resume.SessionID, s.resume.Config
+		}
+	} else {
+		s.x.engine, err = policy.New(s.setup)
+	}
+	s.setup.History = nil
+	if err != nil {
 		return nil, err
+	}
+	if len(effects) > 0 {
+		_ = s.do(func() { s.apply(effects) })
 	}
 	s.publish()
 	return s, nil
 }
 
 // ID returns the session's identity.
-func (s *Session) ID() string { return s.id }
+func (s *Session) ID() string { return s.setup.SessionID }
 
 // Model returns the session's model.
-func (s *Session) Model() Model { return s.model }
+func (s *Session) Model() Model { return s.setup.Model }
 
 // Subscribe calls fn with every event from now on, in order, one at a time,
 // on a goroutine of the subscription's own: a slow fn delays only itself,
@@ -210,7 +240,8 @@ func (s *Session) Flush() { s.subs.flush() }
 //
 // It returns nil when the turn ended in a successful message, and otherwise
 // an error matching one of ErrExhausted (an *ExhaustedError),
-// ErrRetryCancelled, ErrAborted, ErrOverflow, ErrProvider, ErrStartFailed.
+// ErrRetryCancelled, ErrAborted, ErrOverflow, ErrProvider, ErrStartFailed,
+// ErrHistory.
 // A Prompt while another turn is in flight returns ErrBusy at once. When ctx
 // is done first, the turn is aborted and Prompt returns once it is quiet,
 // with an error matching ErrAborted and ctx's cause.
@@ -239,12 +270,18 @@ func (s *Session) Prompt(ctx context.Context, text string) error {
 // such as a server acknowledging a command.
 func (s *Session) Send(text string) (settled <-chan error, err error) {
 	reply := make(chan error, 1)
-	var busy bool
-	if err := s.do(func() { busy = !s.startTurn(text, reply) }); err != nil {
+	var busy error
+	if err := s.do(func() {
+		effects, err := s.x.engine.Prompt(time.Now(), text)
+		if busy = err; err == nil {
+			s.x.reply = reply
+			s.apply(effects)
+		}
+	}); err != nil {
 		return nil, err
 	}
-	if busy {
-		return nil, ErrBusy
+	if busy != nil {
+		return nil, busy
 	}
 	return reply, nil
 }
@@ -254,7 +291,7 @@ func (s *Session) Send(text string) (settled <-chan error, err error) {
 // With no wait pending it does nothing. It is safe to call at any time, any
 // number of times, from any goroutine.
 func (s *Session) AbortRetry() {
-	_ = s.do(s.abortRetry)
+	_ = s.do(func() { s.apply(s.x.engine.AbortRetry(time.Now())) })
 }
 
 // Abort stops whatever the session is doing: it cancels a pending retry
@@ -270,7 +307,10 @@ func (s *Session) Abort() {
 
 func (s *Session) abort(cause error) {
 	quiet := make(chan struct{})
-	if s.do(func() { s.abortAll(cause, quiet) }) != nil {
+	if s.do(func() {
+		s.apply(s.x.engine.Abort(time.Now(), cause))
+		s.x.quiet = append(s.x.quiet, quiet)
+	}) != nil {
 		return
 	}
 	select {
@@ -282,7 +322,7 @@ func (s *Session) abort(cause error) {
 // AbortCompaction cancels a running compaction, automatic or manual. With
 // none running it does nothing.
 func (s *Session) AbortCompaction() {
-	_ = s.do(s.abortCompaction)
+	_ = s.do(func() { s.apply(s.x.engine.AbortCompaction(time.Now())) })
 }
 
 // Compact compacts the runtime context now: it summarizes all but the
@@ -300,12 +340,17 @@ func (s *Session) Compact(ctx context.Context, instructions string) (CompactionR
 		err error
 	}
 	reply := make(chan answer, 1)
+	var mine policy.CompactionID
 	err := s.do(func() {
-		if s.loop.machine.State() == states.Backoff {
-			s.abortRetry()
-			s.settle()
+		effects, err := s.x.engine.Compact(time.Now(), instructions)
+		if err == nil {
+			mine = s.x.engine.CompactionInFlight()
+			s.x.compact = func(res CompactionResult, err error) { reply <- answer{res, err} }
 		}
-		s.compactNow(instructions, func(res CompactionResult, err error) { reply <- answer{res, err} })
+		s.apply(effects)
+		if err != nil {
+			reply <- answer{err: err}
+		}
 	})
 	if err != nil {
 		return CompactionResult{}, err
@@ -314,7 +359,12 @@ func (s *Session) Compact(ctx context.Context, instructions string) (CompactionR
 	case a := <-reply:
 		return a.res, a.err
 	case <-ctx.Done():
-		s.AbortCompaction()
+		// Cancel this call's compaction only, never another's.
+		_ = s.do(func() {
+			if mine != 0 && s.x.engine.CompactionInFlight() == mine {
+				s.apply(s.x.engine.AbortCompaction(time.Now()))
+			}
+		})
 		a := <-reply
 		return a.res, a.err
 	case <-s.done:
@@ -325,54 +375,73 @@ func (s *Session) Compact(ctx context.Context, instructions string) (CompactionR
 // SetAutoRetryEnabled writes retry.enabled; it takes effect at the next
 // decision (a chain in progress ends there).
 func (s *Session) SetAutoRetryEnabled(on bool) {
-	_ = s.do(func() { s.loop.cfg.Retry.Enabled = on })
+	_ = s.do(func() { s.x.engine.SetRetryEnabled(on) })
 }
 
 // AutoRetryEnabled reads retry.enabled.
-func (s *Session) AutoRetryEnabled() bool { return s.read().retryEnabled }
+func (s *Session) AutoRetryEnabled() bool { return s.Status().RetryEnabled }
 
 // SetAutoCompactionEnabled writes compaction.enabled.
 func (s *Session) SetAutoCompactionEnabled(on bool) {
-	_ = s.do(func() { s.loop.cfg.Compaction.Enabled = on })
+	_ = s.do(func() { s.x.engine.SetCompactionEnabled(on) })
 }
 
 // AutoCompactionEnabled reads compaction.enabled.
-func (s *Session) AutoCompactionEnabled() bool { return s.read().compactionEnabled }
+func (s *Session) AutoCompactionEnabled() bool { return s.Status().CompactionEnabled }
 
 // Config returns the session's current settings.
 func (s *Session) Config() Config {
 	var cfg Config
-	if s.do(func() { cfg = s.loop.cfg }) != nil {
+	if s.do(func() { cfg = s.x.engine.Config() }) != nil {
 		return Config{}
 	}
 	return cfg
 }
 
+// Status returns the session's whole observable state at once: the
+// machine's state, the attempt, the settings, whether a run or a
+// compaction is in flight, the size of the runtime context. Read together,
+// its fields never contradict each other.
+func (s *Session) Status() Status {
+	s.statusMu.Lock()
+	defer s.statusMu.Unlock()
+	return s.status
+}
+
 // IsRetrying reports whether a retry chain is active: from its
 // auto_retry_start to its auto_retry_end.
-func (s *Session) IsRetrying() bool { return s.read().attempt > 0 }
+func (s *Session) IsRetrying() bool { return s.Status().Retrying }
 
 // RetryAttempt returns the chain's attempt counter: 0 when no chain is
 // active.
-func (s *Session) RetryAttempt() int { return s.read().attempt }
+func (s *Session) RetryAttempt() int { return s.Status().Attempt }
 
 // State returns the recovery machine's state.
-func (s *Session) State() states.State { return s.read().state }
+func (s *Session) State() states.State { return s.Status().State }
 
 // IsStreaming reports whether a run is in flight.
-func (s *Session) IsStreaming() bool { return s.read().streaming }
+func (s *Session) IsStreaming() bool { return s.Status().Streaming }
 
 // IsCompacting reports whether a compaction is in flight.
-func (s *Session) IsCompacting() bool { return s.read().compacting }
+func (s *Session) IsCompacting() bool { return s.Status().Compacting }
 
 // MessageCount returns the number of messages in the runtime context.
-func (s *Session) MessageCount() int { return s.read().messageCount }
+func (s *Session) MessageCount() int { return s.Status().MessageCount }
+
+// Snapshot returns the session's state as a serializable value, to resume
+// it in another process with WithSnapshot and the same history. Taken with
+// nothing in flight (idle, or waiting out a backoff), it resumes exactly.
+func (s *Session) Snapshot() (Snapshot, error) {
+	var snap Snapshot
+	err := s.do(func() { snap = s.x.engine.Snapshot() })
+	return snap, err
+}
 
 // Messages returns a copy of the runtime context: the messages the next
 // model call will see.
 func (s *Session) Messages() []Message {
 	var out []Message
-	if s.do(func() { out = cloneMessages(s.loop.runtime) }) != nil {
+	if s.do(func() { out = s.x.engine.Messages() }) != nil {
 		return nil
 	}
 	return out
@@ -398,7 +467,7 @@ func (s *Session) Close() error {
 		// waiting for this one to finish cannot be waited for in turn.
 		s.Abort()
 		_ = s.do(func() {
-			s.stopTimer()
+			s.x.stopTimer()
 			s.qmu.Lock()
 			s.closed = true // no closure is accepted after this one
 			s.qmu.Unlock()
@@ -415,8 +484,7 @@ func (s *Session) do(f func()) error {
 	if !s.post(func() {
 		f()
 		// What f changed is what the caller reads next, from the getters.
-		s.settle()
-		s.publish()
+		s.rest()
 		close(finished)
 	}) {
 		return ErrClosed
@@ -443,12 +511,6 @@ func (s *Session) post(f func()) bool {
 	return true
 }
 
-func (s *Session) read() snapshot {
-	s.snapMu.Lock()
-	defer s.snapMu.Unlock()
-	return s.snap
-}
-
 // run is the loop's goroutine: it runs the queued closures one at a time,
 // then exits when the queue is empty.
 func (s *Session) run() {
@@ -467,25 +529,27 @@ func (s *Session) run() {
 		}
 		s.qmu.Unlock()
 		f()
-		s.settle()
-		s.publish()
+		s.rest()
 		s.subs.wake()
 	}
 }
 
-// publish copies the loop's state into the snapshot the getters read.
+// publish copies the engine's status into the value the getters read.
 func (s *Session) publish() {
-	l := &s.loop
-	snap := snapshot{
-		state:             l.machine.State(),
-		attempt:           l.attempt,
-		retryEnabled:      l.cfg.Retry.Enabled,
-		compactionEnabled: l.cfg.Compaction.Enabled,
-		streaming:         l.run != nil,
-		compacting:        l.job != nil,
-		messageCount:      len(l.runtime),
+	st := s.x.engine.Status()
+	s.statusMu.Lock()
+	s.status = st
+	s.statusMu.Unlock()
+}
+
+// rest runs after every closure: the getters read the new state, and the
+// callers of Abort are released once nothing is in flight.
+func (s *Session) rest() {
+	s.publish()
+	if len(s.x.quiet) > 0 && s.x.engine.Quiet() {
+		for _, q := range s.x.quiet {
+			close(q)
+		}
+		s.x.quiet = nil
 	}
-	s.snapMu.Lock()
-	s.snap = snap
-	s.snapMu.Unlock()
 }

@@ -1,12 +1,14 @@
-package session
+package policy
 
 import (
 	"errors"
 	"fmt"
 )
 
-// Sentinel errors. Prompt's error matches one of them with errors.Is and
-// says why the turn failed.
+// Sentinel errors. A turn's error (FinishTurn) matches one of them with
+// errors.Is and says why the turn failed. Their messages begin "session:":
+// a driver reports them as its session's, and package session gives them
+// the same names.
 var (
 	// ErrBusy: Prompt or Compact was called while a turn was in flight.
 	ErrBusy = errors.New("session: busy: a turn is in flight")
@@ -23,6 +25,9 @@ var (
 	ErrProvider = errors.New("session: provider error")
 	// ErrOverflow: the context overflowed and was not recovered.
 	ErrOverflow = errors.New("session: context overflow not recovered")
+	// ErrHistory: the history could not be written; the turn went on,
+	// but a session reopened on the history misses what was not written.
+	ErrHistory = errors.New("session: history write failed")
 	// ErrStartFailed: the agent could not start a run.
 	ErrStartFailed = errors.New("session: run could not start")
 )

@@ -1,4 +1,4 @@
-package session
+package policy
 
 import (
 	"context"
@@ -40,12 +40,6 @@ type CompactionResult struct {
 // runtime context: the summary of what it cut. An Agent sends it to the
 // model as it sees fit (typically as a user message).
 const RoleSummary Role = "compactionSummary"
-
-// Summarizer condenses the messages a compaction cuts. It must honour ctx:
-// AbortCompaction and Abort cancel it.
-type Summarizer interface {
-	Summarize(ctx context.Context, req SummaryRequest) (Summary, error)
-}
 
 // SummaryRequest is what a Summarizer is given.
 type SummaryRequest struct {
@@ -267,6 +261,17 @@ func clip(s string, n int) string {
 // imageChars is how many characters an image counts as when estimating
 // tokens.
 const imageChars = 4800
+
+// EstimateTokens is the size of msgs in tokens as compaction estimates it:
+// ceil(chars/4) a message, an image counting 4,800 characters, saturating
+// instead of overflowing.
+func EstimateTokens(msgs ...Message) int {
+	n := 0
+	for _, m := range msgs {
+		n += min(estimateTokens(m), math.MaxInt-n)
+	}
+	return n
+}
 
 // estimateTokens is a message's size estimate: ceil(chars/4), an image
 // counting imageChars characters.

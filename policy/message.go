@@ -1,4 +1,4 @@
-package session
+package policy
 
 import (
 	"github.com/agentfsm/agentfsm/classify"

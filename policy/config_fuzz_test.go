@@ -1,4 +1,4 @@
-package session_test
+package policy_test
 
 import (
 	"encoding/json"
@@ -7,13 +7,13 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/policy"
 )
 
 // settingsKeys are every key a settings error may name, dotted.
 func settingsKeys() []string {
 	var keys []string
-	top := reflect.TypeFor[session.Config]()
+	top := reflect.TypeFor[policy.Config]()
 	for g := range top.Fields() {
 		group, _, _ := strings.Cut(g.Tag.Get("json"), ",")
 		keys = append(keys, group)
@@ -45,12 +45,12 @@ func FuzzParseConfig(f *testing.F) {
 	}
 	keys := settingsKeys()
 	f.Fuzz(func(t *testing.T, data []byte) {
-		cfg, err := session.ParseConfig(data)
+		cfg, err := policy.ParseConfig(data)
 		if err != nil {
-			if !errors.Is(err, session.ErrInvalidConfig) {
+			if !errors.Is(err, policy.ErrInvalidConfig) {
 				t.Fatalf("%q: error %v does not match ErrInvalidConfig", data, err)
 			}
-			if cfg != (session.Config{}) {
+			if cfg != (policy.Config{}) {
 				t.Fatalf("%q: error %v with settings %+v", data, err, cfg)
 			}
 			msg := err.Error()
@@ -77,7 +77,7 @@ func FuzzParseConfig(f *testing.F) {
 		if err != nil {
 			t.Fatalf("%q: accepted settings %+v do not marshal: %v", data, cfg, err)
 		}
-		back, err := session.ParseConfig(out)
+		back, err := policy.ParseConfig(out)
 		if err != nil {
 			t.Fatalf("%q: accepted settings marshal to %s, which ParseConfig refuses: %v", data, out, err)
 		}

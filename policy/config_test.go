@@ -1,4 +1,4 @@
-package session_test
+package policy_test
 
 import (
 	"encoding/json"
@@ -8,12 +8,11 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/classify"
-	"github.com/agentfsm/agentfsm/session"
-	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/policy"
 )
 
 func TestDefaultConfig(t *testing.T) {
-	cfg := session.DefaultConfig()
+	cfg := policy.DefaultConfig()
 	require.NoError(t, cfg.Validate())
 	b, err := json.Marshal(cfg)
 	require.NoError(t, err)
@@ -23,9 +22,9 @@ func TestDefaultConfig(t *testing.T) {
 }
 
 func TestParseConfig(t *testing.T) {
-	cfg, err := session.ParseConfig([]byte(`{"retry":{"maxRetries":5,"rules":"extended"},"compaction":{"enabled":false}}`))
+	cfg, err := policy.ParseConfig([]byte(`{"retry":{"maxRetries":5,"rules":"extended"},"compaction":{"enabled":false}}`))
 	require.NoError(t, err)
-	want := session.DefaultConfig()
+	want := policy.DefaultConfig()
 	want.Retry.MaxRetries = 5
 	want.Retry.Rules = classify.Extended
 	want.Compaction.Enabled = false
@@ -50,23 +49,11 @@ func TestParseConfig(t *testing.T) {
 		{`nope`, "not valid JSON"},
 	}
 	for _, c := range cases {
-		_, err := session.ParseConfig([]byte(c.json))
+		_, err := policy.ParseConfig([]byte(c.json))
 		require.Error(t, err, c.json)
-		assert.ErrorIs(t, err, session.ErrInvalidConfig, c.json)
+		assert.ErrorIs(t, err, policy.ErrInvalidConfig, c.json)
 		assert.Contains(t, err.Error(), c.says, c.json)
 	}
-}
-
-func TestNewRejectsInvalidConfig(t *testing.T) {
-	cfg := session.DefaultConfig()
-	cfg.Retry.Jitter = 2
-	s, err := session.New(scripted.New(scripted.Script{}), session.WithConfig(cfg))
-	assert.Nil(t, s)
-	assert.ErrorContains(t, err, "retry.jitter")
-	_, err = session.New(nil)
-	assert.ErrorContains(t, err, "nil Agent")
-	_, err = session.New(scripted.New(scripted.Script{}), session.WithSessionID(""))
-	assert.ErrorContains(t, err, "empty session ID")
 }
 
 // issue item 16: a null is a type error naming its dotted key, and
@@ -107,10 +94,10 @@ func TestParseConfigRejectsNullsAndNonObjects(t *testing.T) {
 		{`{,}`, "the settings are not valid JSON"},
 	}
 	for _, c := range cases {
-		cfg, err := session.ParseConfig([]byte(c.json))
+		cfg, err := policy.ParseConfig([]byte(c.json))
 		require.Error(t, err, "%q", c.json)
-		assert.Equal(t, session.Config{}, cfg, c.json)
-		assert.ErrorIs(t, err, session.ErrInvalidConfig, c.json)
+		assert.Equal(t, policy.Config{}, cfg, c.json)
+		assert.ErrorIs(t, err, policy.ErrInvalidConfig, c.json)
 		assert.Contains(t, err.Error(), c.says, "%q", c.json)
 		assert.NotContains(t, err.Error(), ":  ", "%q: an empty name", c.json)
 	}

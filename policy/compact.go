@@ -1,0 +1,262 @@
+package policy
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// compaction is the compaction in flight.
+type compaction struct {
+	id        CompactionID
+	reason    CompactionReason
+	willRetry bool
+	// manual: Compact's, which emits no auto_compaction events and ends
+	// with FinishCompact.
+	manual bool
+	// check: the compaction of the check before a prompt, which never
+	// fails the turn: the turn's outcome is its own run's.
+	check  bool
+	cut    []Message
+	kept   []Message
+	before int
+	// committing: the summary is in, and its entry is being appended;
+	// previousSeq is the position of the compaction before it.
+	committing  bool
+	previousSeq int
+	entry       Entry
+	result      CompactionResult
+}
+
+// prepareCompaction chooses what a compaction cuts (docs/policy.md §4.4):
+// it returns the compaction with its cut and kept messages, or false when
+// there is nothing to compact.
+//
+// When the session has a compaction threshold, a compaction makes room for
+// a summary of the budget's size: if the messages kept would take more
+// than the threshold less the budget, it cuts deeper, at a later valid cut
+// point (the last one at most). That holds too when keepRecentTokens would
+// keep everything after the first message, and then a summary over the
+// budget in first place (written before there was one, or by another
+// summarizer) is summarized again.
+func (e *Engine) prepareCompaction(reason CompactionReason) (*compaction, bool) {
+	msgs := e.ctx.msgs
+	at, ok := cutPoint(msgs, e.cfg.Compaction.KeepRecentTokens)
+	if threshold, budget, bounded := e.summaryBudget(); bounded {
+		if ok {
+			at = deeperCut(msgs, at, threshold-budget)
+		} else if first, found := nextCutPoint(msgs, 1); found {
+			at = deeperCut(msgs, first, threshold-budget)
+			ok = at > first || (msgs[0].Role == RoleSummary && estimateTokens(msgs[0]) > budget)
+		}
+	}
+	if !ok {
+		return nil, false
+	}
+	return &compaction{
+		id:     CompactionID(e.ticket()),
+		reason: reason,
+		cut:    cloneMessages(msgs[:at]),
+		kept:   cloneMessages(msgs[at:]),
+		before: tokensBefore(msgs),
+	}, true
+}
+
+// summaryBudget returns the compaction threshold and the most tokens a
+// summary may take: a quarter of the threshold. ok is false when there is
+// no threshold (the model's context window is unknown, or no larger than
+// reserveTokens); then only the summarizer bounds a summary.
+func (e *Engine) summaryBudget() (threshold, budget int, ok bool) {
+	threshold, ok = transitions.CompactionThreshold(e.model.ContextWindow, e.cfg.Compaction.ReserveTokens)
+	if !ok || threshold < 4 {
+		return 0, 0, false
+	}
+	return threshold, threshold / 4, true
+}
+
+// summaryLimit is the longest summary, in characters as estimated (bytes),
+// that a compaction keeping kept may leave: the budget, or less when kept
+// leaves less room under the threshold (unless it leaves none). 0 means no
+// limit.
+func (e *Engine) summaryLimit(kept []Message) int {
+	threshold, budget, ok := e.summaryBudget()
+	if !ok {
+		return 0
+	}
+	room := threshold - EstimateTokens(kept...)
+	if room > 0 {
+		budget = min(budget, room)
+	}
+	return budget * 4
+}
+
+// startCompaction begins an automatic compaction; the machine is in
+// compacting.
+func (e *Engine) startCompaction(at time.Time, reason CompactionReason, willRetry, check bool) {
+	e.emit(AutoCompactionStart{Reason: reason})
+	c, ok := e.prepareCompaction(reason)
+	if !ok {
+		e.endCompactionFailed(&compaction{reason: reason, check: check}, ErrNothingToCompact)
+		return
+	}
+	c.willRetry, c.check = willRetry, check
+	e.runCompaction(c, "")
+}
+
+// runCompaction asks the driver for the summary.
+func (e *Engine) runCompaction(c *compaction, instructions string) {
+	e.comp = c
+	e.effect(Effect{Kind: StartCompaction, Compaction: c.id, Request: SummaryRequest{
+		Messages: c.cut, Kept: c.kept, Reason: c.reason, Instructions: instructions, MaxChars: e.summaryLimit(c.kept),
+	}})
+}
+
+// Compact starts a manual compaction with the caller's instructions: no
+// machine transition and no automatic events; it ends with FinishCompact.
+// While a run or a compaction is in flight it returns ErrBusy and changes
+// nothing; during a retry chain's wait it first ends the chain as
+// cancelled, then compacts. It returns ErrAlreadyCompacted when nothing was
+// added to history since the last compaction, ErrNothingToCompact when
+// everything fits in the messages kept. The effects are to be carried out
+// whatever the error.
+func (e *Engine) Compact(at time.Time, instructions string) ([]Effect, error) {
+	e.begin()
+	if e.machine.State() == states.Backoff {
+		e.abortRetry()
+		e.settle(at)
+	}
+	var err error
+	switch {
+	case e.busy():
+		err = ErrBusy
+	case e.ctx.compactionSeq > 0 && e.ctx.compactionSeq == e.ctx.nextSeq:
+		err = ErrAlreadyCompacted
+	default:
+		if c, ok := e.prepareCompaction(ReasonManual); ok {
+			c.manual = true
+			e.runCompaction(c, instructions)
+		} else {
+			err = ErrNothingToCompact
+		}
+	}
+	return e.end(at), err
+}
+
+// CompactionInFlight returns the compaction in flight, 0 when there is none.
+func (e *Engine) CompactionInFlight() CompactionID {
+	if e.comp == nil {
+		return 0
+	}
+	return e.comp.id
+}
+
+// CompactionFinished is the summarizer's answer for compaction id: the
+// summary, or why there is none. The compaction's entry goes to history
+// (an Append that awaits Appended) before the runtime context changes.
+func (e *Engine) CompactionFinished(at time.Time, id CompactionID, sum Summary, err error) []Effect {
+	e.begin()
+	c := e.comp
+	if c == nil || c.id != id || c.committing {
+		return e.end(at) // cancelled meanwhile, already reported
+	}
+	if err == nil && len(c.kept) == 0 {
+		err = ErrNothingToCompact
+	}
+	if err != nil {
+		e.comp = nil
+		e.compactionFailed(c, err)
+		return e.end(at)
+	}
+	if limit := e.summaryLimit(c.kept); limit > 0 {
+		sum.Text = capSummary(sum.Text, limit)
+	}
+	c.result = CompactionResult{Summary: sum.Text, FirstKeptEntryID: c.kept[0].ID, TokensBefore: c.before, Details: sum.Details}
+	c.entry = Entry{Type: EntryCompaction, ID: e.ctx.newID("compaction"), Timestamp: at.UnixMilli(), Compaction: &Compaction{
+		Reason: c.reason, Summary: sum.Text, FirstKeptEntryID: c.result.FirstKeptEntryID, TokensBefore: c.before,
+	}}
+	c.committing, c.previousSeq = true, e.ctx.compactionSeq
+	e.record(c.entry)
+	return e.end(at)
+}
+
+// committed applies a compaction whose entry was appended (err nil): the
+// runtime context becomes the summary, then the kept messages, then
+// anything that arrived meanwhile; then the end event, and the
+// continuation after an overflow.
+func (e *Engine) committed(at time.Time, err error) {
+	c := e.comp
+	e.comp = nil
+	if err != nil {
+		e.compactionFailed(c, fmt.Errorf("writing history: %w", err))
+		return
+	}
+	e.ctx.msgs = compacted(e.ctx.msgs, c.entry)
+	if c.manual {
+		e.effect(Effect{Kind: FinishCompact, Result: c.result})
+		return
+	}
+	res := c.result
+	e.emit(AutoCompactionEnd{Result: &res, Aborted: false, WillRetry: c.willRetry})
+	tr, ok := e.step(transitions.Facts{Signal: transitions.CompactionEnded, Compacted: true, WillRetry: c.willRetry})
+	if ok && tr.Event == transitions.Resume {
+		e.startRun(nil)
+	}
+}
+
+// compactionFailed ends a compaction that produced no result.
+func (e *Engine) compactionFailed(c *compaction, err error) {
+	if c.manual {
+		e.effect(Effect{Kind: FinishCompact, Err: err})
+		return
+	}
+	e.endCompactionFailed(c, err)
+}
+
+// endCompactionFailed reports an automatic compaction that ended without a
+// result, and why; an overflow recovery that failed fails the turn.
+func (e *Engine) endCompactionFailed(c *compaction, err error) {
+	prefix := "Auto-compaction failed: "
+	if c.reason == ReasonOverflow {
+		prefix = "Context overflow recovery failed: "
+		if !c.check {
+			e.failTurn(fmt.Errorf("%w: %w", ErrOverflow, err))
+		}
+	}
+	e.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: prefix + err.Error()})
+	e.step(transitions.Facts{Signal: transitions.CompactionEnded})
+}
+
+// AbortCompaction cancels the compaction in flight, automatic or manual.
+// With none in flight it does nothing.
+func (e *Engine) AbortCompaction(at time.Time) []Effect {
+	e.begin()
+	if c := e.comp; c != nil && !c.committing {
+		if c.manual {
+			e.cancelCompaction(c)
+		} else if _, ok := e.step(transitions.Facts{Signal: transitions.AbortCompactionCalled}); ok {
+			e.cancelCompaction(c)
+			e.passThrough()
+		}
+	}
+	return e.end(at)
+}
+
+// cancelCompaction cancels c and reports it as aborted. A compaction whose
+// entry is being appended is past cancelling: it ends when the append does.
+func (e *Engine) cancelCompaction(c *compaction) {
+	if c.committing {
+		return
+	}
+	e.comp = nil
+	e.effect(Effect{Kind: CancelCompaction, Compaction: c.id})
+	if c.manual {
+		e.effect(Effect{Kind: FinishCompact, Err: ErrCompactionCancelled})
+		return
+	}
+	e.emit(AutoCompactionEnd{Aborted: true, WillRetry: false})
+	if c.reason == ReasonOverflow && !c.check {
+		e.failTurn(fmt.Errorf("%w: %w", ErrOverflow, ErrCompactionCancelled))
+	}
+}

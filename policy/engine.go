@@ -1,0 +1,213 @@
+package policy
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/agentfsm/agentfsm/fsm"
+	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// Engine is one session's recovery policy as a deterministic machine: the
+// state machine, the retry counter, the overflow episode, the runtime
+// context and the positions of history, the backoff in progress, the
+// compaction in flight and the turn in flight. It is driven only by its
+// inputs — the methods below, each given the time it happened and any
+// random draw it needs — and answers each with the effects its driver must
+// carry out, in order: start or cancel a run, arm or stop the timer, start
+// or cancel a compaction, append to history, emit an event, finish the
+// turn. It starts no goroutine, reads no clock, draws no random number and
+// does no I/O, so the same inputs always give the same effects: one driver
+// runs it in process (package session), another could run it in a durable
+// workflow.
+//
+// The slice of effects an input returns is valid until the next input. An
+// Engine is not safe for concurrent use: a driver feeds it one input at a
+// time.
+type Engine struct {
+	id    string
+	model Model
+	cfg   Config
+	creds bool
+
+	machine *fsm.Machine
+	// attempt is the retry counter: 0 when no chain is active.
+	attempt int
+	// episodeCompacted marks an overflow episode already compacted once.
+	episodeCompacted bool
+
+	ctx runtimeContext
+
+	tickets uint64 // the last RunID, TimerID or CompactionID given out
+	run     *run
+	pending *pending // a usage limit waiting for the credential store
+	wait    wait
+	comp    *compaction
+	turn    *turn
+
+	out     []Effect
+	entries []Entry // recorded by the input in progress
+}
+
+// Setup is what an Engine is made from.
+type Setup struct {
+	// SessionID is the session's identity.
+	SessionID string
+	// Model is the model the session talks to.
+	Model Model
+	// Config is the session's settings; it must be valid.
+	Config Config
+	// Credentials tells the engine a credential store answers usage
+	// limits: it then asks (MarkUsageLimit) before deciding on one.
+	Credentials bool
+	// History is the session's history so far, oldest first: the engine
+	// rebuilds its runtime context from it.
+	History []Entry
+}
+
+// New makes an Engine, idle, from s. It fails on an invalid Config or a
+// history holding an invalid entry.
+func New(s Setup) (*Engine, error) {
+	if s.SessionID == "" {
+		return nil, errors.New("policy: empty session ID")
+	}
+	if err := s.Config.Validate(); err != nil {
+		return nil, err
+	}
+	e := &Engine{id: s.SessionID, model: s.Model, cfg: s.Config, creds: s.Credentials, machine: fsm.Default()}
+	if err := e.ctx.replay(s.History); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Status is the whole observable state of a session, read at once.
+type Status struct {
+	// State is the machine's state.
+	State states.State `json:"state"`
+	// Attempt is the retry counter: 0 when no chain is active.
+	Attempt int `json:"retryAttempt"`
+	// Retrying reports whether a chain is active (Attempt > 0).
+	Retrying bool `json:"isRetrying"`
+	// RetryEnabled and CompactionEnabled are the settings.
+	RetryEnabled      bool `json:"autoRetryEnabled"`
+	CompactionEnabled bool `json:"autoCompactionEnabled"`
+	// Streaming reports whether a run is in flight.
+	Streaming bool `json:"isStreaming"`
+	// Compacting reports whether a compaction is in flight.
+	Compacting bool `json:"isCompacting"`
+	// MessageCount is the number of messages in the runtime context.
+	MessageCount int `json:"messageCount"`
+}
+
+// Status returns the observable state.
+func (e *Engine) Status() Status {
+	return Status{
+		State:             e.machine.State(),
+		Attempt:           e.attempt,
+		Retrying:          e.attempt > 0,
+		RetryEnabled:      e.cfg.Retry.Enabled,
+		CompactionEnabled: e.cfg.Compaction.Enabled,
+		Streaming:         e.run != nil || e.pending != nil,
+		Compacting:        e.comp != nil,
+		MessageCount:      len(e.ctx.msgs),
+	}
+}
+
+// Config returns the settings.
+func (e *Engine) Config() Config { return e.cfg }
+
+// Model returns the model.
+func (e *Engine) Model() Model { return e.model }
+
+// SessionID returns the session's identity.
+func (e *Engine) SessionID() string { return e.id }
+
+// Messages returns a copy of the runtime context: what the next model call
+// sees.
+func (e *Engine) Messages() []Message { return cloneMessages(e.ctx.msgs) }
+
+// Quiet reports whether nothing is in flight: no run and no compaction.
+// Abort's caller waits for it.
+func (e *Engine) Quiet() bool { return e.run == nil && e.pending == nil && e.comp == nil }
+
+// SetRetryEnabled writes retry.enabled; it takes effect at the next
+// decision.
+func (e *Engine) SetRetryEnabled(on bool) { e.cfg.Retry.Enabled = on }
+
+// SetCompactionEnabled writes compaction.enabled.
+func (e *Engine) SetCompactionEnabled(on bool) { e.cfg.Compaction.Enabled = on }
+
+// begin starts the effects of an input.
+func (e *Engine) begin() {
+	e.out, e.entries = e.out[:0], e.entries[:0]
+	e.ctx.appended, e.ctx.appendedN = e.ctx.appended[:0], 0
+}
+
+// end finishes an input: the turn settles when the session is at rest, and
+// the effects go to the driver, the history's entries last.
+func (e *Engine) end(at time.Time) []Effect {
+	e.settle(at)
+	if len(e.entries) > 0 {
+		e.effect(Effect{Kind: Append, Entries: e.entries, Await: e.comp != nil && e.comp.committing})
+	}
+	return e.out
+}
+
+func (e *Engine) effect(ef Effect) { e.out = append(e.out, ef) }
+
+// emit reports ev to the session's subscribers.
+func (e *Engine) emit(ev Event) { e.out = append(e.out, Effect{Kind: Emit, Event: ev}) }
+
+// ticket gives out the identity of a new run, timer or compaction.
+func (e *Engine) ticket() uint64 {
+	e.tickets++
+	return e.tickets
+}
+
+// step takes the rule that applies for f and reports the state change.
+func (e *Engine) step(f transitions.Facts) (fsm.Transition, bool) {
+	tr, ok := e.take(f)
+	if ok {
+		e.emit(stateChangeEvent(tr))
+	}
+	return tr, ok
+}
+
+// take takes the rule that applies for f without reporting it: the caller
+// emits its state_change. No rule is no move.
+func (e *Engine) take(f transitions.Facts) (fsm.Transition, bool) {
+	// The machine is built from the validated table and fed one input at
+	// a time: its only error is ErrNoRule.
+	tr, err := e.machine.Step(context.Background(), f)
+	return tr, err == nil
+}
+
+// passThrough takes the reset from exhausted or cancelled to idle.
+func (e *Engine) passThrough() {
+	if e.machine.State().PassThrough() {
+		e.step(transitions.Facts{})
+	}
+}
+
+// stateChanges holds one StateChange per edge of the table, already in an
+// Event interface, so reporting a transition allocates nothing.
+var stateChanges = func() map[fsm.Transition]Event {
+	out := map[fsm.Transition]Event{}
+	for _, r := range transitions.Table() {
+		for _, from := range r.From {
+			tr := fsm.Transition{From: from, To: r.To, Event: r.Event, Guard: r.Guard.Name}
+			out[tr] = StateChange{From: from, To: r.To, Event: r.Event}
+		}
+	}
+	return out
+}()
+
+func stateChangeEvent(tr fsm.Transition) Event {
+	if ev, ok := stateChanges[tr]; ok {
+		return ev
+	}
+	return StateChange{From: tr.From, To: tr.To, Event: tr.Event}
+}

@@ -1,0 +1,84 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+)
+
+// EntryType says what a history entry holds.
+type EntryType string
+
+// The entry types.
+const (
+	// EntryMessage: a message added to the runtime context.
+	EntryMessage EntryType = "message"
+	// EntryCompaction: a compaction that replaced the messages before
+	// its FirstKeptEntryID in the runtime context with its summary.
+	EntryCompaction EntryType = "compaction"
+	// EntryRemoval: the message whose ID is the entry's left the runtime
+	// context (removed for a retry, or before an overflow's compaction);
+	// history keeps the message itself.
+	EntryRemoval EntryType = "removal"
+)
+
+// Entry is one record of a session's history: a message, a compaction, or
+// a removal. Replayed in order, a session's entries give its runtime
+// context (see WithHistory).
+//
+// A valid entry has a non-empty ID and the content of its type, and only
+// that: a message entry its Message (whose ID is the entry's), a
+// compaction entry its Compaction, a removal entry nothing (its ID is the
+// removed message's). The session gives every message and compaction an
+// ID that no other entry of the history has.
+type Entry struct {
+	Type EntryType `json:"type"`
+	ID   string    `json:"id"`
+	// Timestamp is when the entry was made, in milliseconds since the
+	// Unix epoch.
+	Timestamp  int64       `json:"timestamp"`
+	Message    *Message    `json:"message,omitempty"`
+	Compaction *Compaction `json:"compaction,omitempty"`
+}
+
+// Compaction is a compaction entry's content.
+type Compaction struct {
+	Reason CompactionReason `json:"reason"`
+	// Summary stands for the messages before FirstKeptEntryID.
+	Summary string `json:"summary"`
+	// FirstKeptEntryID is the ID of the first message kept as it was.
+	FirstKeptEntryID string `json:"firstKeptEntryId"`
+	TokensBefore     int    `json:"tokensBefore"`
+}
+
+// Validate checks that e is an entry of a known type with its content, and
+// only its content.
+func (e Entry) Validate() error {
+	if e.ID == "" {
+		return fmt.Errorf("a %s entry without an id", e.Type)
+	}
+	switch e.Type {
+	case EntryMessage:
+		switch {
+		case e.Message == nil || e.Compaction != nil:
+			return errors.New("a message entry needs a message and nothing else")
+		case e.Message.ID != e.ID:
+			return fmt.Errorf("message entry %q holds message %q", e.ID, e.Message.ID)
+		}
+	case EntryCompaction:
+		if e.Compaction == nil || e.Message != nil {
+			return errors.New("a compaction entry needs a compaction and nothing else")
+		}
+	case EntryRemoval:
+		if e.Message != nil || e.Compaction != nil {
+			return errors.New("a removal entry holds nothing but the removed message's id")
+		}
+	default:
+		return fmt.Errorf("not a history entry (type %q)", e.Type)
+	}
+	return nil
+}
+
+// ErrInvalidEntry matches the error of a history entry that is not valid
+// (see Entry): Append refuses it, and a session refuses a history that
+// holds one.
+var ErrInvalidEntry = errors.New("session: invalid history entry")

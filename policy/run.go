@@ -1,0 +1,211 @@
+package policy
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// run is the run in flight.
+type run struct {
+	id           RunID
+	continuation bool
+	// emitted: the agent reported something (agent_start or later).
+	emitted bool
+	// started: the run made a model call: an assistant message began. A
+	// run that ends without one could not start.
+	started bool
+	ended   bool
+	// aborted: Abort cancelled the run. Its last events are reported but
+	// decide nothing: no retry, compaction or continuation can come of
+	// them.
+	aborted  bool
+	messages []Message
+	last     *Message // the run's last assistant message
+}
+
+// RunReturn is how a run ended, as its driver saw it.
+type RunReturn struct {
+	// Err is the error the agent's run returned.
+	Err error
+	// Panic is the value the agent panicked with, recovered by the
+	// driver; nil when it did not panic.
+	Panic any
+	// Draw is a random number in [0, 1) for the retry's jitter, should the
+	// decision schedule one.
+	Draw float64
+}
+
+// errNoAssistantMessage is the error of a run that returned without making
+// a model call and without an error of its own.
+var errNoAssistantMessage = errors.New("the run produced no assistant message")
+
+// startRun asks the driver to start a run: the user's (prompt set) or a
+// continuation.
+func (e *Engine) startRun(prompt *Message) {
+	e.run = &run{id: RunID(e.ticket()), continuation: prompt == nil}
+	e.effect(Effect{Kind: StartRun, Run: e.run.id, Prompt: prompt, Context: cloneMessages(e.ctx.msgs)})
+}
+
+// current returns the run in flight when it is id, and ended (or not) as
+// asked.
+func (e *Engine) current(id RunID) *run {
+	if r := e.run; r != nil && r.id == id {
+		return r
+	}
+	return nil
+}
+
+// RunEvent is an event the agent emitted during run id. Events of a run that
+// ended or was replaced are dropped.
+func (e *Engine) RunEvent(at time.Time, id RunID, ev Event) []Effect {
+	e.begin()
+	r := e.current(id)
+	if r == nil || r.ended {
+		return e.end(at)
+	}
+	r.emitted = true
+	switch ev := ev.(type) {
+	case MessageStart:
+		if ev.Message.Role == RoleAssistant {
+			r.started = true
+		}
+	case MessageEnd:
+		ev.Message = e.complete(at, ev.Message)
+		if ev.Message.Role == RoleAssistant {
+			r.started = true
+		}
+		e.emit(ev)
+		e.onMessageEnd(r, ev.Message)
+		return e.end(at)
+	case AgentEnd:
+		r.ended = true
+		if ev.Messages == nil {
+			ev.Messages = cloneMessages(r.messages)
+		}
+		e.emit(ev)
+		return e.end(at)
+	}
+	e.emit(ev)
+	return e.end(at)
+}
+
+// complete fills in what the agent left out of a finished message: its ID
+// (or a new one, when the history already has the agent's), its time, and
+// for an assistant message the session's current model when the agent
+// named neither provider nor model.
+func (e *Engine) complete(at time.Time, m Message) Message {
+	e.ctx.identify(&m)
+	if m.Timestamp == 0 {
+		m.Timestamp = at.UnixMilli()
+	}
+	if m.Role == RoleAssistant && m.Provider == "" && m.Model == "" {
+		m.Provider, m.Model = e.model.Provider, e.model.ID
+	}
+	return m
+}
+
+// onMessageEnd records a finished message and ends a retry chain at the
+// first success after a retry.
+func (e *Engine) onMessageEnd(r *run, m Message) {
+	r.messages = append(r.messages, m)
+	e.recordMessage(m)
+	if m.Role != RoleAssistant {
+		return
+	}
+	r.last = &m
+	if !m.IsError() {
+		e.episodeCompacted = false
+	}
+	if m.succeeded() && e.attempt > 0 && !r.aborted {
+		e.emit(AutoRetryEnd{Success: true, Attempt: e.attempt})
+		e.attempt = 0
+	}
+}
+
+// RunReturned is the end of run id: the agent's Run returned. It makes the
+// decision at agent_end, or ends a run that could not start. A run Abort
+// cancelled decides nothing.
+func (e *Engine) RunReturned(at time.Time, id RunID, ret RunReturn) []Effect {
+	e.begin()
+	r := e.current(id)
+	if r == nil {
+		return e.end(at)
+	}
+	e.run = nil
+	err := ret.Err
+	switch {
+	case r.aborted:
+		e.endRun(r)
+		return e.end(at)
+	case ret.Panic != nil && r.ended:
+		// The run had ended: its messages stand, and the decision is on
+		// them. The driver logs the panic.
+	case ret.Panic != nil:
+		// The panic is the run's error: a fatal message the decision
+		// settles on, never retries.
+		e.failRun(at, r, &panicError{value: ret.Panic})
+	case !r.started:
+		e.endRun(r)
+		if err == nil {
+			err = errNoAssistantMessage
+		}
+		e.startFailed(r, err)
+		return e.end(at)
+	case !r.ended:
+		// The agent failed mid-run without ending it: report its error as
+		// the run's last message and end the run for it.
+		if err == nil {
+			err = errors.New("the agent stopped without ending the run")
+		}
+		e.failRun(at, r, err)
+	}
+	if r.last == nil {
+		// An assistant message began and never ended.
+		e.startFailed(r, errNoAssistantMessage)
+		return e.end(at)
+	}
+	e.decide(at, r.last, transitions.RunEnded, ret.Draw)
+	return e.end(at)
+}
+
+// endRun emits the agent_end that a run which reported something but
+// returned without ending left out, so every agent_start has its end.
+func (e *Engine) endRun(r *run) {
+	if r.emitted && !r.ended {
+		r.ended = true
+		e.emit(AgentEnd{Messages: cloneMessages(r.messages)})
+	}
+}
+
+// failRun reports err as the run's last message, an error from the
+// session's model, and ends the run.
+func (e *Engine) failRun(at time.Time, r *run, err error) {
+	m := Message{ID: e.ctx.newID("msg"), Role: RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: err.Error(),
+		Provider: e.model.Provider, Model: e.model.ID, Timestamp: at.UnixMilli(), Err: err}
+	e.emit(MessageStart{Message: m})
+	e.emit(MessageEnd{Message: m})
+	e.onMessageEnd(r, m)
+	r.ended = true
+	e.emit(AgentEnd{Messages: cloneMessages(r.messages)})
+}
+
+// startFailed ends a run that could not start: a continuation ends its
+// chain and leaves continuing.
+func (e *Engine) startFailed(r *run, err error) {
+	e.failTurn(fmt.Errorf("%w: %w", ErrStartFailed, err))
+	if !r.continuation {
+		return
+	}
+	e.endChain(err.Error())
+	e.step(transitions.Facts{Signal: transitions.NotStarted})
+}
+
+// panicError is the error of a run whose agent panicked: it is never
+// retried.
+type panicError struct{ value any }
+
+func (p *panicError) Error() string { return fmt.Sprintf("the agent panicked: %v", p.value) }

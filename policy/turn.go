@@ -1,0 +1,105 @@
+package policy
+
+import (
+	"time"
+
+	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// turn is the user's turn in flight.
+type turn struct {
+	err error
+	// prompt is the user's message, waiting for the check before a prompt
+	// to finish; nil once sent.
+	prompt *Message
+}
+
+// busy reports whether a turn, a run or a compaction is in flight.
+func (e *Engine) busy() bool {
+	return e.turn != nil || e.run != nil || e.pending != nil || e.comp != nil || !e.idle()
+}
+
+// Prompt starts a turn with text as the user's next message: the check
+// before a prompt (docs/policy.md §4.6), then the user's run. It returns
+// ErrBusy, and no effects, while a turn, a run or a compaction is in
+// flight. The turn ends with a FinishTurn effect, once the run, every retry
+// it triggers and any overflow recovery have settled.
+func (e *Engine) Prompt(at time.Time, text string) ([]Effect, error) {
+	if e.busy() {
+		return nil, ErrBusy
+	}
+	e.begin()
+	e.turn = &turn{prompt: &Message{ID: e.ctx.newID("user"), Role: RoleUser, Text: text, Timestamp: at.UnixMilli()}}
+	e.episodeCompacted = false
+	if last := e.lastAssistant(); last != nil {
+		e.decide(at, last, transitions.PromptCheck, 0)
+	}
+	return e.end(at), nil
+}
+
+// sendPrompt starts the user's run once the check before it is done.
+func (e *Engine) sendPrompt() {
+	msg := e.turn.prompt
+	e.turn.prompt = nil
+	e.recordMessage(*msg)
+	e.startRun(msg)
+}
+
+// failTurn records why the turn in flight failed; the first reason wins.
+func (e *Engine) failTurn(err error) {
+	if t := e.turn; t != nil && t.err == nil {
+		t.err = err
+	}
+}
+
+// settle finishes the turn once the session is at rest: it sends the
+// prompt waiting for the check before it, or emits turn_settled and
+// FinishTurn.
+func (e *Engine) settle(at time.Time) {
+	t := e.turn
+	if t == nil || e.run != nil || e.pending != nil || e.comp != nil || e.wait.pending() || !e.idle() {
+		return
+	}
+	if t.prompt != nil {
+		e.sendPrompt()
+		return
+	}
+	e.turn = nil
+	ev := TurnSettled{Success: t.err == nil}
+	if t.err != nil {
+		ev.Error = t.err.Error()
+	}
+	e.emit(ev)
+	e.effect(Effect{Kind: FinishTurn, Err: t.err})
+}
+
+// Abort stops whatever the session is doing: it cancels a pending backoff,
+// the run in flight and any compaction, ends an active chain as cancelled,
+// and fails the turn in flight with ErrAborted. Nothing the cancelled run
+// still reports can start a retry, a compaction or a continuation. cause is
+// the reason the run's cancellation carries.
+func (e *Engine) Abort(at time.Time, cause error) []Effect {
+	e.begin()
+	e.failTurn(ErrAborted)
+	if r := e.run; r != nil {
+		r.aborted = true
+		e.effect(Effect{Kind: CancelRun, Run: r.id, Cause: cause})
+	}
+	e.pending = nil // the run returned; its decision is dropped
+	if c := e.comp; c != nil && c.manual {
+		e.cancelCompaction(c)
+	}
+	if _, ok := e.step(transitions.Facts{Signal: transitions.AbortCalled}); ok {
+		e.stopWait()
+		e.cancelChain()
+		if c := e.comp; c != nil {
+			e.cancelCompaction(c)
+		}
+		e.passThrough()
+	}
+	if e.turn != nil {
+		// A prompt still waiting for the check before it is not sent.
+		e.turn.prompt = nil
+	}
+	return e.end(at)
+}

@@ -1,0 +1,112 @@
+package session
+
+import "github.com/agentfsm/agentfsm/policy"
+
+// The session's values are those of package policy, the decision core it
+// drives: a program that embeds a Session needs no other import.
+
+// Messages.
+type (
+	Role    = policy.Role
+	Usage   = policy.Usage
+	Model   = policy.Model
+	Message = policy.Message
+)
+
+// The roles.
+const (
+	RoleUser       = policy.RoleUser
+	RoleAssistant  = policy.RoleAssistant
+	RoleToolResult = policy.RoleToolResult
+	RoleSummary    = policy.RoleSummary
+)
+
+// Settings.
+type (
+	Config           = policy.Config
+	RetryConfig      = policy.RetryConfig
+	CompactionConfig = policy.CompactionConfig
+)
+
+// DefaultConfig returns the policy's defaults (see policy.DefaultConfig).
+func DefaultConfig() Config { return policy.DefaultConfig() }
+
+// ParseConfig reads settings as JSON over DefaultConfig (see
+// policy.ParseConfig).
+func ParseConfig(data []byte) (Config, error) { return policy.ParseConfig(data) }
+
+// MaxDelay is the longest wait the session schedules (see policy.MaxDelay).
+const MaxDelay = policy.MaxDelay
+
+// Events.
+type (
+	Event               = policy.Event
+	AgentStart          = policy.AgentStart
+	TurnStart           = policy.TurnStart
+	MessageStart        = policy.MessageStart
+	MessageEnd          = policy.MessageEnd
+	TurnEnd             = policy.TurnEnd
+	AgentEnd            = policy.AgentEnd
+	AutoRetryStart      = policy.AutoRetryStart
+	AutoRetryEnd        = policy.AutoRetryEnd
+	AutoCompactionStart = policy.AutoCompactionStart
+	AutoCompactionEnd   = policy.AutoCompactionEnd
+	StateChange         = policy.StateChange
+	TurnSettled         = policy.TurnSettled
+	EventsDropped       = policy.EventsDropped
+)
+
+// Compaction.
+type (
+	CompactionReason = policy.CompactionReason
+	CompactionResult = policy.CompactionResult
+	SummaryRequest   = policy.SummaryRequest
+	Summary          = policy.Summary
+	DigestSummarizer = policy.DigestSummarizer
+)
+
+// The compaction reasons.
+const (
+	ReasonOverflow  = policy.ReasonOverflow
+	ReasonThreshold = policy.ReasonThreshold
+	ReasonManual    = policy.ReasonManual
+)
+
+// DefaultDigestChars is the default bound of a digest.
+const DefaultDigestChars = policy.DefaultDigestChars
+
+// History entries.
+type (
+	Entry      = policy.Entry
+	EntryType  = policy.EntryType
+	Compaction = policy.Compaction
+)
+
+// The entry types.
+const (
+	EntryMessage    = policy.EntryMessage
+	EntryCompaction = policy.EntryCompaction
+	EntryRemoval    = policy.EntryRemoval
+)
+
+// Errors: Prompt's and Compact's errors match one of these (see package
+// policy for each one's meaning).
+var (
+	ErrBusy                = policy.ErrBusy
+	ErrClosed              = policy.ErrClosed
+	ErrRetryCancelled      = policy.ErrRetryCancelled
+	ErrAborted             = policy.ErrAborted
+	ErrExhausted           = policy.ErrExhausted
+	ErrProvider            = policy.ErrProvider
+	ErrOverflow            = policy.ErrOverflow
+	ErrStartFailed         = policy.ErrStartFailed
+	ErrHistory             = policy.ErrHistory
+	ErrNothingToCompact    = policy.ErrNothingToCompact
+	ErrAlreadyCompacted    = policy.ErrAlreadyCompacted
+	ErrCompactionCancelled = policy.ErrCompactionCancelled
+	ErrInvalidConfig       = policy.ErrInvalidConfig
+	ErrInvalidEntry        = policy.ErrInvalidEntry
+)
+
+// ExhaustedError is the error of a turn whose retry chain ran out.
+type ExhaustedError = policy.ExhaustedError

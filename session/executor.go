@@ -1,0 +1,218 @@
+package session
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"time"
+
+	"github.com/agentfsm/agentfsm/policy"
+)
+
+// executor is what the loop's goroutine owns: the engine, and the handles
+// of what the engine's effects started.
+type executor struct {
+	engine *policy.Engine
+
+	// timer is the session's one backoff timer, reused for each wait;
+	// timerID is the engine's name for the wait it is armed for.
+	timer   *time.Timer
+	timerID policy.TimerID
+
+	runID      policy.RunID
+	runCancel  context.CancelCauseFunc
+	compID     policy.CompactionID
+	compCancel context.CancelCauseFunc
+
+	// reply receives the turn's result; compact, a manual compaction's.
+	reply   chan error
+	compact func(CompactionResult, error)
+	// quiet are the channels of Abort's callers, closed once nothing is
+	// in flight.
+	quiet []chan struct{}
+}
+
+// errCompactionAborted is the cause a cancelled summarizer's context
+// carries.
+var errCompactionAborted = errors.New("compaction aborted")
+
+// apply carries out effects, in order. The answers the engine waits for (a
+// history append it awaits or that failed, the credential store's answer
+// to a usage limit) are fed back once the batch is done, since feeding the
+// engine reuses the slice the batch is in.
+func (s *Session) apply(effects []policy.Effect) {
+	// The engine's state is already the input's outcome: the getters read
+	// it before any of the input's events can reach a subscriber, and
+	// before a caller waiting on the turn returns.
+	s.publish()
+	var feedback []func() []policy.Effect
+	x := &s.x
+	for i := range effects {
+		ef := &effects[i]
+		switch ef.Kind {
+		case policy.Emit:
+			s.subs.emit(ef.Event)
+		case policy.StartRun:
+			s.startRun(ef.Run, ef.Prompt, ef.Context)
+		case policy.CancelRun:
+			if x.runID == ef.Run && x.runCancel != nil {
+				x.runCancel(ef.Cause)
+			}
+		case policy.StartTimer:
+			x.timerID = ef.Timer
+			if d := time.Until(ef.Deadline); x.timer == nil {
+				x.timer = time.AfterFunc(d, s.timerFired)
+			} else {
+				x.timer.Reset(d)
+			}
+		case policy.StopTimer:
+			x.stopTimer()
+		case policy.StartCompaction:
+			s.startCompaction(ef.Compaction, ef.Request)
+		case policy.CancelCompaction:
+			if x.compID == ef.Compaction && x.compCancel != nil {
+				x.compCancel(errCompactionAborted)
+			}
+		case policy.Append:
+			err := s.append(ef.Entries)
+			if err != nil || ef.Await {
+				feedback = append(feedback, func() []policy.Effect { return x.engine.Appended(time.Now(), err) })
+			}
+		case policy.MarkUsageLimit:
+			switched := s.markUsageLimit(ef.Hint)
+			feedback = append(feedback, func() []policy.Effect { return x.engine.UsageLimitAnswered(time.Now(), switched) })
+		case policy.FinishTurn:
+			if x.reply != nil {
+				x.reply <- ef.Err
+				x.reply = nil
+			}
+		case policy.FinishCompact:
+			if x.compact != nil {
+				x.compact(ef.Result, ef.Err)
+				x.compact = nil
+			}
+		}
+	}
+	for _, f := range feedback {
+		s.apply(f())
+	}
+}
+
+func (x *executor) stopTimer() {
+	if x.timer != nil {
+		x.timer.Stop()
+	}
+}
+
+// timerFired runs on the timer's goroutine: it hands the firing to the loop.
+func (s *Session) timerFired() {
+	s.post(func() { s.apply(s.x.engine.TimerFired(time.Now(), s.x.timerID)) })
+}
+
+// append writes entries to history, in order, and stops at the first
+// failure, which it logs.
+func (s *Session) append(entries []policy.Entry) error {
+	for _, e := range entries {
+		if err := s.history.Append(e); err != nil {
+			s.logger.Error("session: history append failed", "error", err)
+			return err
+		}
+	}
+	return nil
+}
+
+// startRun starts run id on its own goroutine: the user's (prompt set) or a
+// continuation. Its events and its end come back to the loop through post.
+func (s *Session) startRun(id policy.RunID, prompt *Message, msgs []Message) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s.x.runID, s.x.runCancel = id, cancel
+	req := RunRequest{SessionID: s.setup.SessionID, Prompt: prompt, Context: msgs, Model: s.setup.Model}
+	if c, ok := s.currentCredential(); ok {
+		req.Credential = &c
+	}
+	go func() {
+		emit := func(ev Event) { s.post(func() { s.apply(s.x.engine.RunEvent(time.Now(), id, ev)) }) }
+		ret := s.runAgent(ctx, req, emit)
+		cancel(nil)
+		s.post(func() {
+			ret.Draw = s.random()
+			s.apply(s.x.engine.RunReturned(time.Now(), id, ret))
+		})
+	}()
+}
+
+// runAgent calls the agent; a panic is recovered, logged with its stack,
+// and returned as the run's Panic.
+func (s *Session) runAgent(ctx context.Context, req RunRequest, emit func(Event)) (ret policy.RunReturn) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.logPanic("agent", r)
+			ret = policy.RunReturn{Panic: r}
+		}
+	}()
+	return policy.RunReturn{Err: s.agent.Run(ctx, req, emit)}
+}
+
+// startCompaction runs the summarizer for compaction id on its own
+// goroutine; the answer comes back to the loop through post.
+func (s *Session) startCompaction(id policy.CompactionID, req SummaryRequest) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	s.x.compID, s.x.compCancel = id, cancel
+	go func() {
+		sum, err := s.summarize(ctx, req)
+		if ctx.Err() != nil {
+			err = context.Cause(ctx)
+		}
+		cancel(nil)
+		s.post(func() { s.apply(s.x.engine.CompactionFinished(time.Now(), id, sum, err)) })
+	}()
+}
+
+// summarize calls the summarizer; a panic is recovered, logged with its
+// stack, and becomes the compaction's error.
+func (s *Session) summarize(ctx context.Context, req SummaryRequest) (sum Summary, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.logPanic("summarizer", r)
+			err = fmt.Errorf("the summarizer panicked: %v", r)
+		}
+	}()
+	return s.summarizer.Summarize(ctx, req)
+}
+
+// currentCredential asks the credential store for the credential of the
+// next run. A store that panics is logged and gives none.
+func (s *Session) currentCredential() (c Credential, ok bool) {
+	if s.creds == nil || s.setup.Model.Provider == "" {
+		return Credential{}, false
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s.logPanic("credential store", r)
+			c, ok = Credential{}, false
+		}
+	}()
+	return s.creds.Current(s.setup.Model.Provider, s.setup.SessionID)
+}
+
+// markUsageLimit tells the credential store of a usage limit. A store that
+// panics is logged, and switched nothing.
+func (s *Session) markUsageLimit(hint time.Duration) (switched bool) {
+	if s.creds == nil {
+		return false
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s.logPanic("credential store", r)
+			switched = false
+		}
+	}()
+	m := s.setup.Model
+	return s.creds.MarkUsageLimitReached(m.Provider, s.setup.SessionID, hint, m.BaseURL)
+}
+
+// logPanic reports a panic in the embedder's code, with its stack.
+func (s *Session) logPanic(who string, value any) {
+	s.logger.Error("session: recovered a panic", "in", who, "panic", fmt.Sprint(value), "stack", string(debug.Stack()))
+}

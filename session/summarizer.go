@@ -1,0 +1,10 @@
+package session
+
+import "context"
+
+// Summarizer condenses the messages a compaction cuts. It must honour ctx:
+// AbortCompaction and Abort cancel it. DigestSummarizer is the one the
+// library ships.
+type Summarizer interface {
+	Summarize(ctx context.Context, req SummaryRequest) (Summary, error)
+}
