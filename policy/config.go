@@ -6,9 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"reflect"
-	"slices"
 	"strings"
 
 	"github.com/agentfsm/agentfsm/classify"
@@ -102,10 +100,12 @@ func invalid(key, format string, args ...any) error {
 // ParseConfig reads settings, one JSON object, over DefaultConfig: keys
 // left out keep their defaults. Every error matches ErrInvalidConfig and
 // names what is wrong: the dotted key ("retry.maxRetry") for an unknown
-// key, a null, a mistyped or out-of-range value and an invalid setting;
-// "the settings" for input that is empty, not JSON, not an object, or
-// followed by more text. A null is never "keep the default": leave the key
-// out for that.
+// key, a null, a key given twice in one object ("retry.maxRetries appears
+// twice"), a mistyped or out-of-range value and an invalid setting; "the
+// settings" for input that is empty, not JSON, not an object, or followed by
+// more text. A null is never "keep the default": leave the key out for that.
+// Every occurrence of a key counts: a null is refused even when the same key
+// follows again.
 func ParseConfig(data []byte) (Config, error) {
 	if json.Valid(data) {
 		if err := checkShape(data); err != nil {
@@ -166,56 +166,102 @@ func configDecodeError(err error) error {
 
 // checkShape checks what the decoder lets through, in valid JSON: the
 // settings must be an object, each group an object, and no key may be
-// unknown (reported with its full dotted name, "retry.maxRetry") or null.
-// Mistyped values are left to the decoder.
+// unknown (reported with its full dotted name, "retry.maxRetry"), null or
+// given twice. It walks the tokens, so it sees every occurrence of a key:
+// a null is reported even when the same key follows again. Mistyped values
+// are left to the decoder.
 func checkShape(data []byte) error {
-	var top map[string]json.RawMessage
-	if json.Unmarshal(data, &top) != nil || top == nil {
-		return fmt.Errorf("%w: the settings must be a JSON object, got %s", ErrInvalidConfig, jsonKind(data))
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber() // a number is only looked at, never converted
+	tok, err := dec.Token()
+	if err != nil {
+		return configDecodeError(err)
 	}
-	groups := jsonFields(reflect.TypeFor[Config]())
-	for _, name := range slices.Sorted(maps.Keys(top)) {
-		group, ok := groups[name]
+	if tok != json.Delim('{') {
+		return fmt.Errorf("%w: the settings must be a JSON object, got %s", ErrInvalidConfig, tokenKind(tok))
+	}
+	return walkObject(dec, "", reflect.TypeFor[Config]())
+}
+
+// walkObject reads the members of an object whose '{' was read, through
+// its '}', against the struct type t: each key must be one of t's (its
+// error name is prefix+key), no value may be null, no key may occur twice,
+// and a group (a struct field) must be an object, walked in turn.
+func walkObject(dec *json.Decoder, prefix string, t reflect.Type) error {
+	fields := jsonFields(t)
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			return configDecodeError(err)
+		}
+		key, _ := tok.(string)
+		name := prefix + key
+		field, ok := fields[key]
 		if !ok {
 			return fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, name)
 		}
-		var sub map[string]json.RawMessage
-		if json.Unmarshal(top[name], &sub) != nil || sub == nil {
-			if jsonKind(top[name]) == "null" {
-				return invalid(name, "must not be null")
-			}
-			return invalid(name, "must be an object, got %s", jsonKind(top[name]))
+		if tok, err = dec.Token(); err != nil {
+			return configDecodeError(err)
 		}
-		keys := jsonFields(group)
-		for _, k := range slices.Sorted(maps.Keys(sub)) {
-			if _, ok := keys[k]; !ok {
-				return fmt.Errorf("%w: unknown key %q", ErrInvalidConfig, name+"."+k)
-			}
-			if jsonKind(sub[k]) == "null" {
-				return invalid(name+"."+k, "must not be null")
-			}
+		group := field.Kind() == reflect.Struct
+		switch {
+		case tok == nil:
+			return invalid(name, "must not be null")
+		case seen[key]:
+			return invalid(name, "appears twice")
+		case group && tok != json.Delim('{'):
+			return invalid(name, "must be an object, got %s", tokenKind(tok))
+		case group:
+			err = walkObject(dec, name+".", field)
+		default:
+			err = skipValue(dec, tok)
 		}
+		if err != nil {
+			return err
+		}
+		seen[key] = true
+	}
+	if _, err := dec.Token(); err != nil { // the closing '}'
+		return configDecodeError(err)
 	}
 	return nil
 }
 
-// jsonKind names the kind of the valid JSON value v: null, an object, an
-// array, a string, a boolean or a number.
-func jsonKind(v []byte) string {
-	v = bytes.TrimLeft(v, " \t\r\n")
-	if len(v) == 0 {
-		return "nothing"
+// skipValue reads the rest of a value that started with tok.
+func skipValue(dec *json.Decoder, tok json.Token) error {
+	depth := 0
+	for {
+		switch tok {
+		case json.Delim('{'), json.Delim('['):
+			depth++
+		case json.Delim('}'), json.Delim(']'):
+			depth--
+		}
+		if depth == 0 {
+			return nil
+		}
+		var err error
+		if tok, err = dec.Token(); err != nil {
+			return configDecodeError(err)
+		}
 	}
-	switch v[0] {
-	case 'n':
+}
+
+// tokenKind names the kind of the value that starts with tok: null, an
+// object, an array, a string, a boolean or a number.
+func tokenKind(tok json.Token) string {
+	switch tok.(type) {
+	case nil:
 		return "null"
-	case '{':
+	case json.Delim:
+		if tok == json.Delim('[') {
+			return "an array"
+		}
 		return "an object"
-	case '[':
-		return "an array"
-	case '"':
+	case string:
 		return "a string"
-	case 't', 'f':
+	case bool:
 		return "a boolean"
 	}
 	return "a number"

@@ -1,6 +1,7 @@
 package policy_test
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"reflect"
@@ -26,9 +27,10 @@ func settingsKeys() []string {
 }
 
 // FuzzParseConfig feeds arbitrary bytes to ParseConfig: it never panics,
-// and either returns settings that pass Validate and come back the same
-// through json.Marshal and ParseConfig, or an ErrInvalidConfig that names a
-// key or the settings as a whole. Run it longer with:
+// and either returns settings, from an object free of nulls and repeated
+// keys, that pass Validate and come back the same through json.Marshal and
+// ParseConfig, or an ErrInvalidConfig that names a key or the settings as a
+// whole. Run it longer with:
 // go test ./session -run '^$' -fuzz FuzzParseConfig -fuzztime 3m
 func FuzzParseConfig(f *testing.F) {
 	for _, s := range []string{
@@ -40,6 +42,8 @@ func FuzzParseConfig(f *testing.F) {
 		`{"retry":{"jitter":-0}}`, `{"retry":{"rules":"strict"}}`, `{"retry":{"maxRetry":3}}`, `{"Retry":{}}`,
 		`{"retry":{}} {}`, `{"retry":`, `{"retry":{"baseDelayMs":9223372036854775807}}`, "\xef\xbb\xbf{}",
 		`{"retry":{"maxRetries":1,"maxRetries":null}}`, `{"compaction":{"reserveTokens":-1}}`,
+		`{"retry":null,"retry":{}}`, `{"retry":{"maxRetries":null,"maxRetries":5}}`,
+		`{"retry":{"rules":"seed","rul\u0065s":"extended"}}`, `{"retry":{},"compaction":{},"retry":{}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -64,8 +68,8 @@ func FuzzParseConfig(f *testing.F) {
 			return
 		}
 		var tree any
-		if json.Unmarshal(data, &tree) != nil || hasNull(tree) {
-			t.Fatalf("%q: accepted, though not an object free of nulls", data)
+		if json.Unmarshal(data, &tree) != nil || nullOrRepeat(data) {
+			t.Fatalf("%q: accepted, though not an object free of nulls and repeated keys", data)
 		}
 		if _, ok := tree.(map[string]any); !ok {
 			t.Fatalf("%q: accepted, though not an object", data)
@@ -87,23 +91,47 @@ func FuzzParseConfig(f *testing.F) {
 	})
 }
 
-// hasNull reports whether a decoded JSON value holds a null anywhere.
-func hasNull(v any) bool {
-	switch v := v.(type) {
-	case nil:
-		return true
-	case map[string]any:
-		for _, e := range v {
-			if hasNull(e) {
-				return true
+// nullOrRepeat reports whether the valid JSON data holds a null, or an
+// object with a key twice, anywhere. It reads tokens, not a decoded tree,
+// where a repeated key would keep only its last value.
+func nullOrRepeat(data []byte) bool {
+	type object struct {
+		keys    map[string]bool
+		wantKey bool // the next token is a key or the closing '}'
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	var open []*object // the open objects and arrays (nil), innermost last
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if n := len(open); n > 0 && open[n-1] != nil && open[n-1].wantKey {
+			if key, ok := tok.(string); ok {
+				if open[n-1].keys[key] {
+					return true
+				}
+				open[n-1].keys[key] = true
+				open[n-1].wantKey = false
+				continue
 			}
 		}
-	case []any:
-		for _, e := range v {
-			if hasNull(e) {
-				return true
-			}
+		switch tok {
+		case nil:
+			return true
+		case json.Delim('{'):
+			open = append(open, &object{keys: map[string]bool{}, wantKey: true})
+			continue
+		case json.Delim('['):
+			open = append(open, nil)
+			continue
+		case json.Delim('}'), json.Delim(']'):
+			open = open[:len(open)-1]
+		}
+		// A value ended: an object around it wants its next key.
+		if n := len(open); n > 0 && open[n-1] != nil {
+			open[n-1].wantKey = true
 		}
 	}
-	return false
 }

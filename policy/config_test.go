@@ -102,3 +102,36 @@ func TestParseConfigRejectsNullsAndNonObjects(t *testing.T) {
 		assert.NotContains(t, err.Error(), ":  ", "%q: an empty name", c.json)
 	}
 }
+
+// issue item 5: every occurrence of a key counts. A null hidden behind a
+// second occurrence of its key is still a null, and a key given twice is
+// refused by name rather than resolved by whichever came last.
+func TestParseConfigDuplicateKeys(t *testing.T) {
+	cases := []struct{ json, says string }{
+		{`{"retry":null,"retry":{}}`, "retry must not be null"},
+		{`{"retry":{"maxRetries":null,"maxRetries":5}}`, "retry.maxRetries must not be null"},
+		{`{"retry":{"enabled":null,"enabled":true}}`, "retry.enabled must not be null"},
+		{`{"retry":{"rules":null,"rules":"seed"}}`, "retry.rules must not be null"},
+		{`{"compaction":{"enabled":null,"enabled":false}}`, "compaction.enabled must not be null"},
+		{`{"retry":{},"retry":null}`, "retry must not be null"},
+		{`{"retry":{"maxRetries":5,"maxRetries":5}}`, "retry.maxRetries appears twice"},
+		{`{"retry":{"maxRetries":5},"retry":{}}`, "retry appears twice"},
+		{`{"retry":{},"compaction":{},"retry":{}}`, "retry appears twice"},
+		{`{"retry":{"rules":"seed","rul\u0065s":"extended"}}`, "retry.rules appears twice"},
+		{`{"retry":{"jitter":0},"compaction":{"reserveTokens":1,"keepRecentTokens":2,"reserveTokens":1}}`,
+			"compaction.reserveTokens appears twice"},
+	}
+	for _, c := range cases {
+		cfg, err := session.ParseConfig([]byte(c.json))
+		require.Error(t, err, "%q", c.json)
+		assert.Equal(t, session.Config{}, cfg, c.json)
+		assert.ErrorIs(t, err, session.ErrInvalidConfig, c.json)
+		assert.Contains(t, err.Error(), c.says, "%q", c.json)
+	}
+
+	// The same key in two groups is two keys.
+	cfg, err := session.ParseConfig([]byte(`{"retry":{"enabled":false},"compaction":{"enabled":false}}`))
+	require.NoError(t, err)
+	assert.False(t, cfg.Retry.Enabled)
+	assert.False(t, cfg.Compaction.Enabled)
+}

@@ -29,7 +29,10 @@ func (e Event) Decode(v any) error { return json.Unmarshal(e.Raw, v) }
 var ErrClientClosed = errors.New("rpc: client closed")
 
 // Client talks to a server speaking this protocol: the agentfsm binary it
-// spawned, or any pair of pipes. It is safe for concurrent use.
+// spawned, or any pair of pipes. It is safe for concurrent use. A call
+// made after Close, or once the server's output has ended, returns
+// ErrClientClosed at once; so does a call still waiting for its response
+// when the output ends.
 type Client struct {
 	w   io.WriteCloser
 	cmd *exec.Cmd
@@ -46,7 +49,9 @@ type Client struct {
 	last    *turn   // the turn of the last acknowledged prompt
 	closed  bool
 	quit    chan struct{} // closed by Close
-	done    chan struct{} // closed when the server's output ends
+	// done is closed, under mu, when the server's output ends, after every
+	// pending call was answered or closed; no call is registered after it.
+	done chan struct{}
 }
 
 // pendingCall is a command waiting for its response.
@@ -135,8 +140,8 @@ func (c *Client) read(r io.Reader) {
 			close(t.done)
 		}
 		c.turns = nil
-		c.mu.Unlock()
 		close(c.done)
+		c.mu.Unlock()
 		c.signal()
 	}()
 	br := bufio.NewReaderSize(r, 64<<10)
@@ -252,7 +257,8 @@ func (c *Client) pump() {
 // call sends a command and waits for its response.
 func (c *Client) call(ctx context.Context, typ string, fields map[string]any, prompt bool) (json.RawMessage, error) {
 	c.mu.Lock()
-	if c.closed {
+	if c.closed || c.ended() {
+		// Nothing would answer: the reader closed the pending calls.
 		c.mu.Unlock()
 		return nil, ErrClientClosed
 	}
@@ -278,18 +284,36 @@ func (c *Client) call(ctx context.Context, typ string, fields map[string]any, pr
 		c.forget(id)
 		return nil, fmt.Errorf("rpc: sending %s: %w", typ, err)
 	}
+	var resp response
+	var ok bool
 	select {
-	case resp, ok := <-ch:
-		if !ok {
-			return nil, ErrClientClosed
+	case resp, ok = <-ch:
+	case <-c.done:
+		// The server went away; a response it sent first is in ch.
+		select {
+		case resp, ok = <-ch:
+		default:
 		}
-		if !resp.Success {
-			return nil, fmt.Errorf("rpc: %s: %s", typ, resp.Error)
-		}
-		data, _ := resp.Data.(json.RawMessage)
-		return data, nil
 	case <-ctx.Done():
 		return nil, context.Cause(ctx)
+	}
+	if !ok {
+		return nil, ErrClientClosed
+	}
+	if !resp.Success {
+		return nil, fmt.Errorf("rpc: %s: %s", typ, resp.Error)
+	}
+	data, _ := resp.Data.(json.RawMessage)
+	return data, nil
+}
+
+// ended reports whether the server's output has ended.
+func (c *Client) ended() bool {
+	select {
+	case <-c.done:
+		return true
+	default:
+		return false
 	}
 }
 
