@@ -122,15 +122,15 @@ func TestParseConfigDuplicateKeys(t *testing.T) {
 			"compaction.reserveTokens appears twice"},
 	}
 	for _, c := range cases {
-		cfg, err := session.ParseConfig([]byte(c.json))
+		cfg, err := policy.ParseConfig([]byte(c.json))
 		require.Error(t, err, "%q", c.json)
-		assert.Equal(t, session.Config{}, cfg, c.json)
-		assert.ErrorIs(t, err, session.ErrInvalidConfig, c.json)
+		assert.Equal(t, policy.Config{}, cfg, c.json)
+		assert.ErrorIs(t, err, policy.ErrInvalidConfig, c.json)
 		assert.Contains(t, err.Error(), c.says, "%q", c.json)
 	}
 
 	// The same key in two groups is two keys.
-	cfg, err := session.ParseConfig([]byte(`{"retry":{"enabled":false},"compaction":{"enabled":false}}`))
+	cfg, err := policy.ParseConfig([]byte(`{"retry":{"enabled":false},"compaction":{"enabled":false}}`))
 	require.NoError(t, err)
 	assert.False(t, cfg.Retry.Enabled)
 	assert.False(t, cfg.Compaction.Enabled)
