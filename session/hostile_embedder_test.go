@@ -1,0 +1,380 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/states"
+)
+
+// The tests of this file play an embedder's own parts (history, credential
+// store, summarizer, subscribers, callers) misbehaving.
+
+// TestHostileCompactWithDoneContextWhileBusyChangesNothing: Compact's doc
+// says "While a run or a compaction is in flight it returns ErrBusy and
+// changes nothing". A Compact whose context is already done, called while
+// an automatic compaction runs, gets ErrBusy from the loop, but its select
+// may also see ctx.Done and call AbortCompaction: it cancels the automatic
+// compaction it said it left alone, and the turn fails with ErrOverflow.
+func TestHostileCompactWithDoneContextWhileBusyChangesNothing(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		agent := playing(answer(assistant("stop", "first answer")), answer(assistant("error", tooLong)))
+		s, rec := newSessionOn(t, agent, smallKeep(), session.WithSummarizer(summarizerFunc(func(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
+			select {
+			case <-time.After(time.Minute):
+				return session.Summary{Text: "summary"}, nil
+			case <-ctx.Done():
+				return session.Summary{}, context.Cause(ctx)
+			}
+		})))
+		warmUp(t, s)
+		done := promptAsync(s, "second question, long enough to compact")
+		synctest.Wait()
+		require.Equal(t, states.Compacting, s.State())
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		// Each call has an even chance to take ctx.Done; 20 calls make a
+		// pass by luck one in a million.
+		for i := range 20 {
+			_, err := s.Compact(ctx, "")
+			require.ErrorIs(t, err, session.ErrBusy)
+			require.Equal(t, states.Compacting, s.State(), "call %d, busy, left the automatic compaction running", i+1)
+		}
+		assert.NoError(t, <-done, "the overflow recovery went on and the continuation succeeded")
+		assert.NotContains(t, rec.recovery(), "compaction_end aborted")
+	})
+}
+
+// TestHostileCompactWithDoneContextDoesNotCancelAnotherCompact: the same,
+// with a manual compaction in flight: a second Compact is busy ("changes
+// nothing"), yet it may cancel the first one.
+func TestHostileCompactWithDoneContextDoesNotCancelAnotherCompact(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		agent := playing(answer(assistant("stop", "first answer")), answer(assistant("stop", "second answer")))
+		s, _ := newSessionOn(t, agent, smallKeep(), session.WithSummarizer(summarizerFunc(func(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
+			select {
+			case <-time.After(time.Minute):
+				return session.Summary{Text: "summary"}, nil
+			case <-ctx.Done():
+				return session.Summary{}, context.Cause(ctx)
+			}
+		})))
+		warmUp(t, s)
+		require.NoError(t, s.Prompt(context.Background(), "second question"))
+		first := make(chan error, 1)
+		go func() {
+			_, err := s.Compact(context.Background(), "")
+			first <- err
+		}()
+		synctest.Wait()
+		require.True(t, s.IsCompacting())
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		for i := range 20 {
+			_, err := s.Compact(ctx, "")
+			require.ErrorIs(t, err, session.ErrBusy)
+			synctest.Wait()
+			select {
+			case err := <-first:
+				t.Fatalf("call %d, busy, ended the first Compact: %v", i+1, err)
+			default:
+			}
+		}
+		assert.NoError(t, <-first, "the first Compact was not cancelled by the busy ones")
+	})
+}
+
+// failingHistory is a MemoryHistory whose Append fails on the calls listed
+// in fail (1-based).
+type failingHistory struct {
+	session.MemoryHistory
+	mu    sync.Mutex
+	calls int
+	fail  map[int]bool
+}
+
+var errDiskFull = errors.New("disk full")
+
+func (h *failingHistory) Append(e session.Entry) error {
+	h.mu.Lock()
+	h.calls++
+	n := h.calls
+	h.mu.Unlock()
+	if h.fail[n] {
+		return errDiskFull
+	}
+	return h.MemoryHistory.Append(e)
+}
+
+var sentinels = []error{session.ErrExhausted, session.ErrRetryCancelled, session.ErrAborted, session.ErrOverflow,
+	session.ErrProvider, session.ErrStartFailed, session.ErrHistory, session.ErrBusy, session.ErrClosed}
+
+// TestHostileHistoryFailureErrorMatchesASentinel: Prompt's doc: "It returns
+// nil when the turn ended in a successful message, and otherwise an error
+// matching one of ErrExhausted (an *ExhaustedError), ErrRetryCancelled,
+// ErrAborted, ErrOverflow, ErrProvider, ErrStartFailed" (docs/session.md,
+// Errors: "Otherwise its error matches (errors.Is)" the table). A history
+// whose Append fails on the Nth call fails the turn ("When an append fails,
+// the session logs it and fails the turn in flight") with the history's
+// bare error, which matches none of them: a caller switching on the
+// sentinels cannot tell what happened.
+func TestHostileHistoryFailureErrorMatchesASentinel(t *testing.T) {
+	for n := 1; n <= 6; n++ {
+		t.Run(fmt.Sprintf("append %d fails", n), func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				h := &failingHistory{fail: map[int]bool{n: true}}
+				// A turn with a retry: user, error, removal, answer.
+				agent := playing(answer(assistant("error", service503)), answer(assistant("stop", "fine")))
+				s, rec := newSessionOn(t, agent, session.WithHistory(h))
+				err := s.Prompt(context.Background(), "hi")
+				if err == nil {
+					return // this append was not the turn's
+				}
+				matched := false
+				for _, want := range sentinels {
+					matched = matched || errors.Is(err, want)
+				}
+				assert.True(t, matched, "Prompt's error %q matches a documented sentinel", err)
+				evs := rec.events()
+				_, last := evs[len(evs)-1].(session.TurnSettled)
+				assert.True(t, last)
+				assert.Equal(t, states.Idle, s.State())
+			})
+		})
+	}
+}
+
+// panickingStore is a CredentialStore whose Current panics.
+type panickingStore struct{}
+
+func (panickingStore) Current(string, string) (session.Credential, bool) { panic("store broke") }
+func (panickingStore) MarkUsageLimitReached(string, string, time.Duration, string) bool {
+	panic("store broke")
+}
+
+// TestHostileCredentialStorePanicKillsProcess: docs/session.md says a panic
+// in the embedder's Agent or Summarizer is recovered and "The session stays
+// usable", and a subscriber's panic is recovered too; Session's doc says
+// every method is safe to call. A CredentialStore is embedder code called
+// on the loop's goroutine (startRun's Current, facts' MarkUsageLimitReached)
+// with no recover: one panic in it kills the embedding process, with every
+// other session in it. The test runs the scenario in a child process.
+func TestHostileCredentialStorePanicKillsProcess(t *testing.T) {
+	if os.Getenv("AGENTFSM_ATTACK_CHILD") == "1" {
+		s, err := session.New(playing(), session.WithModel(session.Model{Provider: "scripted", ID: "scripted-1"}),
+			session.WithCredentials(panickingStore{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		err = s.Prompt(context.Background(), "hi")
+		t.Logf("Prompt returned %v", err)
+		return
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^TestAttackCredentialStorePanicKillsProcess$", "-test.count=1")
+	cmd.Env = append(os.Environ(), "AGENTFSM_ATTACK_CHILD=1")
+	out, err := cmd.CombinedOutput()
+	assert.NoError(t, err, "a panicking credential store must not kill the process; child said:\n%.600s", out)
+}
+
+// TestHostileAgentEmitsAfterRunReturned: an agent that goes on emitting
+// after Run returned, from several goroutines at once, while the next
+// run (a retry) is in flight: its late events belong to no run and must
+// change nothing (docs/session.md: "Once Abort ... nothing that run still
+// reports decides anything"; Agent: events of a run that ended are not the
+// next run's).
+func TestHostileAgentEmitsAfterRunReturned(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		late := make(chan func(session.Event), 1)
+		release := make(chan struct{})
+		var wg sync.WaitGroup
+		first := func(ctx context.Context, _ session.RunRequest, emit func(session.Event)) error {
+			late <- emit
+			m := assistant("error", service503)
+			emit(session.AgentStart{})
+			emit(session.MessageStart{Message: m})
+			emit(session.MessageEnd{Message: m})
+			emit(session.AgentEnd{})
+			return nil
+		}
+		second := func(ctx context.Context, _ session.RunRequest, emit func(session.Event)) error {
+			close(release)
+			time.Sleep(time.Second)
+			m := assistant("stop", "second answer")
+			emit(session.AgentStart{})
+			emit(session.MessageStart{Message: m})
+			emit(session.MessageEnd{Message: m})
+			emit(session.AgentEnd{})
+			return nil
+		}
+		agent := playing(first, second)
+		s, rec := newSessionOn(t, agent)
+		done := promptAsync(s, "hi")
+		stale := <-late
+		for range 4 {
+			wg.Go(func() {
+				<-release
+				bad := assistant("error", tooLong)
+				stale(session.AgentStart{})
+				stale(session.MessageStart{Message: bad})
+				stale(session.MessageEnd{Message: bad})
+				stale(session.AgentEnd{})
+			})
+		}
+		require.NoError(t, <-done)
+		wg.Wait()
+		time.Sleep(time.Hour)
+		assert.Equal(t, 2, agent.calls())
+		for _, m := range s.Messages() {
+			assert.NotEqual(t, tooLong, m.ErrorMessage, "a late message of an ended run is not in the context")
+		}
+		assert.Equal(t, []string{`retry_start 1/3 2000ms "503 Service Unavailable"`, "retry_end ok 1"}, rec.recovery())
+		_ = s.Close()
+		// And after Close: nothing panics.
+		stale(session.AgentEnd{})
+	})
+}
+
+// TestHostileSummarizerSucceedsAfterCancel: a summarizer that ignores its
+// context and returns a success after AbortCompaction cancelled it: the
+// compaction was aborted and nothing is applied (AbortCompaction cancels
+// it; docs: ErrCompactionCancelled).
+func TestHostileSummarizerSucceedsAfterCancel(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		agent := playing(answer(assistant("stop", "first answer")), answer(assistant("stop", "second answer")))
+		s, _ := newSessionOn(t, agent, smallKeep(), session.WithSummarizer(summarizerFunc(func(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
+			time.Sleep(time.Minute) // deaf to ctx
+			return session.Summary{Text: "late success"}, nil
+		})))
+		warmUp(t, s)
+		require.NoError(t, s.Prompt(context.Background(), "second question"))
+		before := s.Messages()
+		res := make(chan error, 1)
+		go func() {
+			_, err := s.Compact(context.Background(), "")
+			res <- err
+		}()
+		synctest.Wait()
+		s.AbortCompaction()
+		assert.ErrorIs(t, <-res, session.ErrCompactionCancelled)
+		time.Sleep(2 * time.Minute)
+		assert.Equal(t, before, s.Messages(), "the late success is not applied")
+		for _, e := range s.History().Entries() {
+			assert.NotEqual(t, session.EntryCompaction, e.Type)
+		}
+	})
+}
+
+// TestHostilePromptFromTurnSettled: a subscriber starts the next turn from
+// turn_settled, and closes the session from the second one's; every call
+// returns (docs/session.md: "from that turn's TurnSettled it can").
+func TestHostilePromptFromTurnSettled(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		agent := playing(answer(assistant("error", service503)))
+		s, _ := newSessionOn(t, agent)
+		var mu sync.Mutex
+		var results []error
+		settled := 0
+		s.Subscribe(func(ev session.Event) {
+			if _, ok := ev.(session.TurnSettled); !ok {
+				return
+			}
+			mu.Lock()
+			settled++
+			n := settled
+			mu.Unlock()
+			switch n {
+			case 1:
+				err := s.Prompt(context.Background(), "from the subscriber")
+				mu.Lock()
+				results = append(results, err)
+				mu.Unlock()
+			case 2:
+				_ = s.Close()
+			}
+		})
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		time.Sleep(time.Hour)
+		synctest.Wait()
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Equal(t, []error{nil}, results)
+		assert.ErrorIs(t, s.Prompt(context.Background(), "x"), session.ErrClosed)
+	})
+}
+
+// TestHostileAgentPanicAfterAgentEnd: an agent that ends its run with
+// AgentEnd and then panics (in its cleanup). The Agent contract and
+// docs/session.md say a run emits "AgentEnd last", and that the session
+// keeps that bracket for agents that break it ("the session emits the
+// AgentEnd an agent left out"). Here the session turns the panic into an
+// error message that it reports after the run's agent_end, outside any
+// agent_start/agent_end pair, and that AgentEnd.Messages never lists.
+func TestHostileAgentPanicAfterAgentEnd(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		agent := playing(func(ctx context.Context, _ session.RunRequest, emit func(session.Event)) error {
+			answer(assistant("stop", "done"))(ctx, session.RunRequest{}, emit)
+			panic("cleanup failed")
+		})
+		s, rec := newSessionOn(t, agent)
+		_ = s.Prompt(context.Background(), "hi")
+		open := false
+		for _, ev := range rec.events() {
+			switch ev.(type) {
+			case session.AgentStart:
+				open = true
+			case session.AgentEnd:
+				open = false
+			case session.MessageStart, session.MessageEnd:
+				assert.True(t, open, "%T %s outside agent_start…agent_end", ev, describe(ev))
+			}
+		}
+	})
+}
+
+// TestHostileAbortDuringCheckBeforePrompt: Abort while the check before a
+// prompt compacts: Abort returns quiet, the turn fails with ErrAborted,
+// the user's prompt is never sent to the agent, and the session is usable.
+func TestHostileAbortDuringCheckBeforePrompt(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		over := assistant("stop", "a long answer")
+		over.Usage = usage(190_000)
+		agent := playing(answer(assistant("stop", "first answer")), answer(over))
+		var once sync.Once
+		s, rec := newSessionOn(t, agent, smallKeep(), session.WithSummarizer(summarizerFunc(func(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
+			first := false
+			once.Do(func() { first = true })
+			if first {
+				<-ctx.Done()
+				return session.Summary{}, context.Cause(ctx)
+			}
+			return session.Summary{Text: "summary"}, nil
+		})))
+		warmUp(t, s)
+		s.SetAutoCompactionEnabled(false)
+		require.NoError(t, s.Prompt(context.Background(), "second question, long enough"))
+		s.SetAutoCompactionEnabled(true)
+		done := promptAsync(s, "third question")
+		synctest.Wait()
+		require.Equal(t, states.Compacting, s.State())
+		s.Abort()
+		assert.Equal(t, states.Idle, s.State())
+		require.ErrorIs(t, <-done, session.ErrAborted)
+		checkStopped(t, s, rec, agent, 2)
+		for _, m := range s.Messages() {
+			assert.NotEqual(t, "third question", m.Text, "the prompt was not sent")
+		}
+		require.NoError(t, s.Prompt(context.Background(), "again"))
+	})
+}
