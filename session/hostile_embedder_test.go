@@ -182,7 +182,7 @@ func TestHostileCredentialStorePanicKillsProcess(t *testing.T) {
 		t.Logf("Prompt returned %v", err)
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestAttackCredentialStorePanicKillsProcess$", "-test.count=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHostileCredentialStorePanicKillsProcess$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "AGENTFSM_ATTACK_CHILD=1")
 	out, err := cmd.CombinedOutput()
 	assert.NoError(t, err, "a panicking credential store must not kill the process; child said:\n%.600s", out)
