@@ -163,14 +163,14 @@ func (panickingStore) MarkUsageLimitReached(string, string, time.Duration, strin
 	panic("store broke")
 }
 
-// TestHostileCredentialStorePanicKillsProcess: docs/session.md says a panic
-// in the embedder's Agent or Summarizer is recovered and "The session stays
-// usable", and a subscriber's panic is recovered too; Session's doc says
-// every method is safe to call. A CredentialStore is embedder code called
-// on the loop's goroutine (startRun's Current, facts' MarkUsageLimitReached)
-// with no recover: one panic in it kills the embedding process, with every
-// other session in it. The test runs the scenario in a child process.
-func TestHostileCredentialStorePanicKillsProcess(t *testing.T) {
+// TestHostileCredentialStorePanicIsRecovered: a CredentialStore is
+// embedder code the session calls on its loop's goroutine (Current before a
+// run, MarkUsageLimitReached after a usage limit); a panic in it is
+// recovered and logged like one in an Agent or a Summarizer, and must not
+// kill the process, with every other session in it. The test runs the
+// scenario in a child process, so that a regression fails it rather than
+// the whole test binary.
+func TestHostileCredentialStorePanicIsRecovered(t *testing.T) {
 	if os.Getenv("AGENTFSM_ATTACK_CHILD") == "1" {
 		s, err := session.New(playing(), session.WithModel(session.Model{Provider: "scripted", ID: "scripted-1"}),
 			session.WithCredentials(panickingStore{}))
@@ -182,10 +182,11 @@ func TestHostileCredentialStorePanicKillsProcess(t *testing.T) {
 		t.Logf("Prompt returned %v", err)
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHostileCredentialStorePanicKillsProcess$", "-test.count=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHostileCredentialStorePanicIsRecovered$", "-test.count=1")
 	cmd.Env = append(os.Environ(), "AGENTFSM_ATTACK_CHILD=1")
 	out, err := cmd.CombinedOutput()
 	assert.NoError(t, err, "a panicking credential store must not kill the process; child said:\n%.600s", out)
+	assert.Contains(t, string(out), "Prompt returned", "the child ran the scenario")
 }
 
 // TestHostileAgentEmitsAfterRunReturned: an agent that goes on emitting
