@@ -182,7 +182,7 @@ func TestHostileCredentialStorePanicIsRecovered(t *testing.T) {
 		t.Logf("Prompt returned %v", err)
 		return
 	}
-	cmd := exec.Command(os.Args[0], "-test.run=^TestHostileCredentialStorePanicIsRecovered$", "-test.count=1")
+	cmd := exec.Command(os.Args[0], "-test.run=^TestHostileCredentialStorePanicIsRecovered$", "-test.count=1", "-test.v")
 	cmd.Env = append(os.Environ(), "AGENTFSM_ATTACK_CHILD=1")
 	out, err := cmd.CombinedOutput()
 	assert.NoError(t, err, "a panicking credential store must not kill the process; child said:\n%.600s", out)
