@@ -189,7 +189,7 @@ func (e *Engine) committed(at time.Time, err error) {
 	c := e.comp
 	e.comp = nil
 	if err != nil {
-		e.compactionFailed(c, fmt.Errorf("writing history: %w", err))
+		e.compactionFailed(c, fmt.Errorf("%w: %w", ErrHistory, err))
 		return
 	}
 	e.ctx.msgs = compacted(e.ctx.msgs, c.entry)

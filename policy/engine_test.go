@@ -1,0 +1,312 @@
+package policy_test
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/policy"
+)
+
+// The engine's own tests: a sequence of inputs in, the effects out, read
+// as lines. No goroutine, no timer and no clock are involved: time is the
+// inputs' own.
+
+var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+
+var testModel = policy.Model{Provider: "p", ID: "m", ContextWindow: 200000}
+
+func newEngine(t *testing.T, mod func(*policy.Setup)) *policy.Engine {
+	t.Helper()
+	s := policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()}
+	if mod != nil {
+		mod(&s)
+	}
+	e, err := policy.New(s)
+	require.NoError(t, err)
+	return e
+}
+
+// describe reads effects as lines, leaving out the agent's own events.
+func describe(effects []policy.Effect) []string {
+	var out []string
+	for _, ef := range effects {
+		switch ef.Kind {
+		case policy.Emit:
+			switch ev := ef.Event.(type) {
+			case policy.StateChange:
+				out = append(out, fmt.Sprintf("state %s>%s %s", ev.From, ev.To, ev.Event))
+			case policy.AutoRetryStart:
+				out = append(out, fmt.Sprintf("retry_start %d/%d %dms", ev.Attempt, ev.MaxAttempts, ev.DelayMs))
+			case policy.AutoRetryEnd:
+				out = append(out, fmt.Sprintf("retry_end %v %d %s", ev.Success, ev.Attempt, ev.FinalError))
+			case policy.AutoCompactionStart:
+				out = append(out, "compaction_start "+string(ev.Reason))
+			case policy.AutoCompactionEnd:
+				out = append(out, fmt.Sprintf("compaction_end result=%v willRetry=%v %s", ev.Result != nil, ev.WillRetry, ev.ErrorMessage))
+			case policy.TurnSettled:
+				out = append(out, fmt.Sprintf("turn_settled %v", ev.Success))
+			}
+		case policy.StartRun:
+			out = append(out, fmt.Sprintf("start_run %d prompt=%v context=%d", ef.Run, ef.Prompt != nil, len(ef.Context)))
+		case policy.CancelRun:
+			out = append(out, fmt.Sprintf("cancel_run %d", ef.Run))
+		case policy.StartTimer:
+			out = append(out, fmt.Sprintf("start_timer %d +%s", ef.Timer, ef.Deadline.Sub(t0)))
+		case policy.StopTimer:
+			out = append(out, "stop_timer")
+		case policy.StartCompaction:
+			out = append(out, fmt.Sprintf("start_compaction %d cut=%d kept=%d", ef.Compaction, len(ef.Request.Messages), len(ef.Request.Kept)))
+		case policy.CancelCompaction:
+			out = append(out, fmt.Sprintf("cancel_compaction %d", ef.Compaction))
+		case policy.Append:
+			var types []string
+			for _, e := range ef.Entries {
+				types = append(types, string(e.Type))
+			}
+			out = append(out, fmt.Sprintf("append %s await=%v", strings.Join(types, ","), ef.Await))
+		case policy.MarkUsageLimit:
+			out = append(out, fmt.Sprintf("mark_usage_limit %s", ef.Hint))
+		case policy.FinishTurn:
+			out = append(out, fmt.Sprintf("finish_turn %v", ef.Err))
+		case policy.FinishCompact:
+			out = append(out, fmt.Sprintf("finish_compact %v", ef.Err))
+		}
+	}
+	return out
+}
+
+// runOf returns the run the effects start.
+func runOf(t *testing.T, effects []policy.Effect) policy.RunID {
+	t.Helper()
+	for _, ef := range effects {
+		if ef.Kind == policy.StartRun {
+			return ef.Run
+		}
+	}
+	t.Fatalf("no run started in %v", describe(effects))
+	return 0
+}
+
+func timerOf(t *testing.T, effects []policy.Effect) policy.TimerID {
+	t.Helper()
+	for _, ef := range effects {
+		if ef.Kind == policy.StartTimer {
+			return ef.Timer
+		}
+	}
+	t.Fatalf("no timer started in %v", describe(effects))
+	return 0
+}
+
+func answer(stop classify.StopReason, text string) policy.Message {
+	m := policy.Message{Role: policy.RoleAssistant, StopReason: stop, Provider: "p", Model: "m",
+		Usage: &policy.Usage{Input: 100, Output: 20, TotalTokens: 120}}
+	if stop == classify.StopReasonError {
+		m.ErrorMessage = text
+	} else {
+		m.Text = text
+	}
+	return m
+}
+
+// call feeds the events of one model call answered by m, and the run's end.
+func call(e *policy.Engine, at time.Time, run policy.RunID, m policy.Message) []string {
+	var out []string
+	for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: m}, policy.MessageEnd{Message: m}, policy.AgentEnd{}} {
+		out = append(out, describe(e.RunEvent(at, run, ev))...)
+	}
+	return append(out, describe(e.RunReturned(at, run, policy.RunReturn{}))...)
+}
+
+func prompt(t *testing.T, e *policy.Engine, at time.Time) ([]string, policy.RunID) {
+	t.Helper()
+	effects, err := e.Prompt(at, "hi")
+	require.NoError(t, err)
+	return describe(effects), runOf(t, effects)
+}
+
+func TestEngineTransientThenSuccess(t *testing.T) {
+	e := newEngine(t, nil)
+	lines, run := prompt(t, e, t0)
+	assert.Equal(t, []string{"start_run 1 prompt=true context=1", "append message await=false"}, lines)
+
+	assert.Equal(t, []string{
+		"append message await=false",
+		"state idle>classifying agent_end",
+		"state classifying>backoff retry",
+		"retry_start 1/3 2000ms",
+		"start_timer 2 +2s",
+		"append removal await=false",
+	}, call(e, t0, run, answer(classify.StopReasonError, "503 Service Unavailable")))
+	assert.Equal(t, policy.Status{State: "backoff", Attempt: 1, Retrying: true, RetryEnabled: true, CompactionEnabled: true, MessageCount: 1}, e.Status())
+
+	assert.Empty(t, describe(e.TimerFired(t0.Add(time.Second), 2)), "a firing before the deadline")
+	assert.Empty(t, describe(e.TimerFired(t0.Add(2*time.Second), 1)), "another timer's firing")
+	effects := e.TimerFired(t0.Add(2*time.Second), 2)
+	assert.Equal(t, []string{"state backoff>continuing elapsed", "start_run 3 prompt=false context=1"}, describe(effects))
+
+	assert.Equal(t, []string{
+		"retry_end true 1 ",
+		"append message await=false",
+		"state continuing>classifying agent_end",
+		"state classifying>idle settle",
+		"turn_settled true",
+		"finish_turn <nil>",
+	}, call(e, t0.Add(2*time.Second), runOf(t, effects), answer(classify.StopReasonStop, "done")))
+	assert.True(t, e.Quiet())
+}
+
+func TestEngineExhausted(t *testing.T) {
+	e := newEngine(t, func(s *policy.Setup) { s.Config.Retry.MaxRetries = 1 })
+	_, run := prompt(t, e, t0)
+	call(e, t0, run, answer(classify.StopReasonError, "overloaded"))
+	effects := e.TimerFired(t0.Add(2*time.Second), 2)
+	assert.Equal(t, []string{
+		"append message await=false",
+		"state continuing>classifying agent_end",
+		"state classifying>exhausted exhaust",
+		"retry_end false 1 overloaded",
+		"state exhausted>idle reset",
+		"turn_settled false",
+		"finish_turn session: retries exhausted after 1 attempts: overloaded",
+	}, call(e, t0, runOf(t, effects), answer(classify.StopReasonError, "overloaded")))
+}
+
+// A usage limit asks the credential store before deciding; a switch
+// retries at once.
+func TestEngineUsageLimitAsksCredentials(t *testing.T) {
+	e := newEngine(t, func(s *policy.Setup) { s.Credentials = true })
+	_, run := prompt(t, e, t0)
+	lines := call(e, t0, run, answer(classify.StopReasonError, "429 usage limit reached; retry-after: 30"))
+	assert.Equal(t, []string{"append message await=false", "mark_usage_limit 30s"}, lines, "no decision yet")
+	assert.True(t, e.Status().Streaming, "the run's decision is still pending")
+	assert.Equal(t, []string{
+		"state idle>classifying agent_end",
+		"state classifying>backoff retry",
+		"retry_start 1/3 0ms",
+		"start_timer 2 +0s",
+		"append removal await=false",
+	}, describe(e.UsageLimitAnswered(t0, true)))
+}
+
+func TestEngineAbortDuringBackoff(t *testing.T) {
+	e := newEngine(t, nil)
+	_, run := prompt(t, e, t0)
+	call(e, t0, run, answer(classify.StopReasonError, "503"))
+	assert.Equal(t, []string{
+		"state backoff>cancelled cancel",
+		"stop_timer",
+		"retry_end false 1 Retry cancelled",
+		"state cancelled>idle reset",
+		"turn_settled false",
+		"finish_turn session: aborted",
+	}, describe(e.Abort(t0.Add(time.Second), errors.New("user"))))
+	assert.Empty(t, describe(e.TimerFired(t0.Add(2*time.Second), 2)), "the cancelled wait's timer changes nothing")
+}
+
+// An aborted run's last message decides nothing.
+func TestEngineAbortedRunDecidesNothing(t *testing.T) {
+	e := newEngine(t, nil)
+	_, run := prompt(t, e, t0)
+	m := answer(classify.StopReasonError, "503")
+	e.RunEvent(t0, run, policy.AgentStart{})
+	e.RunEvent(t0, run, policy.MessageEnd{Message: m})
+	assert.Equal(t, []string{"cancel_run 1"}, describe(e.Abort(t0, errors.New("user"))))
+	assert.Equal(t, []string{"turn_settled false", "finish_turn session: aborted"},
+		describe(e.RunReturned(t0, run, policy.RunReturn{})), "the missing agent_end is the driver's to report, and nothing is decided")
+}
+
+// An overflow compacts, appends the compaction (awaiting the history) and
+// continues once it is written.
+func TestEngineOverflowCompactsAndContinues(t *testing.T) {
+	e := newEngine(t, func(s *policy.Setup) { s.Config.Compaction.KeepRecentTokens = 5 })
+	_, run := prompt(t, e, t0)
+	call(e, t0, run, answer(classify.StopReasonStop, "a first answer, long enough"))
+	_, run = prompt(t, e, t0)
+	lines := call(e, t0, run, answer(classify.StopReasonError, "prompt is too long"))
+	assert.Equal(t, []string{
+		"append message await=false",
+		"state idle>classifying agent_end",
+		"state classifying>compacting overflow",
+		"compaction_start overflow",
+		"start_compaction 3 cut=1 kept=2",
+		"append removal await=false",
+	}, lines)
+	assert.Equal(t, []string{"append compaction await=true"},
+		describe(e.CompactionFinished(t0, 3, policy.Summary{Text: "summary"}, nil)), "nothing changes before the entry is written")
+	effects := e.Appended(t0, nil)
+	assert.Equal(t, []string{
+		"compaction_end result=true willRetry=true ",
+		"state compacting>continuing resume",
+		"start_run 4 prompt=false context=3",
+	}, describe(effects))
+}
+
+// A compaction whose entry cannot be written fails and changes nothing.
+func TestEngineCompactionEntryNotWritten(t *testing.T) {
+	e := newEngine(t, func(s *policy.Setup) { s.Config.Compaction.KeepRecentTokens = 5 })
+	_, run := prompt(t, e, t0)
+	call(e, t0, run, answer(classify.StopReasonStop, "a first answer, long enough"))
+	before := e.Messages()
+	effects, err := e.Compact(t0, "")
+	require.NoError(t, err)
+	id := effects[0].Compaction
+	e.CompactionFinished(t0, id, policy.Summary{Text: "summary"}, nil)
+	assert.Equal(t, []string{"finish_compact session: history write failed: disk full"},
+		describe(e.Appended(t0, errors.New("disk full"))))
+	assert.Equal(t, before, e.Messages())
+}
+
+// The same inputs give the same effects.
+func TestEngineIsDeterministic(t *testing.T) {
+	play := func() []string {
+		e := newEngine(t, func(s *policy.Setup) { s.Config.Retry.Jitter = 0.5 })
+		var out []string
+		lines, run := prompt(t, e, t0)
+		out = append(out, lines...)
+		for i := range 3 {
+			for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageEnd{Message: answer(classify.StopReasonError, "503")}, policy.AgentEnd{}} {
+				out = append(out, describe(e.RunEvent(t0, run, ev))...)
+			}
+			effects := e.RunReturned(t0, run, policy.RunReturn{Draw: 0.25 * float64(i)})
+			out = append(out, describe(effects)...)
+			for _, ef := range effects {
+				if ef.Kind == policy.StartTimer {
+					effects = e.TimerFired(ef.Deadline, ef.Timer)
+					out = append(out, describe(effects)...)
+					run = runOf(t, effects)
+				}
+			}
+		}
+		return out
+	}
+	assert.Equal(t, play(), play())
+}
+
+func TestEngineBusy(t *testing.T) {
+	e := newEngine(t, nil)
+	prompt(t, e, t0)
+	effects, err := e.Prompt(t0, "again")
+	assert.ErrorIs(t, err, policy.ErrBusy)
+	assert.Empty(t, effects)
+	_, err = e.Compact(t0, "")
+	assert.ErrorIs(t, err, policy.ErrBusy)
+}
+
+func TestEngineRefusesBadSetup(t *testing.T) {
+	_, err := policy.New(policy.Setup{Config: policy.DefaultConfig()})
+	assert.ErrorContains(t, err, "empty session ID")
+	cfg := policy.DefaultConfig()
+	cfg.Retry.Jitter = 2
+	_, err = policy.New(policy.Setup{SessionID: "s", Config: cfg})
+	assert.ErrorIs(t, err, policy.ErrInvalidConfig)
+	_, err = policy.New(policy.Setup{SessionID: "s", Config: policy.DefaultConfig(), History: []policy.Entry{{Type: "nope", ID: "x"}}})
+	assert.ErrorIs(t, err, policy.ErrInvalidEntry)
+}

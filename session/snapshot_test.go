@@ -1,0 +1,65 @@
+package session_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/states"
+)
+
+// A session snapshotted while it waits out a backoff, then stopped, goes
+// on in a new Session made from the snapshot and the same history: the
+// retry fires at the original deadline with the same attempt.
+func TestSessionResumesFromSnapshot(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		history := &session.MemoryHistory{}
+		s, _, _ := newSession(t, []scripted.Call{fail(service503)}, session.WithHistory(history))
+		start := time.Now()
+		done := promptAsync(s, "hi")
+		time.Sleep(500 * time.Millisecond)
+		synctest.Wait()
+		require.Equal(t, states.Backoff, s.State())
+		snap, err := s.Snapshot()
+		require.NoError(t, err)
+		data, err := json.Marshal(snap)
+		require.NoError(t, err)
+		assert.NotContains(t, string(data), "503", "a snapshot copies no message")
+		before := s.Messages()
+		require.NoError(t, s.Close()) // the process ends
+		require.ErrorIs(t, <-done, session.ErrAborted)
+
+		var back session.Snapshot
+		require.NoError(t, json.Unmarshal(data, &back))
+		agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{ok("done")}})
+		r, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithHistory(history), session.WithSnapshot(back))
+		require.NoError(t, err)
+		defer r.Close()
+		rec := record(r)
+		assert.Equal(t, "test-session", r.ID())
+		assert.Equal(t, before, r.Messages())
+		assert.Equal(t, session.Status{State: states.Backoff, Attempt: 1, Retrying: true, RetryEnabled: true,
+			CompactionEnabled: true, MessageCount: len(before)}, r.Status())
+		time.Sleep(2*time.Second - time.Since(start))
+		synctest.Wait()
+		assert.Equal(t, []string{"retry_end ok 1"}, rec.recovery(), "the retry ran at the original deadline")
+		assert.Equal(t, 2*time.Second, rec.timeOf("agent_start")+500*time.Millisecond)
+		assert.Equal(t, states.Idle, r.State())
+		require.NoError(t, r.Prompt(context.Background(), "and then"))
+	})
+}
+
+// A snapshot that cannot be resumed is refused by New with a clear error.
+func TestSessionRefusesUnknownSnapshot(t *testing.T) {
+	_, err := session.New(scripted.New(scripted.Script{}), session.WithSnapshot(session.Snapshot{Version: 99, SessionID: "x"}))
+	require.ErrorIs(t, err, policy.ErrSnapshot)
+	assert.ErrorContains(t, err, "version 99")
+}
