@@ -14,7 +14,7 @@ import (
 type Result struct {
 	// Class is what the message is.
 	Class Class
-	// UsageLimit reports that the usage-limit branch applies (policy §3.3):
+	// UsageLimit reports that the usage-limit branch applies (docs/policy.md §3.3):
 	// always with Class UsageLimit, and under Seed for a Retryable error
 	// whose text names a usage limit (§2.2).
 	UsageLimit bool
@@ -106,7 +106,7 @@ func (r Rules) textClass(bits groupBits) Class {
 	return Retryable
 }
 
-// IsOverflow reports whether m is a context overflow (policy §2.3): an error
+// IsOverflow reports whether m is a context overflow (docs/policy.md §2.3): an error
 // whose text matches an overflow pattern and no throttle pattern, a silent
 // overflow (a "stop" whose input and cache reads exceed a known context
 // window) or a truncated one (a "length" with no output whose input and

@@ -8,7 +8,7 @@ import (
 	"unicode/utf8"
 )
 
-// hintRule is one of the retry-hint forms of policy §2.4, in precedence
+// hintRule is one of the retry-hint forms of docs/policy.md §2.4, in precedence
 // order.
 type hintRule struct {
 	name string
@@ -25,7 +25,7 @@ var hintRules = [...]hintRule{
 	{"x-ratelimit-reset", parseResetSeconds, true},
 }
 
-// RetryAfter reads a server's retry hint from error text (policy §2.4). The
+// RetryAfter reads a server's retry hint from error text (docs/policy.md §2.4). The
 // first form that matches with a usable value wins, all without regard to
 // case:
 //

@@ -60,11 +60,11 @@ type Message struct {
 type Rules uint8
 
 const (
-	// Seed is the reference's rule set, reproduced exactly (policy §2.1),
+	// Seed is the reference's rule set, reproduced exactly (docs/policy.md §2.1),
 	// flaws included. It is the default.
 	Seed Rules = iota
 	// Extended fixes the seed's flaws and adds network failures and a
-	// usage_limit class for quota and billing exhaustion (policy §2.6).
+	// usage_limit class for quota and billing exhaustion (docs/policy.md §2.6).
 	Extended
 )
 

@@ -5,7 +5,7 @@ type Group string
 
 // The pattern groups. Every pattern belongs to exactly one.
 const (
-	// GroupOverflow: context-overflow texts (policy §2.3). Shared by both
+	// GroupOverflow: context-overflow texts (docs/policy.md §2.3). Shared by both
 	// rule sets.
 	GroupOverflow Group = "overflow"
 	// GroupNotOverflow: texts that are throttles even when they also read like

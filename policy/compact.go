@@ -1,11 +1,78 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// CompactionReason says why a compaction ran.
+type CompactionReason string
+
+// The reasons.
+const (
+	// ReasonOverflow: the context overflowed; a continuation follows.
+	ReasonOverflow CompactionReason = "overflow"
+	// ReasonThreshold: the context passed the compaction threshold.
+	ReasonThreshold CompactionReason = "threshold"
+	// ReasonManual: Compact was called.
+	ReasonManual CompactionReason = "manual"
+)
+
+// CompactionResult is what a successful compaction produced.
+type CompactionResult struct {
+	// Summary stands for the messages that were cut.
+	Summary string `json:"summary"`
+	// FirstKeptEntryID is the ID of the first message kept as it was.
+	FirstKeptEntryID string `json:"firstKeptEntryId"`
+	// TokensBefore is the context size the last non-error assistant
+	// message reported before the compaction.
+	TokensBefore int `json:"tokensBefore"`
+	// Details is what the summarizer chose to add; it may be nil.
+	Details any `json:"details,omitempty"`
+}
+
+// RoleSummary is the role of the message a compaction puts first in the
+// runtime context: the summary of what it cut. An Agent sends it to the
+// model as it sees fit (typically as a user message).
+const RoleSummary Role = "compactionSummary"
+
+// SummaryRequest is what a Summarizer is given.
+type SummaryRequest struct {
+	// Messages are the messages being cut, oldest first. When an earlier
+	// compaction's summary is among them it comes first, with RoleSummary.
+	Messages []Message
+	// Kept are the messages that stay as they are after the summary.
+	Kept []Message
+	// Reason is why the compaction runs.
+	Reason CompactionReason
+	// Instructions are the caller's, for a manual compaction.
+	Instructions string
+	// MaxChars is the longest summary the session keeps, in characters as
+	// its token estimate counts them (bytes of UTF-8): a quarter of the
+	// compaction threshold, or less when Kept leaves less room under it.
+	// The session cuts a longer summary to its last MaxChars characters.
+	// 0 means no limit: the model's context window is unknown.
+	MaxChars int
+}
+
+// Summary is a Summarizer's answer.
+type Summary struct {
+	Text    string
+	Details any
+}
+
+// Compaction errors.
+var (
+	// ErrNothingToCompact: everything fits in the recent messages kept.
+	ErrNothingToCompact = errors.New("session: nothing to compact")
+	// ErrAlreadyCompacted: nothing was added since the last compaction.
+	ErrAlreadyCompacted = errors.New("session: already compacted")
+	// ErrCompactionCancelled: AbortCompaction or Abort stopped it.
+	ErrCompactionCancelled = errors.New("session: compaction cancelled")
 )
 
 // compaction is the compaction in flight.

@@ -12,7 +12,7 @@ import (
 	"github.com/agentfsm/agentfsm/classify"
 )
 
-// Config holds a session's settings (policy §3.1 and §4.1). The JSON tags
+// Config holds a session's settings (docs/policy.md §3.1 and §4.1). The JSON tags
 // are the settings keys: {"retry":{"maxRetries":3,…},"compaction":{…}}.
 // Start from DefaultConfig: the zero value turns retry and compaction off.
 type Config struct {

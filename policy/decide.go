@@ -58,7 +58,7 @@ func (e *Engine) facts(at time.Time, m *Message, sig transitions.Signal) (transi
 }
 
 // decide is the decision at agent_end (docs/policy.md §1), and the check
-// before a prompt (§4.6), on the message m. After a run on a usage limit it
+// before a prompt (docs/policy.md §4.6), on the message m. After a run on a usage limit it
 // first asks the credential store (MarkUsageLimit) and decides on its
 // answer: the switch comes before the rule that ends a chain on a retry
 // hint above the cap.

@@ -8,7 +8,7 @@ import (
 )
 
 // Event is something that happened in a session. Each event is a plain Go
-// value; its JSON form is an object with a "type" (policy §6), optional
+// value; its JSON form is an object with a "type" (docs/policy.md §6), optional
 // fields left out when absent.
 type Event interface {
 	// Type returns the event's wire type, such as "auto_retry_start".

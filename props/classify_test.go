@@ -11,7 +11,7 @@ import (
 	"github.com/agentfsm/agentfsm/classify"
 )
 
-// seedOracle is the policy's §2.1 pattern set compiled with Go's regexp,
+// seedOracle is docs/policy.md §2.1 pattern set compiled with Go's regexp,
 // written by hand with the reference's JavaScript meaning spelled out: "."
 // excludes the line terminators \n, \r, U+2028 and U+2029, and ".?" spans
 // one UTF-16 code unit, so never a character above U+FFFF. Go's (?i) agrees

@@ -21,7 +21,7 @@ type Credential struct {
 }
 
 // CredentialStore chooses the credential a session calls its provider with
-// and takes note of usage limits (policy §3.3). Implementations must be
+// and takes note of usage limits (docs/policy.md §3.3). Implementations must be
 // safe for concurrent use by many sessions.
 type CredentialStore interface {
 	// Current returns the credential the session should use for provider,

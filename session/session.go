@@ -506,14 +506,14 @@ func (s *Session) post(f func()) bool {
 	s.running = true
 	s.qmu.Unlock()
 	if start {
-		go s.run()
+		go s.drain()
 	}
 	return true
 }
 
-// run is the loop's goroutine: it runs the queued closures one at a time,
-// then exits when the queue is empty.
-func (s *Session) run() {
+// drain is the loop's goroutine: it runs the queued closures one at a
+// time, then exits when the queue is empty.
+func (s *Session) drain() {
 	for {
 		s.qmu.Lock()
 		if len(s.queue) == 0 {

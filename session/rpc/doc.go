@@ -1,5 +1,5 @@
 // Package rpc serves a session over JSON lines, wire-compatible with the
-// reference agent's RPC mode for the commands it shares (policy §7), and
+// reference agent's RPC mode for the commands it shares (docs/policy.md §7), and
 // gives Go programs a client for it.
 //
 // One command per line comes in; responses and the session's events go

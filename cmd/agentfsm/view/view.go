@@ -1,5 +1,5 @@
-// Package view is the terminal view of a session as a pure model (policy
-// §8): events go in; the spinner text, the lines to print and what the Esc
+// Package view is the terminal view of a session as a pure model
+// (docs/policy.md §8): events go in; the spinner text, the lines to print and what the Esc
 // key does come out. It reads no clock and draws nothing, so it is tested
 // without a terminal; the demo renders it.
 package view
