@@ -1,6 +1,9 @@
 package policy
 
-import "time"
+import (
+	"fmt"
+	"time"
+)
 
 // RunID, TimerID and CompactionID name what an Engine asked its driver to
 // start, so that the report of one that was cancelled or replaced is told
@@ -52,6 +55,29 @@ const (
 	// and Err.
 	FinishCompact
 )
+
+var effectNames = [...]string{
+	Emit: "Emit", StartRun: "StartRun", CancelRun: "CancelRun", StartTimer: "StartTimer", StopTimer: "StopTimer",
+	StartCompaction: "StartCompaction", CancelCompaction: "CancelCompaction", Append: "Append",
+	MarkUsageLimit: "MarkUsageLimit", FinishTurn: "FinishTurn", FinishCompact: "FinishCompact",
+}
+
+// EffectKinds returns every kind of effect, in declaration order.
+func EffectKinds() []EffectKind {
+	out := make([]EffectKind, 0, len(effectNames)-1)
+	for k := Emit; int(k) < len(effectNames); k++ {
+		out = append(out, k)
+	}
+	return out
+}
+
+// String returns the kind's name, as in the constants.
+func (k EffectKind) String() string {
+	if k > 0 && int(k) < len(effectNames) {
+		return effectNames[k]
+	}
+	return fmt.Sprintf("EffectKind(%d)", uint8(k))
+}
 
 // Effect is one thing the driver must do. Kind says which; the other fields
 // are set as the kind's comment says. It is one flat value rather than an
