@@ -175,7 +175,7 @@ func (e *Engine) startCompaction(at time.Time, reason CompactionReason, willRetr
 // runCompaction asks the driver for the summary.
 func (e *Engine) runCompaction(c *compaction, instructions string) {
 	e.comp = c
-	e.effect(Effect{Kind: StartCompaction, Compaction: c.id, Request: SummaryRequest{
+	e.effect(Effect{Kind: StartCompaction, Compaction: c.id, Request: &SummaryRequest{
 		Messages: c.cut, Kept: c.kept, Reason: c.reason, Instructions: instructions, MaxChars: e.summaryLimit(c.kept),
 	}})
 }
@@ -261,7 +261,8 @@ func (e *Engine) committed(at time.Time, err error) {
 	}
 	e.ctx.msgs = compacted(e.ctx.msgs, c.entry)
 	if c.manual {
-		e.effect(Effect{Kind: FinishCompact, Result: c.result})
+		res := c.result
+		e.effect(Effect{Kind: FinishCompact, Result: &res})
 		return
 	}
 	res := c.result

@@ -189,4 +189,3 @@ func clip(s string, n int) string {
 	}
 	return s
 }
-

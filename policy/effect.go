@@ -35,7 +35,7 @@ const (
 	StartTimer
 	// StopTimer: disarm the timer.
 	StopTimer
-	// StartCompaction: summarize for compaction Compaction with Request,
+	// StartCompaction: summarize for compaction Compaction with *Request,
 	// and report the answer with CompactionFinished.
 	StartCompaction
 	// CancelCompaction: cancel compaction Compaction.
@@ -51,8 +51,8 @@ const (
 	MarkUsageLimit
 	// FinishTurn: the turn settled; the Prompt waiting on it returns Err.
 	FinishTurn
-	// FinishCompact: a manual compaction ended; Compact returns Result
-	// and Err.
+	// FinishCompact: a manual compaction ended; Compact returns *Result
+	// (nil when it failed) and Err.
 	FinishCompact
 )
 
@@ -96,7 +96,7 @@ type Effect struct {
 	Deadline time.Time
 
 	Compaction CompactionID
-	Request    SummaryRequest
+	Request    *SummaryRequest
 
 	Entries []Entry
 	Await   bool
@@ -104,5 +104,5 @@ type Effect struct {
 	Hint time.Duration
 
 	Err    error
-	Result CompactionResult
+	Result *CompactionResult
 }

@@ -142,6 +142,9 @@ func (e *Engine) SetCompactionEnabled(on bool) { e.cfg.Compaction.Enabled = on }
 
 // begin starts the effects of an input.
 func (e *Engine) begin() {
+	if e.out == nil {
+		e.out = make([]Effect, 0, 8) // the most one decision makes
+	}
 	e.out, e.entries = e.out[:0], e.entries[:0]
 	e.ctx.appended, e.ctx.appendedN = e.ctx.appended[:0], 0
 }
@@ -153,7 +156,13 @@ func (e *Engine) end(at time.Time) []Effect {
 	if len(e.entries) > 0 {
 		e.effect(Effect{Kind: Append, Entries: e.entries, Await: e.comp != nil && e.comp.committing})
 	}
-	return e.out
+	out := e.out
+	if e.Quiet() {
+		// A session that waits (for a prompt, or out a backoff) keeps no
+		// buffer: the next input makes a new one.
+		e.out, e.entries, e.ctx.appended = nil, nil, nil
+	}
+	return out
 }
 
 func (e *Engine) effect(ef Effect) { e.out = append(e.out, ef) }

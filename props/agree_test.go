@@ -97,7 +97,7 @@ func (d *syncDriver) prompt(t *rapid.T, text string) {
 func (d *syncDriver) carryOut(ef policy.Effect) {
 	ctx := context.Background()
 	if ef.Kind == policy.StartCompaction {
-		sum, err := session.DigestSummarizer{}.Summarize(ctx, ef.Request)
+		sum, err := session.DigestSummarizer{}.Summarize(ctx, *ef.Request)
 		d.feed(d.e.CompactionFinished(d.now, ef.Compaction, sum, err))
 		return
 	}

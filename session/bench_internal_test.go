@@ -17,10 +17,9 @@ func benchSession(b *testing.B) (*Session, policy.RunID) {
 	cfg := DefaultConfig()
 	cfg.Retry.BaseDelayMs = 3_600_000 // no wait ends during the benchmark
 	s := &Session{history: &MemoryHistory{}, summarizer: DigestSummarizer{}, random: func() float64 { return 0 },
-		logger: discardLogger, done: make(chan struct{}),
-		setup: policy.Setup{SessionID: "bench", Model: Model{Provider: "p", ID: "m", ContextWindow: 200000}, Config: cfg}}
+		logger: discardLogger, done: make(chan struct{})}
 	var err error
-	if s.x.engine, err = policy.New(s.setup); err != nil {
+	if s.x.engine, err = policy.New(policy.Setup{SessionID: "bench", Model: Model{Provider: "p", ID: "m", ContextWindow: 200000}, Config: cfg}); err != nil {
 		b.Fatal(err)
 	}
 	s.Subscribe(func(Event) {})

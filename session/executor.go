@@ -69,7 +69,7 @@ func (s *Session) apply(effects []policy.Effect) {
 		case policy.StopTimer:
 			x.stopTimer()
 		case policy.StartCompaction:
-			s.startCompaction(ef.Compaction, ef.Request)
+			s.startCompaction(ef.Compaction, *ef.Request)
 		case policy.CancelCompaction:
 			if x.compID == ef.Compaction && x.compCancel != nil {
 				x.compCancel(errCompactionAborted)
@@ -89,7 +89,11 @@ func (s *Session) apply(effects []policy.Effect) {
 			}
 		case policy.FinishCompact:
 			if x.compact != nil {
-				x.compact(ef.Result, ef.Err)
+				var res CompactionResult
+				if ef.Result != nil {
+					res = *ef.Result
+				}
+				x.compact(res, ef.Err)
 				x.compact = nil
 			}
 		}
@@ -127,7 +131,7 @@ func (s *Session) append(entries []policy.Entry) error {
 func (s *Session) startRun(id policy.RunID, prompt *Message, msgs []Message) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s.x.runID, s.x.runCancel = id, cancel
-	req := RunRequest{SessionID: s.setup.SessionID, Prompt: prompt, Context: msgs, Model: s.setup.Model}
+	req := RunRequest{SessionID: s.x.engine.SessionID(), Prompt: prompt, Context: msgs, Model: s.x.engine.Model()}
 	if c, ok := s.currentCredential(); ok {
 		req.Credential = &c
 	}
@@ -136,6 +140,9 @@ func (s *Session) startRun(id policy.RunID, prompt *Message, msgs []Message) {
 		ret := s.runAgent(ctx, req, emit)
 		cancel(nil)
 		s.post(func() {
+			if s.x.runID == id {
+				s.x.runCancel = nil // nothing left to cancel
+			}
 			ret.Draw = s.random()
 			s.apply(s.x.engine.RunReturned(time.Now(), id, ret))
 		})
@@ -165,7 +172,12 @@ func (s *Session) startCompaction(id policy.CompactionID, req SummaryRequest) {
 			err = context.Cause(ctx)
 		}
 		cancel(nil)
-		s.post(func() { s.apply(s.x.engine.CompactionFinished(time.Now(), id, sum, err)) })
+		s.post(func() {
+			if s.x.compID == id {
+				s.x.compCancel = nil
+			}
+			s.apply(s.x.engine.CompactionFinished(time.Now(), id, sum, err))
+		})
 	}()
 }
 
@@ -184,7 +196,7 @@ func (s *Session) summarize(ctx context.Context, req SummaryRequest) (sum Summar
 // currentCredential asks the credential store for the credential of the
 // next run. A store that panics is logged and gives none.
 func (s *Session) currentCredential() (c Credential, ok bool) {
-	if s.creds == nil || s.setup.Model.Provider == "" {
+	if s.creds == nil || s.x.engine.Model().Provider == "" {
 		return Credential{}, false
 	}
 	defer func() {
@@ -193,7 +205,7 @@ func (s *Session) currentCredential() (c Credential, ok bool) {
 			c, ok = Credential{}, false
 		}
 	}()
-	return s.creds.Current(s.setup.Model.Provider, s.setup.SessionID)
+	return s.creds.Current(s.x.engine.Model().Provider, s.x.engine.SessionID())
 }
 
 // markUsageLimit tells the credential store of a usage limit. A store that
@@ -208,8 +220,8 @@ func (s *Session) markUsageLimit(hint time.Duration) (switched bool) {
 			switched = false
 		}
 	}()
-	m := s.setup.Model
-	return s.creds.MarkUsageLimitReached(m.Provider, s.setup.SessionID, hint, m.BaseURL)
+	m := s.x.engine.Model()
+	return s.creds.MarkUsageLimitReached(m.Provider, s.x.engine.SessionID(), hint, m.BaseURL)
 }
 
 // logPanic reports a panic in the embedder's code, with its stack.

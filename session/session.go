@@ -34,8 +34,10 @@ type Session struct {
 	summarizer Summarizer
 	random     func() float64
 	logger     *slog.Logger
-	setup      policy.Setup
-	resume     *Snapshot
+	// setup and resume are what the options chose, until New has made the
+	// engine from them.
+	setup  *policy.Setup
+	resume *Snapshot
 
 	// The loop: closures queued for the one goroutine that runs them. A
 	// goroutine runs the queue only while it is not empty, so a session
@@ -157,7 +159,7 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 		random:     mrand.Float64,
 		logger:     discardLogger,
 		done:       make(chan struct{}),
-		setup:      policy.Setup{Config: DefaultConfig()},
+		setup:      &policy.Setup{Config: DefaultConfig()},
 	}
 	for _, o := range opts {
 		if err := o(s); err != nil {
@@ -178,17 +180,17 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 	var effects []policy.Effect
 	var err error
 	if s.resume != nil {
-		s.x.engine, effects, err = policy.Resume(s.setup, *s.resume, time.Now(), s.random())
+		s.x.engine, effects, err = policy.Resume(*s.setup, *s.resume, time.Now(), s.random())
 		if err == nil {
 			s.setup.SessionID, s.setup.Config = s.resume.SessionID, s.resume.Config
 		}
 	} else {
-		s.x.engine, err = policy.New(s.setup)
+		s.x.engine, err = policy.New(*s.setup)
 	}
-	s.setup.History = nil
 	if err != nil {
 		return nil, err
 	}
+	s.setup, s.resume = nil, nil
 	if len(effects) > 0 {
 		_ = s.do(func() { s.apply(effects) })
 	}
@@ -197,10 +199,10 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 }
 
 // ID returns the session's identity.
-func (s *Session) ID() string { return s.setup.SessionID }
+func (s *Session) ID() string { return s.x.engine.SessionID() }
 
 // Model returns the session's model.
-func (s *Session) Model() Model { return s.setup.Model }
+func (s *Session) Model() Model { return s.x.engine.Model() }
 
 // Subscribe calls fn with every event from now on, in order, one at a time,
 // on a goroutine of the subscription's own: a slow fn delays only itself,
