@@ -425,10 +425,11 @@ func init() {
 		}},
 		"get_state": {nil, func(_ context.Context, srv *server, cmd command, _ map[string]json.RawMessage) {
 			s := srv.s
+			st := s.Status() // one read: the fields never contradict each other
 			srv.ok(cmd, State{
-				SessionID: s.ID(), Model: s.Model(), IsStreaming: s.IsStreaming(), IsCompacting: s.IsCompacting(),
-				IsRetrying: s.IsRetrying(), RetryAttempt: s.RetryAttempt(), AutoRetryEnabled: s.AutoRetryEnabled(),
-				AutoCompactionEnabled: s.AutoCompactionEnabled(), MessageCount: s.MessageCount(), State: string(s.State()),
+				SessionID: s.ID(), Model: s.Model(), IsStreaming: st.Streaming, IsCompacting: st.Compacting,
+				IsRetrying: st.Retrying, RetryAttempt: st.Attempt, AutoRetryEnabled: st.RetryEnabled,
+				AutoCompactionEnabled: st.CompactionEnabled, MessageCount: st.MessageCount, State: string(st.State),
 			})
 		}},
 		"get_messages": {nil, func(_ context.Context, srv *server, cmd command, _ map[string]json.RawMessage) {
