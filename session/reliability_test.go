@@ -482,3 +482,41 @@ func TestSettersAreReadBackAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// Status is one read: whatever moment it is taken at, its fields agree
+// (an idle machine has no chain; retrying means an attempt; a backoff has
+// no run in flight).
+func TestStatusIsNeverTorn(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		calls := []scripted.Call{}
+		for range 50 {
+			calls = append(calls, fail(service503), fail(service503), ok("done"))
+		}
+		s, _, _ := newSession(t, calls)
+		stop := make(chan struct{})
+		var torn []session.Status
+		var readers sync.WaitGroup
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				st := s.Status()
+				if (st.State == states.Idle && st.Retrying) || st.Retrying != (st.Attempt > 0) || (st.State == states.Backoff && st.Streaming) {
+					torn = append(torn, st)
+				}
+				time.Sleep(100 * time.Millisecond)
+			}
+		}()
+		for range 50 {
+			require.NoError(t, s.Prompt(context.Background(), "hi"))
+		}
+		close(stop)
+		readers.Wait()
+		assert.Empty(t, torn)
+	})
+}
