@@ -192,7 +192,7 @@ func (e *Engine) Compact(at time.Time, instructions string) ([]Effect, error) {
 	e.begin()
 	if e.machine.State() == states.Backoff {
 		e.abortRetry()
-		e.settle(at)
+		e.advanceTurn()
 	}
 	var err error
 	switch {
@@ -259,7 +259,7 @@ func (e *Engine) committed(at time.Time, err error) {
 		e.compactionFailed(c, fmt.Errorf("%w: %w", ErrHistory, err))
 		return
 	}
-	e.ctx.msgs = compacted(e.ctx.msgs, c.entry)
+	e.ctx.msgs = afterCompaction(e.ctx.msgs, c.entry)
 	if c.manual {
 		res := c.result
 		e.effect(Effect{Kind: FinishCompact, Result: &res})

@@ -60,7 +60,7 @@ func (c *runtimeContext) replay(entries []Entry) error {
 		case EntryCompaction:
 			c.seq[e.ID] = c.nextSeq
 			c.compactionSeq = c.nextSeq
-			c.msgs = compacted(c.msgs, e)
+			c.msgs = afterCompaction(c.msgs, e)
 		}
 	}
 	return nil
@@ -78,10 +78,10 @@ func withoutMessage(msgs []Message, id string) ([]Message, bool) {
 	return msgs, false
 }
 
-// compacted is msgs after the compaction e: its summary, then the messages
+// afterCompaction is msgs after the compaction e: its summary, then the messages
 // from the first with its first kept entry's ID on (none when no message
 // has that ID).
-func compacted(msgs []Message, e Entry) []Message {
+func afterCompaction(msgs []Message, e Entry) []Message {
 	out := []Message{summaryMessage(e)}
 	for i, m := range msgs {
 		if m.ID == e.Compaction.FirstKeptEntryID {

@@ -152,7 +152,7 @@ func (e *Engine) begin() {
 // end finishes an input: the turn settles when the session is at rest, and
 // the effects go to the driver, the history's entries last.
 func (e *Engine) end(at time.Time) []Effect {
-	e.settle(at)
+	e.advanceTurn()
 	if len(e.entries) > 0 {
 		e.effect(Effect{Kind: Append, Entries: e.entries, Await: e.comp != nil && e.comp.committing})
 	}

@@ -52,10 +52,10 @@ func (e *Engine) failTurn(err error) {
 	}
 }
 
-// settle finishes the turn once the session is at rest: it sends the
+// advanceTurn moves the turn on once the session is at rest: it sends the
 // prompt waiting for the check before it, or emits turn_settled and
 // FinishTurn.
-func (e *Engine) settle(at time.Time) {
+func (e *Engine) advanceTurn() {
 	t := e.turn
 	if t == nil || e.run != nil || e.pending != nil || e.comp != nil || e.wait.pending() || !e.idle() {
 		return
