@@ -51,7 +51,7 @@ func describe(effects []policy.Effect) []string {
 			case policy.AutoCompactionEnd:
 				out = append(out, fmt.Sprintf("compaction_end result=%v willRetry=%v %s", ev.Result != nil, ev.WillRetry, ev.ErrorMessage))
 			case policy.TurnSettled:
-				out = append(out, fmt.Sprintf("turn_settled %v", ev.Success))
+				out = append(out, fmt.Sprintf("turn_settled %v", ev.Err == nil))
 			}
 		case policy.StartRun:
 			out = append(out, fmt.Sprintf("start_run %d prompt=%v context=%d", ef.Run, ef.Prompt != nil, len(ef.Context)))

@@ -65,11 +65,7 @@ func (e *Engine) advanceTurn() {
 		return
 	}
 	e.turn = nil
-	ev := TurnSettled{Success: t.err == nil}
-	if t.err != nil {
-		ev.Error = t.err.Error()
-	}
-	e.emit(ev)
+	e.emit(TurnSettled{Err: t.err})
 	e.effect(Effect{Kind: FinishTurn, Err: t.err})
 }
 

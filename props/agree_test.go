@@ -127,7 +127,7 @@ func line(ev session.Event) string {
 	case session.AutoCompactionEnd:
 		return fmt.Sprintf("compaction_end %v %v %v %q", e.Result != nil, e.Aborted, e.WillRetry, e.ErrorMessage)
 	case session.TurnSettled:
-		return fmt.Sprintf("turn_settled %v %q", e.Success, e.Error)
+		return fmt.Sprintf("turn_settled %v %v", e.Err == nil, e.Err)
 	}
 	return ""
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/states"
 )
@@ -175,7 +176,7 @@ func TestFlushFromInsideASubscriber(t *testing.T) {
 		s.Subscribe(func(ev session.Event) {
 			time.Sleep(time.Second) // a slow subscriber
 			mu.Lock()
-			slowGot = append(slowGot, ev.Type())
+			slowGot = append(slowGot, rpc.EventType(ev))
 			mu.Unlock()
 		})
 		var flushed []string
@@ -195,7 +196,7 @@ func TestFlushFromInsideASubscriber(t *testing.T) {
 				return
 			}
 			if flushed != nil {
-				ownAfter = append(ownAfter, ev.Type())
+				ownAfter = append(ownAfter, rpc.EventType(ev))
 			}
 		})
 		require.NoError(t, s.Prompt(context.Background(), "hi"))
@@ -259,11 +260,11 @@ func TestCloseFromInsideASubscriber(t *testing.T) {
 		var slowGot []string
 		s.Subscribe(func(ev session.Event) {
 			if closed.Load() {
-				t.Errorf("%s delivered after Close returned", ev.Type())
+				t.Errorf("%s delivered after Close returned", rpc.EventType(ev))
 			}
 			time.Sleep(time.Second)
 			mu.Lock()
-			slowGot = append(slowGot, ev.Type())
+			slowGot = append(slowGot, rpc.EventType(ev))
 			mu.Unlock()
 		})
 		closerCalls := 0

@@ -1,8 +1,9 @@
 package session_test
 
 import (
+	"bytes"
 	"context"
-	"encoding/json"
+	"log/slog"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -11,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
 
@@ -47,7 +49,7 @@ func TestBlockingSubscriber(t *testing.T) {
 		s.Subscribe(func(ev session.Event) {
 			<-release
 			mu.Lock()
-			got = append(got, ev.Type())
+			got = append(got, rpc.EventType(ev))
 			mu.Unlock()
 		})
 		require.NoError(t, s.Prompt(context.Background(), "hi"))
@@ -57,7 +59,7 @@ func TestBlockingSubscriber(t *testing.T) {
 		synctest.Wait()
 		var want []string
 		for _, ev := range all {
-			want = append(want, ev.Type())
+			want = append(want, rpc.EventType(ev))
 		}
 		mu.Lock()
 		defer mu.Unlock()
@@ -121,34 +123,46 @@ func TestUnsubscribe(t *testing.T) {
 	})
 }
 
-func TestEventsMarshalAsSpecified(t *testing.T) {
-	cases := []struct {
-		ev   session.Event
-		want string
-	}{
-		{session.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 2000, ErrorMessage: "503 Service Unavailable"},
-			`{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"503 Service Unavailable"}`},
-		{session.AutoRetryEnd{Success: true, Attempt: 1}, `{"type":"auto_retry_end","success":true,"attempt":1}`},
-		{session.AutoRetryEnd{Success: false, Attempt: 3, FinalError: "503 Service Unavailable"},
-			`{"type":"auto_retry_end","success":false,"attempt":3,"finalError":"503 Service Unavailable"}`},
-		{session.AutoCompactionStart{Reason: session.ReasonOverflow}, `{"type":"auto_compaction_start","reason":"overflow"}`},
-		{session.AutoCompactionEnd{Result: &session.CompactionResult{Summary: "s", FirstKeptEntryID: "m-3", TokensBefore: 9}, WillRetry: true},
-			`{"type":"auto_compaction_end","result":{"summary":"s","firstKeptEntryId":"m-3","tokensBefore":9},"aborted":false,"willRetry":true}`},
-		{session.AutoCompactionEnd{ErrorMessage: "Auto-compaction failed: x"},
-			`{"type":"auto_compaction_end","aborted":false,"willRetry":false,"errorMessage":"Auto-compaction failed: x"}`},
-		{session.StateChange{From: "classifying", To: "backoff", Event: "retry"}, `{"type":"state_change","from":"classifying","to":"backoff","event":"retry"}`},
-		{session.AgentStart{}, `{"type":"agent_start"}`},
-		{session.TurnStart{}, `{"type":"turn_start"}`},
-		{session.TurnEnd{}, `{"type":"turn_end"}`},
-		{session.AgentEnd{}, `{"type":"agent_end","messages":[]}`},
-		{session.MessageEnd{Message: session.Message{ID: "a", Role: "assistant", StopReason: "stop", Timestamp: 5}},
-			`{"type":"message_end","message":{"id":"a","role":"assistant","stopReason":"stop","timestamp":5}}`},
-		{session.EventsDropped{Count: 4}, `{"type":"events_dropped","count":4}`},
+// TestPanickingSubscriberIsLogged: a subscriber's panic is logged with the
+// event's type and the panic's value. Issue item 5.
+func TestPanickingSubscriberIsLogged(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		var log syncBuffer
+		s, _, _ := newSession(t, []scripted.Call{ok("done")},
+			session.WithLogger(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{ReplaceAttr: dropTime}))))
+		s.Subscribe(func(ev session.Event) {
+			if _, ok := ev.(session.AgentStart); ok {
+				panic("subscriber bug")
+			}
+		})
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		s.Flush()
+		assert.Equal(t, `level=ERROR msg="session: a subscriber panicked" event=AgentStart panic="subscriber bug"`+"\n", log.String())
+	})
+}
+
+// dropTime leaves the time out of a log record.
+func dropTime(groups []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.TimeKey && len(groups) == 0 {
+		return slog.Attr{}
 	}
-	for _, c := range cases {
-		b, err := json.Marshal(c.ev)
-		require.NoError(t, err)
-		assert.JSONEq(t, c.want, string(b), c.ev.Type())
-		assert.Regexp(t, `^\{"type":"`+c.ev.Type()+`"`, string(b), "type comes first")
-	}
+	return a
+}
+
+// syncBuffer is a bytes.Buffer safe for concurrent use.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
 }

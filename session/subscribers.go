@@ -3,6 +3,7 @@ package session
 import (
 	"fmt"
 	"log/slog"
+	"reflect"
 	"runtime"
 	"sync"
 )
@@ -31,16 +32,19 @@ type subscriber struct {
 	limit  int
 	logger *slog.Logger
 
-	mu      sync.Mutex
-	queue   []Event
-	batch   []Event // the events being delivered
-	spare   []Event // the last batch's slice, reused by the next queue
-	dropped int
-	stopped bool          // unsubscribed: deliver nothing more
-	closing bool          // session closed: deliver what is queued, then stop
-	running bool          // a delivery goroutine is at work
-	goid    uint64        // that goroutine's ID, 0 when none runs
-	idle    chan struct{} // closed when the delivery goroutine stops, if someone waits
+	mu sync.Mutex
+	// queue holds the events to deliver and, for each flush waiting on
+	// this subscriber, a nil where the flush's barrier stands; barriers
+	// are those flushes' channels, oldest first (see flush).
+	queue    []Event
+	barriers []chan struct{}
+	spare    []Event // the last batch's slice, reused by the next queue
+	dropped  int
+	stopped  bool          // unsubscribed: deliver nothing more
+	closing  bool          // session closed: deliver what is queued, then stop
+	running  bool          // a delivery goroutine is at work
+	goid     uint64        // that goroutine's ID, 0 when none runs
+	idle     chan struct{} // closed when the delivery goroutine stops, if someone waits
 
 	// Guarded by subscribers.mu: the subscriber's function is inside a
 	// Flush (waiting) or a Close (inClose) of its session.
@@ -86,8 +90,10 @@ func (s *subscriber) stop() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.stopped = true
-	release(s.queue)
-	release(s.batch)
+	for _, b := range s.barriers {
+		close(b)
+	}
+	s.barriers = nil
 	s.queue = nil
 }
 
@@ -166,21 +172,32 @@ func (ss *subscribers) wake() {
 	}
 }
 
-// barrier is queued by flush: delivery releases it when it reaches it,
-// without calling the subscriber, and so does stopping the subscriber.
-type barrier struct {
-	once sync.Once
-	done chan struct{}
+// barrier queues a flush's barrier: a nil in the queue, and done, which
+// delivery closes when it reaches the nil, without calling the subscriber;
+// stopping the subscriber closes it too. It reports false when the
+// subscriber delivers nothing more, and then queues nothing.
+func (s *subscriber) barrier(done chan struct{}) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.stopped || s.closing {
+		return false
+	}
+	s.queue = append(s.queue, nil) // never dropped, whatever the limit
+	s.barriers = append(s.barriers, done)
+	return true
 }
 
-func (*barrier) Type() string { return "" }
-
-// release the barriers among evs.
-func release(evs []Event) {
-	for _, ev := range evs {
-		if b, ok := ev.(*barrier); ok {
-			b.once.Do(func() { close(b.done) })
-		}
+// passBarrier releases the oldest barrier, which delivery has reached.
+func (s *subscriber) passBarrier() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.barriers) == 0 {
+		return // released when the subscriber stopped
+	}
+	close(s.barriers[0])
+	s.barriers = s.barriers[1:]
+	if len(s.barriers) == 0 {
+		s.barriers = nil
 	}
 }
 
@@ -202,13 +219,9 @@ func (ss *subscribers) flush() {
 		if sub == me || (me != nil && sub.waiting) {
 			continue
 		}
-		b := &barrier{done: make(chan struct{})}
-		sub.mu.Lock()
-		if !sub.stopped && !sub.closing {
-			sub.queue = append(sub.queue, b) // never dropped, whatever the limit
-			waits = append(waits, b.done)
+		if done := make(chan struct{}); sub.barrier(done) {
+			waits = append(waits, done)
 		}
-		sub.mu.Unlock()
 		sub.start()
 	}
 	ss.mu.Unlock()
@@ -257,7 +270,7 @@ func (ss *subscribers) close() {
 func (s *subscriber) push(ev Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.stopped || s.closing {
+	if ev == nil || s.stopped || s.closing {
 		return
 	}
 	if s.limit > 0 && len(s.queue) >= s.limit {
@@ -313,7 +326,6 @@ func (s *subscriber) deliver() {
 			return
 		}
 		batch := s.queue
-		s.batch = batch
 		s.queue = s.spare[:0]
 		s.spare = nil
 		dropped := s.dropped
@@ -321,7 +333,6 @@ func (s *subscriber) deliver() {
 		s.mu.Unlock()
 		s.deliverBatch(batch, dropped)
 		s.mu.Lock()
-		s.batch = nil
 		clear(batch) // let the events go
 		if s.spare == nil {
 			s.spare = batch[:0]
@@ -333,9 +344,9 @@ func (s *subscriber) deliver() {
 // deliverBatch calls the function on each event of batch, until the
 // subscriber is stopped (which releases the barriers left).
 func (s *subscriber) deliverBatch(batch []Event, dropped int) {
-	for i, ev := range batch {
-		if _, ok := ev.(*barrier); ok {
-			release(batch[i : i+1])
+	for _, ev := range batch {
+		if ev == nil {
+			s.passBarrier()
 			continue
 		}
 		if !s.call(ev) {
@@ -359,7 +370,7 @@ func (s *subscriber) call(ev Event) (alive bool) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			s.logger.Error("session: a subscriber panicked", "event", ev.Type(), "panic", fmt.Sprint(r))
+			s.logger.Error("session: a subscriber panicked", "event", reflect.TypeOf(ev).Name(), "panic", fmt.Sprint(r))
 			alive = true
 		}
 	}()

@@ -162,8 +162,9 @@ func TestRPCBinary(t *testing.T) {
 	assert.Contains(t, joined, "agent_end state_change state_change auto_retry_start state_change agent_start")
 	for _, ev := range evs {
 		if ev.Type == "auto_retry_start" {
-			var e session.AutoRetryStart
-			require.NoError(t, ev.Decode(&e))
+			v, err := ev.Value()
+			require.NoError(t, err)
+			e := v.(session.AutoRetryStart)
 			assert.Equal(t, int64(50), e.DelayMs)
 		}
 	}
@@ -214,7 +215,9 @@ func TestRPCBinaryRetryOffAndAbortRetry(t *testing.T) {
 	var end session.AutoRetryEnd
 	for _, ev := range eventsUntilSettled(t, ctx, c) {
 		if ev.Type == "auto_retry_end" {
-			require.NoError(t, ev.Decode(&end))
+			v, err := ev.Value()
+			require.NoError(t, err)
+			end = v.(session.AutoRetryEnd)
 		}
 	}
 	assert.Equal(t, session.AutoRetryEnd{Success: false, Attempt: 1, FinalError: "Retry cancelled"}, end)

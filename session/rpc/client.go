@@ -15,13 +15,16 @@ import (
 )
 
 // Event is one event line from the server: its type and the whole JSON
-// object, to decode into the matching session event type when needed.
+// object. Value turns it back into the session's event; Decode reads it
+// into a type of the caller's.
 type Event struct {
 	Type string
 	Raw  json.RawMessage
 }
 
-// Decode unmarshals the event's JSON into v.
+// Decode unmarshals the event's JSON into v, a value of the caller's type
+// with the wire's field names (docs/rpc.md). The session's own event types
+// have no JSON form: use Value for them.
 func (e Event) Decode(v any) error { return json.Unmarshal(e.Raw, v) }
 
 // ErrClientClosed is returned by calls on a closed client, or one whose

@@ -146,8 +146,9 @@ func TestClientRetryThenSuccess(t *testing.T) {
 		for _, ev := range drain(c) {
 			seen = append(seen, ev.Type)
 			if ev.Type == "auto_retry_start" {
-				var e session.AutoRetryStart
-				require.NoError(t, ev.Decode(&e))
+				v, err := ev.Value()
+				require.NoError(t, err)
+				e := v.(session.AutoRetryStart)
 				assert.Equal(t, session.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 2000, ErrorMessage: "503 Service Unavailable"}, e)
 			}
 		}
@@ -210,7 +211,9 @@ func TestClientAbortRetry(t *testing.T) {
 		var end session.AutoRetryEnd
 		for _, ev := range drain(c) {
 			if ev.Type == "auto_retry_end" {
-				require.NoError(t, ev.Decode(&end))
+				v, err := ev.Value()
+				require.NoError(t, err)
+				end = v.(session.AutoRetryEnd)
 			}
 		}
 		assert.Equal(t, session.AutoRetryEnd{Success: false, Attempt: 1, FinalError: "Retry cancelled"}, end)

@@ -72,10 +72,16 @@ func (w *writer) line(v any) {
 
 // lineLocked writes one line; the caller holds w.mu.
 func (w *writer) lineLocked(v any) {
+	b, err := json.Marshal(v)
+	w.writeLocked(b, err)
+}
+
+// writeLocked writes the line b, or when encoding it failed (err) a
+// response that says so; the caller holds w.mu.
+func (w *writer) writeLocked(b []byte, err error) {
 	if w.err != nil {
 		return
 	}
-	b, err := json.Marshal(v)
 	if err != nil {
 		b, _ = json.Marshal(response{Type: "response", Command: "internal", Error: "encoding output: " + err.Error()})
 	}
@@ -94,7 +100,7 @@ func (w *writer) lineLocked(v any) {
 func (w *writer) event(ev session.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	w.lineLocked(ev)
+	w.writeLocked(marshalEvent(ev))
 	if _, ok := ev.(session.TurnSettled); ok && w.open > 0 {
 		w.open--
 		if len(w.held) > 0 {

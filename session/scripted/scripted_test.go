@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
 
@@ -59,7 +60,7 @@ func collect(t *testing.T, a *scripted.Agent, ctx context.Context) ([]session.Ev
 func types(evs []session.Event) []string {
 	var out []string
 	for _, e := range evs {
-		out = append(out, e.Type())
+		out = append(out, rpc.EventType(e))
 	}
 	return out
 }

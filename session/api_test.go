@@ -1,0 +1,36 @@
+package session_test
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/agentfsm/agentfsm/session"
+)
+
+// allEvents holds one value of each event type.
+var allEvents = []session.Event{
+	session.AgentStart{}, session.TurnStart{}, session.MessageStart{}, session.MessageEnd{}, session.TurnEnd{},
+	session.AgentEnd{}, session.AutoRetryStart{}, session.AutoRetryEnd{}, session.AutoCompactionStart{},
+	session.AutoCompactionEnd{}, session.StateChange{}, session.TurnSettled{}, session.EventsDropped{},
+}
+
+// TestEventsArePlainValues: events are plain Go values, with no method and
+// no JSON of their own (package session/rpc gives them their wire form),
+// and Event is closed to the package's own types: its one method is
+// unexported. Issue item 5.
+func TestEventsArePlainValues(t *testing.T) {
+	iface := reflect.TypeFor[session.Event]()
+	for i := range iface.NumMethod() {
+		assert.False(t, iface.Method(i).IsExported(), "Event has exported method %s", iface.Method(i).Name)
+	}
+	marshaler := reflect.TypeFor[json.Marshaler]()
+	for _, ev := range allEvents {
+		typ := reflect.TypeOf(ev)
+		assert.Zero(t, typ.NumMethod(), "%s has exported methods", typ.Name())
+		assert.False(t, typ.Implements(marshaler), "%s has a JSON form of its own", typ.Name())
+		assert.False(t, reflect.PointerTo(typ).Implements(marshaler), "*%s has a JSON form of its own", typ.Name())
+	}
+}

@@ -1,0 +1,213 @@
+package rpc
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// EventType returns the wire type of ev, the "type" of its line, such as
+// "auto_retry_start" for a session.AutoRetryStart; "" for nil.
+func EventType(ev session.Event) string {
+	switch ev.(type) {
+	case session.AgentStart:
+		return "agent_start"
+	case session.TurnStart:
+		return "turn_start"
+	case session.MessageStart:
+		return "message_start"
+	case session.MessageEnd:
+		return "message_end"
+	case session.TurnEnd:
+		return "turn_end"
+	case session.AgentEnd:
+		return "agent_end"
+	case session.AutoRetryStart:
+		return "auto_retry_start"
+	case session.AutoRetryEnd:
+		return "auto_retry_end"
+	case session.AutoCompactionStart:
+		return "auto_compaction_start"
+	case session.AutoCompactionEnd:
+		return "auto_compaction_end"
+	case session.StateChange:
+		return "state_change"
+	case session.TurnSettled:
+		return "turn_settled"
+	case session.EventsDropped:
+		return "events_dropped"
+	}
+	return ""
+}
+
+// The events' wire forms (docs/rpc.md). Each but turn_settled's has the
+// fields of its session event, in the same order, so that a conversion
+// turns one into the other; "type" is added in front.
+type (
+	messageEvent struct {
+		Message session.Message `json:"message"`
+	}
+	agentEnd struct {
+		Messages []session.Message `json:"messages"`
+	}
+	autoRetryStart struct {
+		Attempt      int    `json:"attempt"`
+		MaxAttempts  int    `json:"maxAttempts"`
+		DelayMs      int64  `json:"delayMs"`
+		ErrorMessage string `json:"errorMessage"`
+	}
+	autoRetryEnd struct {
+		Success    bool   `json:"success"`
+		Attempt    int    `json:"attempt"`
+		FinalError string `json:"finalError,omitempty"`
+	}
+	autoCompactionStart struct {
+		Reason session.CompactionReason `json:"reason"`
+	}
+	autoCompactionEnd struct {
+		Result       *session.CompactionResult `json:"result,omitempty"`
+		Aborted      bool                      `json:"aborted"`
+		WillRetry    bool                      `json:"willRetry"`
+		ErrorMessage string                    `json:"errorMessage,omitempty"`
+	}
+	stateChange struct {
+		From  states.State      `json:"from"`
+		To    states.State      `json:"to"`
+		Event transitions.Event `json:"event"`
+	}
+	turnSettled struct {
+		Success bool   `json:"success"`
+		Error   string `json:"error,omitempty"`
+	}
+	eventsDropped struct {
+		Count int `json:"count"`
+	}
+)
+
+// marshalEvent returns ev's line, without its newline: a JSON object whose
+// "type" comes first.
+func marshalEvent(ev session.Event) ([]byte, error) {
+	var body any
+	switch e := ev.(type) {
+	case session.AgentStart, session.TurnStart, session.TurnEnd:
+		body = struct{}{}
+	case session.MessageStart:
+		body = messageEvent(e)
+	case session.MessageEnd:
+		body = messageEvent(e)
+	case session.AgentEnd:
+		if e.Messages == nil {
+			e.Messages = []session.Message{}
+		}
+		body = agentEnd(e)
+	case session.AutoRetryStart:
+		body = autoRetryStart(e)
+	case session.AutoRetryEnd:
+		body = autoRetryEnd(e)
+	case session.AutoCompactionStart:
+		body = autoCompactionStart(e)
+	case session.AutoCompactionEnd:
+		body = autoCompactionEnd(e)
+	case session.StateChange:
+		body = stateChange(e)
+	case session.TurnSettled:
+		w := turnSettled{Success: e.Err == nil}
+		if e.Err != nil {
+			w.Error = e.Err.Error()
+		}
+		body = w
+	case session.EventsDropped:
+		body = eventsDropped(e)
+	default:
+		return nil, fmt.Errorf("rpc: not a session event: %T", ev)
+	}
+	b, err := json.Marshal(body)
+	if err != nil {
+		return nil, err
+	}
+	head := `{"type":"` + EventType(ev) + `"` // no type needs escaping
+	if string(b) == "{}" {
+		return []byte(head + "}"), nil
+	}
+	return append([]byte(head+","), b[1:]...), nil
+}
+
+// Value returns the session event the line stands for, as the server's
+// session emitted it: a session.AutoRetryStart for an auto_retry_start, and
+// so on. A turn_settled's Err carries the text the server sent. A type this
+// client does not know is an error.
+func (e Event) Value() (session.Event, error) {
+	var err error
+	decode := func(v any) {
+		if err = json.Unmarshal(e.Raw, v); err != nil {
+			err = fmt.Errorf("rpc: decoding %s: %w", e.Type, err)
+		}
+	}
+	var ev session.Event
+	switch e.Type {
+	case "agent_start":
+		ev = session.AgentStart{}
+	case "turn_start":
+		ev = session.TurnStart{}
+	case "turn_end":
+		ev = session.TurnEnd{}
+	case "message_start":
+		var w messageEvent
+		decode(&w)
+		ev = session.MessageStart(w)
+	case "message_end":
+		var w messageEvent
+		decode(&w)
+		ev = session.MessageEnd(w)
+	case "agent_end":
+		var w agentEnd
+		decode(&w)
+		ev = session.AgentEnd(w)
+	case "auto_retry_start":
+		var w autoRetryStart
+		decode(&w)
+		ev = session.AutoRetryStart(w)
+	case "auto_retry_end":
+		var w autoRetryEnd
+		decode(&w)
+		ev = session.AutoRetryEnd(w)
+	case "auto_compaction_start":
+		var w autoCompactionStart
+		decode(&w)
+		ev = session.AutoCompactionStart(w)
+	case "auto_compaction_end":
+		var w autoCompactionEnd
+		decode(&w)
+		ev = session.AutoCompactionEnd(w)
+	case "state_change":
+		var w stateChange
+		decode(&w)
+		ev = session.StateChange(w)
+	case "turn_settled":
+		var w turnSettled
+		decode(&w)
+		ev = session.TurnSettled{Err: w.err()}
+	case "events_dropped":
+		var w eventsDropped
+		decode(&w)
+		ev = session.EventsDropped(w)
+	default:
+		return nil, fmt.Errorf("rpc: unknown event type %q", e.Type)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return ev, nil
+}
+
+// err is the turn's error: nil when it succeeded.
+func (w turnSettled) err() error {
+	if w.Success {
+		return nil
+	}
+	return errors.New(w.Error)
+}

@@ -1,0 +1,72 @@
+package rpc
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/session"
+)
+
+// TestEventWireForms pins each event's line byte for byte (docs/rpc.md):
+// "type" first, then the event's fields; and the line decodes back into the
+// same event. The wire form is this package's: the events themselves are
+// plain values. Issue item 5.
+func TestEventWireForms(t *testing.T) {
+	msg := session.Message{ID: "a", Role: "assistant", StopReason: "stop", Timestamp: 5}
+	cases := []struct {
+		ev   session.Event
+		want string
+	}{
+		{session.AgentStart{}, `{"type":"agent_start"}`},
+		{session.TurnStart{}, `{"type":"turn_start"}`},
+		{session.MessageStart{Message: msg}, `{"type":"message_start","message":{"id":"a","role":"assistant","stopReason":"stop","timestamp":5}}`},
+		{session.MessageEnd{Message: msg}, `{"type":"message_end","message":{"id":"a","role":"assistant","stopReason":"stop","timestamp":5}}`},
+		{session.TurnEnd{}, `{"type":"turn_end"}`},
+		{session.AgentEnd{Messages: []session.Message{msg}}, `{"type":"agent_end","messages":[{"id":"a","role":"assistant","stopReason":"stop","timestamp":5}]}`},
+		{session.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 2000, ErrorMessage: "503 Service Unavailable"},
+			`{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"503 Service Unavailable"}`},
+		{session.AutoRetryEnd{Success: true, Attempt: 1}, `{"type":"auto_retry_end","success":true,"attempt":1}`},
+		{session.AutoRetryEnd{Success: false, Attempt: 3, FinalError: "503 Service Unavailable"},
+			`{"type":"auto_retry_end","success":false,"attempt":3,"finalError":"503 Service Unavailable"}`},
+		{session.AutoCompactionStart{Reason: session.ReasonOverflow}, `{"type":"auto_compaction_start","reason":"overflow"}`},
+		{session.AutoCompactionEnd{Result: &session.CompactionResult{Summary: "s", FirstKeptEntryID: "m-3", TokensBefore: 9}, WillRetry: true},
+			`{"type":"auto_compaction_end","result":{"summary":"s","firstKeptEntryId":"m-3","tokensBefore":9},"aborted":false,"willRetry":true}`},
+		{session.AutoCompactionEnd{ErrorMessage: "Auto-compaction failed: x"},
+			`{"type":"auto_compaction_end","aborted":false,"willRetry":false,"errorMessage":"Auto-compaction failed: x"}`},
+		{session.AutoCompactionEnd{Aborted: true}, `{"type":"auto_compaction_end","aborted":true,"willRetry":false}`},
+		{session.StateChange{From: "classifying", To: "backoff", Event: "retry"}, `{"type":"state_change","from":"classifying","to":"backoff","event":"retry"}`},
+		{session.TurnSettled{}, `{"type":"turn_settled","success":true}`},
+		{session.EventsDropped{Count: 4}, `{"type":"events_dropped","count":4}`},
+	}
+	for _, c := range cases {
+		b, err := marshalEvent(c.ev)
+		require.NoError(t, err)
+		assert.Equal(t, c.want, string(b))
+		typ := EventType(c.ev)
+		assert.Regexp(t, `^\{"type":"`+typ+`"`, string(b), "type comes first")
+		back, err := Event{Type: typ, Raw: b}.Value()
+		require.NoError(t, err)
+		assert.Equal(t, c.ev, back, typ)
+	}
+
+	// An agent_end without messages has an empty list.
+	b, err := marshalEvent(session.AgentEnd{})
+	require.NoError(t, err)
+	assert.Equal(t, `{"type":"agent_end","messages":[]}`, string(b))
+
+	// A failed turn's error goes as its text.
+	b, err = marshalEvent(session.TurnSettled{Err: errors.New("session: aborted")})
+	require.NoError(t, err)
+	assert.Equal(t, `{"type":"turn_settled","success":false,"error":"session: aborted"}`, string(b))
+
+	_, err = marshalEvent(nil)
+	assert.ErrorContains(t, err, "rpc: not a session event")
+	assert.Empty(t, EventType(nil))
+	_, err = Event{Type: "warp", Raw: []byte(`{"type":"warp"}`)}.Value()
+	assert.ErrorContains(t, err, `rpc: unknown event type "warp"`)
+	_, err = Event{Type: "auto_retry_start", Raw: []byte(`{"type":"auto_retry_start","attempt":"one"}`)}.Value()
+	assert.ErrorContains(t, err, "rpc: decoding auto_retry_start")
+}
