@@ -19,18 +19,6 @@ var update = flag.Bool("update", false, "rewrite the generated blocks of docs/cl
 
 const classificationDoc = "../docs/classification.md"
 
-// patternTable renders one group's patterns as a Markdown table.
-func patternTable(g classify.Group) string {
-	var b strings.Builder
-	b.WriteString("| pattern | from |\n|---|---|\n")
-	for _, p := range classify.Patterns() {
-		if p.Group == g {
-			fmt.Fprintf(&b, "| `%s` | %s |\n", strings.ReplaceAll(p.Expr, "|", `\|`), strings.ReplaceAll(p.Source, "|", `\|`))
-		}
-	}
-	return b.String()
-}
-
 // corpusReport renders the extended rules' agreement with the corpus, per
 // label, and every row they miss.
 func corpusReport(rows []corpusRow) string {
@@ -69,11 +57,7 @@ func corpusReport(rows []corpusRow) string {
 var docBlock = regexp.MustCompile(`(?s)(<!-- generated:([\w-]+) begin -->\n)(.*?)(<!-- generated:[\w-]+ end -->)`)
 
 func TestClassificationDocIsCurrent(t *testing.T) {
-	blocks := map[string]string{}
-	for _, g := range []classify.Group{classify.GroupOverflow, classify.GroupNotOverflow, classify.GroupSeedRetry,
-		classify.GroupUsageFlag, classify.GroupExtendedRetry, classify.GroupExtendedUsage} {
-		blocks[string(g)] = patternTable(g)
-	}
+	blocks := classify.PatternTables()
 	rows, err := loadCorpus()
 	if err == nil {
 		blocks["corpus"] = corpusReport(rows)

@@ -80,7 +80,7 @@ var examples = map[string][2]string{
 }
 
 func TestEveryPatternHasExamples(t *testing.T) {
-	for _, p := range Patterns() {
+	for _, p := range patterns {
 		ex, ok := examples[p.Expr]
 		if !ok {
 			t.Errorf("pattern %q (%s) has no examples", p.Expr, p.Group)

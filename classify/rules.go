@@ -1,33 +1,33 @@
 package classify
 
-// Group names a list of patterns with one role in classification.
-type Group string
+// group names a list of patterns with one role in classification.
+type group string
 
 // The pattern groups. Every pattern belongs to exactly one.
 const (
-	// GroupOverflow: context-overflow texts (docs/policy.md §2.3). Shared by both
+	// groupOverflow: context-overflow texts (docs/policy.md §2.3). Shared by both
 	// rule sets.
-	GroupOverflow Group = "overflow"
-	// GroupNotOverflow: texts that are throttles even when they also read like
+	groupOverflow group = "overflow"
+	// groupNotOverflow: texts that are throttles even when they also read like
 	// an overflow ("Too many tokens, please wait"). Shared by both rule sets.
-	GroupNotOverflow Group = "not-overflow"
-	// GroupSeedRetry: the reference's retry pattern set (§2.1), exactly.
-	GroupSeedRetry Group = "seed-retry"
-	// GroupUsageFlag: the seed's usage-limit sub-rule (§2.2): a retryable
+	groupNotOverflow group = "not-overflow"
+	// groupSeedRetry: the reference's retry pattern set (§2.1), exactly.
+	groupSeedRetry group = "seed-retry"
+	// groupUsageFlag: the seed's usage-limit sub-rule (§2.2): a retryable
 	// error that matches takes the usage-limit branch.
-	GroupUsageFlag Group = "usage-flag"
-	// GroupExtendedRetry: the extended set's retry patterns (§2.6).
-	GroupExtendedRetry Group = "extended-retry"
-	// GroupExtendedUsage: the extended set's quota and billing patterns,
+	groupUsageFlag group = "usage-flag"
+	// groupExtendedRetry: the extended set's retry patterns (§2.6).
+	groupExtendedRetry group = "extended-retry"
+	// groupExtendedUsage: the extended set's quota and billing patterns,
 	// class usage_limit (§2.6).
-	GroupExtendedUsage Group = "extended-usage"
+	groupExtendedUsage group = "extended-usage"
 )
 
-// Pattern is one classification rule: a regular expression in the syntax
+// pattern is one classification rule: a regular expression in the syntax
 // of the reference's JavaScript rules (case-insensitive, unanchored unless
 // it starts with ^) and where it comes from.
-type Pattern struct {
-	Group Group
+type pattern struct {
+	Group group
 	// Expr is the expression as written in the policy.
 	Expr string
 	// Source names the provider or runtime whose wording the pattern
@@ -35,110 +35,103 @@ type Pattern struct {
 	Source string
 }
 
-var patterns = []Pattern{
+// patterns are every pattern in classification order, grouped.
+var patterns = []pattern{
 	// §2.3: context overflow, in the reference's order.
-	{GroupOverflow, `prompt is too long`, "Anthropic"},
-	{GroupOverflow, `input is too long for requested model`, "Amazon Bedrock"},
-	{GroupOverflow, `exceeds the context window`, "OpenAI (Completions and Responses)"},
-	{GroupOverflow, `input token count.*exceeds the maximum`, "Google Gemini"},
-	{GroupOverflow, `maximum prompt length is \d+`, "xAI Grok"},
-	{GroupOverflow, `reduce the length of the messages`, "Groq"},
-	{GroupOverflow, `maximum context length is \d+ tokens`, "OpenAI, OpenRouter"},
-	{GroupOverflow, `exceeds the limit of \d+`, "GitHub Copilot"},
-	{GroupOverflow, `exceeds the available context size`, "llama.cpp server"},
-	{GroupOverflow, `requested tokens?.*exceed.*context (window|length|size)`, "OpenAI-compatible servers"},
-	{GroupOverflow, `context (window|length|size).*(exceeded|overflow|too small)`, "generic"},
-	{GroupOverflow, `(prompt|input).*(too long|too large).*(context|n_ctx)`, "llama.cpp, Ollama"},
-	{GroupOverflow, `requested tokens?.*(exceeds?|greater than).*(n_ctx|context)`, "llama.cpp"},
-	{GroupOverflow, `greater than the context length`, "LM Studio"},
-	{GroupOverflow, `context window exceeds limit`, "MiniMax"},
-	{GroupOverflow, `exceeded model token limit`, "Kimi"},
-	{GroupOverflow, `too large for model with \d+ maximum context length`, "Mistral"},
-	{GroupOverflow, `model_context_window_exceeded`, "z.ai"},
-	{GroupOverflow, `context[_ ]length[_ ]exceeded`, "generic (OpenAI's error code)"},
-	{GroupOverflow, `too many tokens`, "generic"},
-	{GroupOverflow, `token limit exceeded`, "generic"},
-	{GroupOverflow, `request_too_large`, "Anthropic (HTTP 413)"},
-	{GroupOverflow, `^4(00|13)\s*(status code)?\s*\(no body\)`, "any provider: a bodyless 400 or 413"},
+	{groupOverflow, `prompt is too long`, "Anthropic"},
+	{groupOverflow, `input is too long for requested model`, "Amazon Bedrock"},
+	{groupOverflow, `exceeds the context window`, "OpenAI (Completions and Responses)"},
+	{groupOverflow, `input token count.*exceeds the maximum`, "Google Gemini"},
+	{groupOverflow, `maximum prompt length is \d+`, "xAI Grok"},
+	{groupOverflow, `reduce the length of the messages`, "Groq"},
+	{groupOverflow, `maximum context length is \d+ tokens`, "OpenAI, OpenRouter"},
+	{groupOverflow, `exceeds the limit of \d+`, "GitHub Copilot"},
+	{groupOverflow, `exceeds the available context size`, "llama.cpp server"},
+	{groupOverflow, `requested tokens?.*exceed.*context (window|length|size)`, "OpenAI-compatible servers"},
+	{groupOverflow, `context (window|length|size).*(exceeded|overflow|too small)`, "generic"},
+	{groupOverflow, `(prompt|input).*(too long|too large).*(context|n_ctx)`, "llama.cpp, Ollama"},
+	{groupOverflow, `requested tokens?.*(exceeds?|greater than).*(n_ctx|context)`, "llama.cpp"},
+	{groupOverflow, `greater than the context length`, "LM Studio"},
+	{groupOverflow, `context window exceeds limit`, "MiniMax"},
+	{groupOverflow, `exceeded model token limit`, "Kimi"},
+	{groupOverflow, `too large for model with \d+ maximum context length`, "Mistral"},
+	{groupOverflow, `model_context_window_exceeded`, "z.ai"},
+	{groupOverflow, `context[_ ]length[_ ]exceeded`, "generic (OpenAI's error code)"},
+	{groupOverflow, `too many tokens`, "generic"},
+	{groupOverflow, `token limit exceeded`, "generic"},
+	{groupOverflow, `request_too_large`, "Anthropic (HTTP 413)"},
+	{groupOverflow, `^4(00|13)\s*(status code)?\s*\(no body\)`, "any provider: a bodyless 400 or 413"},
 
 	// §2.3's exception: throttles are not overflows.
-	{GroupNotOverflow, `^(Throttling error|Service unavailable):`, "Amazon Bedrock throttling and service errors"},
-	{GroupNotOverflow, `rate limit`, "any provider"},
-	{GroupNotOverflow, `too many requests`, "any provider"},
-	{GroupNotOverflow, `throttl`, "Amazon Bedrock under other SDKs' prefixes (ThrottlingException, throttlingException)"},
-	{GroupNotOverflow, `please wait`, "Amazon Bedrock's throttle text (\"Too many tokens, please wait before trying again\") under any prefix"},
+	{groupNotOverflow, `^(Throttling error|Service unavailable):`, "Amazon Bedrock throttling and service errors"},
+	{groupNotOverflow, `rate limit`, "any provider"},
+	{groupNotOverflow, `too many requests`, "any provider"},
+	{groupNotOverflow, `throttl`, "Amazon Bedrock under other SDKs' prefixes (ThrottlingException, throttlingException)"},
+	{groupNotOverflow, `please wait`, "Amazon Bedrock's throttle text (\"Too many tokens, please wait before trying again\") under any prefix"},
 
 	// §2.1: the reference's retry pattern set, flaws included.
-	{GroupSeedRetry, `overloaded`, "Anthropic, Google"},
-	{GroupSeedRetry, `rate.?limit`, "any provider"},
-	{GroupSeedRetry, `usage.?limit`, "Anthropic, OpenAI Codex"},
-	{GroupSeedRetry, `too many requests`, "any provider (HTTP 429)"},
-	{GroupSeedRetry, `429|500|502|503|504`, "HTTP statuses, as bare digits anywhere (also inside 1500)"},
-	{GroupSeedRetry, `service.?unavailable`, "HTTP 503"},
-	{GroupSeedRetry, `server error`, "HTTP 5xx (a literal space: server_error does not match)"},
-	{GroupSeedRetry, `internal error`, "HTTP 500 (a literal space)"},
-	{GroupSeedRetry, `connection.?error`, "Anthropic and OpenAI SDKs"},
-	{GroupSeedRetry, `fetch failed`, "Node.js fetch (undici)"},
-	{GroupSeedRetry, `retry delay`, "a server-requested delay above the provider's cap"},
+	{groupSeedRetry, `overloaded`, "Anthropic, Google"},
+	{groupSeedRetry, `rate.?limit`, "any provider"},
+	{groupSeedRetry, `usage.?limit`, "Anthropic, OpenAI Codex"},
+	{groupSeedRetry, `too many requests`, "any provider (HTTP 429)"},
+	{groupSeedRetry, `429|500|502|503|504`, "HTTP statuses, as bare digits anywhere (also inside 1500)"},
+	{groupSeedRetry, `service.?unavailable`, "HTTP 503"},
+	{groupSeedRetry, `server error`, "HTTP 5xx (a literal space: server_error does not match)"},
+	{groupSeedRetry, `internal error`, "HTTP 500 (a literal space)"},
+	{groupSeedRetry, `connection.?error`, "Anthropic and OpenAI SDKs"},
+	{groupSeedRetry, `fetch failed`, "Node.js fetch (undici)"},
+	{groupSeedRetry, `retry delay`, "a server-requested delay above the provider's cap"},
 
 	// §2.2: the usage-limit branch.
-	{GroupUsageFlag, `usage.?limit|usage_limit_reached|limit_reached`, "Anthropic, OpenAI Codex"},
+	{groupUsageFlag, `usage.?limit|usage_limit_reached|limit_reached`, "Anthropic, OpenAI Codex"},
 
 	// §2.6: the extended retry set. Everything of §2.1 except the bare
 	// digits, which become whole numbers.
-	{GroupExtendedRetry, `overloaded`, "Anthropic, Google"},
-	{GroupExtendedRetry, `rate.?limit`, "any provider"},
-	{GroupExtendedRetry, `too many requests`, "any provider (HTTP 429)"},
-	{GroupExtendedRetry, `\b(429|500|502|503|504|52[0-4]|529)\b`, "HTTP statuses as whole numbers: 429, 5xx, Cloudflare's 520-524, Anthropic's 529"},
-	{GroupExtendedRetry, `service.?unavailable`, "HTTP 503"},
-	{GroupExtendedRetry, `server.?error`, "HTTP 5xx (also OpenAI's server_error)"},
-	{GroupExtendedRetry, `internal.?error`, "HTTP 500 (also internal_error)"},
-	{GroupExtendedRetry, `connection.?error`, "Anthropic and OpenAI SDKs"},
-	{GroupExtendedRetry, `connection.?(refused|reset|lost|closed)`, "sockets"},
-	{GroupExtendedRetry, `connection was closed|closed unexpectedly`, "Bun's fetch (\"The socket connection was closed unexpectedly\")"},
-	{GroupExtendedRetry, `actively refused`, "Windows sockets (WSAECONNREFUSED)"},
-	{GroupExtendedRetry, `ECONNRESET|ECONNREFUSED|ETIMEDOUT|ECONNABORTED|EPIPE|EAI_AGAIN`, "Node.js socket error codes"},
-	{GroupExtendedRetry, `socket hang up`, "Node.js http"},
-	{GroupExtendedRetry, `other side closed`, "Node.js fetch (undici)"},
-	{GroupExtendedRetry, `fetch failed`, "Node.js fetch (undici)"},
-	{GroupExtendedRetry, `upstream.?connect`, "Envoy proxies (Anthropic, vLLM deployments)"},
-	{GroupExtendedRetry, `reset before headers`, "Envoy proxies"},
-	{GroupExtendedRetry, `terminated`, "Node.js fetch (undici: a body stream cut off)"},
-	{GroupExtendedRetry, `timed? ?out`, "any transport: time out, timed out, timeout"},
-	{GroupExtendedRetry, `network.?error`, "browsers and SDKs"},
-	{GroupExtendedRetry, `stream (disconnected|ended)`, "OpenAI Codex and streaming SDKs"},
-	{GroupExtendedRetry, `bad gateway`, "HTTP 502"},
-	{GroupExtendedRetry, `gateway time-?out`, "HTTP 504"},
-	{GroupExtendedRetry, `throttl`, "Amazon Bedrock (ThrottlingException)"},
-	{GroupExtendedRetry, `resource.?exhausted`, "Google (gRPC RESOURCE_EXHAUSTED, HTTP 429)"},
-	{GroupExtendedRetry, `temporarily (unavailable|out of capacity)`, "Google Vertex AI, HTTP 503"},
-	{GroupExtendedRetry, `retry delay`, "a server-requested delay above the provider's cap"},
+	{groupExtendedRetry, `overloaded`, "Anthropic, Google"},
+	{groupExtendedRetry, `rate.?limit`, "any provider"},
+	{groupExtendedRetry, `too many requests`, "any provider (HTTP 429)"},
+	{groupExtendedRetry, `\b(429|500|502|503|504|52[0-4]|529)\b`, "HTTP statuses as whole numbers: 429, 5xx, Cloudflare's 520-524, Anthropic's 529"},
+	{groupExtendedRetry, `service.?unavailable`, "HTTP 503"},
+	{groupExtendedRetry, `server.?error`, "HTTP 5xx (also OpenAI's server_error)"},
+	{groupExtendedRetry, `internal.?error`, "HTTP 500 (also internal_error)"},
+	{groupExtendedRetry, `connection.?error`, "Anthropic and OpenAI SDKs"},
+	{groupExtendedRetry, `connection.?(refused|reset|lost|closed)`, "sockets"},
+	{groupExtendedRetry, `connection was closed|closed unexpectedly`, "Bun's fetch (\"The socket connection was closed unexpectedly\")"},
+	{groupExtendedRetry, `actively refused`, "Windows sockets (WSAECONNREFUSED)"},
+	{groupExtendedRetry, `ECONNRESET|ECONNREFUSED|ETIMEDOUT|ECONNABORTED|EPIPE|EAI_AGAIN`, "Node.js socket error codes"},
+	{groupExtendedRetry, `socket hang up`, "Node.js http"},
+	{groupExtendedRetry, `other side closed`, "Node.js fetch (undici)"},
+	{groupExtendedRetry, `fetch failed`, "Node.js fetch (undici)"},
+	{groupExtendedRetry, `upstream.?connect`, "Envoy proxies (Anthropic, vLLM deployments)"},
+	{groupExtendedRetry, `reset before headers`, "Envoy proxies"},
+	{groupExtendedRetry, `terminated`, "Node.js fetch (undici: a body stream cut off)"},
+	{groupExtendedRetry, `timed? ?out`, "any transport: time out, timed out, timeout"},
+	{groupExtendedRetry, `network.?error`, "browsers and SDKs"},
+	{groupExtendedRetry, `stream (disconnected|ended)`, "OpenAI Codex and streaming SDKs"},
+	{groupExtendedRetry, `bad gateway`, "HTTP 502"},
+	{groupExtendedRetry, `gateway time-?out`, "HTTP 504"},
+	{groupExtendedRetry, `throttl`, "Amazon Bedrock (ThrottlingException)"},
+	{groupExtendedRetry, `resource.?exhausted`, "Google (gRPC RESOURCE_EXHAUSTED, HTTP 429)"},
+	{groupExtendedRetry, `temporarily (unavailable|out of capacity)`, "Google Vertex AI, HTTP 503"},
+	{groupExtendedRetry, `retry delay`, "a server-requested delay above the provider's cap"},
 
 	// §2.6: quota and billing exhaustion, class usage_limit.
-	{GroupExtendedUsage, `usage.?limit|usage_limit_reached|limit_reached`, "Anthropic, OpenAI Codex (as §2.2)"},
-	{GroupExtendedUsage, `insufficient_quota`, "OpenAI"},
-	{GroupExtendedUsage, `exceeded your current quota`, "OpenAI, Google Gemini"},
-	{GroupExtendedUsage, `credit balance is too low`, "Anthropic"},
-	{GroupExtendedUsage, `more credits|can only afford`, "OpenRouter (HTTP 402)"},
-	{GroupExtendedUsage, `quota.*(per day|per month|daily|monthly)|(daily|monthly) (quota|limit)`, "Google: a quota for a day or a month, not a minute"},
-	{GroupExtendedUsage, `quota (reached|exhausted)`, "Google Gemini CLI"},
-	{GroupExtendedUsage, `quota.*limit: 0\b`, "Google: a quota whose limit is 0 on this plan"},
-	{GroupExtendedUsage, `resets_at|limit will reset|resets (in|at) `, "Anthropic, OpenAI Codex, Google: a limit with a reset time"},
-	{GroupExtendedUsage, `upgrade (to (plus|pro|a paid plan)|your (plan|subscription))`, "OpenAI ChatGPT plans, Google: a plan's limit"},
-}
-
-// Patterns returns every pattern in classification order, grouped. The
-// result is a copy.
-func Patterns() []Pattern {
-	out := make([]Pattern, len(patterns))
-	copy(out, patterns)
-	return out
+	{groupExtendedUsage, `usage.?limit|usage_limit_reached|limit_reached`, "Anthropic, OpenAI Codex (as §2.2)"},
+	{groupExtendedUsage, `insufficient_quota`, "OpenAI"},
+	{groupExtendedUsage, `exceeded your current quota`, "OpenAI, Google Gemini"},
+	{groupExtendedUsage, `credit balance is too low`, "Anthropic"},
+	{groupExtendedUsage, `more credits|can only afford`, "OpenRouter (HTTP 402)"},
+	{groupExtendedUsage, `quota.*(per day|per month|daily|monthly)|(daily|monthly) (quota|limit)`, "Google: a quota for a day or a month, not a minute"},
+	{groupExtendedUsage, `quota (reached|exhausted)`, "Google Gemini CLI"},
+	{groupExtendedUsage, `quota.*limit: 0\b`, "Google: a quota whose limit is 0 on this plan"},
+	{groupExtendedUsage, `resets_at|limit will reset|resets (in|at) `, "Anthropic, OpenAI Codex, Google: a limit with a reset time"},
+	{groupExtendedUsage, `upgrade (to (plus|pro|a paid plan)|your (plan|subscription))`, "OpenAI ChatGPT plans, Google: a plan's limit"},
 }
 
 // The scanners, one per rule set. Bit i of a scan is the i-th group.
 var (
-	seedScanner     = compileScanner([]Group{GroupOverflow, GroupNotOverflow, GroupSeedRetry, GroupUsageFlag})
-	extendedScanner = compileScanner([]Group{GroupOverflow, GroupNotOverflow, GroupExtendedRetry, GroupExtendedUsage})
+	seedScanner     = compileScanner([]group{groupOverflow, groupNotOverflow, groupSeedRetry, groupUsageFlag})
+	extendedScanner = compileScanner([]group{groupOverflow, groupNotOverflow, groupExtendedRetry, groupExtendedUsage})
 )
 
 const (

@@ -72,7 +72,7 @@ type groupBits uint8
 
 // compileScanner builds the scanner for the given groups, in order: bit i
 // of the scan result is groups[i].
-func compileScanner(groups []Group) *scanner {
+func compileScanner(groups []group) *scanner {
 	sc := &scanner{groups: uint8(len(groups))}
 	for gi, g := range groups {
 		for _, p := range patterns {

@@ -25,15 +25,15 @@ func lowerText(s string) []byte {
 }
 
 // oracle holds each group's regexps, compiled once.
-var oracle = func() map[Group][]*regexp.Regexp {
-	out := map[Group][]*regexp.Regexp{}
+var oracle = func() map[group][]*regexp.Regexp {
+	out := map[group][]*regexp.Regexp{}
 	for _, p := range patterns {
 		out[p.Group] = append(out[p.Group], jsRegexps(p.Expr)...)
 	}
 	return out
 }()
 
-func oracleBits(groups []Group, text string) groupBits {
+func oracleBits(groups []group, text string) groupBits {
 	var bits groupBits
 	low := lowerText(text)
 	for gi, g := range groups {
@@ -48,8 +48,8 @@ func oracleBits(groups []Group, text string) groupBits {
 }
 
 var (
-	seedGroups     = []Group{GroupOverflow, GroupNotOverflow, GroupSeedRetry, GroupUsageFlag}
-	extendedGroups = []Group{GroupOverflow, GroupNotOverflow, GroupExtendedRetry, GroupExtendedUsage}
+	seedGroups     = []group{groupOverflow, groupNotOverflow, groupSeedRetry, groupUsageFlag}
+	extendedGroups = []group{groupOverflow, groupNotOverflow, groupExtendedRetry, groupExtendedUsage}
 )
 
 // fataler is what checkAgainstOracle needs of *testing.T and *rapid.T.

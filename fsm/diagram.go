@@ -60,21 +60,3 @@ func DOT(rules []transitions.Rule) string {
 	b.WriteString("}\n")
 	return b.String()
 }
-
-// RulesMarkdown renders rules as a Markdown table: event, source states,
-// destination, guard name and what the guard means. The documentation embeds
-// it so that the prose table is the running one.
-func RulesMarkdown(rules []transitions.Rule) string {
-	var b strings.Builder
-	b.WriteString("| event | from | to | guard | holds when |\n")
-	b.WriteString("|---|---|---|---|---|\n")
-	for _, r := range rules {
-		from := make([]string, len(r.From))
-		for i, s := range r.From {
-			from[i] = "`" + string(s) + "`"
-		}
-		fmt.Fprintf(&b, "| `%s` | %s | `%s` | `%s` | %s |\n",
-			r.Event, strings.Join(from, ", "), r.To, r.Guard.Name, strings.ReplaceAll(r.Guard.Doc, "|", `\|`))
-	}
-	return b.String()
-}

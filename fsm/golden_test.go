@@ -37,7 +37,7 @@ func blocks() map[string]string {
 	rules := transitions.Table()
 	return map[string]string{
 		mermaidID: "```mermaid\n" + fsm.Mermaid(rules) + "```\n",
-		rulesID:   fsm.RulesMarkdown(rules),
+		rulesID:   rulesMarkdown(rules),
 	}
 }
 
@@ -101,7 +101,7 @@ func TestRenamedEventMakesDiagramsStale(t *testing.T) {
 	renamed[1].Event = "try_again"
 	assert.NotEqual(t, fsm.Mermaid(rules), fsm.Mermaid(renamed))
 	assert.NotEqual(t, fsm.DOT(rules), fsm.DOT(renamed))
-	assert.NotEqual(t, fsm.RulesMarkdown(rules), fsm.RulesMarkdown(renamed))
+	assert.NotEqual(t, rulesMarkdown(rules), rulesMarkdown(renamed))
 	a, err := svg.Render(context.Background(), rules)
 	require.NoError(t, err)
 	b, err := svg.Render(context.Background(), renamed)
@@ -145,4 +145,23 @@ func TestDiagramsAreDeterministic(t *testing.T) {
 	assert.Equal(t, a, b)
 	assert.Equal(t, fsm.Mermaid(rules), fsm.Mermaid(transitions.Table()))
 	assert.True(t, strings.HasPrefix(fsm.Mermaid(rules), "stateDiagram-v2\n"))
+}
+
+// rulesMarkdown renders rules as a Markdown table: event, source states,
+// destination, guard name and what the guard means. The documentation embeds
+// it (the generated block "rules") so that the prose table is the running
+// one.
+func rulesMarkdown(rules []transitions.Rule) string {
+	var b strings.Builder
+	b.WriteString("| event | from | to | guard | holds when |\n")
+	b.WriteString("|---|---|---|---|---|\n")
+	for _, r := range rules {
+		from := make([]string, len(r.From))
+		for i, s := range r.From {
+			from[i] = "`" + string(s) + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | `%s` | `%s` | %s |\n",
+			r.Event, strings.Join(from, ", "), r.To, r.Guard.Name, strings.ReplaceAll(r.Guard.Doc, "|", `\|`))
+	}
+	return b.String()
 }

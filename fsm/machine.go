@@ -14,8 +14,8 @@ import (
 )
 
 // Machine is the recovery machine: a current state and the rules it may take.
-// It starts in states.Idle. A Machine is safe for concurrent use; each Fire
-// and Step is atomic. The zero value is not usable: call New or Default.
+// It starts in states.Idle. A Machine is safe for concurrent use; each Step
+// is atomic. The zero value is not usable: call New or Default.
 type Machine struct {
 	mu    sync.Mutex
 	lf    *looplab.FSM
@@ -79,27 +79,6 @@ func (m *Machine) State() states.State {
 	return states.State(m.lf.Current())
 }
 
-// Rules returns a copy of the machine's table.
-func (m *Machine) Rules() []transitions.Rule { return cloneRules(m.rules) }
-
-// Can reports whether event leaves the current state (ignoring guards).
-func (m *Machine) Can(event transitions.Event) bool { return m.lf.Can(string(event)) }
-
-// Fire takes the rule named event from the current state, without evaluating
-// its guard (Step does that). It returns a *TransitionError wrapping
-// ErrUnknownEvent or ErrNotAllowed when the event cannot be taken, and the
-// state is then unchanged.
-//
-// ctx is never handed to the underlying machine as is: a cancelled context
-// would leave it stuck mid-transition for good. Its values are kept and its
-// cancellation ignored, so a cancelled ctx still moves the machine;
-// cancellation is the caller's to turn into the cancel event.
-func (m *Machine) Fire(ctx context.Context, event transitions.Event) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.fire(ctx, event)
-}
-
 // Transition records one move of the machine.
 type Transition struct {
 	From  states.State
@@ -112,7 +91,12 @@ type Transition struct {
 // Step picks the rule that applies in the current state with facts f
 // (the machine's table's Next) and takes it. It returns the
 // move made, or a *TransitionError wrapping ErrNoRule when no rule applies, in
-// which case the state is unchanged. ctx is treated as by Fire.
+// which case the state is unchanged.
+//
+// ctx is never handed to the underlying machine as is: a cancelled context
+// would leave it stuck mid-transition for good. Its values are kept and its
+// cancellation ignored, so a cancelled ctx still moves the machine;
+// cancellation is the caller's to turn into the cancel event.
 func (m *Machine) Step(ctx context.Context, f transitions.Facts) (Transition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -127,6 +111,10 @@ func (m *Machine) Step(ctx context.Context, f transitions.Facts) (Transition, er
 	return Transition{From: from, To: r.To, Event: r.Event, Guard: r.Guard.Name}, nil
 }
 
+// fire takes the rule named event from the current state, without
+// evaluating its guard; the caller holds m.mu. It returns a
+// *TransitionError wrapping ErrUnknownEvent or ErrNotAllowed when the event
+// cannot be taken, and the state is then unchanged.
 func (m *Machine) fire(ctx context.Context, event transitions.Event) error {
 	if ctx == nil {
 		ctx = context.Background()

@@ -21,11 +21,11 @@ import (
 // Render lays out fsm.DOT(rules) with Graphviz's dot layout and returns the
 // SVG. The same rules always give the same bytes.
 func Render(ctx context.Context, rules []transitions.Rule) ([]byte, error) {
-	return RenderDOT(ctx, []byte(fsm.DOT(rules)))
+	return renderDOT(ctx, []byte(fsm.DOT(rules)))
 }
 
-// RenderDOT lays out a Graphviz DOT document and returns it as SVG.
-func RenderDOT(ctx context.Context, dot []byte) ([]byte, error) {
+// renderDOT lays out a Graphviz DOT document and returns it as SVG.
+func renderDOT(ctx context.Context, dot []byte) ([]byte, error) {
 	gv, err := graphviz.New(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("svg: starting graphviz: %w", err)

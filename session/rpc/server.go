@@ -17,9 +17,9 @@ import (
 	"github.com/agentfsm/agentfsm/session"
 )
 
-// MaxLine is the longest command line Serve reads (64 MiB); a longer one
+// maxLine is the longest command line Serve reads (64 MiB); a longer one
 // gets a parse failure and the lines after it are read as usual.
-const MaxLine = 64 << 20
+const maxLine = 64 << 20
 
 // response is one reply line.
 type response struct {
@@ -131,6 +131,9 @@ func (w *writer) turnStarted(ack response) {
 // it runs no more commands. It does not wait for a read of in in progress:
 // the goroutine reading in ends when that read returns.
 //
+// A command line longer than 64 MiB gets a parse failure, and the lines
+// after it are read as usual.
+//
 // A prompt's acknowledgement goes out after every event of the turn before
 // (its turn_settled included) and before any event of its own turn, so a
 // client can tell the turns apart, as long as Serve is the only one
@@ -192,7 +195,7 @@ type lineOrErr struct {
 // readLines reads in line by line and sends each line, then the error that
 // ended the input.
 func readLines(in io.Reader, out chan<- lineOrErr, stop <-chan struct{}) {
-	lr := lines.NewReader(in, MaxLine)
+	lr := lines.NewReader(in, maxLine)
 	for {
 		line, err := lr.Next()
 		var l lineOrErr
@@ -239,7 +242,7 @@ func (srv *server) handle(ctx context.Context, line []byte, tooLong bool) {
 		srv.w.line(response{Type: "response", Command: "parse", Success: false, Error: "Failed to parse command: " + why})
 	}
 	if tooLong {
-		parseFail(fmt.Sprintf("line longer than %d MiB", MaxLine>>20))
+		parseFail(fmt.Sprintf("line longer than %d MiB", maxLine>>20))
 		return
 	}
 	if blank(line) {

@@ -1,0 +1,23 @@
+package fsm
+
+import (
+	"context"
+
+	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// For the tests of package fsm_test: the machine's moves without guards.
+
+// Rules returns a copy of the machine's table.
+func (m *Machine) Rules() []transitions.Rule { return cloneRules(m.rules) }
+
+// Can reports whether event leaves the current state (ignoring guards).
+func (m *Machine) Can(event transitions.Event) bool { return m.lf.Can(string(event)) }
+
+// Fire takes the rule named event from the current state, without
+// evaluating its guard, as Step does once it has picked the rule.
+func (m *Machine) Fire(ctx context.Context, event transitions.Event) error {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.fire(ctx, event)
+}
