@@ -34,3 +34,19 @@ func TestEventsArePlainValues(t *testing.T) {
 		assert.False(t, reflect.PointerTo(typ).Implements(marshaler), "*%s has a JSON form of its own", typ.Name())
 	}
 }
+
+// TestSubscribeOptionIsOpaque: SubscribeOption exposes no unexported type
+// (it used to be a func(*subscriber)). Issue item 5.
+func TestSubscribeOptionIsOpaque(t *testing.T) {
+	typ := reflect.TypeFor[session.SubscribeOption]()
+	assert.NotEqual(t, reflect.Func, typ.Kind(), "SubscribeOption is a function type")
+	if typ.Kind() == reflect.Struct {
+		for i := range typ.NumField() {
+			assert.False(t, typ.Field(i).IsExported(), "SubscribeOption has exported field %s", typ.Field(i).Name)
+		}
+	}
+	// The options still work: a bounded subscriber that falls behind is
+	// told what it lost (see TestBoundedSubscriberIsToldWhatItLost).
+	var zero session.SubscribeOption
+	assert.NotEqual(t, zero, session.WithBuffer(2), "WithBuffer is not the zero option")
+}

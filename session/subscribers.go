@@ -8,19 +8,18 @@ import (
 	"sync"
 )
 
-// SubscribeOption configures one subscription.
-type SubscribeOption func(*subscriber)
+// SubscribeOption configures one subscription: WithBuffer gives one. The
+// zero SubscribeOption changes nothing.
+type SubscribeOption struct {
+	limit int // the queue's bound, 0 for none
+}
 
 // WithBuffer bounds the subscriber's queue to n events. When it is full,
 // newer events are dropped and the subscriber receives EventsDropped with
-// the count once it catches up. Without it the queue grows as needed and a
-// slow subscriber loses nothing.
+// the count once it catches up. Without it, or with n ≤ 0, the queue grows
+// as needed and a slow subscriber loses nothing.
 func WithBuffer(n int) SubscribeOption {
-	return func(s *subscriber) {
-		if n > 0 {
-			s.limit = n
-		}
-	}
+	return SubscribeOption{limit: max(n, 0)}
 }
 
 // subscriber delivers events to one function, in order, one at a time. A
@@ -63,7 +62,9 @@ type subscribers struct {
 func (ss *subscribers) add(fn func(Event), logger *slog.Logger, opts []SubscribeOption) *subscriber {
 	sub := &subscriber{fn: fn, logger: logger}
 	for _, o := range opts {
-		o(sub)
+		if o.limit > 0 {
+			sub.limit = o.limit
+		}
 	}
 	ss.mu.Lock()
 	sub.closing = ss.closed // a session closed receives no event
