@@ -22,8 +22,12 @@ const (
 	ReasonManual CompactionReason = "manual"
 )
 
-// CompactionResult is what a successful compaction produced.
-type CompactionResult struct {
+// Compaction is what a compaction produced: a summary that stands for the
+// messages before FirstKeptEntryID in the runtime context. It is what
+// Compact returns, the Result of an AutoCompactionEnd, and the content of
+// the compaction's history entry, all one value.
+type Compaction struct {
+	Reason CompactionReason `json:"reason"`
 	// Summary stands for the messages that were cut.
 	Summary string `json:"summary"`
 	// FirstKeptEntryID is the ID of the first message kept as it was.
@@ -31,7 +35,10 @@ type CompactionResult struct {
 	// TokensBefore is the context size the last non-error assistant
 	// message reported before the compaction.
 	TokensBefore int `json:"tokensBefore"`
-	// Details is what the summarizer chose to add; it may be nil.
+	// Details is what the summarizer chose to add (Summary.Details); it may
+	// be nil. A history that stores entries as JSON stores it as JSON: it
+	// reads back as encoding/json decodes into an any, and a compaction
+	// whose Details JSON cannot encode fails when its entry is written.
 	Details any `json:"details,omitempty"`
 }
 
@@ -94,7 +101,6 @@ type compaction struct {
 	committing  bool
 	previousSeq int
 	entry       Entry
-	result      CompactionResult
 }
 
 // prepareCompaction chooses what a compaction cuts (docs/policy.md §4.4):
@@ -239,9 +245,8 @@ func (e *Engine) CompactionFinished(at time.Time, id CompactionID, sum Summary, 
 	if limit := e.summaryLimit(c.kept); limit > 0 {
 		sum.Text = capSummary(sum.Text, limit)
 	}
-	c.result = CompactionResult{Summary: sum.Text, FirstKeptEntryID: c.kept[0].ID, TokensBefore: c.before, Details: sum.Details}
 	c.entry = Entry{Type: EntryCompaction, ID: e.ctx.newID("compaction"), Timestamp: at.UnixMilli(), Compaction: &Compaction{
-		Reason: c.reason, Summary: sum.Text, FirstKeptEntryID: c.result.FirstKeptEntryID, TokensBefore: c.before,
+		Reason: c.reason, Summary: sum.Text, FirstKeptEntryID: c.kept[0].ID, TokensBefore: c.before, Details: sum.Details,
 	}}
 	c.committing, c.previousSeq = true, e.ctx.compactionSeq
 	e.record(c.entry)
@@ -260,12 +265,11 @@ func (e *Engine) committed(at time.Time, err error) {
 		return
 	}
 	e.ctx.msgs = afterCompaction(e.ctx.msgs, c.entry)
+	res := *c.entry.Compaction // a copy: the entry went to history
 	if c.manual {
-		res := c.result
 		e.effect(Effect{Kind: FinishCompact, Result: &res})
 		return
 	}
-	res := c.result
 	e.emit(AutoCompactionEnd{Result: &res, Aborted: false, WillRetry: c.willRetry})
 	tr, ok := e.step(transitions.Facts{Signal: transitions.CompactionEnded, Compacted: true, WillRetry: c.willRetry})
 	if ok && tr.Event == transitions.Resume {

@@ -104,5 +104,5 @@ type Effect struct {
 	Hint time.Duration
 
 	Err    error
-	Result *CompactionResult
+	Result *Compaction
 }

@@ -40,16 +40,6 @@ type Entry struct {
 	Compaction *Compaction `json:"compaction,omitempty"`
 }
 
-// Compaction is a compaction entry's content.
-type Compaction struct {
-	Reason CompactionReason `json:"reason"`
-	// Summary stands for the messages before FirstKeptEntryID.
-	Summary string `json:"summary"`
-	// FirstKeptEntryID is the ID of the first message kept as it was.
-	FirstKeptEntryID string `json:"firstKeptEntryId"`
-	TokensBefore     int    `json:"tokensBefore"`
-}
-
 // Validate checks that e is an entry of a known type with its content, and
 // only its content.
 func (e Entry) Validate() error {

@@ -63,7 +63,7 @@ type (
 	// start. Result is set only when it succeeded; ErrorMessage says why
 	// it failed.
 	AutoCompactionEnd struct {
-		Result       *CompactionResult
+		Result       *Compaction
 		Aborted      bool
 		WillRetry    bool
 		ErrorMessage string

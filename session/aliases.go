@@ -59,7 +59,7 @@ type (
 // Compaction.
 type (
 	CompactionReason = policy.CompactionReason
-	CompactionResult = policy.CompactionResult
+	Compaction       = policy.Compaction
 	SummaryRequest   = policy.SummaryRequest
 	Summary          = policy.Summary
 	DigestSummarizer = policy.DigestSummarizer
@@ -77,9 +77,8 @@ const DefaultDigestChars = policy.DefaultDigestChars
 
 // History entries.
 type (
-	Entry      = policy.Entry
-	EntryType  = policy.EntryType
-	Compaction = policy.Compaction
+	Entry     = policy.Entry
+	EntryType = policy.EntryType
 )
 
 // The entry types.

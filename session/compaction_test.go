@@ -381,3 +381,48 @@ func TestOverflowAfterCheckBeforePromptIsRecovered(t *testing.T) {
 		}, rec.recovery())
 	})
 }
+
+// TestCompactionIsOneType: what Compact returns, the result an
+// AutoCompactionEnd reports and the content of the history entry are one
+// type, Compaction, and the same value: the reason, the summary, where the
+// kept messages start, the size before and the summarizer's details. Issue
+// item 5.
+func TestCompactionIsOneType(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		details := map[string]any{"files": []any{"a.go"}}
+		sum := summarizerFunc(func(_ context.Context, req session.SummaryRequest) (session.Summary, error) {
+			return session.Summary{Text: "summary of " + string(req.Reason), Details: details}, nil
+		})
+		var h session.MemoryHistory
+		s, _, rec := newSession(t, []scripted.Call{ok("first answer"), overflowCall(), ok("recovered"), ok("third")},
+			smallKeep(), session.WithSummarizer(sum), session.WithHistory(&h))
+		warmUp(t, s)
+		require.NoError(t, s.Prompt(context.Background(), "second question, long enough too"))
+		require.NoError(t, s.Prompt(context.Background(), "third question, long enough too"))
+		manual, err := s.Compact(context.Background(), "")
+		require.NoError(t, err)
+
+		var entries []session.Compaction
+		for _, e := range h.Entries() {
+			if e.Type == session.EntryCompaction {
+				entries = append(entries, *e.Compaction)
+			}
+		}
+		var auto []session.Compaction
+		for _, ev := range rec.events() {
+			if end, ok := ev.(session.AutoCompactionEnd); ok && end.Result != nil {
+				auto = append(auto, *end.Result)
+			}
+		}
+		require.Len(t, entries, 2)
+		require.Len(t, auto, 1)
+		assert.Equal(t, entries[0], auto[0], "the event's result is the entry's")
+		assert.Equal(t, session.ReasonOverflow, auto[0].Reason)
+		assert.Equal(t, "summary of overflow", auto[0].Summary)
+		assert.Equal(t, details, auto[0].Details)
+		assert.Equal(t, entries[1], manual, "Compact's result is the entry's")
+		assert.Equal(t, session.Compaction{Reason: session.ReasonManual, Summary: "summary of manual",
+			FirstKeptEntryID: manual.FirstKeptEntryID, TokensBefore: manual.TokensBefore, Details: details}, manual)
+		assert.NotEmpty(t, manual.FirstKeptEntryID)
+	})
+}

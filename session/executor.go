@@ -27,7 +27,7 @@ type executor struct {
 
 	// reply receives the turn's result; compact, a manual compaction's.
 	reply   chan error
-	compact func(CompactionResult, error)
+	compact func(Compaction, error)
 	// quiet are the channels of Abort's callers, closed once nothing is
 	// in flight.
 	quiet []chan struct{}
@@ -89,7 +89,7 @@ func (s *Session) apply(effects []policy.Effect) {
 			}
 		case policy.FinishCompact:
 			if x.compact != nil {
-				var res CompactionResult
+				var res Compaction
 				if ef.Result != nil {
 					res = *ef.Result
 				}

@@ -141,3 +141,62 @@ func TestSessionOnFileHistory(t *testing.T) {
 	defer s.Close()
 	assert.Equal(t, 2, s.MessageCount(), "the runtime context is rebuilt without the removed error")
 }
+
+// TestFileHistoryCompactionFormat: a compaction entry is written as before
+// (reason, summary, firstKeptEntryId, tokensBefore), with the summarizer's
+// details when there are some; a file written before details were kept
+// opens, and details come back as JSON decodes them. Issue item 5.
+func TestFileHistoryCompactionFormat(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	old := `{"type":"message","id":"a","timestamp":1,"message":{"id":"a","role":"user","text":"first","timestamp":1}}` + "\n" +
+		`{"type":"compaction","id":"c1","timestamp":2,"compaction":{"reason":"threshold","summary":"s","firstKeptEntryId":"a","tokensBefore":7}}` + "\n"
+	require.NoError(t, os.WriteFile(path, []byte(old), 0o600))
+	h, err := session.OpenFileHistory(path)
+	require.NoError(t, err)
+	got := h.Entries()
+	require.Len(t, got, 2)
+	assert.Equal(t, session.Compaction{Reason: session.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}, *got[1].Compaction)
+
+	require.NoError(t, h.Append(session.Entry{Type: session.EntryCompaction, ID: "c2", Timestamp: 3,
+		Compaction: &session.Compaction{Reason: session.ReasonManual, Summary: "t", FirstKeptEntryID: "a", TokensBefore: 9,
+			Details: map[string]any{"files": []string{"a.go"}}}}))
+	require.NoError(t, h.Close())
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, old+`{"type":"compaction","id":"c2","timestamp":3,"compaction":{"reason":"manual","summary":"t","firstKeptEntryId":"a","tokensBefore":9,"details":{"files":["a.go"]}}}`+"\n", string(data),
+		"written as before, details last")
+
+	h, err = session.OpenFileHistory(path)
+	require.NoError(t, err)
+	defer h.Close()
+	got = h.Entries()
+	require.Len(t, got, 3)
+	assert.Equal(t, map[string]any{"files": []any{"a.go"}}, got[2].Compaction.Details)
+	assert.Equal(t, *got[1].Compaction, session.Compaction{Reason: session.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}, "no details: none read")
+}
+
+// TestFileHistoryRefusesDetailsJSONCannotEncode: a compaction whose
+// summarizer's details JSON cannot encode fails with an error that says so,
+// and leaves the file and the runtime context as they were. Issue item 5.
+func TestFileHistoryRefusesDetailsJSONCannotEncode(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	h, err := session.OpenFileHistory(path)
+	require.NoError(t, err)
+	defer h.Close()
+	sum := summarizerFunc(func(context.Context, session.SummaryRequest) (session.Summary, error) {
+		return session.Summary{Text: "s", Details: make(chan int)}, nil
+	})
+	s, _, _ := newSession(t, []scripted.Call{ok("first answer"), ok("second answer")}, smallKeep(), session.WithSummarizer(sum), session.WithHistory(h))
+	warmUp(t, s)
+	require.NoError(t, s.Prompt(context.Background(), "second question, long enough too"))
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	msgs := s.Messages()
+	_, err = s.Compact(context.Background(), "")
+	require.ErrorContains(t, err, "encoding history entry")
+	require.ErrorContains(t, err, "chan int")
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, string(before), string(after))
+	assert.Equal(t, msgs, s.Messages())
+}

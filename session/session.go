@@ -334,11 +334,12 @@ func (s *Session) AbortCompaction() {
 // wait it first ends the chain as cancelled (the turn waiting on it fails
 // with ErrRetryCancelled), then compacts. When ctx ends first the
 // compaction is cancelled. Its errors match ErrNothingToCompact,
-// ErrAlreadyCompacted, ErrCompactionCancelled, ErrBusy, ErrClosed or the
-// summarizer's error.
-func (s *Session) Compact(ctx context.Context, instructions string) (CompactionResult, error) {
+// ErrAlreadyCompacted, ErrCompactionCancelled, ErrBusy, ErrClosed, the
+// summarizer's error, or the history's when the compaction's entry could
+// not be written (the context is then unchanged).
+func (s *Session) Compact(ctx context.Context, instructions string) (Compaction, error) {
 	type answer struct {
-		res CompactionResult
+		res Compaction
 		err error
 	}
 	reply := make(chan answer, 1)
@@ -347,7 +348,7 @@ func (s *Session) Compact(ctx context.Context, instructions string) (CompactionR
 		effects, err := s.x.engine.Compact(time.Now(), instructions)
 		if err == nil {
 			mine = s.x.engine.CompactionInFlight()
-			s.x.compact = func(res CompactionResult, err error) { reply <- answer{res, err} }
+			s.x.compact = func(res Compaction, err error) { reply <- answer{res, err} }
 		}
 		s.apply(effects)
 		if err != nil {
@@ -355,7 +356,7 @@ func (s *Session) Compact(ctx context.Context, instructions string) (CompactionR
 		}
 	})
 	if err != nil {
-		return CompactionResult{}, err
+		return Compaction{}, err
 	}
 	select {
 	case a := <-reply:
@@ -370,7 +371,7 @@ func (s *Session) Compact(ctx context.Context, instructions string) (CompactionR
 		a := <-reply
 		return a.res, a.err
 	case <-s.done:
-		return CompactionResult{}, ErrClosed
+		return Compaction{}, ErrClosed
 	}
 }
 

@@ -360,18 +360,22 @@ func (c *Client) SetAutoCompaction(ctx context.Context, enabled bool) error {
 	return err
 }
 
-// Compact compacts the session's context now.
-func (c *Client) Compact(ctx context.Context, customInstructions string) (session.CompactionResult, error) {
+// Compact compacts the session's context now, and returns the compaction
+// (its Reason is ReasonManual).
+func (c *Client) Compact(ctx context.Context, customInstructions string) (session.Compaction, error) {
 	fields := map[string]any{}
 	if customInstructions != "" {
 		fields["customInstructions"] = customInstructions
 	}
 	data, err := c.call(ctx, "compact", fields, false)
-	var res session.CompactionResult
+	var res compactionResult
 	if err == nil {
 		err = json.Unmarshal(data, &res)
 	}
-	return res, err
+	if err != nil {
+		return session.Compaction{}, err
+	}
+	return res.compaction(session.ReasonManual), nil
 }
 
 // GetState returns the session's state.

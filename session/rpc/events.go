@@ -44,9 +44,9 @@ func EventType(ev session.Event) string {
 	return ""
 }
 
-// The events' wire forms (docs/rpc.md). Each but turn_settled's has the
-// fields of its session event, in the same order, so that a conversion
-// turns one into the other; "type" is added in front.
+// The events' wire forms (docs/rpc.md). Each but auto_compaction_end's and
+// turn_settled's has the fields of its session event, in the same order,
+// so that a conversion turns one into the other; "type" is added in front.
 type (
 	messageEvent struct {
 		Message session.Message `json:"message"`
@@ -69,10 +69,10 @@ type (
 		Reason session.CompactionReason `json:"reason"`
 	}
 	autoCompactionEnd struct {
-		Result       *session.CompactionResult `json:"result,omitempty"`
-		Aborted      bool                      `json:"aborted"`
-		WillRetry    bool                      `json:"willRetry"`
-		ErrorMessage string                    `json:"errorMessage,omitempty"`
+		Result       *compactionResult `json:"result,omitempty"`
+		Aborted      bool              `json:"aborted"`
+		WillRetry    bool              `json:"willRetry"`
+		ErrorMessage string            `json:"errorMessage,omitempty"`
 	}
 	stateChange struct {
 		From  states.State      `json:"from"`
@@ -87,6 +87,26 @@ type (
 		Count int `json:"count"`
 	}
 )
+
+// compactionResult is a session.Compaction on the wire, in
+// auto_compaction_end and in the compact command's response: the reference
+// protocol's compaction result, which has no reason.
+type compactionResult struct {
+	Summary          string `json:"summary"`
+	FirstKeptEntryID string `json:"firstKeptEntryId"`
+	TokensBefore     int    `json:"tokensBefore"`
+	Details          any    `json:"details,omitempty"`
+}
+
+// wireCompaction is c on the wire: without its reason.
+func wireCompaction(c session.Compaction) compactionResult {
+	return compactionResult{Summary: c.Summary, FirstKeptEntryID: c.FirstKeptEntryID, TokensBefore: c.TokensBefore, Details: c.Details}
+}
+
+// compaction returns the session's compaction, for reason.
+func (w compactionResult) compaction(reason session.CompactionReason) session.Compaction {
+	return session.Compaction{Reason: reason, Summary: w.Summary, FirstKeptEntryID: w.FirstKeptEntryID, TokensBefore: w.TokensBefore, Details: w.Details}
+}
 
 // marshalEvent returns ev's line, without its newline: a JSON object whose
 // "type" comes first.
@@ -111,7 +131,12 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 	case session.AutoCompactionStart:
 		body = autoCompactionStart(e)
 	case session.AutoCompactionEnd:
-		body = autoCompactionEnd(e)
+		w := autoCompactionEnd{Aborted: e.Aborted, WillRetry: e.WillRetry, ErrorMessage: e.ErrorMessage}
+		if e.Result != nil {
+			res := wireCompaction(*e.Result)
+			w.Result = &res
+		}
+		body = w
 	case session.StateChange:
 		body = stateChange(e)
 	case session.TurnSettled:
@@ -138,8 +163,10 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 
 // Value returns the session event the line stands for, as the server's
 // session emitted it: a session.AutoRetryStart for an auto_retry_start, and
-// so on. A turn_settled's Err carries the text the server sent. A type this
-// client does not know is an error.
+// so on. Two fields do not cross the wire whole: an AutoCompactionEnd's
+// Result has no Reason (the AutoCompactionStart before it has it), and a
+// TurnSettled's Err carries the text the server sent. A type this client
+// does not know is an error.
 func (e Event) Value() (session.Event, error) {
 	var err error
 	decode := func(v any) {
@@ -182,7 +209,12 @@ func (e Event) Value() (session.Event, error) {
 	case "auto_compaction_end":
 		var w autoCompactionEnd
 		decode(&w)
-		ev = session.AutoCompactionEnd(w)
+		end := session.AutoCompactionEnd{Aborted: w.Aborted, WillRetry: w.WillRetry, ErrorMessage: w.ErrorMessage}
+		if w.Result != nil {
+			res := w.Result.compaction("")
+			end.Result = &res
+		}
+		ev = end
 	case "state_change":
 		var w stateChange
 		decode(&w)

@@ -32,7 +32,7 @@ func TestEventWireForms(t *testing.T) {
 		{session.AutoRetryEnd{Success: false, Attempt: 3, FinalError: "503 Service Unavailable"},
 			`{"type":"auto_retry_end","success":false,"attempt":3,"finalError":"503 Service Unavailable"}`},
 		{session.AutoCompactionStart{Reason: session.ReasonOverflow}, `{"type":"auto_compaction_start","reason":"overflow"}`},
-		{session.AutoCompactionEnd{Result: &session.CompactionResult{Summary: "s", FirstKeptEntryID: "m-3", TokensBefore: 9}, WillRetry: true},
+		{session.AutoCompactionEnd{Result: &session.Compaction{Summary: "s", FirstKeptEntryID: "m-3", TokensBefore: 9}, WillRetry: true},
 			`{"type":"auto_compaction_end","result":{"summary":"s","firstKeptEntryId":"m-3","tokensBefore":9},"aborted":false,"willRetry":true}`},
 		{session.AutoCompactionEnd{ErrorMessage: "Auto-compaction failed: x"},
 			`{"type":"auto_compaction_end","aborted":false,"willRetry":false,"errorMessage":"Auto-compaction failed: x"}`},
@@ -61,6 +61,17 @@ func TestEventWireForms(t *testing.T) {
 	b, err = marshalEvent(session.TurnSettled{Err: errors.New("session: aborted")})
 	require.NoError(t, err)
 	assert.Equal(t, `{"type":"turn_settled","success":false,"error":"session: aborted"}`, string(b))
+
+	// A compaction's result goes without its reason, with the summarizer's
+	// details.
+	res := session.Compaction{Reason: session.ReasonOverflow, Summary: "s", FirstKeptEntryID: "m-3", TokensBefore: 9, Details: map[string]any{"n": 1.0}}
+	b, err = marshalEvent(session.AutoCompactionEnd{Result: &res, WillRetry: true})
+	require.NoError(t, err)
+	assert.Equal(t, `{"type":"auto_compaction_end","result":{"summary":"s","firstKeptEntryId":"m-3","tokensBefore":9,"details":{"n":1}},"aborted":false,"willRetry":true}`, string(b))
+	back, err := Event{Type: "auto_compaction_end", Raw: b}.Value()
+	require.NoError(t, err)
+	res.Reason = ""
+	assert.Equal(t, session.AutoCompactionEnd{Result: &res, WillRetry: true}, back)
 
 	_, err = marshalEvent(nil)
 	assert.ErrorContains(t, err, "rpc: not a session event")

@@ -429,7 +429,7 @@ func init() {
 					srv.fail(cmd, cmd.Type, err.Error())
 					return
 				}
-				srv.ok(cmd, res)
+				srv.ok(cmd, wireCompaction(res))
 			})
 		}},
 		"get_state": {nil, func(_ context.Context, srv *server, cmd command, _ map[string]json.RawMessage) {

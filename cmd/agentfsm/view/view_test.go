@@ -63,7 +63,7 @@ func TestCompaction(t *testing.T) {
 	m.Apply(session.AutoCompactionStart{Reason: session.ReasonOverflow}, t0)
 	assert.Equal(t, view.EscAbortCompaction, m.Esc())
 	assert.Equal(t, "Context overflow detected, Auto-compacting… (esc to cancel)", m.Spinner(t0))
-	m.Apply(session.AutoCompactionEnd{Result: &session.CompactionResult{Summary: "the summary"}, WillRetry: true}, t0)
+	m.Apply(session.AutoCompactionEnd{Result: &session.Compaction{Summary: "the summary"}, WillRetry: true}, t0)
 	assert.Equal(t, view.EscNothing, m.Esc())
 	assert.Equal(t, []string{"the summary"}, m.TakeLines())
 
