@@ -115,7 +115,7 @@ func (e *Engine) apply(at time.Time, m *Message, f transitions.Facts, v verdict,
 	case transitions.Exhaust:
 		attempts := e.attempt
 		e.endChain(text)
-		e.failTurn(&ExhaustedError{Attempts: attempts, Last: text})
+		e.failTurn(&ExhaustedError{Attempts: attempts, Last: text, Err: m.Err})
 		e.passThrough()
 	case transitions.Overflow:
 		// The check before a prompt compacts an old overflow without
@@ -131,15 +131,15 @@ func (e *Engine) apply(at time.Time, m *Message, f transitions.Facts, v verdict,
 		const refused = "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."
 		e.emit(AutoCompactionStart{Reason: ReasonOverflow})
 		e.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: refused})
-		e.failTurn(fmt.Errorf("%w: %s", ErrOverflow, overflowText(m)))
+		e.failTurn(providerError(ErrOverflow, overflowText(m), m.Err))
 	case transitions.Unrecovered:
-		e.failTurn(fmt.Errorf("%w: %s", ErrOverflow, overflowText(m)))
+		e.failTurn(providerError(ErrOverflow, overflowText(m), m.Err))
 	case transitions.Settle:
 		switch {
 		case m.StopReason == classify.StopReasonAborted:
 			e.failTurn(ErrAborted)
 		case m.IsError():
-			e.failTurn(fmt.Errorf("%w: %s", ErrProvider, m.ErrorMessage))
+			e.failTurn(providerError(ErrProvider, m.ErrorMessage, m.Err))
 		}
 	}
 }

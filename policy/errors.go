@@ -21,9 +21,13 @@ var (
 	// ErrExhausted: the retry chain ran out of attempts. The error is an
 	// *ExhaustedError with the last provider error.
 	ErrExhausted = errors.New("session: retries exhausted")
-	// ErrProvider: the turn ended in an error that is not retried.
+	// ErrProvider: the turn ended in an error that is not retried. The
+	// error also matches the agent's Go error (Message.Err) when it gave
+	// one.
 	ErrProvider = errors.New("session: provider error")
-	// ErrOverflow: the context overflowed and was not recovered.
+	// ErrOverflow: the context overflowed and was not recovered. The error
+	// also matches the agent's Go error when the overflow's message had
+	// one, or the compaction's error when that failed.
 	ErrOverflow = errors.New("session: context overflow not recovered")
 	// ErrHistory: the history could not be written; the turn went on,
 	// but a session reopened on the history misses what was not written.
@@ -33,10 +37,13 @@ var (
 )
 
 // ExhaustedError is the error of a turn whose retry chain ran out: Attempts
-// retries were made and Last is the last provider error text.
+// retries were made, and the last run ended in the provider error whose
+// text is Last and whose Go error, when the agent gave one (Message.Err),
+// is Err.
 type ExhaustedError struct {
 	Attempts int
 	Last     string
+	Err      error
 }
 
 func (e *ExhaustedError) Error() string {
@@ -46,5 +53,30 @@ func (e *ExhaustedError) Error() string {
 // Is reports whether target is ErrExhausted.
 func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
 
-// Unwrap returns ErrProvider: the turn ended in a provider error.
-func (e *ExhaustedError) Unwrap() error { return ErrProvider }
+// Unwrap returns ErrProvider (the turn ended in a provider error) and Err
+// when there is one, so that errors.Is and errors.As reach both.
+func (e *ExhaustedError) Unwrap() []error {
+	if e.Err == nil {
+		return []error{ErrProvider}
+	}
+	return []error{ErrProvider, e.Err}
+}
+
+// providerError is the error of a turn that a provider error ended:
+// sentinel and the error's text, matching the agent's Go error too when it
+// gave one.
+func providerError(sentinel error, text string, cause error) error {
+	if cause == nil {
+		return fmt.Errorf("%w: %s", sentinel, text)
+	}
+	return &causedError{text: sentinel.Error() + ": " + text, errs: []error{sentinel, cause}}
+}
+
+// causedError is an error with its own text that matches each of errs.
+type causedError struct {
+	text string
+	errs []error
+}
+
+func (e *causedError) Error() string   { return e.text }
+func (e *causedError) Unwrap() []error { return e.errs }

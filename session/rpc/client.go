@@ -165,6 +165,7 @@ func (c *Client) dispatch(line []byte) {
 		ID      json.RawMessage `json:"id"`
 		Success bool            `json:"success"`
 		Error   string          `json:"error"`
+		Code    string          `json:"code"`
 	}
 	if json.Unmarshal(line, &head) != nil {
 		return
@@ -199,9 +200,7 @@ func (c *Client) dispatch(line []byte) {
 		// Turns settle in the order they were acknowledged.
 		t := c.turns[0]
 		c.turns = c.turns[1:]
-		if !head.Success {
-			t.err = errors.New(head.Error)
-		}
+		t.err = turnSettled{Success: head.Success, Error: head.Error, Code: head.Code}.err()
 		close(t.done)
 	}
 	c.mu.Unlock()
@@ -402,10 +401,12 @@ func (c *Client) GetMessages(ctx context.Context) ([]session.Message, error) {
 
 // WaitForIdle waits until the turn of the last acknowledged Prompt has
 // settled (its retries and any overflow recovery included, not just its
-// first agent_end) and returns the turn's error, as the server reported it,
-// or ErrClientClosed when the server went away first. When that turn has
-// already settled it returns its result at once (nil before any turn). A
-// prompt rejected by the server is not a turn: it changes nothing here.
+// first agent_end) and returns the turn's error, as the server reported it
+// (its text, matching the sentinel error its code names: errors.Is(err,
+// session.ErrExhausted) works), or ErrClientClosed when the server went
+// away first. When that turn has already settled it returns its result at
+// once (nil before any turn). A prompt rejected by the server is not a
+// turn: it changes nothing here.
 func (c *Client) WaitForIdle(ctx context.Context) error {
 	c.mu.Lock()
 	t := c.last

@@ -2,7 +2,6 @@ package rpc
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/agentfsm/agentfsm/session"
@@ -82,6 +81,7 @@ type (
 	turnSettled struct {
 		Success bool   `json:"success"`
 		Error   string `json:"error,omitempty"`
+		Code    string `json:"code,omitempty"`
 	}
 	eventsDropped struct {
 		Count int `json:"count"`
@@ -142,7 +142,7 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 	case session.TurnSettled:
 		w := turnSettled{Success: e.Err == nil}
 		if e.Err != nil {
-			w.Error = e.Err.Error()
+			w.Error, w.Code = e.Err.Error(), errorCode(e.Err)
 		}
 		body = w
 	case session.EventsDropped:
@@ -165,7 +165,9 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 // session emitted it: a session.AutoRetryStart for an auto_retry_start, and
 // so on. Two fields do not cross the wire whole: an AutoCompactionEnd's
 // Result has no Reason (the AutoCompactionStart before it has it), and a
-// TurnSettled's Err carries the text the server sent. A type this client
+// TurnSettled's Err has the text the server sent and matches the sentinel
+// error its code names (errors.Is(err, session.ErrExhausted)), but it is
+// neither an *ExhaustedError nor the provider's Go error. A type this client
 // does not know is an error.
 func (e Event) Value() (session.Event, error) {
 	var err error
@@ -236,10 +238,74 @@ func (e Event) Value() (session.Event, error) {
 	return ev, nil
 }
 
-// err is the turn's error: nil when it succeeded.
+// errorCodes are turn_settled's codes, each naming the sentinel error a
+// turn's error matches, in the order errorCode tries them at one depth: an
+// exhausted chain's error also matches ErrProvider.
+var errorCodes = []struct {
+	code string
+	err  error
+}{
+	{"exhausted", session.ErrExhausted},
+	{"retry_cancelled", session.ErrRetryCancelled},
+	{"aborted", session.ErrAborted},
+	{"overflow", session.ErrOverflow},
+	{"start_failed", session.ErrStartFailed},
+	{"history", session.ErrHistory},
+	{"provider", session.ErrProvider},
+}
+
+// errorCode returns the code of the sentinel error err matches nearest its
+// top, "" for none: a provider error whose own Go error happens to wrap
+// ErrAborted is "provider".
+func errorCode(err error) string {
+	for level := []error{err}; len(level) > 0; {
+		for _, c := range errorCodes {
+			for _, e := range level {
+				if is, ok := e.(interface{ Is(error) bool }); e == c.err || ok && is.Is(c.err) {
+					return c.code
+				}
+			}
+		}
+		var next []error
+		for _, e := range level {
+			switch u := e.(type) {
+			case interface{ Unwrap() error }:
+				if inner := u.Unwrap(); inner != nil {
+					next = append(next, inner)
+				}
+			case interface{ Unwrap() []error }:
+				next = append(next, u.Unwrap()...)
+			}
+		}
+		level = next
+	}
+	return ""
+}
+
+// err is the turn's error, nil when it succeeded: the text the server
+// sent, matching the sentinel error its code names (an exhausted chain's
+// ErrProvider too). An unknown code matches nothing.
 func (w turnSettled) err() error {
 	if w.Success {
 		return nil
 	}
-	return errors.New(w.Error)
+	e := &turnError{text: w.Error}
+	for _, c := range errorCodes {
+		if c.code == w.Code {
+			e.errs = append(e.errs, c.err)
+		}
+	}
+	if w.Code == "exhausted" {
+		e.errs = append(e.errs, session.ErrProvider)
+	}
+	return e
 }
+
+// turnError is a turn's error as a server reported it.
+type turnError struct {
+	text string
+	errs []error
+}
+
+func (e *turnError) Error() string   { return e.text }
+func (e *turnError) Unwrap() []error { return e.errs }

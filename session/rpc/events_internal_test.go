@@ -1,7 +1,11 @@
 package rpc
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -80,4 +84,57 @@ func TestEventWireForms(t *testing.T) {
 	assert.ErrorContains(t, err, `rpc: unknown event type "warp"`)
 	_, err = Event{Type: "auto_retry_start", Raw: []byte(`{"type":"auto_retry_start","attempt":"one"}`)}.Value()
 	assert.ErrorContains(t, err, "rpc: decoding auto_retry_start")
+}
+
+// TestTurnSettledErrorCodes: each sentinel error of a failed turn goes out
+// as its code beside the text, and comes back as an error with that text
+// that matches the same sentinels (an exhausted chain's ErrProvider too).
+// An error of no sentinel has no code, and an unknown code matches nothing.
+// Issue item 5.
+func TestTurnSettledErrorCodes(t *testing.T) {
+	cause := errors.New("dial tcp: connection refused")
+	cases := []struct {
+		err   error
+		code  string
+		match []error
+	}{
+		{&session.ExhaustedError{Attempts: 3, Last: "503", Err: cause}, "exhausted", []error{session.ErrExhausted, session.ErrProvider}},
+		{session.ErrRetryCancelled, "retry_cancelled", []error{session.ErrRetryCancelled}},
+		{fmt.Errorf("%w: %w", session.ErrAborted, context.Canceled), "aborted", []error{session.ErrAborted}},
+		{fmt.Errorf("%w: %w", session.ErrOverflow, session.ErrCompactionCancelled), "overflow", []error{session.ErrOverflow}},
+		{fmt.Errorf("%w: %w", session.ErrStartFailed, cause), "start_failed", []error{session.ErrStartFailed}},
+		{fmt.Errorf("%w: %w", session.ErrHistory, cause), "history", []error{session.ErrHistory}},
+		{fmt.Errorf("%w: 400 bad request", session.ErrProvider), "provider", []error{session.ErrProvider}},
+		// The provider's Go error wraps a sentinel of its own: the turn's
+		// own sentinel, nearer the top, names the code.
+		{&session.ExhaustedError{Attempts: 1, Last: "x", Err: fmt.Errorf("%w", session.ErrAborted)}, "exhausted", []error{session.ErrExhausted, session.ErrProvider}},
+		{fmt.Errorf("%w: %w", session.ErrProvider, fmt.Errorf("agent: %w", session.ErrAborted)), "provider", []error{session.ErrProvider}},
+	}
+	all := []error{session.ErrExhausted, session.ErrRetryCancelled, session.ErrAborted, session.ErrOverflow,
+		session.ErrStartFailed, session.ErrHistory, session.ErrProvider}
+	for _, c := range cases {
+		b, err := marshalEvent(session.TurnSettled{Err: c.err})
+		require.NoError(t, err)
+		text, _ := json.Marshal(c.err.Error())
+		assert.Equal(t, `{"type":"turn_settled","success":false,"error":`+string(text)+`,"code":"`+c.code+`"}`, string(b))
+		v, err := Event{Type: "turn_settled", Raw: b}.Value()
+		require.NoError(t, err)
+		back := v.(session.TurnSettled).Err
+		require.Error(t, back)
+		assert.Equal(t, c.err.Error(), back.Error())
+		for _, s := range all {
+			assert.Equal(t, slices.Contains(c.match, s), errors.Is(back, s), "%s: %v", c.code, s)
+		}
+	}
+
+	b, err := marshalEvent(session.TurnSettled{Err: cause})
+	require.NoError(t, err)
+	assert.Equal(t, `{"type":"turn_settled","success":false,"error":"dial tcp: connection refused"}`, string(b), "no code")
+	v, err := Event{Type: "turn_settled", Raw: []byte(`{"type":"turn_settled","success":false,"error":"x","code":"melted"}`)}.Value()
+	require.NoError(t, err)
+	back := v.(session.TurnSettled).Err
+	assert.EqualError(t, back, "x")
+	for _, s := range all {
+		assert.NotErrorIs(t, back, s)
+	}
 }

@@ -554,3 +554,69 @@ func TestServeStopsWhenEventsCannotBeWritten(t *testing.T) {
 		assert.True(t, strings.HasPrefix(out.written.String(), ack), out.written.String())
 	})
 }
+
+// TestTurnSettledCarriesErrorCode: turn_settled says why a turn failed with
+// a code beside the text, and the client turns the code back into the
+// session's sentinel error, so errors.Is works over the wire. Issue item 5.
+func TestTurnSettledCarriesErrorCode(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const s503 = "503 Service Unavailable"
+		fail := scripted.Call{StopReason: "error", ErrorMessage: s503}
+		sv := serve(t, []scripted.Call{fail, fail, fail, fail, fail, fail,
+			{StopReason: "error", ErrorMessage: "prompt is too long: 213462 tokens > 200000 maximum"}})
+		c := rpc.NewClient(sv.out, sv.in)
+		defer c.Close()
+		ctx := context.Background()
+
+		require.NoError(t, c.Prompt(ctx, "exhaust the retries"))
+		err := c.WaitForIdle(ctx)
+		assert.ErrorIs(t, err, session.ErrExhausted)
+		assert.ErrorIs(t, err, session.ErrProvider)
+		assert.EqualError(t, err, "session: retries exhausted after 3 attempts: "+s503)
+
+		require.NoError(t, c.SetAutoRetry(ctx, false))
+		require.NoError(t, c.Prompt(ctx, "no retry"))
+		err = c.WaitForIdle(ctx)
+		assert.ErrorIs(t, err, session.ErrProvider)
+		assert.NotErrorIs(t, err, session.ErrExhausted)
+		assert.EqualError(t, err, "session: provider error: "+s503)
+
+		require.NoError(t, c.SetAutoRetry(ctx, true))
+		require.NoError(t, c.Prompt(ctx, "cancel the retry"))
+		time.Sleep(time.Second)
+		require.NoError(t, c.AbortRetry(ctx))
+		err = c.WaitForIdle(ctx)
+		assert.ErrorIs(t, err, session.ErrRetryCancelled)
+		assert.NotErrorIs(t, err, session.ErrProvider)
+
+		require.NoError(t, c.SetAutoCompaction(ctx, false))
+		require.NoError(t, c.Prompt(ctx, "overflow"))
+		err = c.WaitForIdle(ctx)
+		assert.ErrorIs(t, err, session.ErrOverflow)
+
+		require.NoError(t, c.Prompt(ctx, "succeed"))
+		require.NoError(t, c.WaitForIdle(ctx))
+
+		var codes []string
+		for _, ev := range drain(c) {
+			if ev.Type != "turn_settled" {
+				continue
+			}
+			var line struct {
+				Code *string `json:"code"`
+			}
+			require.NoError(t, ev.Decode(&line))
+			if line.Code == nil {
+				codes = append(codes, "none")
+			} else {
+				codes = append(codes, *line.Code)
+			}
+			v, err := ev.Value()
+			require.NoError(t, err)
+			if settled := v.(session.TurnSettled); settled.Err != nil {
+				assert.Contains(t, string(ev.Raw), `"code":`)
+			}
+		}
+		assert.Equal(t, []string{"exhausted", "provider", "retry_cancelled", "overflow", "none"}, codes)
+	})
+}

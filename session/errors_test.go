@@ -1,0 +1,88 @@
+package session_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/session"
+)
+
+// apiError is a provider SDK's error, as an agent gets it.
+type apiError struct{ status int }
+
+func (e *apiError) Error() string { return fmt.Sprintf("%d Service Unavailable", e.status) }
+
+// failingAgent fails every model call with err, as a started run: the
+// message carries err's text and err itself.
+type failingAgent struct {
+	err   error
+	calls atomic.Int64
+}
+
+func (a *failingAgent) Run(_ context.Context, req session.RunRequest, emit func(session.Event)) error {
+	m := session.Message{ID: fmt.Sprintf("call-%d", a.calls.Add(1)), Role: session.RoleAssistant, StopReason: "error",
+		ErrorMessage: a.err.Error(), Err: a.err, Provider: req.Model.Provider, Model: req.Model.ID}
+	emit(session.AgentStart{})
+	emit(session.TurnStart{})
+	emit(session.MessageStart{Message: m})
+	emit(session.MessageEnd{Message: m})
+	emit(session.TurnEnd{})
+	emit(session.AgentEnd{Messages: []session.Message{m}})
+	return nil
+}
+
+// TestTurnErrorKeepsProviderError: a turn that failed on a provider's
+// error keeps that Go error: an ExhaustedError carries it and unwraps to
+// it, besides ErrExhausted and ErrProvider; so does the error of a turn
+// whose error is not retried. TurnSettled carries the same error. Issue
+// item 5.
+func TestTurnErrorKeepsProviderError(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		cause := &apiError{status: 503}
+		cfg := session.DefaultConfig()
+		cfg.Retry.MaxRetries = 2
+		s, err := session.New(&failingAgent{err: cause}, session.WithModel(session.Model{Provider: "p", ID: "m", ContextWindow: 200000}),
+			session.WithConfig(cfg))
+		require.NoError(t, err)
+		defer s.Close()
+		rec := record(s)
+
+		err = s.Prompt(context.Background(), "hi")
+		require.ErrorIs(t, err, session.ErrExhausted)
+		require.ErrorIs(t, err, session.ErrProvider)
+		var got *apiError
+		require.ErrorAs(t, err, &got)
+		assert.Same(t, cause, got)
+		var ex *session.ExhaustedError
+		require.ErrorAs(t, err, &ex)
+		assert.Equal(t, session.ExhaustedError{Attempts: 2, Last: "503 Service Unavailable", Err: cause}, *ex)
+		assert.Equal(t, "session: retries exhausted after 2 attempts: 503 Service Unavailable", err.Error())
+		s.Flush()
+		evs := rec.events()
+		assert.Equal(t, session.TurnSettled{Err: err}, evs[len(evs)-1])
+
+		s.SetAutoRetryEnabled(false)
+		err = s.Prompt(context.Background(), "again")
+		require.ErrorIs(t, err, session.ErrProvider)
+		assert.NotErrorIs(t, err, session.ErrExhausted)
+		require.ErrorAs(t, err, &got)
+		assert.Same(t, cause, got)
+		assert.Equal(t, "session: provider error: 503 Service Unavailable", err.Error())
+	})
+}
+
+// TestExhaustedErrorWithoutGoError: without a Go error from the agent, an
+// ExhaustedError unwraps to ErrProvider only. Issue item 5.
+func TestExhaustedErrorWithoutGoError(t *testing.T) {
+	err := error(&session.ExhaustedError{Attempts: 3, Last: "503"})
+	assert.ErrorIs(t, err, session.ErrExhausted)
+	assert.ErrorIs(t, err, session.ErrProvider)
+	assert.Equal(t, "session: retries exhausted after 3 attempts: 503", err.Error())
+	assert.False(t, errors.Is(err, context.Canceled))
+}
