@@ -60,11 +60,11 @@ func (e *Engine) current(id RunID) *run {
 }
 
 // RunEvent is an event the agent emitted during run id. Events of a run that
-// ended or was replaced are dropped.
+// ended or was replaced are dropped, and so is a nil event.
 func (e *Engine) RunEvent(at time.Time, id RunID, ev Event) []Effect {
 	e.begin()
 	r := e.current(id)
-	if r == nil || r.ended {
+	if r == nil || r.ended || ev == nil {
 		return e.end(at)
 	}
 	r.emitted = true

@@ -86,3 +86,34 @@ func TestExhaustedErrorWithoutGoError(t *testing.T) {
 	assert.Equal(t, "session: retries exhausted after 3 attempts: 503", err.Error())
 	assert.False(t, errors.Is(err, context.Canceled))
 }
+
+// nilEmitter is an agent that emits a nil event among its run's events.
+type nilEmitter struct{}
+
+func (nilEmitter) Run(_ context.Context, req session.RunRequest, emit func(session.Event)) error {
+	m := session.Message{Role: session.RoleAssistant, StopReason: "stop", Text: "ok"}
+	emit(session.AgentStart{})
+	emit(nil)
+	emit(session.MessageStart{Message: m})
+	emit(session.MessageEnd{Message: m})
+	emit(session.AgentEnd{})
+	return nil
+}
+
+// TestNilEventFromAgentIsDropped: a nil event from the agent reaches no
+// subscriber (a nil was delivered as is, and over RPC written as a line
+// "null", which has no type). Issue item 5.
+func TestNilEventFromAgentIsDropped(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, err := session.New(nilEmitter{}, session.WithModel(session.Model{Provider: "p", ID: "m", ContextWindow: 200000}))
+		require.NoError(t, err)
+		defer s.Close()
+		rec := record(s)
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		s.Flush()
+		for _, ev := range rec.events() {
+			assert.NotNil(t, ev)
+		}
+		assert.NotEmpty(t, rec.events())
+	})
+}
