@@ -9,6 +9,10 @@
 // a bad line gets a failure response and the next line is read. Every line
 // it writes is valid JSON in valid UTF-8; a failed write stops it.
 //
+// The session's events are plain Go values; their wire form (docs/rpc.md)
+// is this package's: EventType names an event as the wire does, and a
+// client's Event.Value turns a line back into the session's event.
+//
 // It does not decide anything about retries or compaction; the session
 // does.
 package rpc
