@@ -94,17 +94,6 @@ func runOf(t *testing.T, effects []policy.Effect) policy.RunID {
 	return 0
 }
 
-func timerOf(t *testing.T, effects []policy.Effect) policy.TimerID {
-	t.Helper()
-	for _, ef := range effects {
-		if ef.Kind == policy.StartTimer {
-			return ef.Timer
-		}
-	}
-	t.Fatalf("no timer started in %v", describe(effects))
-	return 0
-}
-
 func answer(stop classify.StopReason, text string) policy.Message {
 	m := policy.Message{Role: policy.RoleAssistant, StopReason: stop, Provider: "p", Model: "m",
 		Usage: &policy.Usage{Input: 100, Output: 20, TotalTokens: 120}}
