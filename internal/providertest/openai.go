@@ -19,7 +19,8 @@ const OpenAIModel = "gpt-4o-mini"
 // any OpenAI-compatible server does), sends each reply's request id in the
 // x-request-id header, and refuses, as the API does and without using a
 // reply, a request without an Authorization bearer token (401), whose body
-// is not JSON, or that lacks model or messages (400 invalid_request_error).
+// is not JSON, that lacks model or messages, or that has stream_options
+// without a stream (400 invalid_request_error).
 // The usage chunk of a stream (choices empty, usage set) is sent only to a
 // request that asked for it with "stream_options": {"include_usage": true}.
 func NewOpenAI(t testing.TB) *Server {
@@ -58,6 +59,10 @@ func openAICheck(r *Request) (Reply, string, bool) {
 	if _, ok := r.Body["messages"]; !ok {
 		return OpenAIError(http.StatusBadRequest, "invalid_request_error", "missing_required_parameter", "messages",
 			"Missing required parameter: 'messages'."), "no messages", true
+	}
+	if _, ok := r.Body["stream_options"]; ok && !r.Stream {
+		return OpenAIError(http.StatusBadRequest, "invalid_request_error", "", "stream_options",
+			"The 'stream_options' parameter is only allowed when 'stream' is enabled."), "stream_options without a stream", true
 	}
 	return Reply{}, "", false
 }
