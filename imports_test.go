@@ -22,25 +22,30 @@ var core = map[string]bool{
 
 var coreDeps = map[string]bool{"github.com/looplab/fsm": true}
 
+// testOnly are the packages that serve tests (fake provider APIs): only a
+// _test.go file may import them, never a library package or the command.
+var testOnly = map[string]bool{"internal/providertest": true}
+
 // layers is the import order of design.md: a package may import only packages
 // of a lower layer. An external test package (package x_test) is a client of
 // the library, not part of it: it may import any library package, never the
 // command.
 var layers = map[string]int{
-	"internal/lines":    0,
-	"classify":          0,
-	"states":            0,
-	"transitions":       1,
-	"fsm":               2,
-	"fsm/svg":           3,
-	"policy":            3,
-	"session":           4,
-	"session/scripted":  5,
-	"session/rpc":       5,
-	"props":             6,
-	"cmd/agentfsm/view": 6,
-	"cmd/agentfsm":      7,
-	".":                 8, // this test
+	"internal/lines":        0,
+	"classify":              0,
+	"states":                0,
+	"transitions":           1,
+	"fsm":                   2,
+	"fsm/svg":               3,
+	"policy":                3,
+	"session":               4,
+	"session/scripted":      5,
+	"session/rpc":           5,
+	"internal/providertest": 5,
+	"props":                 6,
+	"cmd/agentfsm/view":     6,
+	"cmd/agentfsm":          7,
+	".":                     8, // this test
 }
 
 // TestImportDirection parses every Go file of the module and fails when a
@@ -86,6 +91,8 @@ func TestImportDirection(t *testing.T) {
 			target := strings.TrimPrefix(p, module+"/")
 			tl, ok := layers[target]
 			switch {
+			case testOnly[target] && !strings.HasSuffix(path, "_test.go"):
+				t.Errorf("%s imports %s, which only tests may import", path, p)
 			case !ok:
 				t.Errorf("%s imports %s, which has no place in the import layers", path, p)
 			case tl >= layer && target != dir:
