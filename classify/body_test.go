@@ -1,0 +1,72 @@
+package classify_test
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/agentfsm/agentfsm/classify"
+)
+
+func TestParseBody(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		body string
+		want classify.ProviderError
+		ok   bool
+	}{
+		{"anthropic", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}`,
+			classify.ProviderError{Type: "overloaded_error", Message: "Overloaded"}, true},
+		{"openai, the code is the precise name", `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`,
+			classify.ProviderError{Type: "insufficient_quota", Message: "You exceeded your current quota"}, true},
+		{"openai, context length", `{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
+			classify.ProviderError{Type: "context_length_exceeded", Message: "This model's maximum context length is 128000 tokens."}, true},
+		{"openai, null code", `{"error":{"message":"boom","type":"server_error","param":null,"code":null}}`,
+			classify.ProviderError{Type: "server_error", Message: "boom"}, true},
+		{"google", `{"error":{"code":429,"message":"Resource has been exhausted (e.g. check quota).","status":"RESOURCE_EXHAUSTED"}}`,
+			classify.ProviderError{Status: 429, Type: "RESOURCE_EXHAUSTED", Message: "Resource has been exhausted (e.g. check quota)."}, true},
+		{"google relaying a JSON body in its message", `{"error":{"code":400,"message":"{\n  \"error\": {\n    \"code\": 400,\n    \"message\": \"The input token count (1200000) exceeds the maximum number of tokens allowed (1048576).\",\n    \"status\": \"INVALID_ARGUMENT\"\n  }\n}\n","status":"Bad Request"}}`,
+			classify.ProviderError{Status: 400, Type: "INVALID_ARGUMENT", Message: "The input token count (1200000) exceeds the maximum number of tokens allowed (1048576)."}, true},
+		{"openrouter with the upstream body", `{"error":{"message":"Provider returned error","code":429,"metadata":{"raw":"{\"type\":\"error\",\"error\":{\"type\":\"rate_limit_error\",\"message\":\"Number of request tokens has exceeded your per-minute rate limit\"}}","provider_name":"Anthropic"}}}`,
+			classify.ProviderError{Status: 429, Type: "rate_limit_error", Message: "Number of request tokens has exceeded your per-minute rate limit"}, true},
+		{"bedrock", `{"message":"Too many requests, please wait before trying again."}`,
+			classify.ProviderError{Message: "Too many requests, please wait before trying again."}, true},
+		{"a bare error string", `{"error":"model not found"}`, classify.ProviderError{Message: "model not found"}, true},
+		{"not an error body", `{"stopReason":"error"}`, classify.ProviderError{}, false},
+		{"an array", `[1,2]`, classify.ProviderError{}, false},
+		{"text", `503 Service Unavailable`, classify.ProviderError{}, false},
+		{"a python dict rendering", `{'error': {'message': 'Overloaded', 'type': 'overloaded_error'}}`, classify.ProviderError{}, false},
+		{"empty", ``, classify.ProviderError{}, false},
+		{"bodies nested past the bound", `{"message":"{\"message\":\"{\\\"message\\\":\\\"{\\\\\\\"message\\\\\\\":\\\\\\\"{\\\\\\\\\\\\\\\"message\\\\\\\\\\\\\\\":\\\\\\\\\\\\\\\"{\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\"message\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\":\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\"deep\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\\"}\\\\\\\\\\\\\\\"}\\\\\\\"}\\\"}\"}"}`,
+			classify.ProviderError{}, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			got, ok := classify.ParseBody([]byte(c.body))
+			assert.Equal(t, c.ok, ok)
+			if c.name == "bodies nested past the bound" {
+				assert.NotEmpty(t, got.Message, "the depth bound stops the reading, not the answer")
+				return
+			}
+			assert.Equal(t, c.want, got)
+		})
+	}
+}
+
+// FuzzParseBody: any bytes are read without a panic, and an answer always
+// has something in it.
+func FuzzParseBody(f *testing.F) {
+	for _, s := range []string{`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
+		`{"error":{"code":429,"message":"{\"error\":{\"message\":\"x\"}}","status":"RESOURCE_EXHAUSTED"}}`,
+		`{"error":{"metadata":{"raw":"{\"message\":\"y\"}"}}}`, `{"message":null}`, `{"error":{"code":"1e9"}}`} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, data []byte) {
+		pe, ok := classify.ParseBody(data)
+		if ok && pe.Message == "" && pe.Type == "" && pe.Status == 0 {
+			t.Fatalf("an empty answer for %q", data)
+		}
+		if pe.Status != 0 && (pe.Status < 100 || pe.Status > 599) {
+			t.Fatalf("status %d for %q", pe.Status, data)
+		}
+	})
+}

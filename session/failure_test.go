@@ -1,0 +1,67 @@
+package session_test
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/session"
+)
+
+func TestFailedMessage(t *testing.T) {
+	h := func(kv ...string) http.Header {
+		out := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			out.Add(kv[i], kv[i+1])
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name    string
+		status  int
+		header  http.Header
+		body    string
+		err     error
+		message string
+		typ     string
+		class   classify.Class
+	}{
+		{"anthropic overloaded", 529, h("Request-Id", "req_1"), `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`, nil,
+			"529 overloaded_error: Overloaded", "overloaded_error", classify.Retryable},
+		{"anthropic prompt too long", 400, nil, `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 213462 tokens > 200000 maximum"}}`, nil,
+			"400 invalid_request_error: prompt is too long: 213462 tokens > 200000 maximum", "invalid_request_error", classify.Overflow},
+		{"openai quota in a 429", 429, nil, `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","code":"insufficient_quota"}}`, nil,
+			"429 insufficient_quota: You exceeded your current quota", "insufficient_quota", classify.UsageLimit},
+		{"openai rate limit with hints", 429, h("Retry-After", "7", "X-Ratelimit-Reset-Requests", "1s"), `{"error":{"message":"Rate limit reached","type":"requests","code":"rate_limit_exceeded"}}`, nil,
+			"429 rate_limit_exceeded: Rate limit reached", "rate_limit_exceeded", classify.Retryable},
+		{"a body of no known shape", 502, nil, "<html>Bad Gateway</html>", nil, "502 <html>Bad Gateway</html>", "", classify.Retryable},
+		{"no response", 0, nil, "", io.ErrUnexpectedEOF, "unexpected EOF", "", classify.Retryable},
+		{"bedrock throttling", 400, h("X-Amzn-Errortype", "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/"), `{"message":"Too many requests, please wait before trying again."}`, nil,
+			"400 ThrottlingException: Too many requests, please wait before trying again.", "ThrottlingException", classify.Retryable},
+		{"a status alone", 503, nil, "", nil, "503 Service Unavailable", "", classify.Retryable},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := session.FailedMessage(c.status, c.header, []byte(c.body), c.err)
+			assert.Equal(t, c.message, m.ErrorMessage)
+			assert.Equal(t, c.typ, m.ErrorType)
+			assert.Equal(t, session.RoleAssistant, m.Role)
+			assert.True(t, m.IsError())
+			for name := range c.header {
+				assert.Contains(t, m.Headers, strings.ToLower(name))
+			}
+			got := classify.Extended.Classify(classify.Message{StopReason: m.StopReason, ErrorMessage: m.ErrorMessage,
+				Status: m.HTTPStatus, ErrorType: m.ErrorType, Headers: m.Headers, Err: m.Err}, time.Now())
+			assert.Equal(t, c.class, got.Class)
+		})
+	}
+	m := session.FailedMessage(429, http.Header{"Retry-After": {"7"}, "Authorization": {"Bearer secret"}}, nil, nil)
+	assert.NotContains(t, m.Headers, "authorization", "no secret is kept")
+	assert.Equal(t, "7", m.Headers["retry-after"])
+	assert.True(t, errors.Is(session.FailedMessage(0, nil, nil, io.ErrUnexpectedEOF).Err, io.ErrUnexpectedEOF))
+}
