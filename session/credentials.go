@@ -1,7 +1,12 @@
 package session
 
 import (
+	"context"
+	"errors"
+	"fmt"
 	"hash/fnv"
+	"os"
+	"strings"
 	"sync"
 	"time"
 )
@@ -18,6 +23,56 @@ type Credential struct {
 	// BaseURL, when set, is the endpoint the credential belongs to; empty
 	// means any endpoint of the provider.
 	BaseURL string `json:"baseUrl,omitempty"`
+	// Secret says where the credential's key or token is, never the
+	// secret itself: "env:NAME" for an environment variable, or whatever
+	// the embedder's SecretResolver reads. An agent resolves it at call
+	// time, so the secret is in no credential, history, snapshot, event or
+	// log.
+	Secret string `json:"secret,omitempty"`
+}
+
+// SecretResolver turns a credential into its secret (an API key or a
+// token) when an agent is about to call the provider with it.
+type SecretResolver interface {
+	Resolve(ctx context.Context, c Credential) (string, error)
+}
+
+// EnvSecrets is the SecretResolver that reads the environment: a
+// credential's Secret "env:NAME" is the variable NAME; a credential with no
+// Secret is the provider's usual variable (ANTHROPIC_API_KEY for
+// "anthropic", OPENAI_API_KEY for "openai"). Lookup replaces os.LookupEnv
+// when set.
+type EnvSecrets struct {
+	Lookup func(name string) (string, bool)
+}
+
+// providerKeys are the variables EnvSecrets reads for a credential that
+// names no secret.
+var providerKeys = map[string]string{"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
+
+// ErrNoSecret matches the error of a secret that cannot be resolved.
+var ErrNoSecret = errors.New("session: no secret for the credential")
+
+// Resolve implements SecretResolver.
+func (r EnvSecrets) Resolve(_ context.Context, c Credential) (string, error) {
+	lookup := r.Lookup
+	if lookup == nil {
+		lookup = os.LookupEnv
+	}
+	name, ok := strings.CutPrefix(c.Secret, "env:")
+	switch {
+	case c.Secret == "":
+		if name, ok = providerKeys[c.Provider]; !ok {
+			return "", fmt.Errorf("%w %q: it names no secret, and provider %q has no usual variable", ErrNoSecret, c.ID, c.Provider)
+		}
+	case !ok || name == "":
+		return "", fmt.Errorf("%w %q: secret %q is not of the form env:NAME", ErrNoSecret, c.ID, c.Secret)
+	}
+	v, found := lookup(name)
+	if !found || v == "" {
+		return "", fmt.Errorf("%w %q: the environment variable %s is not set", ErrNoSecret, c.ID, name)
+	}
+	return v, nil
 }
 
 // CredentialStore chooses the credential a session calls its provider with

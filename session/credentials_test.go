@@ -243,3 +243,32 @@ func TestUsageLimitSwitchesToTheNextCredentialOfItsType(t *testing.T) {
 		assert.Equal(t, 4*time.Second, time.Since(start))
 	})
 }
+
+func TestEnvSecrets(t *testing.T) {
+	env := map[string]string{"ANTHROPIC_API_KEY": "sk-ant", "TEAM_KEY": "sk-team", "EMPTY": ""}
+	r := session.EnvSecrets{Lookup: func(name string) (string, bool) { v, ok := env[name]; return v, ok }}
+	ctx := context.Background()
+	for _, c := range []struct {
+		cred session.Credential
+		want string
+		err  string
+	}{
+		{session.Credential{ID: "a", Provider: "anthropic"}, "sk-ant", ""},
+		{session.Credential{ID: "b", Provider: "openai", Secret: "env:TEAM_KEY"}, "sk-team", ""},
+		{session.Credential{ID: "c", Provider: "openai"}, "", "OPENAI_API_KEY is not set"},
+		{session.Credential{ID: "d", Provider: "other"}, "", `provider "other" has no usual variable`},
+		{session.Credential{ID: "e", Provider: "openai", Secret: "vault:x"}, "", "not of the form env:NAME"},
+		{session.Credential{ID: "f", Provider: "openai", Secret: "env:EMPTY"}, "", "EMPTY is not set"},
+		{session.Credential{ID: "g", Provider: "openai", Secret: "env:"}, "", "not of the form"},
+	} {
+		got, err := r.Resolve(ctx, c.cred)
+		if c.err == "" {
+			assert.NoError(t, err)
+			assert.Equal(t, c.want, got)
+			continue
+		}
+		assert.ErrorIs(t, err, session.ErrNoSecret)
+		assert.ErrorContains(t, err, c.err)
+		assert.ErrorContains(t, err, `"`+c.cred.ID+`"`, "the error names the credential")
+	}
+}
