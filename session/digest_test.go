@@ -27,14 +27,14 @@ func TestDigestSummarizerStaysWithinMaxChars(t *testing.T) {
 	for round := range 500 {
 		var msgs []session.Message
 		if prev != "" {
-			msgs = append(msgs, session.Message{Role: session.RoleSummary, Text: prev})
+			msgs = append(msgs, session.Message{Role: session.RoleSummary, Content: session.TextContent(prev)})
 		}
 		for i := range 10 {
 			n := round*10 + i
 			msgs = append(msgs,
-				session.Message{Role: session.RoleUser, Text: fmt.Sprintf("question %d %s", n, strings.Repeat("q", 300))},
-				session.Message{Role: session.RoleAssistant, StopReason: "toolUse", Text: fmt.Sprintf("answer %d", n)},
-				session.Message{Role: session.RoleToolResult, Text: fmt.Sprintf("result %d", n)})
+				session.Message{Role: session.RoleUser, Content: session.TextContent(fmt.Sprintf("question %d %s", n, strings.Repeat("q", 300)))},
+				session.Message{Role: session.RoleAssistant, StopReason: "toolUse", Content: session.TextContent(fmt.Sprintf("answer %d", n))},
+				session.Message{Role: session.RoleToolResult, Content: session.TextContent(fmt.Sprintf("result %d", n))})
 		}
 		made += 30
 		sum, err := d.Summarize(context.Background(), session.SummaryRequest{Messages: msgs})
@@ -61,8 +61,8 @@ func TestDigestSummarizerStaysWithinMaxChars(t *testing.T) {
 
 func TestDigestSummarizerLimits(t *testing.T) {
 	msgs := []session.Message{
-		{Role: session.RoleUser, Text: strings.Repeat("é", 5000)},
-		{Role: session.RoleAssistant, StopReason: "stop", Text: "fine"},
+		{Role: session.RoleUser, Content: session.TextContent(strings.Repeat("é", 5000))},
+		{Role: session.RoleAssistant, StopReason: "stop", Content: session.TextContent("fine")},
 	}
 	size := func(d session.DigestSummarizer, req session.SummaryRequest) string {
 		req.Messages = msgs
@@ -88,8 +88,8 @@ func TestDigestSummarizerLimits(t *testing.T) {
 // dropped as a whole when it does not fit, and counted (issue item 23).
 func TestDigestSummarizerDropsAForeignSummary(t *testing.T) {
 	sum, err := session.DigestSummarizer{}.Summarize(context.Background(), session.SummaryRequest{Messages: []session.Message{
-		{Role: session.RoleSummary, Text: strings.Repeat("prose ", 1_000_000)},
-		{Role: session.RoleUser, Text: "hello"},
+		{Role: session.RoleSummary, Content: session.TextContent(strings.Repeat("prose ", 1_000_000))},
+		{Role: session.RoleUser, Content: session.TextContent("hello")},
 	}})
 	require.NoError(t, err)
 	assert.Equal(t, "Summary of 2 earlier messages (1 from the user, 0 from the assistant, 0 tool results).\n[1 earlier lines dropped]\n- user: hello", sum.Text)

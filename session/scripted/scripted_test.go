@@ -83,7 +83,7 @@ func TestRunWithTools(t *testing.T) {
 	// Past the script: every call answers ok.
 	evs, err = collect(t, a, context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, "ok", evs[len(evs)-1].(session.AgentEnd).Messages[0].Text)
+	assert.Equal(t, "ok", evs[len(evs)-1].(session.AgentEnd).Messages[0].Text())
 }
 
 func TestRunRefuses(t *testing.T) {
