@@ -3,7 +3,10 @@ package policy
 import (
 	"encoding/json"
 	"slices"
+	"strconv"
 	"testing"
+
+	"pgregory.net/rapid"
 )
 
 // Estimates count every block: text and thinking characters, a tool
@@ -59,4 +62,51 @@ func TestCutKeepsToolCallWithResult(t *testing.T) {
 	if at := deeperCut(msgs, 1, 0); at != 10 {
 		t.Errorf("deeper cut: %d, want 10", at)
 	}
+}
+
+// For random interleavings of user messages, assistant messages with tool
+// calls and tool results, no valid cut point has a tool result at or after
+// it answering a call before it, and every other user or assistant message
+// is one (issue 13 item 1).
+func TestCutPointsNeverSplitACall(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		var msgs []Message
+		var calls []string
+		for i := range rapid.IntRange(0, 30).Draw(t, "n") {
+			id := "m" + strconv.Itoa(i)
+			switch rapid.IntRange(0, 2).Draw(t, "role") {
+			case 0:
+				msgs = append(msgs, Message{ID: id, Role: RoleUser})
+			case 1:
+				m := Message{ID: id, Role: RoleAssistant}
+				for j := range rapid.IntRange(0, 2).Draw(t, "calls") {
+					c := id + "-c" + strconv.Itoa(j)
+					m.Content = append(m.Content, Block{Type: BlockToolCall, ID: c})
+					calls = append(calls, c)
+				}
+				msgs = append(msgs, m)
+			case 2:
+				call := "none"
+				if len(calls) > 0 && rapid.Bool().Draw(t, "answers") {
+					call = rapid.SampledFrom(calls).Draw(t, "call")
+				}
+				msgs = append(msgs, Message{ID: id, Role: RoleToolResult, ToolCallID: call})
+			}
+		}
+		valid := cutPoints(msgs)
+		for i, ok := range valid {
+			splits := false
+			for _, r := range msgs[i:] {
+				for _, m := range msgs[:i] {
+					for _, c := range m.ToolCalls() {
+						splits = splits || (r.Role == RoleToolResult && r.ToolCallID == c.ID)
+					}
+				}
+			}
+			want := msgs[i].Role != RoleToolResult && !splits
+			if ok != want {
+				t.Fatalf("cut point %d: %v, want %v", i, ok, want)
+			}
+		}
+	})
 }

@@ -94,3 +94,28 @@ func TestDigestSummarizerDropsAForeignSummary(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, "Summary of 2 earlier messages (1 from the user, 0 from the assistant, 0 tool results).\n[1 earlier lines dropped]\n- user: hello", sum.Text)
 }
+
+// The digest names the tools a message called, gives a tool result's tool
+// and failure in brief, counts images, and leaves thinking out (issue 13
+// item 1).
+func TestDigestSummarizesBlocks(t *testing.T) {
+	req := session.SummaryRequest{Messages: []session.Message{
+		{Role: session.RoleUser, Content: []session.Block{session.TextBlock("what is in"), {Type: session.BlockImage, Data: "QUJD", MimeType: "image/png"}}},
+		{Role: session.RoleAssistant, StopReason: "toolUse", Content: []session.Block{
+			{Type: session.BlockThinking, Thinking: "SECRET REASONING", ThinkingSignature: "sig"},
+			session.TextBlock("let me look"),
+			{Type: session.BlockToolCall, ID: "c1", Name: "read", Arguments: []byte(`{"path":"a.go"}`)},
+			{Type: session.BlockToolCall, ID: "c2", Name: "grep", Arguments: []byte(`{"q":"x"}`)},
+		}},
+		{Role: session.RoleToolResult, ToolCallID: "c1", ToolName: "read", Content: session.TextContent("package a")},
+		{Role: session.RoleToolResult, ToolCallID: "c2", ToolName: "grep", ToolError: true, Content: session.TextContent("no match")},
+	}}
+	sum, err := session.DigestSummarizer{}.Summarize(context.Background(), req)
+	require.NoError(t, err)
+	assert.Contains(t, sum.Text, "- user: what is in [1 image]")
+	assert.Contains(t, sum.Text, "- assistant (toolUse): let me look [called read] [called grep]")
+	assert.Contains(t, sum.Text, "- tool result (read): package a")
+	assert.Contains(t, sum.Text, "- tool result (grep) failed: no match")
+	assert.NotContains(t, sum.Text, "SECRET")
+	assert.NotContains(t, sum.Text, "a.go", "arguments are left out")
+}
