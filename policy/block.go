@@ -164,6 +164,24 @@ func (b *Block) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// checkContent checks that every block of m has a known type and every
+// tool call's arguments are a JSON object (or nil), so that m can be
+// written.
+func (m Message) checkContent() error {
+	for i, b := range m.Content {
+		switch b.Type {
+		case BlockText, BlockImage, BlockThinking:
+		case BlockToolCall:
+			if b.Arguments != nil && !isObject(b.Arguments) {
+				return fmt.Errorf("block %d: tool call %q: arguments are not a JSON object", i, b.ID)
+			}
+		default:
+			return fmt.Errorf("block %d: unknown content block type %q", i, b.Type)
+		}
+	}
+	return nil
+}
+
 // isObject reports whether raw is a valid JSON object.
 func isObject(raw json.RawMessage) bool {
 	t := bytes.TrimLeft(raw, " \t\r\n")

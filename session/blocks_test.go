@@ -338,3 +338,49 @@ func checkPairs(t *rapid.T, msgs []session.Message) {
 		}
 	}
 }
+
+// A message whose blocks cannot be written (an unknown type, tool call
+// arguments that are not a JSON object) is refused by either history,
+// naming the block, and the file is left as it was (issue 13 item 1).
+func TestHistoryRefusesBadBlocks(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	fh, err := session.OpenFileHistory(path)
+	require.NoError(t, err)
+	defer fh.Close()
+	require.NoError(t, fh.Append(msgEntry("a", "x")))
+	before, err := os.ReadFile(path)
+	require.NoError(t, err)
+	bad := []struct {
+		block session.Block
+		says  string
+	}{
+		{session.Block{Type: "audio"}, `block 1: unknown content block type "audio"`},
+		{session.Block{Type: session.BlockToolCall, ID: "c", Arguments: json.RawMessage(`[1]`)}, `block 1: tool call "c": arguments are not a JSON object`},
+		{session.Block{Type: session.BlockToolCall, ID: "c", Arguments: json.RawMessage(`{"a":`)}, `arguments are not a JSON object`},
+	}
+	for _, c := range bad {
+		e := msgEntry("b", "y")
+		e.Message.Content = append(e.Message.Content, c.block)
+		for _, h := range []session.History{fh, &session.MemoryHistory{}} {
+			err := h.Append(e)
+			require.ErrorIs(t, err, session.ErrInvalidEntry)
+			assert.ErrorContains(t, err, c.says)
+		}
+	}
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, before, after)
+}
+
+// A history line whose content is not blocks is a corrupt line, named
+// (issue 13 item 1).
+func TestHistoryWithBadContentIsCorrupt(t *testing.T) {
+	for _, content := range []string{`[{"type":"audio"}]`, `5`, `[{"type":"toolCall","id":"c","arguments":"x"}]`} {
+		path := filepath.Join(t.TempDir(), "h.jsonl")
+		line := `{"type":"message","id":"u","timestamp":1,"message":{"id":"u","role":"user","content":` + content + `,"timestamp":1}}`
+		require.NoError(t, os.WriteFile(path, []byte(line+"\n"+line+"\n"), 0o600))
+		_, err := session.OpenFileHistory(path)
+		require.ErrorIs(t, err, session.ErrCorruptHistory, content)
+		assert.ErrorContains(t, err, "line 1", content)
+	}
+}
