@@ -164,6 +164,23 @@ func (b *Block) UnmarshalJSON(data []byte) error {
 	return nil
 }
 
+// stringContent is m's content and StringContent as a message written
+// and read back has them: content that cannot be a string (more than one
+// block, or one that is not an unsigned text block) is not string
+// content, and string content that is one empty text block is none.
+func stringContent(m Message) ([]Block, bool) {
+	if !m.StringContent || len(m.Content) == 0 {
+		return m.Content, m.StringContent
+	}
+	if b := m.Content[0]; len(m.Content) > 1 || b.Type != BlockText || b.TextSignature != "" {
+		return m.Content, false
+	}
+	if m.Content[0].Text == "" {
+		return nil, true
+	}
+	return m.Content, true
+}
+
 // checkContent checks that every block of m has a known type and every
 // tool call's arguments are a JSON object (or nil), so that m can be
 // written.

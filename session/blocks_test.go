@@ -384,3 +384,51 @@ func TestHistoryWithBadContentIsCorrupt(t *testing.T) {
 		assert.ErrorContains(t, err, "line 1", content)
 	}
 }
+
+// blocksAgent answers each run with its messages, as they are.
+type blocksAgent struct{ msgs []session.Message }
+
+func (a blocksAgent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+	emit(session.AgentStart{})
+	emit(session.TurnStart{})
+	for _, m := range a.msgs {
+		emit(session.MessageStart{Message: m})
+		emit(session.MessageEnd{Message: m})
+	}
+	emit(session.TurnEnd{})
+	emit(session.AgentEnd{Messages: a.msgs})
+	return nil
+}
+
+// An agent's message marked as string content that cannot be a string, or
+// that is one empty text block, is kept in the form it reads back in, so a
+// reopened session has the live context (issue 13 item 1).
+func TestStringContentKeptAsItReadsBack(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	h, err := session.OpenFileHistory(path)
+	require.NoError(t, err)
+	agent := blocksAgent{msgs: []session.Message{
+		{Role: session.RoleToolResult, StringContent: true, Content: []session.Block{session.TextBlock("a"), {Type: session.BlockImage}}},
+		{Role: session.RoleToolResult, StringContent: true, Content: []session.Block{{Type: session.BlockText, Text: "s", TextSignature: "sig"}}},
+		{Role: session.RoleToolResult, StringContent: true, Content: session.TextContent("")},
+		{Role: session.RoleAssistant, StringContent: true, Content: session.TextContent("fine"), StopReason: "stop"},
+	}}
+	s, err := session.New(agent, session.WithHistory(h))
+	require.NoError(t, err)
+	require.NoError(t, s.Prompt(context.Background(), "go"))
+	live := s.Messages()
+	require.NoError(t, s.Close())
+	require.NoError(t, h.Close())
+	assert.False(t, live[1].StringContent)
+	assert.False(t, live[2].StringContent)
+	assert.Nil(t, live[3].Content)
+	assert.True(t, live[4].StringContent)
+
+	h, err = session.OpenFileHistory(path)
+	require.NoError(t, err)
+	defer h.Close()
+	s, err = session.New(agent, session.WithHistory(h))
+	require.NoError(t, err)
+	defer s.Close()
+	assert.Equal(t, live, s.Messages())
+}
