@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -431,4 +432,42 @@ func TestStringContentKeptAsItReadsBack(t *testing.T) {
 	require.NoError(t, err)
 	defer s.Close()
 	assert.Equal(t, live, s.Messages())
+}
+
+// A session snapshotted in a backoff after a block-rich answer resumes, on
+// its reopened history file, with every block (issue 13 item 1).
+func TestSnapshotResumesWithBlocks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "h.jsonl")
+		h, err := session.OpenFileHistory(path)
+		require.NoError(t, err)
+		call := scripted.Call{StopReason: "toolUse", Content: []session.Block{
+			{Type: session.BlockThinking, Thinking: "plan", ThinkingSignature: "c2ln"},
+			{Type: session.BlockToolCall, ID: "t1", Name: "read", Arguments: json.RawMessage(`{"q":"<é>","deep":{"a":[{}]}}`)},
+		}, ToolResults: []scripted.ToolResult{{Content: []session.Block{{Type: session.BlockImage, Data: "QUJD", MimeType: "image/gif"}}}}}
+		s, err := session.New(scripted.New(scripted.Script{Calls: []scripted.Call{call, fail(service503)}}), session.WithHistory(h))
+		require.NoError(t, err)
+		done := promptAsync(s, "hi")
+		time.Sleep(500 * time.Millisecond)
+		synctest.Wait()
+		snap, err := s.Snapshot()
+		require.NoError(t, err)
+		before := s.Messages()
+		require.Len(t, before, 3, "the prompt, the call and its result; the failure was removed for the retry")
+		require.NoError(t, s.Close())
+		require.ErrorIs(t, <-done, session.ErrAborted)
+		require.NoError(t, h.Close())
+
+		h, err = session.OpenFileHistory(path)
+		require.NoError(t, err)
+		defer h.Close()
+		r, err := session.New(scripted.New(scripted.Script{Calls: []scripted.Call{ok("done")}}), session.WithHistory(h), session.WithSnapshot(snap))
+		require.NoError(t, err)
+		defer r.Close()
+		assert.Equal(t, before, r.Messages())
+		assert.Equal(t, call.Content, r.Messages()[1].Content)
+		time.Sleep(5 * time.Second)
+		synctest.Wait()
+		assert.Equal(t, "done", r.Messages()[3].Text())
+	})
 }
