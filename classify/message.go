@@ -26,6 +26,18 @@ type Usage struct {
 	CacheRead   int `json:"cacheRead"`
 	CacheWrite  int `json:"cacheWrite"`
 	TotalTokens int `json:"totalTokens"`
+	// Cost is what the call cost, when the agent knows it.
+	Cost *Cost `json:"cost,omitempty"`
+}
+
+// Cost is what a model call cost, in the provider's currency (usually US
+// dollars), by part, as the reference agent reports it.
+type Cost struct {
+	Input      float64 `json:"input"`
+	Output     float64 `json:"output"`
+	CacheRead  float64 `json:"cacheRead"`
+	CacheWrite float64 `json:"cacheWrite"`
+	Total      float64 `json:"total"`
 }
 
 // Message is what the classifier reads of one assistant message: its stop

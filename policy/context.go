@@ -18,10 +18,8 @@ type runtimeContext struct {
 	seq           map[string]int
 	nextSeq       int
 	compactionSeq int
-	// ids numbers new IDs; renamed maps an agent's ID that history already
-	// had to its replacement.
-	ids     int
-	renamed map[string]string
+	// ids numbers new IDs.
+	ids int
 	// appended are the IDs of the last Append's entries and appendedN
 	// their number, forgotten again when the driver reports the append
 	// failed.
@@ -92,7 +90,7 @@ func afterCompaction(msgs []Message, e Entry) []Message {
 }
 
 func summaryMessage(e Entry) Message {
-	return Message{ID: e.ID, Role: RoleSummary, Text: e.Compaction.Summary, Timestamp: e.Timestamp}
+	return Message{ID: e.ID, Role: RoleSummary, Content: TextContent(e.Compaction.Summary), Timestamp: e.Timestamp}
 }
 
 // maxIDNumber bounds the numbers idNumber reads: the ID counter starts
@@ -139,25 +137,15 @@ func (c *runtimeContext) newID(kind string) string {
 // history has, so that finding a message by ID (to remove it, or to cut a
 // compaction at it) finds this one only. An empty ID gets a new one, and
 // so does one already taken (an agent that numbers its messages from 1
-// again in each process, or reuses an ID); a tool result whose ToolCallID
-// names a replaced ID points at the replacement.
+// again in each process, or reuses an ID). Content is never changed: a
+// tool result's ToolCallID names a tool call block, not a message.
 func (c *runtimeContext) identify(m *Message) {
-	if to, ok := c.renamed[m.ToolCallID]; ok {
-		m.ToolCallID = to
-	}
 	// An ID that is not valid UTF-8 would be written to history as
 	// another one (invalid bytes become U+FFFD), which may be taken.
 	if m.ID != "" && utf8.ValidString(m.ID) && !c.taken(m.ID) {
 		return
 	}
-	id := c.newID("msg")
-	if m.ID != "" {
-		if c.renamed == nil {
-			c.renamed = map[string]string{}
-		}
-		c.renamed[m.ID] = id
-	}
-	m.ID = id
+	m.ID = c.newID("msg")
 }
 
 // record notes the position of an entry to append to history. The entries

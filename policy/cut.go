@@ -7,8 +7,8 @@ import "math"
 const imageChars = 4800
 
 // EstimateTokens is the size of msgs in tokens as compaction estimates it:
-// ceil(chars/4) a message, an image counting 4,800 characters, saturating
-// instead of overflowing.
+// ceil(chars/4) a message, counting every block (see estimateTokens),
+// saturating instead of overflowing.
 func EstimateTokens(msgs ...Message) int {
 	n := 0
 	for _, m := range msgs {
@@ -17,23 +17,35 @@ func EstimateTokens(msgs ...Message) int {
 	return n
 }
 
-// estimateTokens is a message's size estimate: ceil(chars/4), an image
-// counting imageChars characters.
+// estimateTokens is a message's size estimate: ceil(chars/4), counting the
+// characters (bytes of UTF-8) of its text, its thinking, each tool call's
+// name and arguments, its error message, and imageChars for an image.
+// Signatures and image data are not counted.
 func estimateTokens(m Message) int {
-	chars := len(m.Text) + len(m.ErrorMessage)
-	if m.Images > 0 {
-		chars += min(m.Images, (math.MaxInt-chars)/imageChars) * imageChars
+	chars := len(m.ErrorMessage)
+	add := func(n int) { chars += min(n, math.MaxInt-chars) }
+	for _, b := range m.Content {
+		switch b.Type {
+		case BlockText:
+			add(len(b.Text))
+		case BlockThinking:
+			add(len(b.Thinking))
+		case BlockToolCall:
+			add(len(b.Name))
+			add(len(b.Arguments))
+		case BlockImage:
+			add(imageChars)
+		}
 	}
 	return chars/4 + min(chars%4, 1)
 }
 
 // cutPoint chooses where a compaction cuts msgs (docs/policy.md §4.4): walking back
 // from the newest message, adding estimates until keepRecent tokens are
-// reached, then forward to the first valid cut point (a user or assistant
-// message, never a tool result, which stays with the call that asked for
-// it). It returns the index of the first kept message, and ok = false when
-// there is nothing to compact: everything fits, or no cut point leaves
-// anything before it.
+// reached, then forward to the first valid cut point (see cutPoints). It
+// returns the index of the first kept message, and ok = false when there
+// is nothing to compact: everything fits, or no cut point leaves anything
+// before it.
 func cutPoint(msgs []Message, keepRecent int) (int, bool) {
 	total := 0
 	start := -1
@@ -54,10 +66,56 @@ func cutPoint(msgs []Message, keepRecent int) (int, bool) {
 	return i, true
 }
 
+// cutPoints reports, for each index of msgs, whether a compaction may cut
+// there: the message is a user or assistant message (never a tool
+// result), and no tool result at or after it answers a tool call before
+// it, so a tool call and its result are kept or summarized together. A
+// tool result answers the last tool call block before it with its
+// ToolCallID; failing that, as in histories written before content
+// blocks, the last assistant message before it with that ID.
+func cutPoints(msgs []Message) []bool {
+	ok := make([]bool, len(msgs))
+	// blocked[i] > 0: a call before i is answered at or after i.
+	blocked := make([]int, len(msgs)+1)
+	calls, senders := map[string]int{}, map[string]int{}
+	for i, m := range msgs {
+		ok[i] = m.Role == RoleUser || m.Role == RoleAssistant
+		switch m.Role {
+		case RoleAssistant:
+			senders[m.ID] = i
+			for _, b := range m.Content {
+				if b.Type == BlockToolCall {
+					calls[b.ID] = i
+				}
+			}
+		case RoleToolResult:
+			at, found := calls[m.ToolCallID]
+			if !found {
+				at, found = senders[m.ToolCallID]
+			}
+			if found {
+				blocked[at+1]++
+				blocked[i+1]--
+			}
+		}
+	}
+	open := 0
+	for i := range msgs {
+		open += blocked[i]
+		ok[i] = ok[i] && open == 0
+	}
+	return ok
+}
+
 // nextCutPoint returns the first valid cut point of msgs at or after from.
 func nextCutPoint(msgs []Message, from int) (int, bool) {
-	for i := from; i < len(msgs); i++ {
-		if msgs[i].Role == RoleUser || msgs[i].Role == RoleAssistant {
+	return nextValid(cutPoints(msgs), from)
+}
+
+// nextValid returns the first index at or after from that valid marks.
+func nextValid(valid []bool, from int) (int, bool) {
+	for i := max(from, 0); i < len(valid); i++ {
+		if valid[i] {
 			return i, true
 		}
 	}
@@ -68,12 +126,13 @@ func nextCutPoint(msgs []Message, from int) (int, bool) {
 // next, until the messages kept are estimated at limit tokens or fewer, or
 // no later cut point is left.
 func deeperCut(msgs []Message, at, limit int) int {
+	valid := cutPoints(msgs)
 	kept := 0
 	for _, m := range msgs[at:] {
 		kept += estimateTokens(m)
 	}
 	for kept > limit {
-		next, ok := nextCutPoint(msgs, at+1)
+		next, ok := nextValid(valid, at+1)
 		if !ok {
 			break
 		}

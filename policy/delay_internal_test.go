@@ -44,10 +44,16 @@ func TestRetryDelay(t *testing.T) {
 }
 
 func TestCutPoint(t *testing.T) {
-	user := func(chars int) Message { return Message{Role: RoleUser, Text: string(make([]byte, chars))} }
-	asst := func(chars int) Message { return Message{Role: RoleAssistant, Text: string(make([]byte, chars))} }
-	tool := func(chars int) Message { return Message{Role: RoleToolResult, Text: string(make([]byte, chars))} }
-	image := Message{Role: RoleUser, Images: 1}
+	user := func(chars int) Message {
+		return Message{Role: RoleUser, Content: TextContent(string(make([]byte, chars)))}
+	}
+	asst := func(chars int) Message {
+		return Message{Role: RoleAssistant, Content: TextContent(string(make([]byte, chars)))}
+	}
+	tool := func(chars int) Message {
+		return Message{Role: RoleToolResult, Content: TextContent(string(make([]byte, chars)))}
+	}
+	image := Message{Role: RoleUser, Content: []Block{{Type: BlockImage}}}
 	cases := []struct {
 		name string
 		msgs []Message
@@ -63,7 +69,7 @@ func TestCutPoint(t *testing.T) {
 		{"only tool results after the budget: nothing", []Message{user(400), asst(40), tool(400)}, 100, 0, false},
 		{"an image counts 4800 characters", []Message{user(40), image, asst(40)}, 1200, 1, true},
 		{"cutting at the start: nothing", []Message{user(4000), asst(40)}, 1000, 0, false},
-		{"only an old summary before the cut: nothing", []Message{{Role: RoleSummary, Text: "s"}, user(4000), asst(40)}, 1000, 0, false},
+		{"only an old summary before the cut: nothing", []Message{{Role: RoleSummary, Content: TextContent("s")}, user(4000), asst(40)}, 1000, 0, false},
 		{"ceil(chars/4)", []Message{user(10), user(1), user(1)}, 2, 1, true},
 		{"empty", nil, 10, 0, false},
 	}

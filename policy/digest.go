@@ -10,9 +10,10 @@ import (
 
 // DigestSummarizer is the summarizer the library ships: deterministic, with
 // no model. It lists what the cut messages did, one line each, keeping the
-// start of every user message, the start of every assistant reply, each
-// tool call's result in brief and each error, up to MaxLineChars characters
-// a line. The lines of an earlier summary among the cut messages are
+// start of every user message, the start of every assistant reply with the
+// tools it called by name, each tool call's result in brief and each
+// error, up to MaxLineChars characters a line. Images are counted, and
+// thinking is left out. The lines of an earlier summary among the cut messages are
 // carried over before them, as they were. The same messages always give
 // the same summary.
 //
@@ -64,20 +65,54 @@ func (d DigestSummarizer) Summarize(ctx context.Context, req SummaryRequest) (Su
 	for _, m := range req.Messages {
 		switch {
 		case m.Role == RoleSummary:
-			lines, n := carriedLines(m.Text)
+			lines, n := carriedLines(m.Text())
 			body = append(body, lines...)
 			dropped += n
 		case m.Role == RoleUser:
-			body = append(body, "- user: "+clip(m.Text, limit))
+			body = append(body, "- user: "+clip(m.Text()+images(m), limit))
 		case m.Role == RoleToolResult:
-			body = append(body, "- tool result: "+clip(m.Text, limit))
+			body = append(body, "- "+toolResultLine(m, limit))
 		case m.IsError():
 			body = append(body, "- error: "+clip(m.ErrorMessage, limit))
 		default:
-			body = append(body, fmt.Sprintf("- assistant (%s): %s", m.StopReason, clip(m.Text, limit)))
+			text := m.Text()
+			for _, c := range m.ToolCalls() {
+				text += " [called " + c.Name + "]"
+			}
+			body = append(body, fmt.Sprintf("- assistant (%s): %s", m.StopReason, clip(text+images(m), limit)))
 		}
 	}
 	return Summary{Text: fitDigest(head, body, dropped, maxChars)}, nil
+}
+
+// toolResultLine is a tool result's line: the tool's name, whether it
+// failed, and the start of its text.
+func toolResultLine(m Message, limit int) string {
+	head := "tool result"
+	if m.ToolName != "" {
+		head += " (" + m.ToolName + ")"
+	}
+	if m.ToolError {
+		head += " failed"
+	}
+	return head + ": " + clip(m.Text()+images(m), limit)
+}
+
+// images notes the images of m, if it has any.
+func images(m Message) string {
+	n := 0
+	for _, b := range m.Content {
+		if b.Type == BlockImage {
+			n++
+		}
+	}
+	switch n {
+	case 0:
+		return ""
+	case 1:
+		return " [1 image]"
+	}
+	return " [" + strconv.Itoa(n) + " images]"
 }
 
 // carriedLines returns the lines of an earlier summary to carry over, and

@@ -100,7 +100,7 @@ func answer(stop classify.StopReason, text string) policy.Message {
 	if stop == classify.StopReasonError {
 		m.ErrorMessage = text
 	} else {
-		m.Text = text
+		m.Content = policy.TextContent(text)
 	}
 	return m
 }

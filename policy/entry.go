@@ -26,7 +26,8 @@ const (
 // context (see WithHistory).
 //
 // A valid entry has a non-empty ID and the content of its type, and only
-// that: a message entry its Message (whose ID is the entry's), a
+// that: a message entry its Message (whose ID is the entry's, and whose
+// blocks are of known types, a tool call's arguments a JSON object), a
 // compaction entry its Compaction, a removal entry nothing (its ID is the
 // removed message's). The session gives every message and compaction an
 // ID that no other entry of the history has.
@@ -53,6 +54,9 @@ func (e Entry) Validate() error {
 			return errors.New("a message entry needs a message and nothing else")
 		case e.Message.ID != e.ID:
 			return fmt.Errorf("message entry %q holds message %q", e.ID, e.Message.ID)
+		}
+		if err := e.Message.checkContent(); err != nil {
+			return fmt.Errorf("message entry %q: %v", e.ID, err)
 		}
 	case EntryCompaction:
 		if e.Compaction == nil || e.Message != nil {

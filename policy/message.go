@@ -14,8 +14,11 @@ const (
 	RoleToolResult Role = "toolResult"
 )
 
-// Usage is the token usage a model call reports.
+// Usage is the token usage a model call reports, with its cost when known.
 type Usage = classify.Usage
+
+// Cost is what a model call cost, by part.
+type Cost = classify.Cost
 
 // Model names the model a session talks to.
 type Model struct {
@@ -35,35 +38,46 @@ type Model struct {
 // ID is the message's identity: the session removes and finds messages by
 // it, never by position or role. An agent should set it; the session fills
 // an empty ID when the message ends, and replaces one that an entry of the
-// history already has (a tool result's ToolCallID follows): the ID in the
-// MessageEnd event is the one the session keeps.
+// history already has: the ID in the MessageEnd event is the one the
+// session keeps. As JSON (history, RPC) a message takes the reference
+// agent's wire shape; see MarshalJSON.
 type Message struct {
-	ID   string `json:"id"`
-	Role Role   `json:"role"`
-	// Text is the message's text content.
-	Text string `json:"text,omitempty"`
-	// Images is the number of images the message carries.
-	Images int `json:"images,omitempty"`
-	// ToolCallID ties a tool result to the assistant message that asked for
-	// it (that message's ID).
-	ToolCallID string `json:"toolCallId,omitempty"`
+	ID   string
+	Role Role
+	// Content is the message's content blocks, kept byte for byte through
+	// retries, compaction, history and snapshots. A user message holds
+	// text and images; an assistant message text, thinking and tool
+	// calls; a tool result text and images.
+	Content []Block
+	// StringContent says the content is written as a plain JSON string,
+	// as a user message's may be: Content is then one text block (or
+	// none, for ""). Content of any other form is written as blocks.
+	StringContent bool
+
+	// ToolCallID, ToolName and ToolError are a tool result's: the ID of
+	// the tool call block it answers, the tool's name, and whether the
+	// tool failed (isError).
+	ToolCallID string
+	ToolName   string
+	ToolError  bool
 
 	// The fields below are an assistant message's.
-	StopReason   classify.StopReason `json:"stopReason,omitempty"`
-	ErrorMessage string              `json:"errorMessage,omitempty"`
-	Usage        *Usage              `json:"usage,omitempty"`
-	Provider     string              `json:"provider,omitempty"`
-	Model        string              `json:"model,omitempty"`
+	StopReason   classify.StopReason
+	ErrorMessage string
+	Usage        *Usage
+	Provider     string
+	Model        string
 	// Timestamp is when the message was made, in milliseconds since the
 	// Unix epoch.
-	Timestamp int64 `json:"timestamp"`
+	Timestamp int64
 
 	// Typed facts about a failed call, when the agent knows them; the
 	// classifier weighs them before the text (see package classify).
-	HTTPStatus int               `json:"httpStatus,omitempty"`
-	ErrorType  string            `json:"errorType,omitempty"`
-	Headers    map[string]string `json:"headers,omitempty"`
-	Err        error             `json:"-"`
+	HTTPStatus int
+	ErrorType  string
+	Headers    map[string]string
+	// Err is never written.
+	Err error
 }
 
 // IsError reports whether m is an assistant message that ended in an error.
@@ -95,7 +109,7 @@ func (m Message) classifyMessage(window int) classify.Message {
 }
 
 // cloneMessages copies a message list (the messages themselves are values;
-// their maps are shared and must not be changed).
+// their maps and content are shared and must not be changed).
 func cloneMessages(ms []Message) []Message {
 	return append([]Message(nil), ms...)
 }

@@ -96,9 +96,11 @@ func (e *Engine) RunEvent(at time.Time, id RunID, ev Event) []Effect {
 // complete fills in what the agent left out of a finished message: its ID
 // (or a new one, when the history already has the agent's), its time, and
 // for an assistant message the session's current model when the agent
-// named neither provider nor model.
+// named neither provider nor model. String content is put in the form it
+// reads back in (see stringContent).
 func (e *Engine) complete(at time.Time, m Message) Message {
 	e.ctx.identify(&m)
+	m.Content, m.StringContent = stringContent(m)
 	if m.Timestamp == 0 {
 		m.Timestamp = at.UnixMilli()
 	}

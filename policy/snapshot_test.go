@@ -260,7 +260,7 @@ func TestResumeAtAQuietPointIsExact(t *testing.T) {
 			answer(classify.StopReasonError, "503 Service Unavailable"),
 			answer(classify.StopReasonError, "prompt is too long"),
 			answer(classify.StopReasonError, "invalid api key"),
-			{Role: policy.RoleAssistant, StopReason: classify.StopReasonStop, Text: "big", Provider: "p", Model: "m", Usage: &policy.Usage{Input: 180000}},
+			{Role: policy.RoleAssistant, StopReason: classify.StopReasonStop, Content: policy.TextContent("big"), Provider: "p", Model: "m", Usage: &policy.Usage{Input: 180000}},
 		}
 		newScript := func(n int, pick func(i int) (policy.Message, float64)) *script {
 			sc := &script{}

@@ -29,7 +29,7 @@ func (e *Engine) Prompt(at time.Time, text string) ([]Effect, error) {
 		return nil, ErrBusy
 	}
 	e.begin()
-	e.turn = &turn{prompt: &Message{ID: e.ctx.newID("user"), Role: RoleUser, Text: text, Timestamp: at.UnixMilli()}}
+	e.turn = &turn{prompt: &Message{ID: e.ctx.newID("user"), Role: RoleUser, Content: TextContent(text), Timestamp: at.UnixMilli()}}
 	e.episodeCompacted = false
 	if last := e.lastAssistant(); last != nil {
 		e.decide(at, last, transitions.PromptCheck, 0)

@@ -7,11 +7,29 @@ import "github.com/agentfsm/agentfsm/policy"
 
 // Messages.
 type (
-	Role    = policy.Role
-	Usage   = policy.Usage
-	Model   = policy.Model
-	Message = policy.Message
+	Role      = policy.Role
+	Usage     = policy.Usage
+	Model     = policy.Model
+	Message   = policy.Message
+	Block     = policy.Block
+	BlockType = policy.BlockType
+	Cost      = policy.Cost
 )
+
+// The block types.
+const (
+	BlockText     = policy.BlockText
+	BlockImage    = policy.BlockImage
+	BlockThinking = policy.BlockThinking
+	BlockToolCall = policy.BlockToolCall
+)
+
+// TextBlock is a text block holding s (see policy.TextBlock).
+func TextBlock(s string) Block { return policy.TextBlock(s) }
+
+// TextContent is content of one text block holding s (see
+// policy.TextContent).
+func TextContent(s string) []Block { return policy.TextContent(s) }
 
 // The roles.
 const (

@@ -75,7 +75,7 @@ func TestOverflowCompactionContinuation(t *testing.T) {
 		msgs := s.Messages()
 		require.GreaterOrEqual(t, len(msgs), 2)
 		assert.Equal(t, session.RoleSummary, msgs[0].Role, "the summary comes first")
-		assert.Contains(t, msgs[0].Text, "first question")
+		assert.Contains(t, msgs[0].Text(), "first question")
 		for _, m := range msgs {
 			assert.False(t, m.IsError(), "the overflow error left the runtime context")
 		}
@@ -339,10 +339,10 @@ func TestManualCompactCancelled(t *testing.T) {
 
 func TestDigestSummarizer(t *testing.T) {
 	req := session.SummaryRequest{Messages: []session.Message{
-		{Role: session.RoleSummary, Text: "Summary of 2 earlier messages.\n- user: hello"},
-		{Role: session.RoleUser, Text: "please\nread   the file " + strings.Repeat("x", 300)},
-		{Role: session.RoleAssistant, StopReason: "toolUse", Text: "reading"},
-		{Role: session.RoleToolResult, Text: "42 lines"},
+		{Role: session.RoleSummary, Content: session.TextContent("Summary of 2 earlier messages.\n- user: hello")},
+		{Role: session.RoleUser, Content: session.TextContent("please\nread   the file " + strings.Repeat("x", 300))},
+		{Role: session.RoleAssistant, StopReason: "toolUse", Content: session.TextContent("reading")},
+		{Role: session.RoleToolResult, Content: session.TextContent("42 lines")},
 		{Role: session.RoleAssistant, StopReason: "error", ErrorMessage: "503"},
 	}}
 	a, err := session.DigestSummarizer{}.Summarize(context.Background(), req)

@@ -27,14 +27,14 @@ func TestDigestSummarizerStaysWithinMaxChars(t *testing.T) {
 	for round := range 500 {
 		var msgs []session.Message
 		if prev != "" {
-			msgs = append(msgs, session.Message{Role: session.RoleSummary, Text: prev})
+			msgs = append(msgs, session.Message{Role: session.RoleSummary, Content: session.TextContent(prev)})
 		}
 		for i := range 10 {
 			n := round*10 + i
 			msgs = append(msgs,
-				session.Message{Role: session.RoleUser, Text: fmt.Sprintf("question %d %s", n, strings.Repeat("q", 300))},
-				session.Message{Role: session.RoleAssistant, StopReason: "toolUse", Text: fmt.Sprintf("answer %d", n)},
-				session.Message{Role: session.RoleToolResult, Text: fmt.Sprintf("result %d", n)})
+				session.Message{Role: session.RoleUser, Content: session.TextContent(fmt.Sprintf("question %d %s", n, strings.Repeat("q", 300)))},
+				session.Message{Role: session.RoleAssistant, StopReason: "toolUse", Content: session.TextContent(fmt.Sprintf("answer %d", n))},
+				session.Message{Role: session.RoleToolResult, Content: session.TextContent(fmt.Sprintf("result %d", n))})
 		}
 		made += 30
 		sum, err := d.Summarize(context.Background(), session.SummaryRequest{Messages: msgs})
@@ -61,8 +61,8 @@ func TestDigestSummarizerStaysWithinMaxChars(t *testing.T) {
 
 func TestDigestSummarizerLimits(t *testing.T) {
 	msgs := []session.Message{
-		{Role: session.RoleUser, Text: strings.Repeat("é", 5000)},
-		{Role: session.RoleAssistant, StopReason: "stop", Text: "fine"},
+		{Role: session.RoleUser, Content: session.TextContent(strings.Repeat("é", 5000))},
+		{Role: session.RoleAssistant, StopReason: "stop", Content: session.TextContent("fine")},
 	}
 	size := func(d session.DigestSummarizer, req session.SummaryRequest) string {
 		req.Messages = msgs
@@ -88,9 +88,34 @@ func TestDigestSummarizerLimits(t *testing.T) {
 // dropped as a whole when it does not fit, and counted (issue item 23).
 func TestDigestSummarizerDropsAForeignSummary(t *testing.T) {
 	sum, err := session.DigestSummarizer{}.Summarize(context.Background(), session.SummaryRequest{Messages: []session.Message{
-		{Role: session.RoleSummary, Text: strings.Repeat("prose ", 1_000_000)},
-		{Role: session.RoleUser, Text: "hello"},
+		{Role: session.RoleSummary, Content: session.TextContent(strings.Repeat("prose ", 1_000_000))},
+		{Role: session.RoleUser, Content: session.TextContent("hello")},
 	}})
 	require.NoError(t, err)
 	assert.Equal(t, "Summary of 2 earlier messages (1 from the user, 0 from the assistant, 0 tool results).\n[1 earlier lines dropped]\n- user: hello", sum.Text)
+}
+
+// The digest names the tools a message called, gives a tool result's tool
+// and failure in brief, counts images, and leaves thinking out (issue 13
+// item 1).
+func TestDigestSummarizesBlocks(t *testing.T) {
+	req := session.SummaryRequest{Messages: []session.Message{
+		{Role: session.RoleUser, Content: []session.Block{session.TextBlock("what is in"), {Type: session.BlockImage, Data: "QUJD", MimeType: "image/png"}}},
+		{Role: session.RoleAssistant, StopReason: "toolUse", Content: []session.Block{
+			{Type: session.BlockThinking, Thinking: "SECRET REASONING", ThinkingSignature: "sig"},
+			session.TextBlock("let me look"),
+			{Type: session.BlockToolCall, ID: "c1", Name: "read", Arguments: []byte(`{"path":"a.go"}`)},
+			{Type: session.BlockToolCall, ID: "c2", Name: "grep", Arguments: []byte(`{"q":"x"}`)},
+		}},
+		{Role: session.RoleToolResult, ToolCallID: "c1", ToolName: "read", Content: session.TextContent("package a")},
+		{Role: session.RoleToolResult, ToolCallID: "c2", ToolName: "grep", ToolError: true, Content: session.TextContent("no match")},
+	}}
+	sum, err := session.DigestSummarizer{}.Summarize(context.Background(), req)
+	require.NoError(t, err)
+	assert.Contains(t, sum.Text, "- user: what is in [1 image]")
+	assert.Contains(t, sum.Text, "- assistant (toolUse): let me look [called read] [called grep]")
+	assert.Contains(t, sum.Text, "- tool result (read): package a")
+	assert.Contains(t, sum.Text, "- tool result (grep) failed: no match")
+	assert.NotContains(t, sum.Text, "SECRET")
+	assert.NotContains(t, sum.Text, "a.go", "arguments are left out")
 }

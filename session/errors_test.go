@@ -91,7 +91,7 @@ func TestExhaustedErrorWithoutGoError(t *testing.T) {
 type nilEmitter struct{}
 
 func (nilEmitter) Run(_ context.Context, req session.RunRequest, emit func(session.Event)) error {
-	m := session.Message{Role: session.RoleAssistant, StopReason: "stop", Text: "ok"}
+	m := session.Message{Role: session.RoleAssistant, StopReason: "stop", Content: session.TextContent("ok")}
 	emit(session.AgentStart{})
 	emit(nil)
 	emit(session.MessageStart{Message: m})

@@ -246,11 +246,15 @@ func (h *FileHistory) Append(e Entry) error {
 	if err := checkEntry(e); err != nil {
 		return err
 	}
-	line, err := json.Marshal(e)
-	if err != nil {
+	// Without HTML escaping: a tool call's arguments are written as they
+	// are. The encoder ends the line.
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(e); err != nil {
 		return fmt.Errorf("session: encoding history entry: %w", err)
 	}
-	line = append(line, '\n')
+	line := buf.Bytes()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {

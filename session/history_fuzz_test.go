@@ -23,6 +23,15 @@ var validHistory = strings.Join([]string{
 	`{"type":"compaction","id":"compaction-6","timestamp":6,"compaction":{"reason":"manual","summary":"s","firstKeptEntryId":"call-2","tokensBefore":3}}`,
 }, "\n") + "\n"
 
+// blocksHistory is a history file whose messages hold content blocks of
+// every kind.
+var blocksHistory = strings.Join([]string{
+	`{"type":"message","id":"user-1","timestamp":1,"message":{"id":"user-1","role":"user","content":[{"type":"text","text":"look"},{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}],"timestamp":1}}`,
+	`{"type":"message","id":"msg-2","timestamp":2,"message":{"id":"msg-2","role":"assistant","content":[{"type":"thinking","thinking":"hm","thinkingSignature":"c2ln"},{"type":"thinking","thinking":"b3A=","redacted":true},{"type":"text","text":"reading","textSignature":"dA=="},{"type":"toolCall","id":"t1","name":"read","arguments":{"path":"<a>&b","n":[1,2.50,{"x":null}]}}],"stopReason":"toolUse","usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3,"cost":{"input":0.1,"output":0.2,"cacheRead":0,"cacheWrite":0,"total":0.3}},"timestamp":2}}`,
+	`{"type":"message","id":"msg-3","timestamp":3,"message":{"id":"msg-3","role":"toolResult","content":[{"type":"text","text":"no"}],"toolCallId":"t1","toolName":"read","isError":true,"timestamp":3}}`,
+	`{"type":"message","id":"user-4","timestamp":4,"message":{"id":"user-4","role":"user","content":"plain","timestamp":4}}`,
+}, "\n") + "\n"
+
 // FuzzOpenFileHistory opens arbitrary bytes as a history file. It must
 // never panic. A refusal is ErrCorruptHistory naming the file and the line,
 // and leaves the file as it was. An accepted file is left as it was but
@@ -31,6 +40,7 @@ var validHistory = strings.Join([]string{
 // nothing more; it takes an append; and a session starts on it.
 func FuzzOpenFileHistory(f *testing.F) {
 	f.Add([]byte(validHistory))
+	f.Add([]byte(blocksHistory))
 	f.Add([]byte(""))
 	f.Add([]byte("\n\n  \n"))
 	f.Add([]byte(strings.ReplaceAll(validHistory, "\n", "\r\n")))

@@ -45,7 +45,7 @@ func (f *faultyFile) Truncate(size int64) error {
 }
 
 func testEntry(id string) Entry {
-	return Entry{Type: EntryMessage, ID: id, Timestamp: 1, Message: &Message{ID: id, Role: RoleUser, Text: "text of " + id, Timestamp: 1}}
+	return Entry{Type: EntryMessage, ID: id, Timestamp: 1, Message: &Message{ID: id, Role: RoleUser, Content: TextContent("text of " + id), Timestamp: 1}}
 }
 
 // openFaulty opens a history at a new path with one entry, "a", and puts

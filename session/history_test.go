@@ -15,7 +15,7 @@ import (
 )
 
 func msgEntry(id, text string) session.Entry {
-	return session.Entry{Type: session.EntryMessage, ID: id, Timestamp: 1, Message: &session.Message{ID: id, Role: session.RoleUser, Text: text, Timestamp: 1}}
+	return session.Entry{Type: session.EntryMessage, ID: id, Timestamp: 1, Message: &session.Message{ID: id, Role: session.RoleUser, Content: session.TextContent(text), Timestamp: 1}}
 }
 
 func TestMemoryHistory(t *testing.T) {
@@ -47,7 +47,7 @@ func TestFileHistoryRoundTrip(t *testing.T) {
 	defer h2.Close()
 	got := h2.Entries()
 	require.Len(t, got, 2)
-	assert.Equal(t, "first", got[0].Message.Text)
+	assert.Equal(t, "first", got[0].Message.Text())
 	assert.Equal(t, "s", got[1].Compaction.Summary)
 }
 

@@ -374,7 +374,7 @@ func TestHostileAbortDuringCheckBeforePrompt(t *testing.T) {
 		require.ErrorIs(t, <-done, session.ErrAborted)
 		checkStopped(t, s, rec, agent, 2)
 		for _, m := range s.Messages() {
-			assert.NotEqual(t, "third question", m.Text, "the prompt was not sent")
+			assert.NotEqual(t, "third question", m.Text(), "the prompt was not sent")
 		}
 		require.NoError(t, s.Prompt(context.Background(), "again"))
 	})

@@ -57,14 +57,14 @@ func (a *sizedAgent) Run(_ context.Context, req session.RunRequest, emit func(se
 			ErrorMessage: fmt.Sprintf("prompt is too long: %d tokens > %d maximum", size, a.window)})
 	case n%3 == 0:
 		call := fmt.Sprintf("r%d-call", n)
-		say(session.Message{ID: call, Role: session.RoleAssistant, StopReason: "toolUse", Text: "reading the file for run " + call})
-		say(session.Message{ID: call + "-result", Role: session.RoleToolResult, ToolCallID: call, Text: strings.Repeat("t", a.tool)})
+		say(session.Message{ID: call, Role: session.RoleAssistant, StopReason: "toolUse", Content: session.TextContent("reading the file for run " + call)})
+		say(session.Message{ID: call + "-result", Role: session.RoleToolResult, ToolCallID: call, Content: session.TextContent(strings.Repeat("t", a.tool))})
 		emit(session.TurnEnd{})
 		emit(session.TurnStart{})
 		fallthrough
 	default:
 		say(session.Message{ID: fmt.Sprintf("r%d-answer", n), Role: session.RoleAssistant, StopReason: "stop",
-			Text: fmt.Sprintf("answer %d: ", n) + strings.Repeat("a", a.answer)})
+			Content: session.TextContent(fmt.Sprintf("answer %d: ", n) + strings.Repeat("a", a.answer))})
 	}
 	emit(session.TurnEnd{})
 	emit(session.AgentEnd{Messages: made})
@@ -121,7 +121,7 @@ func TestLongSessionStaysUnderThreshold(t *testing.T) {
 		last := -1
 		compactions, _ = longSession(t, 2000, nil, func(turn int, summary string, msgs []session.Message) {
 			require.Equal(t, session.RoleSummary, msgs[0].Role, "turn %d", turn)
-			assert.Equal(t, summary, msgs[0].Text)
+			assert.Equal(t, summary, msgs[0].Text())
 			assert.LessOrEqual(t, len(summary), session.DefaultDigestChars, "turn %d: the summary's budget", turn)
 			assert.LessOrEqual(t, policy.EstimateTokens(msgs...), threshold, "turn %d: the context after compaction", turn)
 			assert.NotEqual(t, session.RoleToolResult, msgs[1].Role, "turn %d: a tool result stays with its call", turn)
@@ -197,8 +197,8 @@ func TestOversizedSummaryInHistoryIsSummarizedAgain(t *testing.T) {
 	require.Greater(t, old.Len()/4, scripted.DefaultModel.ContextWindow)
 	history := &session.MemoryHistory{}
 	for _, e := range []session.Entry{
-		{Type: session.EntryMessage, ID: "u1", Message: &session.Message{ID: "u1", Role: session.RoleUser, Text: "a question"}},
-		{Type: session.EntryMessage, ID: "a1", Message: &session.Message{ID: "a1", Role: session.RoleAssistant, StopReason: "stop", Text: "an answer"}},
+		{Type: session.EntryMessage, ID: "u1", Message: &session.Message{ID: "u1", Role: session.RoleUser, Content: session.TextContent("a question")}},
+		{Type: session.EntryMessage, ID: "a1", Message: &session.Message{ID: "a1", Role: session.RoleAssistant, StopReason: "stop", Content: session.TextContent("an answer")}},
 		{Type: session.EntryCompaction, ID: "c1", Compaction: &session.Compaction{Reason: session.ReasonThreshold, Summary: old.String(), FirstKeptEntryID: "u1"}},
 	} {
 		require.NoError(t, history.Append(e))
@@ -211,9 +211,9 @@ func TestOversizedSummaryInHistoryIsSummarizedAgain(t *testing.T) {
 		require.Greater(t, policy.EstimateTokens(s.Messages()...), scripted.DefaultModel.ContextWindow)
 		require.NoError(t, s.Prompt(context.Background(), "a new question"))
 		msgs := s.Messages()
-		assert.LessOrEqual(t, len(msgs[0].Text), session.DefaultDigestChars)
-		assert.Contains(t, msgs[0].Text, "- user: question 19999 of a conversation long ago", "the newest lines are kept")
-		assert.Regexp(t, `\n\[\d+ earlier lines dropped\]\n`, msgs[0].Text)
+		assert.LessOrEqual(t, len(msgs[0].Text()), session.DefaultDigestChars)
+		assert.Contains(t, msgs[0].Text(), "- user: question 19999 of a conversation long ago", "the newest lines are kept")
+		assert.Regexp(t, `\n\[\d+ earlier lines dropped\]\n`, msgs[0].Text())
 		assert.LessOrEqual(t, policy.EstimateTokens(msgs...), threshold)
 		require.NoError(t, s.Prompt(context.Background(), "and another"))
 	})
@@ -234,7 +234,7 @@ func TestOversizedMessageIsCompactedAwayByTheNextTurn(t *testing.T) {
 		require.NoError(t, s.Prompt(context.Background(), "a small question"), "the check before it compacts the huge one away")
 		assert.LessOrEqual(t, policy.EstimateTokens(s.Messages()...), threshold)
 		for _, m := range s.Messages() {
-			assert.Less(t, len(m.Text), 1_000_000)
+			assert.Less(t, len(m.Text()), 1_000_000)
 		}
 		require.NoError(t, s.Prompt(context.Background(), "and another"))
 	})

@@ -61,7 +61,7 @@ func assistant(stop, text string) session.Message {
 	if stop == "error" {
 		m.ErrorMessage = text
 	} else {
-		m.Text = text
+		m.Content = session.TextContent(text)
 	}
 	return m
 }

@@ -210,7 +210,7 @@ func TestAgentReusedIDReplaced(t *testing.T) {
 type fixedIDAgent struct{ fail bool }
 
 func (a *fixedIDAgent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
-	m := session.Message{ID: "same", Role: session.RoleAssistant, StopReason: "stop", Text: "answer",
+	m := session.Message{ID: "same", Role: session.RoleAssistant, StopReason: "stop", Content: session.TextContent("answer"),
 		Provider: req.Model.Provider, Model: req.Model.ID}
 	if a.fail {
 		m.StopReason, m.ErrorMessage = "error", "401 invalid x-api-key"

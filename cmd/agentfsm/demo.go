@@ -260,7 +260,7 @@ func describe(ev session.Event) string {
 		m := e.Message
 		switch {
 		case m.Role == session.RoleToolResult:
-			return "  tool   " + m.Text
+			return "  tool   " + m.Text()
 		case m.Role != session.RoleAssistant:
 			return ""
 		case m.StopReason == "error":
@@ -268,7 +268,7 @@ func describe(ev session.Event) string {
 		case m.StopReason == "aborted":
 			return "  model  aborted"
 		default:
-			return "  model  ✓ " + m.Text
+			return "  model  ✓ " + m.Text()
 		}
 	case session.AutoRetryStart:
 		return fmt.Sprintf("  event  auto_retry_start attempt %d/%d, delay %d ms", e.Attempt, e.MaxAttempts, e.DelayMs)

@@ -150,7 +150,7 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 	default:
 		return nil, fmt.Errorf("rpc: not a session event: %T", ev)
 	}
-	b, err := json.Marshal(body)
+	b, err := marshal(body)
 	if err != nil {
 		return nil, err
 	}

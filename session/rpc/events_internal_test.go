@@ -26,10 +26,10 @@ func TestEventWireForms(t *testing.T) {
 	}{
 		{session.AgentStart{}, `{"type":"agent_start"}`},
 		{session.TurnStart{}, `{"type":"turn_start"}`},
-		{session.MessageStart{Message: msg}, `{"type":"message_start","message":{"id":"a","role":"assistant","stopReason":"stop","timestamp":5}}`},
-		{session.MessageEnd{Message: msg}, `{"type":"message_end","message":{"id":"a","role":"assistant","stopReason":"stop","timestamp":5}}`},
+		{session.MessageStart{Message: msg}, `{"type":"message_start","message":{"id":"a","role":"assistant","content":[],"stopReason":"stop","timestamp":5}}`},
+		{session.MessageEnd{Message: msg}, `{"type":"message_end","message":{"id":"a","role":"assistant","content":[],"stopReason":"stop","timestamp":5}}`},
 		{session.TurnEnd{}, `{"type":"turn_end"}`},
-		{session.AgentEnd{Messages: []session.Message{msg}}, `{"type":"agent_end","messages":[{"id":"a","role":"assistant","stopReason":"stop","timestamp":5}]}`},
+		{session.AgentEnd{Messages: []session.Message{msg}}, `{"type":"agent_end","messages":[{"id":"a","role":"assistant","content":[],"stopReason":"stop","timestamp":5}]}`},
 		{session.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 2000, ErrorMessage: "503 Service Unavailable"},
 			`{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"503 Service Unavailable"}`},
 		{session.AutoRetryEnd{Success: true, Attempt: 1}, `{"type":"auto_retry_end","success":true,"attempt":1}`},

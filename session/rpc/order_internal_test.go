@@ -21,7 +21,7 @@ type stubAgent struct{ calls atomic.Int64 }
 
 func (a *stubAgent) Run(_ context.Context, req session.RunRequest, emit func(session.Event)) error {
 	msg := session.Message{ID: "stub-" + strconv.FormatInt(a.calls.Add(1), 10), Role: session.RoleAssistant,
-		Provider: req.Model.Provider, Model: req.Model.ID, StopReason: "stop", Text: "ok",
+		Provider: req.Model.Provider, Model: req.Model.ID, StopReason: "stop", Content: session.TextContent("ok"),
 		Usage: &session.Usage{Input: 10, Output: 2, TotalTokens: 12}}
 	emit(session.AgentStart{})
 	emit(session.TurnStart{})

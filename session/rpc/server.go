@@ -72,8 +72,20 @@ func (w *writer) line(v any) {
 
 // lineLocked writes one line; the caller holds w.mu.
 func (w *writer) lineLocked(v any) {
-	b, err := json.Marshal(v)
+	b, err := marshal(v)
 	w.writeLocked(b, err)
+}
+
+// marshal is json.Marshal without HTML escaping: the bytes of a tool
+// call's arguments go out as they are.
+func marshal(v any) ([]byte, error) {
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(buf.Bytes(), []byte("\n")), nil
 }
 
 // writeLocked writes the line b, or when encoding it failed (err) a

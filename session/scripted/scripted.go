@@ -29,6 +29,10 @@ import (
 //	  "calls": [
 //	    {"stopReason": "error", "errorMessage": "503 Service Unavailable", "latencyMs": 50},
 //	    {"stopReason": "toolUse", "text": "reading a file"},
+//	    {"stopReason": "toolUse", "content": [
+//	      {"type": "thinking", "thinking": "look first", "thinkingSignature": "c2ln"},
+//	      {"type": "toolCall", "id": "t1", "name": "read", "arguments": {"path": "a.go"}}
+//	    ], "toolResults": [{"content": [{"type": "text", "text": "package a"}]}]},
 //	    {"stopReason": "stop", "text": "done", "usage": {"input": 1200, "output": 40}}
 //	  ]
 //	}
@@ -44,7 +48,18 @@ type Call struct {
 	// makes the run execute a stand-in tool and call the model again
 	// within the same run.
 	StopReason classify.StopReason `json:"stopReason"`
-	Text       string              `json:"text,omitempty"`
+	// Text is the answer's text, when Content is empty.
+	Text string `json:"text,omitempty"`
+	// Content is the answer's content blocks (text, thinking, tool calls,
+	// images) in their wire shapes; it wins over Text.
+	Content []session.Block `json:"content,omitempty"`
+	// ToolResults are the results of a toolUse answer's tool calls, by
+	// position: the first answers the first toolCall block, and so on. A
+	// call without one gets the text "result of: <name>". A toolUse
+	// answer without toolCall blocks (a script written before content
+	// blocks) gets one result, "result of: <text>", whose toolCallId is
+	// the answer's message ID.
+	ToolResults []ToolResult `json:"toolResults,omitempty"`
 	// ErrorMessage is the error text of an "error" answer.
 	ErrorMessage string `json:"errorMessage,omitempty"`
 	// LatencyMs is how long the call takes before it answers (at most the
@@ -64,6 +79,13 @@ type Call struct {
 	// Refuse, when set, makes the run that would make this call fail to
 	// start with this error, before any model call (the entry is used up).
 	Refuse string `json:"refuse,omitempty"`
+}
+
+// ToolResult is the result of one scripted tool call.
+type ToolResult struct {
+	// Content is the result's text and image blocks.
+	Content []session.Block `json:"content"`
+	IsError bool            `json:"isError,omitempty"`
 }
 
 // DefaultModel is the model of a script that names none.
@@ -102,6 +124,10 @@ func Parse(data []byte) (Script, error) {
 			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d].latencyMs must not be negative", i)
 		case c.StopReason == classify.StopReasonError && c.ErrorMessage == "" && c.Status == 0 && c.ErrorType == "":
 			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d] is an error with no errorMessage, status or errorType", i)
+		case len(c.ToolResults) > 0 && c.StopReason != classify.StopReasonToolUse:
+			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d] has toolResults but stopReason %q (want toolUse)", i, c.StopReason)
+		case len(c.ToolResults) > len(toolCalls(c.Content)):
+			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d] has %d toolResults for %d toolCall blocks", i, len(c.ToolResults), len(toolCalls(c.Content)))
 		}
 		if u := c.Usage; u != nil {
 			for _, f := range []struct {
@@ -201,7 +227,7 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 			msg.Usage = withTotal(call.Usage, session.Usage{})
 		} else {
 			msg.StopReason = call.StopReason
-			msg.Text = call.Text
+			msg.Content = content(call)
 			msg.ErrorMessage = call.ErrorMessage
 			msg.HTTPStatus, msg.ErrorType, msg.Headers = call.Status, call.ErrorType, call.Headers
 			msg.Usage = withTotal(call.Usage, session.Usage{Input: 100, Output: 20})
@@ -212,15 +238,58 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 			emit(session.TurnEnd{})
 			break
 		}
-		result := session.Message{ID: "tool-" + id, Role: session.RoleToolResult, ToolCallID: id,
-			Text: "result of: " + call.Text, Timestamp: time.Now().UnixMilli()}
-		emit(session.MessageStart{Message: result})
-		emit(session.MessageEnd{Message: result})
-		made = append(made, result)
+		for _, result := range results(call, id) {
+			result.Timestamp = time.Now().UnixMilli()
+			emit(session.MessageStart{Message: result})
+			emit(session.MessageEnd{Message: result})
+			made = append(made, result)
+		}
 		emit(session.TurnEnd{})
 	}
 	emit(session.AgentEnd{Messages: made})
 	return nil
+}
+
+// content is the content of a call's answer: its blocks, or its text.
+func content(c Call) []session.Block {
+	if len(c.Content) > 0 {
+		return append([]session.Block(nil), c.Content...)
+	}
+	if c.Text != "" {
+		return session.TextContent(c.Text)
+	}
+	return nil
+}
+
+// toolCalls are the toolCall blocks of content.
+func toolCalls(content []session.Block) []session.Block {
+	var calls []session.Block
+	for _, b := range content {
+		if b.Type == session.BlockToolCall {
+			calls = append(calls, b)
+		}
+	}
+	return calls
+}
+
+// results are the tool results of the toolUse answer c, whose message has
+// this ID.
+func results(c Call, id string) []session.Message {
+	calls := toolCalls(c.Content)
+	if len(calls) == 0 {
+		return []session.Message{{ID: "tool-" + id, Role: session.RoleToolResult, ToolCallID: id,
+			Content: session.TextContent("result of: " + c.Text)}}
+	}
+	out := make([]session.Message, len(calls))
+	for i, call := range calls {
+		r := ToolResult{Content: session.TextContent("result of: " + call.Name)}
+		if i < len(c.ToolResults) {
+			r = c.ToolResults[i]
+		}
+		out[i] = session.Message{ID: "tool-" + id + "-" + strconv.Itoa(i+1), Role: session.RoleToolResult,
+			ToolCallID: call.ID, ToolName: call.Name, Content: append([]session.Block(nil), r.Content...), ToolError: r.IsError}
+	}
+	return out
 }
 
 // withTotal returns a copy of u (def when u is nil) whose TotalTokens, when

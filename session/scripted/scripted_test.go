@@ -83,7 +83,7 @@ func TestRunWithTools(t *testing.T) {
 	// Past the script: every call answers ok.
 	evs, err = collect(t, a, context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, "ok", evs[len(evs)-1].(session.AgentEnd).Messages[0].Text)
+	assert.Equal(t, "ok", evs[len(evs)-1].(session.AgentEnd).Messages[0].Text())
 }
 
 func TestRunRefuses(t *testing.T) {
@@ -163,4 +163,46 @@ func TestRunHugeLatencyWaits(t *testing.T) {
 		assert.Equal(t, 1000*time.Hour, time.Since(start), "the call waited until the abort")
 		assert.Equal(t, "aborted", string(evs[len(evs)-1].(session.AgentEnd).Messages[0].StopReason))
 	})
+}
+
+// A script's answers carry content blocks: thinking, tool calls with their
+// arguments, and tool results with images, one result per call; a script
+// written before content blocks runs as it did (issue 13 item 1).
+func TestRunWithBlocks(t *testing.T) {
+	s, err := scripted.Parse([]byte(`{"calls":[
+		{"stopReason":"toolUse","content":[
+			{"type":"thinking","thinking":"look first","thinkingSignature":"c2ln"},
+			{"type":"toolCall","id":"t1","name":"read","arguments":{"path":"a.go","n":[1,2.50]}},
+			{"type":"toolCall","id":"t2","name":"shot","arguments":{}}
+		],"toolResults":[{"content":[{"type":"text","text":"package a"}]}]},
+		{"stopReason":"toolUse","content":[{"type":"toolCall","id":"t3","name":"screenshot","arguments":{}}],
+		 "toolResults":[{"content":[{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}],"isError":true}]},
+		{"stopReason":"stop","text":"done"}
+	]}`))
+	require.NoError(t, err)
+	evs, err := collect(t, scripted.New(s), context.Background())
+	require.NoError(t, err)
+	msgs := evs[len(evs)-1].(session.AgentEnd).Messages
+	require.Len(t, msgs, 6)
+	assert.Equal(t, `{"path":"a.go","n":[1,2.50]}`, string(msgs[0].Content[1].Arguments))
+	assert.Equal(t, session.BlockThinking, msgs[0].Content[0].Type)
+	assert.Equal(t, []session.Message{
+		{ID: msgs[1].ID, Role: session.RoleToolResult, ToolCallID: "t1", ToolName: "read", Content: session.TextContent("package a"), Timestamp: msgs[1].Timestamp},
+		{ID: msgs[2].ID, Role: session.RoleToolResult, ToolCallID: "t2", ToolName: "shot", Content: session.TextContent("result of: shot"), Timestamp: msgs[2].Timestamp},
+	}, msgs[1:3])
+	assert.NotEqual(t, msgs[1].ID, msgs[2].ID)
+	assert.True(t, msgs[4].ToolError)
+	assert.Equal(t, session.BlockImage, msgs[4].Content[0].Type)
+	assert.Equal(t, "done", msgs[5].Text())
+
+	bad := []struct{ json, says string }{
+		{`{"calls":[{"stopReason":"stop","toolResults":[{"content":[]}]}]}`, `calls[0] has toolResults but stopReason "stop"`},
+		{`{"calls":[{"stopReason":"toolUse","toolResults":[{"content":[]}]}]}`, "calls[0] has 1 toolResults for 0 toolCall blocks"},
+		{`{"calls":[{"stopReason":"stop","content":[{"type":"audio"}]}]}`, `unknown content block type "audio"`},
+	}
+	for _, c := range bad {
+		_, err := scripted.Parse([]byte(c.json))
+		require.Error(t, err, c.json)
+		assert.Contains(t, err.Error(), c.says, c.json)
+	}
 }

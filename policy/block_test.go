@@ -1,0 +1,117 @@
+package policy_test
+
+import (
+	"bytes"
+	"encoding/json"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/policy"
+)
+
+// Messages are written in the reference agent's wire shapes, and read back
+// equal (issue 13 item 1).
+func TestMessageWireShapes(t *testing.T) {
+	cases := []struct {
+		name string
+		m    policy.Message
+		json string
+	}{
+		{"user string", policy.Message{ID: "u", Role: policy.RoleUser, StringContent: true, Content: policy.TextContent("hi <b> & é")},
+			`{"id":"u","role":"user","content":"hi <b> & é","timestamp":0}`},
+		{"user empty string", policy.Message{ID: "u", Role: policy.RoleUser, StringContent: true},
+			`{"id":"u","role":"user","content":"","timestamp":0}`},
+		{"user blocks", policy.Message{ID: "u", Role: policy.RoleUser, Content: []policy.Block{
+			policy.TextBlock("look"), {Type: policy.BlockImage, Data: "iVBORw0KGgo=", MimeType: "image/png"}}},
+			`{"id":"u","role":"user","content":[{"type":"text","text":"look"},{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}],"timestamp":0}`},
+		{"assistant", policy.Message{ID: "a", Role: policy.RoleAssistant, Content: []policy.Block{
+			{Type: policy.BlockThinking, Thinking: "hmm", ThinkingSignature: "sig1"},
+			{Type: policy.BlockThinking, Thinking: "opaque", Redacted: true},
+			{Type: policy.BlockText, Text: "reading", TextSignature: "sig2"},
+			{Type: policy.BlockToolCall, ID: "c1", Name: "read", Arguments: json.RawMessage(`{"path":"<a>&b","n":[1,2.50,{"x":null}]}`)},
+		}, StopReason: "toolUse", Usage: &policy.Usage{Input: 1, Output: 2, CacheRead: 3, CacheWrite: 4, TotalTokens: 10,
+			Cost: &policy.Cost{Input: 0.1, Output: 0.25, Total: 0.35}}, Timestamp: 7},
+			`{"id":"a","role":"assistant","content":[{"type":"thinking","thinking":"hmm","thinkingSignature":"sig1"},` +
+				`{"type":"thinking","thinking":"opaque","redacted":true},{"type":"text","text":"reading","textSignature":"sig2"},` +
+				`{"type":"toolCall","id":"c1","name":"read","arguments":{"path":"<a>&b","n":[1,2.50,{"x":null}]}}],"stopReason":"toolUse",` +
+				`"usage":{"input":1,"output":2,"cacheRead":3,"cacheWrite":4,"totalTokens":10,"cost":{"input":0.1,"output":0.25,"cacheRead":0,"cacheWrite":0,"total":0.35}},"timestamp":7}`},
+		{"tool result", policy.Message{ID: "r", Role: policy.RoleToolResult, ToolCallID: "c1", ToolName: "read",
+			Content: policy.TextContent("package a")},
+			`{"id":"r","role":"toolResult","content":[{"type":"text","text":"package a"}],"toolCallId":"c1","toolName":"read","isError":false,"timestamp":0}`},
+		{"failed tool", policy.Message{ID: "r", Role: policy.RoleToolResult, ToolCallID: "c1", ToolName: "read", ToolError: true,
+			Content: policy.TextContent("no such file")},
+			`{"id":"r","role":"toolResult","content":[{"type":"text","text":"no such file"}],"toolCallId":"c1","toolName":"read","isError":true,"timestamp":0}`},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			require.NoError(t, enc.Encode(c.m))
+			b := buf.Bytes()
+			var back policy.Message
+			require.NoError(t, json.Unmarshal(b, &back))
+			assert.Equal(t, c.m, back)
+			require.NoError(t, json.Unmarshal([]byte(c.json), &back))
+			assert.Equal(t, c.m, back)
+			mj, err := c.m.MarshalJSON()
+			require.NoError(t, err)
+			assert.Equal(t, c.json, string(mj))
+		})
+	}
+}
+
+// Arguments are read compacted, byte for byte otherwise; what is not a
+// block or not an object is an error that says so (issue 13 item 1).
+func TestBlockDecoding(t *testing.T) {
+	var b policy.Block
+	require.NoError(t, json.Unmarshal([]byte(`{"type":"toolCall","id":"c","name":"n","arguments":{ "b" : 1e3 , "a":"\u00e9" }}`), &b))
+	assert.Equal(t, `{"b":1e3,"a":"\u00e9"}`, string(b.Arguments))
+	require.NoError(t, json.Unmarshal([]byte(`{"type":"toolCall","id":"c","name":"n","arguments":{"a":"\\u003c","b":"\u003c\u0026<"}}`), &b))
+	assert.Equal(t, `{"a":"\\u003c","b":"\u003c\u0026<"}`, string(b.Arguments), "escapes are kept as they are")
+
+	bad := []struct{ json, says string }{
+		{`{"type":"audio"}`, `unknown content block type "audio"`},
+		{`{"type":"toolCall","id":"c","arguments":[1]}`, `tool call "c": arguments are not a JSON object`},
+		{`{"type":"toolCall","id":"c"}`, `arguments are not a JSON object`},
+		{`{"type":"text","text":5}`, "cannot unmarshal"},
+	}
+	for _, c := range bad {
+		err := json.Unmarshal([]byte(c.json), &b)
+		require.Error(t, err, c.json)
+		assert.Contains(t, err.Error(), c.says, c.json)
+	}
+	_, err := json.Marshal(policy.Block{Type: "audio"})
+	assert.ErrorContains(t, err, `unknown content block type "audio"`)
+	_, err = json.Marshal(policy.Block{Type: policy.BlockToolCall, ID: "c", Arguments: json.RawMessage(`"x"`)})
+	assert.ErrorContains(t, err, `arguments are not a JSON object`)
+	out, err := json.Marshal(policy.Block{Type: policy.BlockToolCall, ID: "c", Name: "n"})
+	require.NoError(t, err)
+	assert.Equal(t, `{"type":"toolCall","id":"c","name":"n","arguments":{}}`, string(out), "nil arguments are an empty object")
+}
+
+// A message written before content blocks reads into the new shape
+// (issue 13 item 1).
+func TestMessageBeforeBlocks(t *testing.T) {
+	var m policy.Message
+	require.NoError(t, json.Unmarshal([]byte(`{"id":"u","role":"user","text":"look","images":2,"timestamp":3}`), &m))
+	assert.Equal(t, policy.Message{ID: "u", Role: policy.RoleUser, Timestamp: 3, Content: []policy.Block{
+		policy.TextBlock("look"), {Type: policy.BlockImage}, {Type: policy.BlockImage}}}, m)
+	require.NoError(t, json.Unmarshal([]byte(`{"id":"u","role":"user","text":"hi","timestamp":3}`), &m))
+	assert.Equal(t, policy.Message{ID: "u", Role: policy.RoleUser, Timestamp: 3, StringContent: true, Content: policy.TextContent("hi")}, m)
+	require.NoError(t, json.Unmarshal([]byte(`{"id":"r","role":"toolResult","text":"out","toolCallId":"a","timestamp":3}`), &m))
+	assert.Equal(t, policy.Message{ID: "r", Role: policy.RoleToolResult, ToolCallID: "a", Timestamp: 3, Content: policy.TextContent("out")}, m)
+	require.NoError(t, json.Unmarshal([]byte(`{"id":"a","role":"assistant","stopReason":"error","errorMessage":"503","timestamp":3}`), &m))
+	assert.Nil(t, m.Content)
+	require.NoError(t, json.Unmarshal([]byte(`{"id":"u","role":"user","text":"x","images":-4,"timestamp":3}`), &m))
+	assert.Len(t, m.Content, 1, "a garbage image count is ignored")
+}
+
+func TestMessageText(t *testing.T) {
+	m := policy.Message{Content: []policy.Block{policy.TextBlock("a"), {Type: policy.BlockThinking, Thinking: "no"}, policy.TextBlock("b"),
+		{Type: policy.BlockToolCall, ID: "c", Name: "n"}}}
+	assert.Equal(t, "ab", m.Text())
+	assert.Len(t, m.ToolCalls(), 1)
+}
