@@ -26,6 +26,14 @@ type (
 	MessageStart struct {
 		Message Message
 	}
+	// MessageUpdate: a message in progress grew, for a view that shows
+	// it as it arrives: Delta is what arrived, Message the message so far
+	// (it may be left empty). The session passes it on and keeps nothing
+	// of it: MessageEnd carries the message.
+	MessageUpdate struct {
+		Message Message
+		Delta   Delta
+	}
 	// MessageEnd: a message is complete. The session appends it to the
 	// runtime context and to history.
 	MessageEnd struct {
@@ -38,6 +46,17 @@ type (
 		Messages []Message
 	}
 )
+
+// Delta is a fragment of a message in progress.
+type Delta struct {
+	// Kind is "text", "thinking" or "toolCall" (a fragment of a tool
+	// call's arguments).
+	Kind string
+	// Index is the content block it belongs to.
+	Index int
+	// Text is the fragment.
+	Text string
+}
 
 // The session's recovery events.
 type (
@@ -92,6 +111,7 @@ type (
 func (AgentStart) event()          {}
 func (TurnStart) event()           {}
 func (MessageStart) event()        {}
+func (MessageUpdate) event()       {}
 func (MessageEnd) event()          {}
 func (TurnEnd) event()             {}
 func (AgentEnd) event()            {}

@@ -62,6 +62,8 @@ type (
 	AgentStart          = policy.AgentStart
 	TurnStart           = policy.TurnStart
 	MessageStart        = policy.MessageStart
+	MessageUpdate       = policy.MessageUpdate
+	Delta               = policy.Delta
 	MessageEnd          = policy.MessageEnd
 	TurnEnd             = policy.TurnEnd
 	AgentEnd            = policy.AgentEnd

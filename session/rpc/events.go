@@ -19,6 +19,8 @@ func EventType(ev session.Event) string {
 		return "turn_start"
 	case session.MessageStart:
 		return "message_start"
+	case session.MessageUpdate:
+		return "message_update"
 	case session.MessageEnd:
 		return "message_end"
 	case session.TurnEnd:
@@ -52,6 +54,15 @@ type (
 	}
 	agentEnd struct {
 		Messages []session.Message `json:"messages"`
+	}
+	messageUpdate struct {
+		Message session.Message `json:"message"`
+		Delta   delta           `json:"delta"`
+	}
+	delta struct {
+		Kind  string `json:"kind"`
+		Index int    `json:"contentIndex"`
+		Text  string `json:"delta"`
 	}
 	autoRetryStart struct {
 		Attempt      int    `json:"attempt"`
@@ -117,6 +128,8 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 		body = struct{}{}
 	case session.MessageStart:
 		body = messageEvent(e)
+	case session.MessageUpdate:
+		body = messageUpdate{Message: e.Message, Delta: delta(e.Delta)}
 	case session.MessageEnd:
 		body = messageEvent(e)
 	case session.AgentEnd:
@@ -192,6 +205,10 @@ func (e Event) Value() (session.Event, error) {
 		var w messageEvent
 		decode(&w)
 		ev = session.MessageEnd(w)
+	case "message_update":
+		var w messageUpdate
+		decode(&w)
+		ev = session.MessageUpdate{Message: w.Message, Delta: session.Delta(w.Delta)}
 	case "agent_end":
 		var w agentEnd
 		decode(&w)

@@ -28,6 +28,8 @@ func TestEventWireForms(t *testing.T) {
 		{session.TurnStart{}, `{"type":"turn_start"}`},
 		{session.MessageStart{Message: msg}, `{"type":"message_start","message":{"id":"a","role":"assistant","content":[],"stopReason":"stop","timestamp":5}}`},
 		{session.MessageEnd{Message: msg}, `{"type":"message_end","message":{"id":"a","role":"assistant","content":[],"stopReason":"stop","timestamp":5}}`},
+		{session.MessageUpdate{Message: msg, Delta: session.Delta{Kind: "text", Index: 0, Text: "Hel"}},
+			`{"type":"message_update","message":{"id":"a","role":"assistant","content":[],"stopReason":"stop","timestamp":5},"delta":{"kind":"text","contentIndex":0,"delta":"Hel"}}`},
 		{session.TurnEnd{}, `{"type":"turn_end"}`},
 		{session.AgentEnd{Messages: []session.Message{msg}}, `{"type":"agent_end","messages":[{"id":"a","role":"assistant","content":[],"stopReason":"stop","timestamp":5}]}`},
 		{session.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 2000, ErrorMessage: "503 Service Unavailable"},
