@@ -43,6 +43,7 @@ var layers = map[string]int{
 	"session/rpc":           5,
 	"internal/providertest": 5,
 	"props":                 6,
+	"providers/openai":      6,
 	"cmd/agentfsm/view":     6,
 	"cmd/agentfsm":          7,
 	".":                     8, // this test

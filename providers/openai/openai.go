@@ -1,0 +1,293 @@
+// Package openai is a session.Agent over OpenAI's Chat Completions API,
+// through the official SDK (github.com/openai/openai-go/v3). It works with
+// any server that speaks that API at a base URL: OpenAI, Ollama, vLLM,
+// llama.cpp, OpenRouter, Together, Groq.
+//
+// The session owns retrying: the SDK's own retries are off, and a failed
+// call is reported as an assistant message with stop reason "error" whose
+// typed fields (HTTP status, error type, hint headers, request id, Go
+// error) the session's classifier reads (docs/providers.md, "OpenAI").
+// The API key is resolved at each run from the credential the session
+// hands the agent, so no secret is ever held in a message, an event or a
+// log.
+package openai
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/session"
+)
+
+// DefaultProvider is the provider name of an Agent whose Options name none.
+const DefaultProvider = "openai"
+
+// Options configure an Agent. Set options win over the OPENAI_*
+// environment variables the SDK reads (OPENAI_BASE_URL, OPENAI_API_KEY).
+type Options struct {
+	// Model is the model ID sent with each request (such as
+	// "gpt-4o-mini", or "llama3.2" on Ollama); empty means the session's
+	// model (RunRequest.Model.ID).
+	Model string
+	// MaxTokens bounds each answer (max_completion_tokens); 0 leaves it to
+	// the server.
+	MaxTokens int64
+	// BaseURL is the API's base URL, ending in /v1/ (such as
+	// "http://localhost:11434/v1/" for Ollama); empty means the SDK's
+	// (OPENAI_BASE_URL, else https://api.openai.com/v1/).
+	BaseURL string
+	// HTTPClient makes the requests; nil means the SDK's default client.
+	HTTPClient *http.Client
+	// Provider names the provider in the session's model, its messages and
+	// the credential looked up when the session hands none; empty means
+	// DefaultProvider. Name a compatible server ("ollama", "groq") so its
+	// credentials and usage limits are its own.
+	Provider string
+	// Secrets turns the run's credential into the API key; nil means
+	// session.EnvSecrets{} (a credential's "env:NAME", or OPENAI_API_KEY
+	// for provider "openai"). A server that needs no key still needs a
+	// resolver that returns some string: the SDK always sends a key.
+	Secrets session.SecretResolver
+	// Tools are the tools the model may call.
+	Tools []Tool
+	// ContextWindows adds to and overrides DefaultContextWindows, by model
+	// ID.
+	ContextWindows map[string]int
+}
+
+// Tool is a function the model may call: its name, what it does, the JSON
+// schema of its arguments (an object schema; nil means no arguments) and
+// the Go function that runs it. Run gets the arguments as the model wrote
+// them (a JSON object) and returns the result's text; an error becomes a
+// tool result with isError set, holding the error's text.
+type Tool struct {
+	Name        string
+	Description string
+	Schema      json.RawMessage
+	Run         func(ctx context.Context, args json.RawMessage) (string, error)
+}
+
+// DefaultContextWindows are the context windows, in tokens, of the models
+// the package knows. A model ID matches its entry, or the longest entry it
+// extends with "-" (a dated version: "gpt-4o-2024-08-06" is "gpt-4o").
+var DefaultContextWindows = map[string]int{
+	"gpt-5":         400_000,
+	"gpt-5-mini":    400_000,
+	"gpt-5-nano":    400_000,
+	"gpt-4.1":       1_047_576,
+	"gpt-4.1-mini":  1_047_576,
+	"gpt-4.1-nano":  1_047_576,
+	"gpt-4o":        128_000,
+	"gpt-4o-mini":   128_000,
+	"gpt-4-turbo":   128_000,
+	"gpt-4":         8_192,
+	"gpt-3.5-turbo": 16_385,
+	"o1":            200_000,
+	"o1-mini":       128_000,
+	"o3":            200_000,
+	"o3-mini":       200_000,
+	"o4-mini":       200_000,
+}
+
+// Agent is a session.Agent over Chat Completions. It is safe for
+// concurrent use by several sessions.
+type Agent struct {
+	opts Options
+}
+
+// New returns an agent with opts.
+func New(opts Options) *Agent {
+	if opts.Provider == "" {
+		opts.Provider = DefaultProvider
+	}
+	if opts.Secrets == nil {
+		opts.Secrets = session.EnvSecrets{}
+	}
+	opts.Tools = append([]Tool(nil), opts.Tools...)
+	windows := make(map[string]int, len(opts.ContextWindows))
+	for id, w := range opts.ContextWindows {
+		windows[id] = w
+	}
+	opts.ContextWindows = windows
+	return &Agent{opts: opts}
+}
+
+// Model returns the session's model: the provider, Options.Model and its
+// context window (0 when unknown: then threshold compaction never runs).
+// Give it to session.WithModel.
+func (a *Agent) Model() session.Model {
+	return session.Model{Provider: a.opts.Provider, ID: a.opts.Model, ContextWindow: a.contextWindow(a.opts.Model), BaseURL: a.opts.BaseURL}
+}
+
+// contextWindow looks id up in the user's table, then the default one.
+func (a *Agent) contextWindow(id string) int {
+	if w, ok := lookupWindow(a.opts.ContextWindows, id); ok {
+		return w
+	}
+	w, _ := lookupWindow(DefaultContextWindows, id)
+	return w
+}
+
+func lookupWindow(table map[string]int, id string) (int, bool) {
+	if w, ok := table[id]; ok {
+		return w, true
+	}
+	best, found := "", false
+	for name := range table {
+		if strings.HasPrefix(id, name+"-") && len(name) > len(best) {
+			best, found = name, true
+		}
+	}
+	return table[best], found
+}
+
+// Run implements session.Agent: it calls the model, runs the tools the
+// model asks for and calls it again with their results, until the model
+// stops, fails or ctx ends. A run that cannot start (no secret, a tool
+// schema that is not a JSON object) returns an error without emitting.
+func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+	cred := session.Credential{Provider: a.opts.Provider}
+	if req.Credential != nil {
+		cred = *req.Credential
+	}
+	key, err := a.opts.Secrets.Resolve(ctx, cred)
+	if err != nil {
+		return fmt.Errorf("openai: resolving the API key: %w", err)
+	}
+	tools, err := a.toolParams()
+	if err != nil {
+		return err
+	}
+	model := a.opts.Model
+	if model == "" {
+		model = req.Model.ID
+	}
+	if model == "" {
+		return errors.New("openai: no model: set Options.Model or the session's model")
+	}
+	if err := context.Cause(ctx); ctx.Err() != nil {
+		return err
+	}
+	params := sdk.ChatCompletionNewParams{
+		Model:         model,
+		Messages:      messages(req.Context),
+		Tools:         tools,
+		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)},
+	}
+	if a.opts.MaxTokens > 0 {
+		params.MaxCompletionTokens = sdk.Int(a.opts.MaxTokens)
+	}
+	client := sdk.NewClient(a.clientOptions(key)...)
+	c := call{agent: a, client: &client, model: model, emit: emit}
+
+	emit(session.AgentStart{})
+	var made []session.Message
+	for {
+		emit(session.TurnStart{})
+		m := c.do(ctx, params)
+		emit(session.MessageEnd{Message: m})
+		made = append(made, m)
+		if m.StopReason != classify.StopReasonToolUse {
+			emit(session.TurnEnd{})
+			break
+		}
+		results := a.runTools(ctx, m)
+		for _, r := range results {
+			emit(session.MessageStart{Message: r})
+			emit(session.MessageEnd{Message: r})
+			made = append(made, r)
+		}
+		emit(session.TurnEnd{})
+		params.Messages = append(params.Messages, messages(append([]session.Message{m}, results...))...)
+	}
+	emit(session.AgentEnd{Messages: made})
+	return nil
+}
+
+// clientOptions are the SDK's options for a run with key: the set
+// options after the environment's, so they win.
+func (a *Agent) clientOptions(key string) []option.RequestOption {
+	opts := []option.RequestOption{option.WithMaxRetries(0), option.WithAPIKey(key)}
+	if a.opts.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(a.opts.BaseURL))
+	}
+	if a.opts.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(a.opts.HTTPClient))
+	}
+	return opts
+}
+
+// toolParams are the tools as the API takes them.
+func (a *Agent) toolParams() ([]sdk.ChatCompletionToolUnionParam, error) {
+	var out []sdk.ChatCompletionToolUnionParam
+	for _, t := range a.opts.Tools {
+		if t.Name == "" || t.Run == nil {
+			return nil, fmt.Errorf("openai: tool %q: a tool needs a name and a Run function", t.Name)
+		}
+		schema := map[string]any{"type": "object", "properties": map[string]any{}}
+		if len(t.Schema) > 0 {
+			schema = nil
+			if err := json.Unmarshal(t.Schema, &schema); err != nil || schema == nil {
+				return nil, fmt.Errorf("openai: tool %q: the schema is not a JSON object", t.Name)
+			}
+		}
+		def := sdk.FunctionDefinitionParam{Name: t.Name, Parameters: schema}
+		if t.Description != "" {
+			def.Description = sdk.String(t.Description)
+		}
+		out = append(out, sdk.ChatCompletionFunctionTool(def))
+	}
+	return out, nil
+}
+
+// runTools runs the tool calls of m, in order, and returns their results.
+func (a *Agent) runTools(ctx context.Context, m session.Message) []session.Message {
+	var out []session.Message
+	for _, b := range m.Content {
+		if b.Type != session.BlockToolCall {
+			continue
+		}
+		text, err := a.runTool(ctx, b)
+		r := session.Message{Role: session.RoleToolResult, ToolCallID: b.ID, ToolName: b.Name, Content: session.TextContent(text), Timestamp: now()}
+		if err != nil {
+			r.Content, r.ToolError = session.TextContent(err.Error()), true
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// runTool runs one call; a panic of the tool is its error.
+func (a *Agent) runTool(ctx context.Context, b session.Block) (text string, err error) {
+	var tool *Tool
+	for i := range a.opts.Tools {
+		if a.opts.Tools[i].Name == b.Name {
+			tool = &a.opts.Tools[i]
+			break
+		}
+	}
+	if tool == nil {
+		return "", fmt.Errorf("openai: no tool named %q", b.Name)
+	}
+	if err := context.Cause(ctx); ctx.Err() != nil {
+		return "", fmt.Errorf("openai: tool %q not run: %w", b.Name, err)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			text, err = "", fmt.Errorf("openai: tool %q panicked: %v", b.Name, r)
+		}
+	}()
+	args := b.Arguments
+	if args == nil {
+		args = json.RawMessage("{}")
+	}
+	return tool.Run(ctx, args)
+}

@@ -1,0 +1,398 @@
+package openai_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/internal/providertest"
+	"github.com/agentfsm/agentfsm/providers/openai"
+	"github.com/agentfsm/agentfsm/session"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// The keys the tests' environment holds; no event, history entry or log
+// line may contain one.
+var secrets = map[string]string{
+	"OPENAI_API_KEY": "sk-default-7f3a9c2e41b8",
+	"KEY_A":          "sk-first-5d1e8b7a93c0",
+	"KEY_B":          "sk-second-2c6f4e9d18a7",
+}
+
+func lookup(name string) (string, bool) {
+	v, ok := secrets[name]
+	return v, ok
+}
+
+// lockedBuffer is a log sink safe for the session's goroutines.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// harness is a session over the adapter over the fake OpenAI API.
+type harness struct {
+	fake  *providertest.Server
+	agent *openai.Agent
+	s     *session.Session
+	logs  *lockedBuffer
+
+	mu     sync.Mutex
+	events []session.Event
+	at     []time.Duration
+}
+
+func newHarness(t *testing.T, cfg session.Config, tools []openai.Tool, opts ...session.Option) *harness {
+	t.Helper()
+	fake := providertest.NewOpenAI(t)
+	h := &harness{fake: fake, logs: &lockedBuffer{}}
+	h.agent = openai.New(openai.Options{
+		Model:      providertest.OpenAIModel,
+		BaseURL:    fake.BaseURL(),
+		HTTPClient: fake.Client(),
+		Secrets:    session.EnvSecrets{Lookup: lookup},
+		Tools:      tools,
+	})
+	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	opts = append([]session.Option{session.WithModel(h.agent.Model()), session.WithSessionID("openai-test"),
+		session.WithConfig(cfg), session.WithLogger(logger)}, opts...)
+	s, err := session.New(h.agent, opts...)
+	require.NoError(t, err)
+	h.s = s
+	start := time.Now()
+	s.Subscribe(func(ev session.Event) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.events = append(h.events, ev)
+		h.at = append(h.at, time.Since(start))
+	})
+	t.Cleanup(func() {
+		s.Close()
+		h.checkNoSecret(t)
+	})
+	return h
+}
+
+func (h *harness) recorded() []session.Event {
+	synctest.Wait()
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return append([]session.Event(nil), h.events...)
+}
+
+// retries are the session's AutoRetryStart events.
+func (h *harness) retries() []session.AutoRetryStart {
+	var out []session.AutoRetryStart
+	for _, ev := range h.recorded() {
+		if r, ok := ev.(session.AutoRetryStart); ok {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// checkNoSecret fails when a key is in an event, a history entry or a log
+// line (issue 13 item 2, scenario 8).
+func (h *harness) checkNoSecret(t *testing.T) {
+	t.Helper()
+	var all strings.Builder
+	h.mu.Lock()
+	for _, ev := range h.events {
+		fmt.Fprintf(&all, "%#v\n%+v\n", ev, ev)
+		if b, err := json.Marshal(ev); err == nil {
+			all.Write(b)
+		}
+	}
+	h.mu.Unlock()
+	for _, e := range h.s.History().Entries() {
+		b, err := json.Marshal(e)
+		require.NoError(t, err)
+		all.Write(b)
+		fmt.Fprintf(&all, "%+v\n", e)
+	}
+	all.WriteString(h.logs.String())
+	for name, key := range secrets {
+		assert.NotContains(t, all.String(), key, "the secret of %s leaked", name)
+	}
+}
+
+func completion(text string) providertest.Reply {
+	return providertest.OpenAICompletion{Content: text, Usage: providertest.OpenAIUsage{PromptTokens: 120, CompletionTokens: 8, CachedTokens: 100}}.Reply()
+}
+
+func lastAssistant(t *testing.T, s *session.Session) session.Message {
+	t.Helper()
+	msgs := s.Messages()
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == session.RoleAssistant {
+			return msgs[i]
+		}
+	}
+	t.Fatal("no assistant message")
+	return session.Message{}
+}
+
+// Issue 13 item 2, scenario 1: a 503 then success is one retry after the
+// base delay.
+func TestOpenAIServerErrorThenSuccessRetriesOnce(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, session.DefaultConfig(), nil)
+		h.fake.Push(providertest.OpenAIServerError(), completion("Hello there."))
+		start := time.Now()
+		require.NoError(t, h.s.Prompt(context.Background(), "hi"))
+		assert.Equal(t, 2*time.Second, time.Since(start), "one wait of the base delay")
+		reqs := h.fake.Settled()
+		require.Len(t, reqs, 2)
+		r := h.retries()
+		require.Len(t, r, 1)
+		assert.Contains(t, r[0].ErrorMessage, "500 server_error")
+		m := lastAssistant(t, h.s)
+		assert.Equal(t, "Hello there.", m.Text())
+		assert.Equal(t, classify.StopReasonStop, m.StopReason)
+		assert.Equal(t, &session.Usage{Input: 20, Output: 8, CacheRead: 100, TotalTokens: 128}, m.Usage)
+		assert.Equal(t, "openai", m.Provider)
+		assert.Equal(t, providertest.OpenAIModel, m.Model)
+		for _, req := range reqs {
+			assert.Equal(t, secrets["OPENAI_API_KEY"], req.Key())
+			assert.Equal(t, map[string]any{"include_usage": true}, req.Body["stream_options"])
+		}
+	})
+}
+
+// Issue 13 item 2, scenario 2: a 429 rate_limit_exceeded waits for its
+// retry-after when the session honours it.
+func TestOpenAIRateLimitHonoursRetryAfter(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := session.DefaultConfig()
+		cfg.Retry.HonorRetryAfter = true
+		h := newHarness(t, cfg, nil)
+		h.fake.Push(providertest.OpenAIRateLimit(7*time.Second), completion("ok"))
+		start := time.Now()
+		require.NoError(t, h.s.Prompt(context.Background(), "hi"))
+		assert.Equal(t, 7*time.Second, time.Since(start), "the wait is the hint")
+		r := h.retries()
+		require.Len(t, r, 1)
+		assert.Equal(t, int64(7000), r[0].DelayMs)
+		var failed session.Message
+		for _, ev := range h.recorded() {
+			if end, ok := ev.(session.MessageEnd); ok && end.Message.IsError() {
+				failed = end.Message
+			}
+		}
+		assert.Equal(t, 429, failed.HTTPStatus)
+		assert.Equal(t, "rate_limit_exceeded", failed.ErrorType)
+		assert.Equal(t, "7", failed.Headers["retry-after"])
+		assert.Equal(t, "0", failed.Headers["x-ratelimit-remaining-requests"])
+		assert.NotEmpty(t, failed.Headers["x-request-id"])
+		assert.True(t, strings.HasPrefix(failed.ErrorMessage, "429 rate_limit_exceeded: Rate limit reached"), failed.ErrorMessage)
+	})
+}
+
+// Issue 13 item 2, scenario 3: a 400 context_length_exceeded compacts the
+// context and the continuation succeeds.
+func TestOpenAIContextLengthExceededCompacts(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := session.DefaultConfig()
+		cfg.Compaction.KeepRecentTokens = 5
+		h := newHarness(t, cfg, nil)
+		h.fake.Push(completion("first answer"), providertest.OpenAIContextLengthExceeded(128000, 130000), completion("recovered"))
+		require.NoError(t, h.s.Prompt(context.Background(), "first question, long enough to matter"))
+		require.NoError(t, h.s.Prompt(context.Background(), "second question, long enough too"))
+		var starts []session.AutoCompactionStart
+		for _, ev := range h.recorded() {
+			if c, ok := ev.(session.AutoCompactionStart); ok {
+				starts = append(starts, c)
+			}
+		}
+		require.Len(t, starts, 1)
+		assert.Equal(t, session.ReasonOverflow, starts[0].Reason)
+		msgs := h.s.Messages()
+		assert.Equal(t, session.RoleSummary, msgs[0].Role)
+		assert.Equal(t, "recovered", lastAssistant(t, h.s).Text())
+		reqs := h.fake.Settled()
+		require.Len(t, reqs, 3)
+		sent := reqs[2].Body["messages"].([]any)
+		first := sent[0].(map[string]any)
+		assert.Equal(t, "user", first["role"])
+		assert.Contains(t, first["content"], "first question", "the summary goes first, as a user message")
+	})
+}
+
+// Issue 13 item 2, scenario 4: a stream cut mid-response (a connection
+// reset, an early clean end, an error event) is retried.
+func TestOpenAIStreamCutIsRetried(t *testing.T) {
+	cases := map[string]func(providertest.Reply) providertest.Reply{
+		"connection reset": func(r providertest.Reply) providertest.Reply {
+			r.Break = &providertest.Break{After: 3}
+			return r
+		},
+		"clean end without a finish reason": func(r providertest.Reply) providertest.Reply {
+			r.Break = &providertest.Break{After: 3, Err: io.EOF}
+			return r
+		},
+		"error event": func(r providertest.Reply) providertest.Reply {
+			r.Events = append(r.Events[:3:3], providertest.OpenAIErrorEvent("server_error", "", "The server had an error while processing your request."))
+			return r
+		},
+	}
+	for name, cut := range cases {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				h := newHarness(t, session.DefaultConfig(), nil)
+				h.fake.Push(cut(completion("a fairly long answer that gets cut")), completion("whole"))
+				require.NoError(t, h.s.Prompt(context.Background(), "hi"))
+				require.Len(t, h.fake.Settled(), 2)
+				r := h.retries()
+				require.Len(t, r, 1)
+				assert.NotContains(t, r[0].ErrorMessage, "http://", "a short message, not the SDK's dump")
+				assert.Equal(t, "whole", lastAssistant(t, h.s).Text())
+			})
+		})
+	}
+}
+
+// Issue 13 item 2, scenario 5: a tool call's round trip survives a retry
+// of the call that carries its result.
+func TestOpenAIToolRoundTripSurvivesRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var runs []string
+		read := openai.Tool{
+			Name:        "read",
+			Description: "Reads a file.",
+			Schema:      json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`),
+			Run: func(_ context.Context, args json.RawMessage) (string, error) {
+				runs = append(runs, string(args))
+				return "package main", nil
+			},
+		}
+		h := newHarness(t, session.DefaultConfig(), []openai.Tool{read})
+		h.fake.Push(
+			providertest.OpenAICompletion{ToolCalls: []providertest.OpenAIToolCall{{ID: "call_1", Name: "read", Arguments: `{"path": "main.go"}`}}}.Reply(),
+			providertest.OpenAIOverloaded(),
+			completion("It is a Go program."),
+		)
+		require.NoError(t, h.s.Prompt(context.Background(), "what is main.go?"))
+		assert.Equal(t, []string{`{"path":"main.go"}`}, runs, "the tool ran once")
+		msgs := h.s.Messages()
+		require.Len(t, msgs, 4)
+		call := msgs[1]
+		assert.Equal(t, classify.StopReasonToolUse, call.StopReason)
+		require.Len(t, call.Content, 1)
+		assert.Equal(t, session.Block{Type: session.BlockToolCall, ID: "call_1", Name: "read", Arguments: json.RawMessage(`{"path":"main.go"}`)}, call.Content[0])
+		assert.Equal(t, session.RoleToolResult, msgs[2].Role)
+		assert.Equal(t, "call_1", msgs[2].ToolCallID)
+		assert.Equal(t, "package main", msgs[2].Text())
+		assert.Equal(t, "It is a Go program.", msgs[3].Text())
+
+		reqs := h.fake.Settled()
+		require.Len(t, reqs, 3)
+		assert.Equal(t, reqs[1].Body["messages"], reqs[2].Body["messages"], "the retry sends what the failed call sent")
+		sent := reqs[2].Body["messages"].([]any)
+		require.Len(t, sent, 3)
+		asst := sent[1].(map[string]any)
+		tc := asst["tool_calls"].([]any)[0].(map[string]any)
+		assert.Equal(t, "call_1", tc["id"])
+		assert.Equal(t, `{"path":"main.go"}`, tc["function"].(map[string]any)["arguments"])
+		tool := sent[2].(map[string]any)
+		assert.Equal(t, "tool", tool["role"])
+		assert.Equal(t, "call_1", tool["tool_call_id"])
+		assert.Equal(t, "package main", tool["content"])
+		tools := reqs[0].Body["tools"].([]any)
+		assert.Equal(t, "read", tools[0].(map[string]any)["function"].(map[string]any)["name"])
+	})
+}
+
+// Issue 13 item 2, scenario 6: an abort mid-stream cancels the request
+// and Prompt returns ErrAborted.
+func TestOpenAIAbortMidStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, session.DefaultConfig(), nil)
+		reply := completion("never finished")
+		reply.Break = &providertest.Break{After: 2, Stall: true}
+		h.fake.Push(reply)
+		done := make(chan error, 1)
+		go func() { done <- h.s.Prompt(context.Background(), "hi") }()
+		time.Sleep(time.Second)
+		synctest.Wait()
+		require.True(t, h.s.IsStreaming())
+		h.s.Abort()
+		require.ErrorIs(t, <-done, session.ErrAborted)
+		reqs := h.fake.Settled()
+		require.Len(t, reqs, 1)
+		assert.True(t, reqs[0].Cancelled, "the server saw the request cancelled")
+		m := lastAssistant(t, h.s)
+		assert.Equal(t, classify.StopReasonAborted, m.StopReason)
+		assert.Equal(t, "never ", m.Text(), "what arrived before the abort")
+	})
+}
+
+// Issue 13 item 2, scenario 7: insufficient_quota switches to the second
+// key, and the server sees it.
+func TestOpenAIInsufficientQuotaSwitchesKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := session.DefaultConfig()
+		cfg.Retry.Rules = classify.Extended
+		store := session.NewMemoryCredentials(nil,
+			session.Credential{ID: "a", Provider: "openai", Type: "api_key", Secret: "env:KEY_A"},
+			session.Credential{ID: "b", Provider: "openai", Type: "api_key", Secret: "env:KEY_B"},
+		)
+		h := newHarness(t, cfg, nil, session.WithCredentials(store))
+		h.fake.Push(providertest.OpenAIInsufficientQuota(), completion("paid"))
+		start := time.Now()
+		require.NoError(t, h.s.Prompt(context.Background(), "hi"))
+		assert.Zero(t, time.Since(start), "a switch retries at once")
+		reqs := h.fake.Settled()
+		require.Len(t, reqs, 2)
+		keys := []string{reqs[0].Key(), reqs[1].Key()}
+		assert.ElementsMatch(t, []string{secrets["KEY_A"], secrets["KEY_B"]}, keys, "the second request carries the other key")
+	})
+}
+
+// Issue 13 item 2: a run that cannot resolve its secret returns the error
+// and emits nothing; the session reports a failed start.
+func TestOpenAIMissingSecretFailsToStart(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := providertest.NewOpenAI(t)
+		agent := openai.New(openai.Options{Model: "gpt-4o", BaseURL: fake.BaseURL(), HTTPClient: fake.Client(),
+			Secrets: session.EnvSecrets{Lookup: func(string) (string, bool) { return "", false }}})
+		var events []session.Event
+		err := agent.Run(context.Background(), session.RunRequest{Context: []session.Message{{Role: session.RoleUser, Content: session.TextContent("hi")}}},
+			func(ev session.Event) { events = append(events, ev) })
+		require.ErrorIs(t, err, session.ErrNoSecret)
+		assert.Empty(t, events)
+		assert.Empty(t, fake.Requests())
+
+		s, err := session.New(agent, session.WithModel(agent.Model()))
+		require.NoError(t, err)
+		defer s.Close()
+		require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrStartFailed)
+	})
+}

@@ -1,0 +1,383 @@
+package openai
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	sdk "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/ssestream"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/session"
+)
+
+// ErrIncompleteStream is wrapped by the error of a stream that ended
+// without a finish reason; it matches io.ErrUnexpectedEOF, so the session
+// retries it as a transient failure.
+var ErrIncompleteStream = fmt.Errorf("openai: the stream ended before the model finished: %w", io.ErrUnexpectedEOF)
+
+// now is the time of a message, in milliseconds since the Unix epoch.
+func now() int64 { return time.Now().UnixMilli() }
+
+// call makes the model calls of one run.
+type call struct {
+	agent  *Agent
+	client *sdk.Client
+	model  string
+	emit   func(session.Event)
+}
+
+// toolCall is a tool call as it streams in.
+type toolCall struct {
+	block int // its index in the message's content
+	id    string
+	name  string
+	args  strings.Builder
+}
+
+// do makes one streaming call and returns its assistant message, having
+// emitted MessageStart and the deltas (not MessageEnd).
+func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) session.Message {
+	head := session.Message{Role: session.RoleAssistant, Provider: c.agent.opts.Provider, Model: c.model, Timestamp: now()}
+	c.emit(session.MessageStart{Message: head})
+
+	var resp *http.Response
+	stream := c.client.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&resp))
+	defer stream.Close()
+
+	var (
+		content  []session.Block
+		text     = -1 // the text block's index, once there is one
+		thinking = -1
+		calls    = map[int64]*toolCall{}
+		finish   string
+		usage    *session.Usage
+	)
+	update := func(kind string, index int, s string) {
+		c.emit(session.MessageUpdate{Message: head, Delta: session.Delta{Kind: kind, Index: index, Text: s}})
+	}
+	for stream.Next() {
+		chunk := stream.Current()
+		if chunk.JSON.Usage.Valid() && chunk.Usage.JSON.PromptTokens.Valid() {
+			usage = usageOf(chunk.Usage)
+		}
+		// The usage chunk has no choice; a server may send others.
+		if len(chunk.Choices) == 0 {
+			continue
+		}
+		choice := chunk.Choices[0]
+		d := choice.Delta
+		if r := reasoning(d); r != "" {
+			if thinking < 0 {
+				content = append(content, session.Block{Type: session.BlockThinking})
+				thinking = len(content) - 1
+			}
+			content[thinking].Thinking += r
+			update("thinking", thinking, r)
+		}
+		if d.Content != "" {
+			if text < 0 {
+				content = append(content, session.TextBlock(""))
+				text = len(content) - 1
+			}
+			content[text].Text += d.Content
+			update("text", text, d.Content)
+		}
+		for _, tc := range d.ToolCalls {
+			t := calls[tc.Index]
+			if t == nil {
+				content = append(content, session.Block{Type: session.BlockToolCall})
+				t = &toolCall{block: len(content) - 1}
+				calls[tc.Index] = t
+			}
+			if tc.ID != "" {
+				t.id = tc.ID
+			}
+			if tc.Function.Name != "" {
+				t.name += tc.Function.Name
+			}
+			if tc.Function.Arguments != "" {
+				t.args.WriteString(tc.Function.Arguments)
+				update("toolCall", t.block, tc.Function.Arguments)
+			}
+		}
+		if choice.FinishReason != "" {
+			finish = choice.FinishReason
+		}
+	}
+	err := stream.Err()
+	if err == nil && finish == "" {
+		err = ErrIncompleteStream
+	}
+	switch {
+	case ctx.Err() != nil:
+		m := head
+		m.StopReason = classify.StopReasonAborted
+		m.ErrorMessage = "Request was aborted"
+		m.Content = partial(content)
+		m.Usage = usage
+		m.Timestamp = now()
+		return m
+	case err != nil:
+		m := failed(resp, err)
+		m.Provider, m.Model, m.Timestamp = head.Provider, head.Model, now()
+		return m
+	}
+
+	for _, t := range calls {
+		content[t.block] = session.Block{Type: session.BlockToolCall, ID: t.id, Name: t.name, Arguments: arguments(t.args.String())}
+	}
+	m := head
+	m.Content = content
+	m.Usage = usage
+	m.Timestamp = now()
+	switch finish {
+	case "tool_calls", "function_call":
+		m.StopReason = classify.StopReasonToolUse
+	case "length":
+		m.StopReason = classify.StopReasonLength
+	case "content_filter":
+		m.StopReason = classify.StopReasonError
+		m.ErrorMessage = "content_filter: the provider's content filter stopped the answer"
+		m.ErrorType = "content_filter"
+	default:
+		m.StopReason = classify.StopReasonStop
+	}
+	// Some compatible servers (Ollama among them) finish a tool call with
+	// "stop": the calls decide.
+	if len(calls) > 0 && m.StopReason == classify.StopReasonStop {
+		m.StopReason = classify.StopReasonToolUse
+	}
+	return m
+}
+
+// failed is the message of a call that failed with err; resp is the
+// response, when one came.
+func failed(resp *http.Response, err error) session.Message {
+	var apiErr *sdk.Error
+	var streamErr *ssestream.StreamError
+	switch {
+	case errors.As(err, &apiErr):
+		var body []byte
+		header := http.Header(nil)
+		if apiErr.Response != nil {
+			header = apiErr.Response.Header
+			if apiErr.Response.Body != nil {
+				body, _ = io.ReadAll(io.LimitReader(apiErr.Response.Body, 1<<20))
+			}
+		}
+		if len(bytes.TrimSpace(body)) == 0 && apiErr.RawJSON() != "" {
+			body = []byte(`{"error":` + apiErr.RawJSON() + `}`)
+		}
+		// The SDK's error holds the request, and with it the key: keep
+		// only its safe summary.
+		return session.FailedMessage(apiErr.StatusCode, header, body, errors.New("openai: "+apiErr.Error()))
+	case errors.As(err, &streamErr):
+		return session.FailedMessage(0, headerOf(resp), streamErr.Event.Data, errors.New("openai: an error event in the stream"))
+	}
+	return session.FailedMessage(0, headerOf(resp), nil, fmt.Errorf("openai: reading the stream: %w", err))
+}
+
+func headerOf(resp *http.Response) http.Header {
+	if resp == nil {
+		return nil
+	}
+	return resp.Header
+}
+
+// partial is the content of a call cut short: its text and thinking (a
+// tool call's arguments may be incomplete).
+func partial(content []session.Block) []session.Block {
+	var out []session.Block
+	for _, b := range content {
+		if b.Type != session.BlockToolCall {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// arguments returns a tool call's arguments as a JSON object: the model's
+// text compacted, {} when it is empty, and {"_raw": text} when it is not
+// a JSON object (the tool then sees what the model wrote).
+func arguments(s string) json.RawMessage {
+	if strings.TrimSpace(s) == "" {
+		return json.RawMessage("{}")
+	}
+	var obj map[string]json.RawMessage
+	var buf bytes.Buffer
+	if json.Unmarshal([]byte(s), &obj) == nil && obj != nil && json.Compact(&buf, []byte(s)) == nil {
+		return buf.Bytes()
+	}
+	raw, _ := json.Marshal(map[string]string{"_raw": s})
+	return raw
+}
+
+// reasoning is the reasoning text of a delta, which some compatible
+// servers send: "reasoning_content" (vLLM, DeepSeek) or "reasoning"
+// (Ollama, OpenRouter).
+func reasoning(d sdk.ChatCompletionChunkChoiceDelta) string {
+	for _, name := range []string{"reasoning_content", "reasoning"} {
+		if f, ok := d.JSON.ExtraFields[name]; ok {
+			var s string
+			if json.Unmarshal([]byte(f.Raw()), &s) == nil && s != "" {
+				return s
+			}
+		}
+	}
+	return ""
+}
+
+// usageOf converts the API's usage: the cached prompt tokens are cache
+// reads, the rest input.
+func usageOf(u sdk.CompletionUsage) *session.Usage {
+	cached := int(u.PromptTokensDetails.CachedTokens)
+	out := &session.Usage{
+		Input:       int(u.PromptTokens) - cached,
+		Output:      int(u.CompletionTokens),
+		CacheRead:   cached,
+		CacheWrite:  int(u.PromptTokensDetails.CacheWriteTokens),
+		TotalTokens: int(u.TotalTokens),
+	}
+	if out.Input < 0 {
+		out.Input = 0
+	}
+	if out.TotalTokens == 0 {
+		out.TotalTokens = int(u.PromptTokens + u.CompletionTokens)
+	}
+	return out
+}
+
+// summaryPrefix introduces a compaction's summary, sent as a user message.
+const summaryPrefix = "The conversation before this point was compacted into this summary:\n\n"
+
+// messages converts the session's context to the API's messages.
+//
+// User messages keep their text and images (as data URLs); a compaction
+// summary is a user message. Assistant messages keep their text and tool
+// calls; thinking is dropped (Chat Completions takes none back), and so
+// are failed and aborted calls. A tool result is a "tool" message of its
+// text; its images follow in a user message, as a tool message holds text
+// only. A tool call without a result, and a result without its call, are
+// left out: the API refuses either.
+func messages(ctx []session.Message) []sdk.ChatCompletionMessageParamUnion {
+	answered, called := map[string]bool{}, map[string]bool{}
+	for _, m := range ctx {
+		if m.Role == session.RoleToolResult {
+			answered[m.ToolCallID] = true
+		}
+	}
+	var out []sdk.ChatCompletionMessageParamUnion
+	var images []sdk.ChatCompletionContentPartUnionParam
+	flush := func() {
+		if len(images) > 0 {
+			parts := append([]sdk.ChatCompletionContentPartUnionParam{sdk.TextContentPart("The images the tools returned:")}, images...)
+			out = append(out, sdk.UserMessage(parts))
+			images = nil
+		}
+	}
+	for _, m := range ctx {
+		if m.Role != session.RoleToolResult {
+			flush()
+		}
+		switch m.Role {
+		case session.RoleUser:
+			out = append(out, userMessage(m))
+		case session.RoleSummary:
+			out = append(out, sdk.UserMessage(summaryPrefix+texts(m.Content)))
+		case session.RoleAssistant:
+			if msg, ok := assistantMessage(m, answered, called); ok {
+				out = append(out, msg)
+			}
+		case session.RoleToolResult:
+			if !called[m.ToolCallID] {
+				continue
+			}
+			text := texts(m.Content)
+			for _, b := range m.Content {
+				if b.Type == session.BlockImage {
+					images = append(images, imagePart(b))
+				}
+			}
+			out = append(out, sdk.ToolMessage(text, m.ToolCallID))
+		}
+	}
+	flush()
+	return out
+}
+
+func userMessage(m session.Message) sdk.ChatCompletionMessageParamUnion {
+	hasImage := false
+	for _, b := range m.Content {
+		hasImage = hasImage || b.Type == session.BlockImage
+	}
+	if !hasImage {
+		return sdk.UserMessage(texts(m.Content))
+	}
+	var parts []sdk.ChatCompletionContentPartUnionParam
+	for _, b := range m.Content {
+		switch b.Type {
+		case session.BlockText:
+			parts = append(parts, sdk.TextContentPart(b.Text))
+		case session.BlockImage:
+			parts = append(parts, imagePart(b))
+		}
+	}
+	return sdk.UserMessage(parts)
+}
+
+func imagePart(b session.Block) sdk.ChatCompletionContentPartUnionParam {
+	return sdk.ImageContentPart(sdk.ChatCompletionContentPartImageImageURLParam{URL: "data:" + b.MimeType + ";base64," + b.Data})
+}
+
+// assistantMessage converts an assistant message; false when there is
+// nothing to send.
+func assistantMessage(m session.Message, answered, called map[string]bool) (sdk.ChatCompletionMessageParamUnion, bool) {
+	if m.StopReason == classify.StopReasonError || m.StopReason == classify.StopReasonAborted {
+		return sdk.ChatCompletionMessageParamUnion{}, false
+	}
+	var p sdk.ChatCompletionAssistantMessageParam
+	text := texts(m.Content)
+	for _, b := range m.Content {
+		if b.Type != session.BlockToolCall || !answered[b.ID] {
+			continue
+		}
+		called[b.ID] = true
+		args := string(b.Arguments)
+		if args == "" {
+			args = "{}"
+		}
+		p.ToolCalls = append(p.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{
+			OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
+				ID:       b.ID,
+				Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: b.Name, Arguments: args},
+			},
+		})
+	}
+	if text == "" && len(p.ToolCalls) == 0 {
+		return sdk.ChatCompletionMessageParamUnion{}, false
+	}
+	if text != "" {
+		p.Content.OfString = sdk.String(text)
+	}
+	return sdk.ChatCompletionMessageParamUnion{OfAssistant: &p}, true
+}
+
+// texts joins the text blocks of content.
+func texts(content []session.Block) string {
+	var parts []string
+	for _, b := range content {
+		if b.Type == session.BlockText {
+			parts = append(parts, b.Text)
+		}
+	}
+	return strings.Join(parts, "\n")
+}
