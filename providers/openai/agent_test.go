@@ -1,0 +1,164 @@
+package openai_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"testing/synctest"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/internal/providertest"
+	"github.com/agentfsm/agentfsm/providers/openai"
+	"github.com/agentfsm/agentfsm/session"
+)
+
+// run calls the agent directly and returns what it emitted.
+func run(t *testing.T, fake *providertest.Server, tools []openai.Tool, ctx []session.Message) []session.Event {
+	t.Helper()
+	agent := openai.New(openai.Options{Model: "gpt-4o", BaseURL: fake.BaseURL(), HTTPClient: fake.Client(),
+		Secrets: session.EnvSecrets{Lookup: lookup}, Tools: tools})
+	var events []session.Event
+	require.NoError(t, agent.Run(context.Background(), session.RunRequest{Context: ctx}, func(ev session.Event) { events = append(events, ev) }))
+	return events
+}
+
+func kinds(events []session.Event) []string {
+	var out []string
+	for _, ev := range events {
+		switch e := ev.(type) {
+		case session.MessageUpdate:
+			out = append(out, "update "+e.Delta.Kind)
+		case session.MessageEnd:
+			out = append(out, fmt.Sprintf("end %s %s", e.Message.Role, e.Message.StopReason))
+		default:
+			out = append(out, fmt.Sprintf("%T", ev)[len("policy."):])
+		}
+	}
+	return out
+}
+
+// Issue 13 item 2: the events of a run follow the agent contract, with
+// the deltas as they arrive, and a tool's error is an isError result.
+func TestOpenAIRunEvents(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := providertest.NewOpenAI(t)
+		fake.Push(
+			providertest.OpenAICompletion{Content: "Let me look.", ToolCalls: []providertest.OpenAIToolCall{
+				{ID: "call_1", Name: "fail", Arguments: `{}`},
+				{ID: "call_2", Name: "missing", Arguments: `not json`},
+			}}.Reply(),
+			providertest.OpenAICompletion{Content: "Done", FinishReason: "length"}.Reply(),
+		)
+		fail := openai.Tool{Name: "fail", Run: func(context.Context, json.RawMessage) (string, error) { return "", errors.New("disk full") }}
+		events := run(t, fake, []openai.Tool{fail}, []session.Message{{Role: session.RoleUser, Content: session.TextContent("go")}})
+		assert.Equal(t, []string{
+			"AgentStart", "TurnStart", "MessageStart",
+			"update text", "update text", "update text", "update toolCall", "update toolCall",
+			"end assistant toolUse",
+			"MessageStart", "end toolResult ", "MessageStart", "end toolResult ",
+			"TurnEnd", "TurnStart", "MessageStart", "update text",
+			"end assistant length", "TurnEnd", "AgentEnd",
+		}, kinds(events))
+		end := events[len(events)-1].(session.AgentEnd)
+		require.Len(t, end.Messages, 4)
+		first := end.Messages[0]
+		assert.Equal(t, []session.Block{
+			session.TextBlock("Let me look."),
+			{Type: session.BlockToolCall, ID: "call_1", Name: "fail", Arguments: json.RawMessage(`{}`)},
+			{Type: session.BlockToolCall, ID: "call_2", Name: "missing", Arguments: json.RawMessage(`{"_raw":"not json"}`)},
+		}, first.Content)
+		assert.True(t, end.Messages[1].ToolError)
+		assert.Equal(t, "disk full", end.Messages[1].Text())
+		assert.True(t, end.Messages[2].ToolError)
+		assert.Contains(t, end.Messages[2].Text(), `no tool named "missing"`)
+		assert.Equal(t, classify.StopReasonLength, end.Messages[3].StopReason)
+	})
+}
+
+// Issue 13 item 2: the context goes out in the API's shapes: images as
+// data URLs, the summary as a user message, thinking and failed calls left
+// out.
+func TestOpenAIRequestMessages(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := providertest.NewOpenAI(t)
+		fake.Push(completion("fine"))
+		ctx := []session.Message{
+			{Role: session.RoleSummary, Content: session.TextContent("earlier: the user asked about Go")},
+			{Role: session.RoleUser, Content: []session.Block{session.TextBlock("what is this?"), {Type: session.BlockImage, Data: "aGk=", MimeType: "image/png"}}},
+			{Role: session.RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: "503"},
+			{Role: session.RoleAssistant, StopReason: classify.StopReasonToolUse, Content: []session.Block{
+				{Type: session.BlockThinking, Thinking: "hmm", ThinkingSignature: "sig"},
+				session.TextBlock("Looking."),
+				{Type: session.BlockToolCall, ID: "c1", Name: "shot", Arguments: json.RawMessage(`{"x":1}`)},
+				{Type: session.BlockToolCall, ID: "c2", Name: "lost"},
+			}},
+			{Role: session.RoleToolResult, ToolCallID: "c1", ToolName: "shot", Content: []session.Block{session.TextBlock("taken"), {Type: session.BlockImage, Data: "aGk=", MimeType: "image/jpeg"}}},
+			{Role: session.RoleToolResult, ToolCallID: "zz", ToolName: "orphan", Content: session.TextContent("?")},
+		}
+		run(t, fake, nil, ctx)
+		reqs := fake.Settled()
+		require.Len(t, reqs, 1)
+		var body struct {
+			Messages json.RawMessage `json:"messages"`
+		}
+		require.NoError(t, json.Unmarshal(reqs[0].Raw, &body))
+		assert.JSONEq(t, `[
+			{"role":"user","content":"The conversation before this point was compacted into this summary:\n\nearlier: the user asked about Go"},
+			{"role":"user","content":[{"type":"text","text":"what is this?"},{"type":"image_url","image_url":{"url":"data:image/png;base64,aGk="}}]},
+			{"role":"assistant","content":"Looking.","tool_calls":[{"id":"c1","type":"function","function":{"name":"shot","arguments":"{\"x\":1}"}}]},
+			{"role":"tool","tool_call_id":"c1","content":"taken"},
+			{"role":"user","content":[{"type":"text","text":"The images the tools returned:"},{"type":"image_url","image_url":{"url":"data:image/jpeg;base64,aGk="}}]}
+		]`, string(body.Messages))
+	})
+}
+
+// Issue 13 item 2: a server that streams reasoning gives a thinking block,
+// and an empty-choices chunk before the end is skipped.
+func TestOpenAIReasoningAndEmptyChunks(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := providertest.NewOpenAI(t)
+		events := []providertest.Event{
+			{Data: `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[]}`},
+			{Data: `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"think"}}]}`},
+			{Data: `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}`},
+			providertest.OpenAIDone,
+		}
+		fake.Push(providertest.Reply{Events: events})
+		evs := run(t, fake, nil, []session.Message{{Role: session.RoleUser, Content: session.TextContent("go")}})
+		end := evs[len(evs)-1].(session.AgentEnd)
+		require.Len(t, end.Messages, 1)
+		m := end.Messages[0]
+		assert.Equal(t, []session.Block{{Type: session.BlockThinking, Thinking: "think"}, session.TextBlock("Hi")}, m.Content)
+		assert.Equal(t, classify.StopReasonStop, m.StopReason)
+		assert.Nil(t, m.Usage, "no usage chunk came")
+	})
+}
+
+// Issue 13 item 2: Model names the provider, the ID and its window, from
+// the user's table first.
+func TestOpenAIModelContextWindow(t *testing.T) {
+	assert.Equal(t, session.Model{Provider: "openai", ID: "gpt-4o-2024-08-06", ContextWindow: 128_000},
+		openai.New(openai.Options{Model: "gpt-4o-2024-08-06"}).Model())
+	assert.Equal(t, 1_047_576, openai.New(openai.Options{Model: "gpt-4.1-mini"}).Model().ContextWindow)
+	m := openai.New(openai.Options{Model: "llama3.2", Provider: "ollama", BaseURL: "http://localhost:11434/v1/",
+		ContextWindows: map[string]int{"llama3.2": 131_072}}).Model()
+	assert.Equal(t, session.Model{Provider: "ollama", ID: "llama3.2", ContextWindow: 131_072, BaseURL: "http://localhost:11434/v1/"}, m)
+	assert.Zero(t, openai.New(openai.Options{Model: "unknown"}).Model().ContextWindow)
+}
+
+// Issue 13 item 2: a tool whose schema is not a JSON object stops the run
+// before it starts.
+func TestOpenAIBadToolSchemaFailsToStart(t *testing.T) {
+	agent := openai.New(openai.Options{Model: "gpt-4o", Secrets: session.EnvSecrets{Lookup: lookup},
+		Tools: []openai.Tool{{Name: "t", Schema: json.RawMessage(`[1]`), Run: func(context.Context, json.RawMessage) (string, error) { return "", nil }}}})
+	emitted := false
+	err := agent.Run(context.Background(), session.RunRequest{}, func(session.Event) { emitted = true })
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `openai: tool "t": the schema is not a JSON object`)
+	assert.False(t, emitted)
+}
