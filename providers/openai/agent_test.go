@@ -117,14 +117,15 @@ func TestOpenAIRequestMessages(t *testing.T) {
 	})
 }
 
-// Issue 13 item 2: a server that streams reasoning gives a thinking block,
-// and an empty-choices chunk before the end is skipped.
+// Issue 13 item 2: a server that streams reasoning gives a thinking block;
+// an empty-choices chunk before the end, and another choice, are skipped.
 func TestOpenAIReasoningAndEmptyChunks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := providertest.NewOpenAI(t)
 		events := []providertest.Event{
 			{Data: `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[]}`},
 			{Data: `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"think"}}]}`},
+			{Data: `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":1,"delta":{"content":"other choice"}}]}`},
 			{Data: `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}`},
 			providertest.OpenAIDone,
 		}

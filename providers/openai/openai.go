@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"net/http"
 	"strings"
+	"time"
 
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
@@ -61,7 +62,15 @@ type Options struct {
 	// ContextWindows adds to and overrides DefaultContextWindows, by model
 	// ID.
 	ContextWindows map[string]int
+	// IdleTimeout ends a model call that receives nothing (no headers, no
+	// chunk) for this long, as a transient failure the session retries;
+	// 0 means DefaultIdleTimeout, a negative value no limit.
+	IdleTimeout time.Duration
 }
+
+// DefaultIdleTimeout is the IdleTimeout of Options that set none: long
+// enough for a reasoning model's silence before its first token.
+const DefaultIdleTimeout = 5 * time.Minute
 
 // Tool is a function the model may call: its name, what it does, the JSON
 // schema of its arguments (an object schema; nil means no arguments) and
@@ -107,6 +116,9 @@ type Agent struct {
 func New(opts Options) *Agent {
 	if opts.Provider == "" {
 		opts.Provider = DefaultProvider
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
 	}
 	if opts.Secrets == nil {
 		opts.Secrets = session.EnvSecrets{}

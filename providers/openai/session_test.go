@@ -396,3 +396,43 @@ func TestOpenAIMissingSecretFailsToStart(t *testing.T) {
 		require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrStartFailed)
 	})
 }
+
+// Issue 13 item 2: a stream that stalls past the idle timeout is a
+// transient failure, retried; the stalled request is cancelled.
+func TestOpenAIIdleStreamIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, session.DefaultConfig(), nil)
+		stalled := completion("stalls here")
+		stalled.Break = &providertest.Break{After: 2, Stall: true}
+		h.fake.Push(stalled, completion("whole"))
+		start := time.Now()
+		require.NoError(t, h.s.Prompt(context.Background(), "hi"))
+		assert.Equal(t, openai.DefaultIdleTimeout+2*time.Second, time.Since(start), "the idle timeout, then the base delay")
+		reqs := h.fake.Settled()
+		require.Len(t, reqs, 2)
+		assert.True(t, reqs[0].Cancelled)
+		r := h.retries()
+		require.Len(t, r, 1)
+		assert.Equal(t, "openai: no data from the server for 5m0s", r[0].ErrorMessage)
+	})
+}
+
+// Issue 13 item 2: Prompt's context deadline ends a stalled call; the
+// request is cancelled and Prompt returns ErrAborted with the deadline.
+func TestOpenAIPromptDeadline(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, session.DefaultConfig(), nil)
+		stalled := completion("stalls here")
+		stalled.Break = &providertest.Break{After: 1, Stall: true}
+		h.fake.Push(stalled)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		err := h.s.Prompt(ctx, "hi")
+		require.ErrorIs(t, err, session.ErrAborted)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		reqs := h.fake.Settled()
+		require.Len(t, reqs, 1)
+		assert.True(t, reqs[0].Cancelled)
+		assert.Equal(t, classify.StopReasonAborted, lastAssistant(t, h.s).StopReason)
+	})
+}

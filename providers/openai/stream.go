@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strings"
 	"time"
 
@@ -23,6 +24,16 @@ import (
 // without a finish reason; it matches io.ErrUnexpectedEOF, so the session
 // retries it as a transient failure.
 var ErrIncompleteStream = fmt.Errorf("openai: the stream ended before the model finished: %w", io.ErrUnexpectedEOF)
+
+// idleError is the failure of a call that received nothing for too long:
+// transient, as it matches context.DeadlineExceeded.
+type idleError struct{ d time.Duration }
+
+func (e *idleError) Error() string {
+	return fmt.Sprintf("openai: no data from the server for %s", e.d)
+}
+
+func (e *idleError) Unwrap() error { return context.DeadlineExceeded }
 
 // now is the time of a message, in milliseconds since the Unix epoch.
 func now() int64 { return time.Now().UnixMilli() }
@@ -49,8 +60,17 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 	head := session.Message{Role: session.RoleAssistant, Provider: c.agent.opts.Provider, Model: c.model, Timestamp: now()}
 	c.emit(session.MessageStart{Message: head})
 
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	alive := func() {}
+	if d := c.agent.opts.IdleTimeout; d > 0 {
+		idle := time.AfterFunc(d, func() { cancel(&idleError{d}) })
+		defer idle.Stop()
+		alive = func() { idle.Reset(d) }
+	}
+
 	var resp *http.Response
-	stream := c.client.Chat.Completions.NewStreaming(ctx, params, option.WithResponseInto(&resp))
+	stream := c.client.Chat.Completions.NewStreaming(callCtx, params, option.WithResponseInto(&resp))
 	defer stream.Close()
 
 	var (
@@ -65,15 +85,18 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 		c.emit(session.MessageUpdate{Message: head, Delta: session.Delta{Kind: kind, Index: index, Text: s}})
 	}
 	for stream.Next() {
+		alive()
 		chunk := stream.Current()
 		if chunk.JSON.Usage.Valid() && chunk.Usage.JSON.PromptTokens.Valid() {
 			usage = usageOf(chunk.Usage)
 		}
-		// The usage chunk has no choice; a server may send others.
-		if len(chunk.Choices) == 0 {
+		// The usage chunk has no choice; a server may send others. Only
+		// the first choice is read (the request asks for one).
+		i := slices.IndexFunc(chunk.Choices, func(c sdk.ChatCompletionChunkChoice) bool { return c.Index == 0 })
+		if i < 0 {
 			continue
 		}
-		choice := chunk.Choices[0]
+		choice := chunk.Choices[i]
 		d := choice.Delta
 		if r := reasoning(d); r != "" {
 			if thinking < 0 {
@@ -116,6 +139,10 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 	err := stream.Err()
 	if err == nil && finish == "" {
 		err = ErrIncompleteStream
+	}
+	var idle *idleError
+	if err != nil && ctx.Err() == nil && errors.As(context.Cause(callCtx), &idle) {
+		err = idle
 	}
 	switch {
 	case ctx.Err() != nil:
@@ -164,7 +191,10 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 func failed(resp *http.Response, err error) session.Message {
 	var apiErr *sdk.Error
 	var streamErr *ssestream.StreamError
+	var idle *idleError
 	switch {
+	case errors.As(err, &idle):
+		return session.FailedMessage(0, headerOf(resp), nil, err)
 	case errors.As(err, &apiErr):
 		var body []byte
 		header := http.Header(nil)
