@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/http"
 	"testing"
 	"testing/synctest"
 
@@ -162,4 +163,29 @@ func TestOpenAIBadToolSchemaFailsToStart(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `openai: tool "t": the schema is not a JSON object`)
 	assert.False(t, emitted)
+}
+
+// Issue 13 item 2: an error body that is not OpenAI's shape (Ollama's
+// {"error":"…"}, a proxy's HTML page) keeps the HTTP status and headers,
+// so the session still classifies the failure by them.
+func TestOpenAIForeignErrorBodiesKeepStatus(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := providertest.NewOpenAI(t)
+		fake.Push(
+			providertest.Reply{Status: 503, Header: http.Header{"Retry-After": {"3"}}, Body: []byte(`{"error":"model is loading"}`)},
+			providertest.Reply{Status: 502, Header: http.Header{"Content-Type": {"text/html"}}, Body: []byte("<html><body>Bad Gateway</body></html>")},
+		)
+		want := []struct {
+			status int
+			text   string
+		}{{503, "503 model is loading"}, {502, "502 <html><body>Bad Gateway</body></html>"}}
+		for _, w := range want {
+			evs := run(t, fake, nil, []session.Message{{Role: session.RoleUser, Content: session.TextContent("go")}})
+			m := evs[len(evs)-1].(session.AgentEnd).Messages[0]
+			assert.Equal(t, classify.StopReasonError, m.StopReason)
+			assert.Equal(t, w.status, m.HTTPStatus)
+			assert.Equal(t, w.text, m.ErrorMessage)
+			assert.NotEmpty(t, m.Headers["x-request-id"])
+		}
+	})
 }

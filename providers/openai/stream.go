@@ -197,19 +197,24 @@ func failed(resp *http.Response, err error) session.Message {
 		return session.FailedMessage(0, headerOf(resp), nil, err)
 	case errors.As(err, &apiErr):
 		var body []byte
-		header := http.Header(nil)
-		if apiErr.Response != nil {
-			header = apiErr.Response.Header
-			if apiErr.Response.Body != nil {
-				body, _ = io.ReadAll(io.LimitReader(apiErr.Response.Body, 1<<20))
-			}
+		if apiErr.Response != nil && apiErr.Response.Body != nil {
+			body, _ = io.ReadAll(io.LimitReader(apiErr.Response.Body, 1<<20))
 		}
 		if len(bytes.TrimSpace(body)) == 0 && apiErr.RawJSON() != "" {
 			body = []byte(`{"error":` + apiErr.RawJSON() + `}`)
 		}
 		// The SDK's error holds the request, and with it the key: keep
 		// only its safe summary.
-		return session.FailedMessage(apiErr.StatusCode, header, body, errors.New("openai: "+apiErr.Error()))
+		return session.FailedMessage(apiErr.StatusCode, headerOf(apiErr.Response), body, errors.New("openai: "+apiErr.Error()))
+	case resp != nil && resp.StatusCode >= 400:
+		// An error body the SDK cannot read as OpenAI's (Ollama's
+		// {"error":"…"}, a proxy's HTML): the SDK returns its decoding
+		// error, and the response holds the rest.
+		var body []byte
+		if resp.Body != nil {
+			body, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+		}
+		return session.FailedMessage(resp.StatusCode, resp.Header, body, fmt.Errorf("openai: HTTP %d", resp.StatusCode))
 	case errors.As(err, &streamErr):
 		return session.FailedMessage(0, headerOf(resp), streamErr.Event.Data, errors.New("openai: an error event in the stream"))
 	}
