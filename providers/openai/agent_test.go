@@ -189,3 +189,43 @@ func TestOpenAIForeignErrorBodiesKeepStatus(t *testing.T) {
 		}
 	})
 }
+
+// Issue 13 item 2: the set options and the resolved key win over the
+// SDK's OPENAI_* environment.
+func TestOpenAIOptionsOverrideEnvironment(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "sk-from-the-environment")
+	t.Setenv("OPENAI_BASE_URL", "http://elsewhere.test/v1/")
+	synctest.Test(t, func(t *testing.T) {
+		fake := providertest.NewOpenAI(t)
+		fake.Push(completion("ok"))
+		run(t, fake, nil, []session.Message{{Role: session.RoleUser, Content: session.TextContent("go")}})
+		reqs := fake.Settled()
+		require.Len(t, reqs, 1)
+		assert.Equal(t, secrets["OPENAI_API_KEY"], reqs[0].Key(), "the resolved key, not the environment's")
+		assert.Empty(t, reqs[0].Rejected)
+	})
+}
+
+// Issue 13 item 2: one agent serves several sessions at once.
+func TestOpenAIAgentSharedBySessions(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := providertest.NewOpenAI(t)
+		const n = 4
+		for range n {
+			fake.Push(completion("ok"))
+		}
+		agent := openai.New(openai.Options{Model: "gpt-4o", BaseURL: fake.BaseURL(), HTTPClient: fake.Client(),
+			Secrets: session.EnvSecrets{Lookup: lookup}})
+		errs := make(chan error, n)
+		for i := range n {
+			s, err := session.New(agent, session.WithModel(agent.Model()), session.WithSessionID(fmt.Sprint("s", i)))
+			require.NoError(t, err)
+			defer s.Close()
+			go func() { errs <- s.Prompt(context.Background(), "hi") }()
+		}
+		for range n {
+			require.NoError(t, <-errs)
+		}
+		assert.Len(t, fake.Settled(), n)
+	})
+}

@@ -75,8 +75,12 @@ const DefaultIdleTimeout = 5 * time.Minute
 // Tool is a function the model may call: its name, what it does, the JSON
 // schema of its arguments (an object schema; nil means no arguments) and
 // the Go function that runs it. Run gets the arguments as the model wrote
-// them (a JSON object) and returns the result's text; an error becomes a
-// tool result with isError set, holding the error's text.
+// them (a JSON object; {"_raw": text} when the model wrote something else)
+// and returns the result's text; an error (or a panic) becomes a tool
+// result with isError set, holding the error's text. Run must return when
+// ctx ends: the run, and the session's Abort, wait for it. The tools of
+// one run are called one at a time, but an Agent shared by sessions may
+// call a tool from several runs at once.
 type Tool struct {
 	Name        string
 	Description string
