@@ -44,6 +44,7 @@ var layers = map[string]int{
 	"internal/providertest": 5,
 	"props":                 6,
 	"cmd/agentfsm/view":     6,
+	"providers/anthropic":   6,
 	"cmd/agentfsm":          7,
 	".":                     8, // this test
 }
