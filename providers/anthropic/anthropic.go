@@ -339,7 +339,12 @@ func failed(err error) session.Message {
 		// what failed, the status does not.
 		status = 0
 	}
-	return session.FailedMessage(status, header, []byte(apiErr.RawJSON()), err)
+	m := session.FailedMessage(status, header, []byte(apiErr.RawJSON()), err)
+	if code := string(apiErr.ErrorCode()); code != "" && !strings.Contains(m.ErrorMessage, code) {
+		// error.details.error_code tells a spend limit from a rate limit.
+		m.ErrorMessage += " (" + code + ")"
+	}
+	return m
 }
 
 // stopReason maps the API's stop reason to the session's, with the error

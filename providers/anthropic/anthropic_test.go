@@ -1,9 +1,15 @@
 package anthropic_test
 
 import (
+	"bytes"
+	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -255,4 +261,196 @@ func TestCutStreamIsRetried(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Issue 13 item 2 (5): the model asks for a tool, the tool runs, its result
+// goes back, and the final answer comes; a 529 in between is retried with
+// the tool call and its result still in the request.
+func TestToolRoundTripSurvivesRetry(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := providertest.NewAnthropic(t)
+		ask := providertest.AnthropicMessage{Content: []providertest.AnthropicBlock{
+			providertest.AnthropicThinking("Read it first.", "sig-1"),
+			providertest.AnthropicText("Reading."),
+			providertest.AnthropicToolUse("toolu_1", "read", map[string]any{"path": "main.go"}),
+			providertest.AnthropicToolUse("toolu_2", "fail", map[string]any{}),
+		}}.Reply()
+		srv.Push(ask, providertest.AnthropicOverloaded(), text("main.go is a hello world"))
+		var calls []string
+		read := anthropic.Tool{Name: "read", Description: "Reads a file.",
+			Schema: json.RawMessage(`{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}`),
+			Run: func(_ context.Context, args json.RawMessage) (string, error) {
+				calls = append(calls, string(args))
+				return "package main", nil
+			}}
+		fail := anthropic.Tool{Name: "fail", Run: func(context.Context, json.RawMessage) (string, error) {
+			return "", errors.New("disk on fire")
+		}}
+		s := newSession(t, newAgent(srv, read, fail), fastConfig())
+		ev := watch(s)
+		require.NoError(t, s.Prompt(t.Context(), "what is in main.go?"))
+		assert.Equal(t, "main.go is a hello world", lastText(s))
+		assert.Equal(t, []string{`{"path":"main.go"}`}, calls, "the tool runs once, not again on the retry")
+
+		ends := ev.ends()
+		require.Len(t, ends, 5)
+		assert.Equal(t, classify.StopReasonToolUse, ends[0].StopReason)
+		assert.Equal(t, []session.Block{
+			{Type: session.BlockThinking, Thinking: "Read it first.", ThinkingSignature: "sig-1"},
+			session.TextBlock("Reading."),
+			{Type: session.BlockToolCall, ID: "toolu_1", Name: "read", Arguments: json.RawMessage(`{"path":"main.go"}`)},
+			{Type: session.BlockToolCall, ID: "toolu_2", Name: "fail", Arguments: json.RawMessage(`{}`)},
+		}, ends[0].Content)
+		assert.Equal(t, session.Message{Role: session.RoleToolResult, ToolCallID: "toolu_1", ToolName: "read",
+			Content: session.TextContent("package main")}, withoutStamp(ends[1]))
+		assert.Equal(t, session.Message{Role: session.RoleToolResult, ToolCallID: "toolu_2", ToolName: "fail", ToolError: true,
+			Content: session.TextContent("disk on fire")}, withoutStamp(ends[2]))
+		assert.Equal(t, "529 overloaded_error: Overloaded", ends[3].ErrorMessage)
+
+		reqs := srv.Settled()
+		require.Len(t, reqs, 3)
+		tools, err := json.Marshal(reqs[0].Body["tools"])
+		require.NoError(t, err)
+		assert.JSONEq(t, `[{"name":"read","description":"Reads a file.","input_schema":{"type":"object","properties":{"path":{"type":"string"}},"required":["path"]}},
+			{"name":"fail","input_schema":{"type":"object","properties":{}}}]`, string(tools))
+		want := `[{"role":"user","content":[{"type":"text","text":"what is in main.go?"}]},
+			{"role":"assistant","content":[{"type":"thinking","thinking":"Read it first.","signature":"sig-1"},{"type":"text","text":"Reading."},
+				{"type":"tool_use","id":"toolu_1","name":"read","input":{"path":"main.go"}},{"type":"tool_use","id":"toolu_2","name":"fail","input":{}}]},
+			{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_1","content":[{"type":"text","text":"package main"}]},
+				{"type":"tool_result","tool_use_id":"toolu_2","is_error":true,"content":[{"type":"text","text":"disk on fire"}]}]}]`
+		for _, i := range []int{1, 2} {
+			got, err := json.Marshal(reqs[i].Body["messages"])
+			require.NoError(t, err)
+			assert.JSONEq(t, want, string(got), "request %d", i)
+		}
+	})
+}
+
+func withoutStamp(m session.Message) session.Message {
+	m.ID, m.Timestamp = "", 0
+	return m
+}
+
+// Issue 13 item 2 (6): an abort while the stream is in flight cancels the
+// request, the message ends aborted, and Prompt returns ErrAborted.
+func TestAbortMidStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := providertest.NewAnthropic(t)
+		stalled := text("this answer never ends")
+		stalled.Break = &providertest.Break{After: 4, Stall: true}
+		srv.Push(stalled)
+		s := newSession(t, newAgent(srv), fastConfig())
+		ev := watch(s)
+		done := make(chan error, 1)
+		go func() { done <- s.Prompt(context.Background(), "hi") }()
+		synctest.Wait()
+		s.Abort()
+		err := <-done
+		require.ErrorIs(t, err, session.ErrAborted)
+		reqs := srv.Settled()
+		require.Len(t, reqs, 1)
+		assert.True(t, reqs[0].Cancelled)
+		assert.False(t, reqs[0].Complete)
+		ends := ev.ends()
+		require.Len(t, ends, 1)
+		assert.Equal(t, classify.StopReasonAborted, ends[0].StopReason)
+		assert.Equal(t, []session.Block{session.TextBlock("this ")}, ends[0].Content)
+		assert.Equal(t, 0, count[session.AutoRetryStart](ev.all()))
+	})
+}
+
+// Issue 13 item 2 (6): Prompt's context ending aborts the call the same way.
+func TestPromptDeadlineMidStream(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := providertest.NewAnthropic(t)
+		stalled := text("slow")
+		stalled.Break = &providertest.Break{After: 2, Stall: true}
+		srv.Push(stalled)
+		s := newSession(t, newAgent(srv), fastConfig())
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		start := time.Now()
+		err := s.Prompt(ctx, "hi")
+		require.ErrorIs(t, err, session.ErrAborted)
+		require.ErrorIs(t, err, context.DeadlineExceeded)
+		assert.Equal(t, 30*time.Second, time.Since(start))
+		assert.True(t, srv.Settled()[0].Cancelled)
+	})
+}
+
+// Issue 13 item 2 (7, 8): a usage limit switches to the second credential,
+// whose key the next request carries; no key is in any event, message,
+// history entry or log line.
+func TestUsageLimitSwitchesKey(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		reply providertest.Reply
+	}{
+		{"credit balance too low", providertest.AnthropicCreditBalanceTooLow()},
+		{"spend limit", providertest.AnthropicSpendLimit()},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				srv := providertest.NewAnthropic(t)
+				srv.Push(providertest.AnthropicOverloaded(), tc.reply, text("paid for"))
+				cfg := fastConfig()
+				cfg.Retry.Rules = classify.Extended
+				creds := session.NewMemoryCredentials(nil,
+					session.Credential{ID: "a", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_A"},
+					session.Credential{ID: "b", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_B"})
+				path := filepath.Join(t.TempDir(), "history.jsonl")
+				h, err := session.OpenFileHistory(path)
+				require.NoError(t, err)
+				var logs bytes.Buffer
+				logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+				s := newSession(t, newAgent(srv), cfg, session.WithCredentials(creds), session.WithHistory(h),
+					session.WithLogger(logger), session.WithSessionID("s1"))
+				ev := watch(s)
+				require.NoError(t, s.Prompt(t.Context(), "hi"))
+				assert.Equal(t, "paid for", lastText(s))
+
+				reqs := srv.Settled()
+				require.Len(t, reqs, 3)
+				assert.Equal(t, reqs[0].Key(), reqs[1].Key(), "an overload does not switch")
+				assert.NotEqual(t, reqs[1].Key(), reqs[2].Key(), "the usage limit switches")
+				assert.ElementsMatch(t, []string{keyA, keyB}, []string{reqs[1].Key(), reqs[2].Key()})
+
+				snap, err := s.Snapshot()
+				require.NoError(t, err)
+				require.NoError(t, s.Close())
+				var dump bytes.Buffer
+				for _, e := range ev.all() {
+					fmt.Fprintf(&dump, "%+v\n%#v\n", e, e)
+					if b, err := json.Marshal(e); err == nil {
+						dump.Write(b)
+					}
+				}
+				snapJSON, err := json.Marshal(snap)
+				require.NoError(t, err)
+				file, err := os.ReadFile(path)
+				require.NoError(t, err)
+				for where, text := range map[string]string{"events": dump.String(), "snapshot": string(snapJSON), "history": string(file), "log": logs.String()} {
+					for _, key := range []string{keyA, keyB, "SECRET"} {
+						assert.NotContains(t, text, key, where)
+					}
+				}
+				assert.NotEmpty(t, file)
+			})
+		})
+	}
+}
+
+// The run that cannot resolve its secret fails before any event and any
+// request, naming what is missing.
+func TestMissingSecretFailsBeforeEmitting(t *testing.T) {
+	srv := providertest.NewAnthropic(t)
+	a := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
+		Secrets: session.EnvSecrets{Lookup: func(string) (string, bool) { return "", false }}})
+	var evs []session.Event
+	err := a.Run(t.Context(), session.RunRequest{Context: []session.Message{{Role: session.RoleUser, Content: session.TextContent("hi")}}},
+		func(e session.Event) { evs = append(evs, e) })
+	require.ErrorIs(t, err, session.ErrNoSecret)
+	assert.Contains(t, err.Error(), "ANTHROPIC_API_KEY")
+	assert.Empty(t, evs)
+	assert.Empty(t, srv.Requests())
 }

@@ -180,7 +180,9 @@ func (a *Agent) toolParams() ([]sdk.ToolUnionParam, error) {
 		if t.Name == "" {
 			return nil, fmt.Errorf("anthropic: a tool has no name")
 		}
-		schema := sdk.ToolInputSchemaParam{}
+		// An empty properties object keeps input_schema, which the API
+		// requires, from being left out as a zero value.
+		schema := sdk.ToolInputSchemaParam{Properties: map[string]any{}}
 		if len(t.Schema) > 0 {
 			var fields map[string]json.RawMessage
 			if err := json.Unmarshal(t.Schema, &fields); err != nil || fields == nil {
