@@ -454,3 +454,147 @@ func TestMissingSecretFailsBeforeEmitting(t *testing.T) {
 	assert.Empty(t, evs)
 	assert.Empty(t, srv.Requests())
 }
+
+// Issue 13 item 2: an error event after the 200 is reported with its type
+// and message, not the stream's status, and retried.
+func TestStreamErrorEvent(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := providertest.NewAnthropic(t)
+		events := providertest.AnthropicMessage{Content: []providertest.AnthropicBlock{providertest.AnthropicText("partial answer")}}.Events()[:4]
+		srv.Push(providertest.Reply{Events: append(events, providertest.AnthropicErrorEvent("overloaded_error", "Overloaded"))}, text("whole"))
+		s := newSession(t, newAgent(srv), fastConfig())
+		ev := watch(s)
+		require.NoError(t, s.Prompt(t.Context(), "hi"))
+		failed := ev.ends()[0]
+		assert.Equal(t, "overloaded_error: Overloaded", failed.ErrorMessage)
+		assert.Equal(t, "overloaded_error", failed.ErrorType)
+		assert.Zero(t, failed.HTTPStatus)
+		assert.Equal(t, 1, count[session.AutoRetryStart](ev.all()))
+	})
+}
+
+// Issue 13 item 2: the model_context_window_exceeded stop reason is an
+// overflow: the session compacts and continues.
+func TestContextWindowExceededIsOverflow(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := providertest.NewAnthropic(t)
+		cfg := fastConfig()
+		cfg.Compaction.KeepRecentTokens = 50
+		s := newSession(t, newAgent(srv), cfg)
+		ev := watch(s)
+		long := strings.Repeat("lorem ipsum dolor sit amet ", 30)
+		for i := range 3 {
+			srv.Push(text(long))
+			require.NoError(t, s.Prompt(t.Context(), fmt.Sprintf("question %d: %s", i, long)))
+		}
+		full := providertest.AnthropicMessage{Content: []providertest.AnthropicBlock{providertest.AnthropicText("The summary so far is")},
+			StopReason: "model_context_window_exceeded", Usage: providertest.AnthropicUsage{InputTokens: 199000, OutputTokens: 1000}}
+		srv.Push(full.Reply(), text("continued"))
+		require.NoError(t, s.Prompt(t.Context(), "and now?"))
+		assert.Equal(t, "continued", lastText(s))
+		assert.Equal(t, 1, count[session.AutoCompactionStart](ev.all()))
+		ends := ev.ends()
+		overflow := ends[len(ends)-2]
+		assert.Equal(t, classify.StopReasonError, overflow.StopReason)
+		assert.Equal(t, "model_context_window_exceeded", overflow.ErrorType)
+		assert.Contains(t, overflow.ErrorMessage, "model_context_window_exceeded")
+	})
+}
+
+// run calls the agent once, outside a session, and returns its events.
+func run(t *testing.T, a *anthropic.Agent, ctx []session.Message) ([]session.Event, error) {
+	t.Helper()
+	var evs []session.Event
+	err := a.Run(t.Context(), session.RunRequest{Context: ctx, Model: a.Model()}, func(e session.Event) { evs = append(evs, e) })
+	return evs, err
+}
+
+// Issue 13 item 2: every kind of block and message reaches the API in its
+// shape: images, redacted and unsigned thinking, the compaction summary as
+// a user message, failed messages left out, a tool call that lost its
+// result answered with an error result.
+func TestContextConversion(t *testing.T) {
+	srv := providertest.NewAnthropic(t)
+	srv.Push(providertest.AnthropicMessage{Content: []providertest.AnthropicBlock{providertest.AnthropicText("cut")}, StopReason: "max_tokens"}.Reply())
+	ctx := []session.Message{
+		{Role: session.RoleSummary, Content: session.TextContent("We read main.go.")},
+		{Role: session.RoleUser, Content: []session.Block{session.TextBlock("look:"), {Type: session.BlockImage, Data: "iVBORw0KGgo=", MimeType: "image/png"}}},
+		{Role: session.RoleAssistant, StopReason: classify.StopReasonStop, Content: []session.Block{
+			{Type: session.BlockThinking, Thinking: "opaque==", Redacted: true},
+			{Type: session.BlockThinking, Thinking: "another model's reasoning"},
+			{Type: session.BlockToolCall, ID: "toolu_9", Name: "read", Arguments: json.RawMessage(`{"path":"a<b>.go"}`)},
+		}},
+		{Role: session.RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: "529 overloaded_error: Overloaded"},
+		{Role: session.RoleUser, Content: session.TextContent("go on")},
+	}
+	evs, err := run(t, newAgent(srv), ctx)
+	require.NoError(t, err)
+	got, err := json.Marshal(srv.Settled()[0].Body["messages"])
+	require.NoError(t, err)
+	assert.JSONEq(t, `[
+		{"role":"user","content":[{"type":"text","text":"The conversation before this point was compacted into the following summary:\n\nWe read main.go."},
+			{"type":"text","text":"look:"},{"type":"image","source":{"type":"base64","media_type":"image/png","data":"iVBORw0KGgo="}}]},
+		{"role":"assistant","content":[{"type":"redacted_thinking","data":"opaque=="},{"type":"text","text":"another model's reasoning"},
+			{"type":"tool_use","id":"toolu_9","name":"read","input":{"path":"a<b>.go"}}]},
+		{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_9","is_error":true,"content":[{"type":"text","text":"No result was provided."}]},
+			{"type":"text","text":"go on"}]}]`, string(got))
+
+	var kinds []string
+	for _, e := range evs {
+		kinds = append(kinds, fmt.Sprintf("%T", e))
+	}
+	assert.Equal(t, []string{"policy.AgentStart", "policy.TurnStart", "policy.MessageStart", "policy.MessageUpdate",
+		"policy.MessageEnd", "policy.TurnEnd", "policy.AgentEnd"}, kinds)
+	end := evs[4].(session.MessageEnd).Message
+	assert.Equal(t, classify.StopReasonLength, end.StopReason)
+	assert.Equal(t, []session.Message{end}, evs[6].(session.AgentEnd).Messages)
+}
+
+// Bad input fails the run before it emits or sends anything, with an error
+// that names what was wrong.
+func TestBadInputFailsBeforeEmitting(t *testing.T) {
+	good := []session.Message{{Role: session.RoleUser, Content: session.TextContent("hi")}}
+	for _, tc := range []struct {
+		name  string
+		tools []anthropic.Tool
+		ctx   []session.Message
+		want  string
+	}{
+		{"schema not an object", []anthropic.Tool{{Name: "x", Schema: json.RawMessage(`[1]`)}}, good, `tool "x": the schema is not a JSON object`},
+		{"schema not JSON", []anthropic.Tool{{Name: "x", Schema: json.RawMessage(`{`)}}, good, `tool "x": the schema is not a JSON object`},
+		{"required not names", []anthropic.Tool{{Name: "x", Schema: json.RawMessage(`{"required":"a"}`)}}, good, `tool "x": the schema's required`},
+		{"tool without name", []anthropic.Tool{{}}, good, "a tool has no name"},
+		{"image in an assistant message", nil, []session.Message{{Role: session.RoleAssistant, StopReason: classify.StopReasonStop,
+			Content: []session.Block{{Type: session.BlockImage, Data: "x", MimeType: "image/png"}}}}, `message 0: an assistant message cannot hold a "image" block`},
+		{"tool call in a user message", nil, []session.Message{{Role: session.RoleUser,
+			Content: []session.Block{{Type: session.BlockToolCall, ID: "t"}}}}, `message 0: a user message cannot hold a "toolCall" block`},
+		{"arguments not an object", nil, []session.Message{{Role: session.RoleAssistant, StopReason: classify.StopReasonToolUse,
+			Content: []session.Block{{Type: session.BlockToolCall, ID: "t", Arguments: json.RawMessage(`[]`)}}}}, `tool call "t": arguments are not a JSON object`},
+		{"unknown role", nil, []session.Message{{Role: "system"}}, `message 0: unknown role "system"`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := providertest.NewAnthropic(t)
+			a := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
+				Secrets: session.EnvSecrets{Lookup: lookup}, Tools: tc.tools})
+			evs, err := run(t, a, tc.ctx)
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), tc.want)
+			assert.True(t, strings.HasPrefix(err.Error(), "anthropic: "), err.Error())
+			assert.Empty(t, evs)
+			assert.Empty(t, srv.Requests())
+		})
+	}
+}
+
+// The agent names its model with the context window the table knows; a
+// dated ID takes its family's; the embedder's table overrides.
+func TestModelContextWindow(t *testing.T) {
+	assert.Equal(t, session.Model{Provider: "anthropic", ID: anthropic.DefaultModel, ContextWindow: 200000}, anthropic.New(anthropic.Options{}).Model())
+	assert.Equal(t, 200000, anthropic.New(anthropic.Options{Model: "claude-sonnet-4-5-20250929"}).Model().ContextWindow)
+	assert.Equal(t, 1000000, anthropic.New(anthropic.Options{Model: "claude-sonnet-4-5",
+		ContextWindows: map[string]int{"claude-sonnet-4-5": 1000000}}).Model().ContextWindow)
+	assert.Equal(t, 0, anthropic.New(anthropic.Options{Model: "my-gateway-model"}).Model().ContextWindow)
+	w := anthropic.ContextWindows()
+	w["claude-sonnet-4-5"] = 1
+	assert.Equal(t, 200000, anthropic.New(anthropic.Options{}).Model().ContextWindow, "the table is a copy")
+}
