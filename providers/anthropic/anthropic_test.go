@@ -598,3 +598,62 @@ func TestModelContextWindow(t *testing.T) {
 	w["claude-sonnet-4-5"] = 1
 	assert.Equal(t, 200000, anthropic.New(anthropic.Options{}).Model().ContextWindow, "the table is a copy")
 }
+
+// Issue 13 item 2: the class of each failure the adapter reports, under
+// both rule sets: the table of docs/providers.md, "The Anthropic adapter".
+func TestErrorClasses(t *testing.T) {
+	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+	cut := func(err error) providertest.Reply {
+		r := text("an answer cut short")
+		r.Break = &providertest.Break{After: 4, Err: err}
+		return r
+	}
+	overflowStop := providertest.AnthropicMessage{Content: []providertest.AnthropicBlock{providertest.AnthropicText("x")},
+		StopReason: "model_context_window_exceeded"}.Reply()
+	streamErr := func(typ, msg string) providertest.Reply {
+		evs := providertest.AnthropicMessage{Content: []providertest.AnthropicBlock{providertest.AnthropicText("partial answer")}}.Events()[:4]
+		return providertest.Reply{Events: append(evs, providertest.AnthropicErrorEvent(typ, msg))}
+	}
+	for _, tc := range []struct {
+		name           string
+		reply          providertest.Reply
+		seed, extended string
+		usage          bool // the usage-limit branch, under both sets
+	}{
+		{"529 overloaded", providertest.AnthropicOverloaded(), "retryable", "retryable", false},
+		{"500 api_error", providertest.AnthropicError(500, "api_error", "Internal server error"), "retryable", "retryable", false},
+		{"429 rate limit", providertest.AnthropicRateLimit(20*time.Second, now), "retryable", "retryable", false},
+		{"429 spend limit", providertest.AnthropicSpendLimit(), "retryable", "usage_limit", true},
+		{"400 credit balance", providertest.AnthropicCreditBalanceTooLow(), "fatal", "usage_limit", false},
+		{"400 prompt too long", providertest.AnthropicPromptTooLong(213462, 200000), "overflow", "overflow", false},
+		{"413 request too large", providertest.AnthropicError(413, "request_too_large", "Request exceeds the maximum allowed number of bytes."), "overflow", "overflow", false},
+		{"401 authentication", providertest.AnthropicError(401, "authentication_error", "invalid x-api-key"), "fatal", "fatal", false},
+		{"403 permission", providertest.AnthropicError(403, "permission_error", "Your API key does not have permission to use the specified resource."), "fatal", "fatal", false},
+		{"404 not found", providertest.AnthropicError(404, "not_found_error", "model: claude-nonexistent"), "fatal", "fatal", false},
+		{"error event overloaded", streamErr("overloaded_error", "Overloaded"), "retryable", "retryable", false},
+		{"connection reset mid-stream", cut(nil), "retryable", "retryable", false},
+		{"unexpected EOF mid-stream", cut(io.ErrUnexpectedEOF), "retryable", "retryable", false},
+		{"stream ends without message_stop", cut(io.EOF), "retryable", "retryable", false},
+		{"stop model_context_window_exceeded", overflowStop, "overflow", "overflow", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := providertest.NewAnthropic(t)
+			srv.Push(tc.reply)
+			evs, err := run(t, newAgent(srv), []session.Message{{Role: session.RoleUser, Content: session.TextContent("hi")}})
+			require.NoError(t, err)
+			var m session.Message
+			for _, e := range evs {
+				if end, ok := e.(session.MessageEnd); ok {
+					m = end.Message
+				}
+			}
+			cm := classify.Message{StopReason: m.StopReason, ErrorMessage: m.ErrorMessage, Status: m.HTTPStatus,
+				ErrorType: m.ErrorType, Headers: m.Headers, Err: m.Err, ContextWindow: 200000}
+			seed, extended := classify.Seed.Classify(cm, now), classify.Extended.Classify(cm, now)
+			assert.Equal(t, tc.seed, seed.Class.String(), "seed: %s", m.ErrorMessage)
+			assert.Equal(t, tc.extended, extended.Class.String(), "extended: %s", m.ErrorMessage)
+			assert.Equal(t, tc.usage, seed.UsageLimit, "seed usage-limit branch: %s", m.ErrorMessage)
+			t.Logf("%s | %q", tc.name, m.ErrorMessage)
+		})
+	}
+}
