@@ -299,6 +299,13 @@ func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.Message
 
 	var msg session.Message
 	switch {
+	case stopped:
+		// The whole message arrived; what the body did after message_stop
+		// (a reset, the caller's cancel) does not undo it.
+		msg = head
+		msg.Content = content(acc, true)
+		msg.Usage = usage(acc.Usage)
+		msg.StopReason, msg.ErrorType, msg.ErrorMessage = stopReason(acc.StopReason)
 	case ctx.Err() != nil:
 		msg = head
 		msg.StopReason = classify.StopReasonAborted
@@ -309,14 +316,9 @@ func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.Message
 		}
 	case err != nil:
 		msg = failed(err)
-	case !stopped:
+	default:
 		msg = session.FailedMessage(0, nil, nil,
 			fmt.Errorf("anthropic: the stream ended before message_stop: %w", io.ErrUnexpectedEOF))
-	default:
-		msg = head
-		msg.Content = content(acc, true)
-		msg.Usage = usage(acc.Usage)
-		msg.StopReason, msg.ErrorType, msg.ErrorMessage = stopReason(acc.StopReason)
 	}
 	msg.Provider, msg.Model, msg.Timestamp = Provider, model, time.Now().UnixMilli()
 	return msg

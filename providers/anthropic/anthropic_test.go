@@ -657,3 +657,20 @@ func TestErrorClasses(t *testing.T) {
 		})
 	}
 }
+
+// A stream cut after message_stop delivered the whole message: it is the
+// answer, not a failure to retry (the SDK reads on to the end of the body).
+func TestResetAfterMessageStopIsSuccess(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := providertest.NewAnthropic(t)
+		whole := text("complete")
+		whole.Break = &providertest.Break{After: len(whole.Events)}
+		srv.Push(whole)
+		s := newSession(t, newAgent(srv), fastConfig())
+		ev := watch(s)
+		require.NoError(t, s.Prompt(t.Context(), "hi"))
+		assert.Equal(t, "complete", lastText(s))
+		assert.Equal(t, 0, count[session.AutoRetryStart](ev.all()))
+		assert.Len(t, srv.Settled(), 1)
+	})
+}
