@@ -564,6 +564,7 @@ func TestBadInputFailsBeforeEmitting(t *testing.T) {
 		{"schema not JSON", []anthropic.Tool{{Name: "x", Schema: json.RawMessage(`{`)}}, good, `tool "x": the schema is not a JSON object`},
 		{"required not names", []anthropic.Tool{{Name: "x", Schema: json.RawMessage(`{"required":"a"}`)}}, good, `tool "x": the schema's required`},
 		{"tool without name", []anthropic.Tool{{}}, good, "a tool has no name"},
+		{"two tools of one name", []anthropic.Tool{{Name: "x"}, {Name: "x"}}, good, `two tools are named "x"`},
 		{"image in an assistant message", nil, []session.Message{{Role: session.RoleAssistant, StopReason: classify.StopReasonStop,
 			Content: []session.Block{{Type: session.BlockImage, Data: "x", MimeType: "image/png"}}}}, `message 0: an assistant message cannot hold a "image" block`},
 		{"tool call in a user message", nil, []session.Message{{Role: session.RoleUser,

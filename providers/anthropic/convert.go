@@ -176,10 +176,15 @@ func toolResult(m session.Message) (sdk.ContentBlockParamUnion, error) {
 // toolParams are the registered tools as the API takes them.
 func (a *Agent) toolParams() ([]sdk.ToolUnionParam, error) {
 	var out []sdk.ToolUnionParam
+	seen := map[string]bool{}
 	for _, t := range a.opts.Tools {
 		if t.Name == "" {
 			return nil, fmt.Errorf("anthropic: a tool has no name")
 		}
+		if seen[t.Name] {
+			return nil, fmt.Errorf("anthropic: two tools are named %q", t.Name)
+		}
+		seen[t.Name] = true
 		// An empty properties object keeps input_schema, which the API
 		// requires, from being left out as a zero value.
 		schema := sdk.ToolInputSchemaParam{Properties: map[string]any{}}
