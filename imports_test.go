@@ -45,6 +45,7 @@ var layers = map[string]int{
 	"props":                 6,
 	"providers/openai":      6,
 	"cmd/agentfsm/view":     6,
+	"providers/anthropic":   6,
 	"cmd/agentfsm":          7,
 	".":                     8, // this test
 }

@@ -1,0 +1,431 @@
+// Package anthropic is a session.Agent over Anthropic's Messages API,
+// through the official Go SDK (github.com/anthropics/anthropic-sdk-go/v2).
+//
+// An Agent streams each model call, reports text, thinking and tool-call
+// fragments as MessageUpdate events, runs the tools the embedder registered
+// and loops model call → tool calls → tool results → model call until the
+// model stops. The SDK's own retries are off: the session owns retrying. A
+// failed call is an assistant message with the typed facts the classifier
+// reads (docs/providers.md, "The Anthropic adapter").
+//
+// The API key is resolved at call time from the credential the session
+// hands the run, through Options.Secrets; the key is never put in a
+// message, an event or an error.
+package anthropic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	"github.com/anthropics/anthropic-sdk-go/v2/option"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/session"
+)
+
+// Provider is the provider name the agent reports and resolves credentials
+// for.
+const Provider = "anthropic"
+
+// DefaultModel is the model of an agent whose Options name none.
+const DefaultModel = "claude-sonnet-4-5"
+
+// DefaultMaxTokens is the output limit of a call when Options.MaxTokens is
+// 0.
+const DefaultMaxTokens = 8192
+
+// knownWindows are the context windows, in tokens, of the models the
+// package knows. A model ID with a date suffix (claude-sonnet-4-5-20250929)
+// takes its family's window.
+var knownWindows = map[string]int{
+	"claude-opus-4-5":   200000,
+	"claude-opus-4-1":   200000,
+	"claude-opus-4-0":   200000,
+	"claude-opus-4":     200000,
+	"claude-sonnet-4-5": 200000,
+	"claude-sonnet-4-0": 200000,
+	"claude-sonnet-4":   200000,
+	"claude-haiku-4-5":  200000,
+	"claude-3-7-sonnet": 200000,
+	"claude-3-5-sonnet": 200000,
+	"claude-3-5-haiku":  200000,
+	"claude-3-haiku":    200000,
+}
+
+// ContextWindows returns a copy of the table of known models' context
+// windows, in tokens.
+func ContextWindows() map[string]int {
+	out := make(map[string]int, len(knownWindows))
+	for k, v := range knownWindows {
+		out[k] = v
+	}
+	return out
+}
+
+// Tool is a tool the model may call.
+type Tool struct {
+	// Name and Description are what the model sees.
+	Name        string
+	Description string
+	// Schema is the JSON schema of the tool's arguments, an object schema;
+	// nil means an object with any properties.
+	Schema json.RawMessage
+	// Run runs the tool with the arguments the model wrote (a JSON
+	// object). Its result is sent back to the model; an error is sent back
+	// as a tool result with isError.
+	Run func(ctx context.Context, args json.RawMessage) (string, error)
+}
+
+// Options configure an Agent.
+type Options struct {
+	// Model is the model ID; DefaultModel when empty.
+	Model string
+	// MaxTokens is the output limit of one call; DefaultMaxTokens when 0.
+	MaxTokens int64
+	// System is the system prompt, when not empty.
+	System string
+	// BaseURL is the API's base URL; the SDK's default when empty.
+	BaseURL string
+	// HTTPClient makes the requests; the SDK's default when nil.
+	HTTPClient *http.Client
+	// Secrets turns a credential into its API key at call time;
+	// session.EnvSecrets{} (ANTHROPIC_API_KEY, or the credential's
+	// "env:NAME") when nil.
+	Secrets session.SecretResolver
+	// Tools are the tools the model may call.
+	Tools []Tool
+	// ContextWindows overrides or adds entries of the known models'
+	// windows (see ContextWindows).
+	ContextWindows map[string]int
+}
+
+// Agent is a session.Agent over the Messages API. It is safe for
+// concurrent use by several sessions.
+type Agent struct {
+	opts Options
+}
+
+var _ session.Agent = (*Agent)(nil)
+
+// New returns an agent with opts, its defaults filled.
+func New(opts Options) *Agent {
+	if opts.Model == "" {
+		opts.Model = DefaultModel
+	}
+	if opts.MaxTokens <= 0 {
+		opts.MaxTokens = DefaultMaxTokens
+	}
+	if opts.Secrets == nil {
+		opts.Secrets = session.EnvSecrets{}
+	}
+	opts.Tools = append([]Tool(nil), opts.Tools...)
+	windows := ContextWindows()
+	for k, v := range opts.ContextWindows {
+		windows[k] = v
+	}
+	opts.ContextWindows = windows
+	return &Agent{opts: opts}
+}
+
+// Model returns the agent's model, with its context window when the table
+// knows it (0 otherwise: then the session's threshold compaction is off).
+func (a *Agent) Model() session.Model {
+	return session.Model{Provider: Provider, ID: a.opts.Model, ContextWindow: a.window(a.opts.Model), BaseURL: a.opts.BaseURL}
+}
+
+// window returns the context window of model id: its entry, or the entry
+// of the longest name that prefixes it followed by "-".
+func (a *Agent) window(id string) int {
+	if w, ok := a.opts.ContextWindows[id]; ok {
+		return w
+	}
+	best, w := 0, 0
+	for name, v := range a.opts.ContextWindows {
+		if strings.HasPrefix(id, name+"-") && len(name) > best {
+			best, w = len(name), v
+		}
+	}
+	return w
+}
+
+// Run implements session.Agent. It returns an error without emitting
+// anything when the run cannot start: the credential's secret cannot be
+// resolved, or the context or a tool's schema cannot be sent.
+func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+	cred := session.Credential{Provider: Provider}
+	if req.Credential != nil {
+		cred = *req.Credential
+	}
+	key, err := a.opts.Secrets.Resolve(ctx, cred)
+	if err != nil {
+		return fmt.Errorf("anthropic: %w", err)
+	}
+	tools, err := a.toolParams()
+	if err != nil {
+		return err
+	}
+	conversation := append([]session.Message(nil), req.Context...)
+	if _, err := messageParams(conversation); err != nil {
+		return err
+	}
+	model := a.opts.Model
+	if req.Model.Provider == Provider && req.Model.ID != "" {
+		model = req.Model.ID
+	}
+	opts := []option.RequestOption{
+		option.WithoutEnvironmentDefaults(),
+		option.WithAPIKey(key),
+		option.WithMaxRetries(0),
+	}
+	if a.opts.BaseURL != "" {
+		opts = append(opts, option.WithBaseURL(a.opts.BaseURL))
+	}
+	if a.opts.HTTPClient != nil {
+		opts = append(opts, option.WithHTTPClient(a.opts.HTTPClient))
+	}
+	client := sdk.NewClient(opts...)
+
+	emit(session.AgentStart{})
+	var made []session.Message
+	for {
+		emit(session.TurnStart{})
+		msgs, err := messageParams(conversation)
+		var msg session.Message
+		if err != nil {
+			// Only a tool result can make it so: report, do not panic.
+			msg = session.FailedMessage(0, nil, nil, err)
+			msg.Provider, msg.Model, msg.Timestamp = Provider, model, time.Now().UnixMilli()
+			emit(session.MessageStart{Message: msg})
+		} else {
+			params := sdk.MessageNewParams{Model: sdk.Model(model), MaxTokens: a.opts.MaxTokens, Messages: msgs, Tools: tools}
+			if a.opts.System != "" {
+				params.System = []sdk.TextBlockParam{{Text: a.opts.System}}
+			}
+			msg = a.call(ctx, &client, params, model, emit)
+		}
+		emit(session.MessageEnd{Message: msg})
+		made = append(made, msg)
+		conversation = append(conversation, msg)
+		if msg.StopReason != classify.StopReasonToolUse {
+			emit(session.TurnEnd{})
+			break
+		}
+		for _, b := range msg.Content {
+			if b.Type != session.BlockToolCall {
+				continue
+			}
+			result := a.runTool(ctx, b)
+			emit(session.MessageStart{Message: result})
+			emit(session.MessageEnd{Message: result})
+			made = append(made, result)
+			conversation = append(conversation, result)
+		}
+		emit(session.TurnEnd{})
+	}
+	emit(session.AgentEnd{Messages: made})
+	return nil
+}
+
+// runTool runs the tool call b and returns its result message.
+func (a *Agent) runTool(ctx context.Context, b session.Block) session.Message {
+	m := session.Message{Role: session.RoleToolResult, ToolCallID: b.ID, ToolName: b.Name}
+	var tool *Tool
+	for i := range a.opts.Tools {
+		if a.opts.Tools[i].Name == b.Name {
+			tool = &a.opts.Tools[i]
+		}
+	}
+	args := b.Arguments
+	if args == nil {
+		args = json.RawMessage("{}")
+	}
+	var out string
+	var err error
+	switch {
+	case tool == nil:
+		err = fmt.Errorf("anthropic: no tool named %q", b.Name)
+	case tool.Run == nil:
+		err = fmt.Errorf("anthropic: tool %q has no Run function", b.Name)
+	default:
+		out, err = tool.Run(ctx, args)
+	}
+	if err != nil {
+		out, m.ToolError = err.Error(), true
+	}
+	m.Content = session.TextContent(out)
+	m.Timestamp = time.Now().UnixMilli()
+	return m
+}
+
+// call makes one streaming model call and returns its assistant message,
+// emitting MessageStart and the deltas.
+func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.MessageNewParams, model string, emit func(session.Event)) session.Message {
+	head := session.Message{Role: session.RoleAssistant, Provider: Provider, Model: model, Timestamp: time.Now().UnixMilli()}
+	emit(session.MessageStart{Message: head})
+
+	stream := client.Messages.NewStreaming(ctx, params)
+	defer stream.Close()
+	var acc sdk.Message
+	started, stopped := false, false
+	var accErr error
+	for stream.Next() {
+		ev := stream.Current()
+		if err := acc.Accumulate(ev); err != nil {
+			accErr = fmt.Errorf("anthropic: reading the stream: %w", err)
+			break
+		}
+		switch ev.Type {
+		case "message_start":
+			started = true
+		case "message_stop":
+			stopped = true
+		case "content_block_delta":
+			if d, ok := delta(ev); ok {
+				emit(session.MessageUpdate{Message: head, Delta: d})
+			}
+		}
+	}
+	err := stream.Err()
+	if err == nil {
+		err = accErr
+	}
+
+	var msg session.Message
+	switch {
+	case stopped:
+		// The whole message arrived; what the body did after message_stop
+		// (a reset, the caller's cancel) does not undo it.
+		msg = head
+		msg.Content = content(acc, true)
+		msg.Usage = usage(acc.Usage)
+		msg.StopReason, msg.ErrorType, msg.ErrorMessage = stopReason(acc.StopReason)
+	case ctx.Err() != nil:
+		msg = head
+		msg.StopReason = classify.StopReasonAborted
+		msg.ErrorMessage = "Request was aborted"
+		msg.Content = content(acc, false)
+		if started {
+			msg.Usage = usage(acc.Usage)
+		}
+	case err != nil:
+		msg = failed(err)
+	default:
+		msg = session.FailedMessage(0, nil, nil,
+			fmt.Errorf("anthropic: the stream ended before message_stop: %w", io.ErrUnexpectedEOF))
+	}
+	msg.Provider, msg.Model, msg.Timestamp = Provider, model, time.Now().UnixMilli()
+	return msg
+}
+
+// failed is the message of a call that failed with err: an HTTP error, an
+// error event in the stream, or the transport's error.
+func failed(err error) session.Message {
+	var apiErr *sdk.Error
+	if !errors.As(err, &apiErr) {
+		return session.FailedMessage(0, nil, nil, err)
+	}
+	var header http.Header
+	if apiErr.Response != nil {
+		header = apiErr.Response.Header
+	}
+	status := apiErr.StatusCode
+	if status == http.StatusOK {
+		// An error event after the 200: the body's type and message say
+		// what failed, the status does not.
+		status = 0
+	}
+	m := session.FailedMessage(status, header, []byte(apiErr.RawJSON()), err)
+	if code := string(apiErr.ErrorCode()); code != "" && !strings.Contains(m.ErrorMessage, code) {
+		// error.details.error_code tells a spend limit from a rate limit.
+		m.ErrorMessage += " (" + code + ")"
+	}
+	return m
+}
+
+// stopReason maps the API's stop reason to the session's, with the error
+// type and message of one that is a failure.
+func stopReason(r sdk.StopReason) (classify.StopReason, string, string) {
+	switch r {
+	case sdk.StopReasonToolUse:
+		return classify.StopReasonToolUse, "", ""
+	case sdk.StopReasonMaxTokens:
+		return classify.StopReasonLength, "", ""
+	case sdk.StopReasonModelContextWindowExceeded:
+		return classify.StopReasonError, "model_context_window_exceeded",
+			"model_context_window_exceeded: the response filled the model's context window"
+	case sdk.StopReasonRefusal:
+		return classify.StopReasonError, "refusal", "refusal: the model declined to answer"
+	}
+	// end_turn, stop_sequence, pause_turn and any newer reason.
+	return classify.StopReasonStop, "", ""
+}
+
+// delta is the session's delta of a content_block_delta event.
+func delta(ev sdk.MessageStreamEventUnion) (session.Delta, bool) {
+	d := session.Delta{Index: int(ev.Index)}
+	switch ev.Delta.Type {
+	case "text_delta":
+		d.Kind, d.Text = "text", ev.Delta.Text
+	case "thinking_delta":
+		d.Kind, d.Text = "thinking", ev.Delta.Thinking
+	case "input_json_delta":
+		d.Kind, d.Text = "toolCall", ev.Delta.PartialJSON
+	default:
+		return d, false
+	}
+	return d, d.Text != ""
+}
+
+// content is the session's blocks of the accumulated message; when not
+// complete (an aborted call), a tool call whose arguments are not yet a
+// whole JSON object is left out.
+func content(m sdk.Message, complete bool) []session.Block {
+	var out []session.Block
+	for _, b := range m.Content {
+		switch b.Type {
+		case "text":
+			out = append(out, session.TextBlock(b.Text))
+		case "thinking":
+			out = append(out, session.Block{Type: session.BlockThinking, Thinking: b.Thinking, ThinkingSignature: b.Signature})
+		case "redacted_thinking":
+			out = append(out, session.Block{Type: session.BlockThinking, Thinking: b.Data, Redacted: true})
+		case "tool_use":
+			args := json.RawMessage(b.Input)
+			if len(args) == 0 {
+				args = json.RawMessage("{}")
+			}
+			if !isObject(args) {
+				if !complete {
+					continue
+				}
+				args = json.RawMessage("{}")
+			}
+			out = append(out, session.Block{Type: session.BlockToolCall, ID: b.ID, Name: b.Name, Arguments: append(json.RawMessage(nil), args...)})
+		}
+	}
+	return out
+}
+
+func isObject(raw json.RawMessage) bool {
+	var v map[string]json.RawMessage
+	return json.Unmarshal(raw, &v) == nil && v != nil
+}
+
+// usage is the session's usage of the API's.
+func usage(u sdk.Usage) *session.Usage {
+	out := &session.Usage{
+		Input:      int(u.InputTokens),
+		Output:     int(u.OutputTokens),
+		CacheRead:  int(u.CacheReadInputTokens),
+		CacheWrite: int(u.CacheCreationInputTokens),
+	}
+	out.TotalTokens = out.Input + out.Output + out.CacheRead + out.CacheWrite
+	return out
+}

@@ -1,0 +1,220 @@
+package anthropic
+
+import (
+	"encoding/json"
+	"fmt"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/session"
+)
+
+// summaryPrefix introduces a compaction's summary to the model.
+const summaryPrefix = "The conversation before this point was compacted into the following summary:\n\n"
+
+// messageParams converts the session's context to the API's messages:
+//
+//   - a user message, a tool result and a compaction summary are user
+//     turns (a summary as text after summaryPrefix), consecutive ones
+//     merged into one message, as the API wants a tool call's results in
+//     the user message right after it;
+//   - an assistant message is an assistant turn of its text, thinking
+//     (signed, or redacted) and tool call blocks; a failed or aborted one
+//     is left out, and so is an empty one; thinking without a signature
+//     (another provider's) goes as text;
+//   - a tool call whose result is missing gets an error result, so the
+//     request stays valid after a run stopped between the two.
+func messageParams(ms []session.Message) ([]sdk.MessageParam, error) {
+	type turn struct {
+		user   bool
+		blocks []sdk.ContentBlockParamUnion
+	}
+	var turns []turn
+	var pending []session.Block // tool calls of the last assistant turn without a result yet
+	add := func(user bool, blocks ...sdk.ContentBlockParamUnion) {
+		if len(blocks) == 0 {
+			return
+		}
+		if n := len(turns); n > 0 && turns[n-1].user == user {
+			turns[n-1].blocks = append(turns[n-1].blocks, blocks...)
+			return
+		}
+		turns = append(turns, turn{user, blocks})
+	}
+	flush := func() {
+		for _, c := range pending {
+			add(true, sdk.NewToolResultBlock(c.ID, "No result was provided.", true))
+		}
+		pending = nil
+	}
+	for i, m := range ms {
+		switch m.Role {
+		case session.RoleToolResult:
+			block, err := toolResult(m)
+			if err != nil {
+				return nil, fmt.Errorf("anthropic: message %d: %w", i, err)
+			}
+			for j, c := range pending {
+				if c.ID == m.ToolCallID {
+					pending = append(pending[:j:j], pending[j+1:]...)
+					break
+				}
+			}
+			add(true, block)
+		case session.RoleUser, session.RoleSummary:
+			flush()
+			blocks, err := userBlocks(m)
+			if err != nil {
+				return nil, fmt.Errorf("anthropic: message %d: %w", i, err)
+			}
+			add(true, blocks...)
+		case session.RoleAssistant:
+			flush()
+			if m.StopReason == classify.StopReasonError || m.StopReason == classify.StopReasonAborted {
+				continue
+			}
+			blocks, calls, err := assistantBlocks(m)
+			if err != nil {
+				return nil, fmt.Errorf("anthropic: message %d: %w", i, err)
+			}
+			add(false, blocks...)
+			if len(blocks) > 0 {
+				pending = calls
+			}
+		default:
+			return nil, fmt.Errorf("anthropic: message %d: unknown role %q", i, m.Role)
+		}
+	}
+	flush()
+	out := make([]sdk.MessageParam, len(turns))
+	for i, t := range turns {
+		if t.user {
+			out[i] = sdk.NewUserMessage(t.blocks...)
+		} else {
+			out[i] = sdk.NewAssistantMessage(t.blocks...)
+		}
+	}
+	return out, nil
+}
+
+func userBlocks(m session.Message) ([]sdk.ContentBlockParamUnion, error) {
+	var out []sdk.ContentBlockParamUnion
+	for _, b := range m.Content {
+		switch b.Type {
+		case session.BlockText:
+			text := b.Text
+			if m.Role == session.RoleSummary {
+				text = summaryPrefix + text
+			}
+			if text != "" {
+				out = append(out, sdk.NewTextBlock(text))
+			}
+		case session.BlockImage:
+			out = append(out, sdk.NewImageBlockBase64(b.MimeType, b.Data))
+		default:
+			return nil, fmt.Errorf("a %s message cannot hold a block of type %q", m.Role, b.Type)
+		}
+	}
+	return out, nil
+}
+
+func assistantBlocks(m session.Message) (blocks []sdk.ContentBlockParamUnion, calls []session.Block, err error) {
+	for _, b := range m.Content {
+		switch b.Type {
+		case session.BlockText:
+			if b.Text != "" {
+				blocks = append(blocks, sdk.NewTextBlock(b.Text))
+			}
+		case session.BlockThinking:
+			switch {
+			case b.Redacted:
+				blocks = append(blocks, sdk.NewRedactedThinkingBlock(b.Thinking))
+			case b.ThinkingSignature != "":
+				blocks = append(blocks, sdk.NewThinkingBlock(b.ThinkingSignature, b.Thinking))
+			case b.Thinking != "":
+				blocks = append(blocks, sdk.NewTextBlock(b.Thinking))
+			}
+		case session.BlockToolCall:
+			args := b.Arguments
+			if args == nil {
+				args = json.RawMessage("{}")
+			}
+			if !isObject(args) {
+				return nil, nil, fmt.Errorf("tool call %q: arguments are not a JSON object", b.ID)
+			}
+			blocks = append(blocks, sdk.NewToolUseBlock(b.ID, args, b.Name))
+			calls = append(calls, b)
+		default:
+			return nil, nil, fmt.Errorf("an assistant message cannot hold a block of type %q", b.Type)
+		}
+	}
+	return blocks, calls, nil
+}
+
+func toolResult(m session.Message) (sdk.ContentBlockParamUnion, error) {
+	r := sdk.ToolResultBlockParam{ToolUseID: m.ToolCallID}
+	if m.ToolError {
+		r.IsError = sdk.Bool(true)
+	}
+	for _, b := range m.Content {
+		switch b.Type {
+		case session.BlockText:
+			if b.Text != "" {
+				r.Content = append(r.Content, sdk.ToolResultBlockParamContentUnion{OfText: &sdk.TextBlockParam{Text: b.Text}})
+			}
+		case session.BlockImage:
+			img := sdk.NewImageBlockBase64(b.MimeType, b.Data)
+			r.Content = append(r.Content, sdk.ToolResultBlockParamContentUnion{OfImage: img.OfImage})
+		default:
+			return sdk.ContentBlockParamUnion{}, fmt.Errorf("a tool result cannot hold a block of type %q", b.Type)
+		}
+	}
+	return sdk.ContentBlockParamUnion{OfToolResult: &r}, nil
+}
+
+// toolParams are the registered tools as the API takes them.
+func (a *Agent) toolParams() ([]sdk.ToolUnionParam, error) {
+	var out []sdk.ToolUnionParam
+	seen := map[string]bool{}
+	for _, t := range a.opts.Tools {
+		if t.Name == "" {
+			return nil, fmt.Errorf("anthropic: a tool has no name")
+		}
+		if seen[t.Name] {
+			return nil, fmt.Errorf("anthropic: two tools are named %q", t.Name)
+		}
+		seen[t.Name] = true
+		// An empty properties object keeps input_schema, which the API
+		// requires, from being left out as a zero value.
+		schema := sdk.ToolInputSchemaParam{Properties: map[string]any{}}
+		if len(t.Schema) > 0 {
+			var fields map[string]json.RawMessage
+			if err := json.Unmarshal(t.Schema, &fields); err != nil || fields == nil {
+				return nil, fmt.Errorf("anthropic: tool %q: the schema is not a JSON object", t.Name)
+			}
+			for k, v := range fields {
+				switch k {
+				case "type":
+				case "properties":
+					schema.Properties = v
+				case "required":
+					if err := json.Unmarshal(v, &schema.Required); err != nil {
+						return nil, fmt.Errorf("anthropic: tool %q: the schema's required is not a list of names", t.Name)
+					}
+				default:
+					if schema.ExtraFields == nil {
+						schema.ExtraFields = map[string]any{}
+					}
+					schema.ExtraFields[k] = v
+				}
+			}
+		}
+		tool := sdk.ToolParam{Name: t.Name, InputSchema: schema}
+		if t.Description != "" {
+			tool.Description = sdk.String(t.Description)
+		}
+		out = append(out, sdk.ToolUnionParam{OfTool: &tool})
+	}
+	return out, nil
+}
