@@ -104,7 +104,25 @@ type Options struct {
 	// ContextWindows overrides or adds entries of the known models'
 	// windows (see ContextWindows).
 	ContextWindows map[string]int
+	// IdleTimeout ends a model call that receives nothing (no headers, no
+	// stream event) for that long, as a transient failure the session may
+	// retry. 0 means DefaultIdleTimeout, a negative value no limit.
+	IdleTimeout time.Duration
 }
+
+// DefaultIdleTimeout is the IdleTimeout of Options that set none: long
+// enough for a model that thinks a while before its first token.
+const DefaultIdleTimeout = 5 * time.Minute
+
+// idleError is the failure of a call that received nothing for too long:
+// it reads as a timeout, which the classifier takes as transient.
+type idleError struct{ d time.Duration }
+
+func (e *idleError) Error() string {
+	return fmt.Sprintf("anthropic: no data from the server for %s", e.d)
+}
+
+func (e *idleError) Unwrap() error { return context.DeadlineExceeded }
 
 // Agent is a session.Agent over the Messages API. It is safe for
 // concurrent use by several sessions.
@@ -124,6 +142,9 @@ func New(opts Options) *Agent {
 	}
 	if opts.Secrets == nil {
 		opts.Secrets = session.EnvSecrets{}
+	}
+	if opts.IdleTimeout == 0 {
+		opts.IdleTimeout = DefaultIdleTimeout
 	}
 	opts.Tools = append([]Tool(nil), opts.Tools...)
 	windows := ContextWindows()
@@ -270,12 +291,21 @@ func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.Message
 	head := session.Message{Role: session.RoleAssistant, Provider: Provider, Model: model, Timestamp: time.Now().UnixMilli()}
 	emit(session.MessageStart{Message: head})
 
-	stream := client.Messages.NewStreaming(ctx, params)
+	callCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	alive := func() {}
+	if d := a.opts.IdleTimeout; d > 0 {
+		idle := time.AfterFunc(d, func() { cancel(&idleError{d}) })
+		defer idle.Stop()
+		alive = func() { idle.Reset(d) }
+	}
+	stream := client.Messages.NewStreaming(callCtx, params)
 	defer stream.Close()
 	var acc sdk.Message
 	started, stopped := false, false
 	var accErr error
 	for stream.Next() {
+		alive()
 		ev := stream.Current()
 		if err := acc.Accumulate(ev); err != nil {
 			accErr = fmt.Errorf("anthropic: reading the stream: %w", err)
@@ -295,6 +325,10 @@ func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.Message
 	err := stream.Err()
 	if err == nil {
 		err = accErr
+	}
+	var idle *idleError
+	if !stopped && ctx.Err() == nil && errors.As(context.Cause(callCtx), &idle) {
+		err = idle
 	}
 
 	var msg session.Message

@@ -263,6 +263,28 @@ func TestCutStreamIsRetried(t *testing.T) {
 	}
 }
 
+// A stream that goes silent past the idle timeout is ended and retried
+// as a transient failure; the stalled request is cancelled.
+func TestIdleStreamIsRetried(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := providertest.NewAnthropic(t)
+		stalled := text("stalls here")
+		stalled.Break = &providertest.Break{After: 2, Stall: true}
+		srv.Push(stalled, text("whole"))
+		s := newSession(t, newAgent(srv), fastConfig())
+		ev := watch(s)
+		start := time.Now()
+		require.NoError(t, s.Prompt(t.Context(), "hi"))
+		assert.Equal(t, anthropic.DefaultIdleTimeout+time.Millisecond, time.Since(start), "the idle timeout, then the base delay")
+		assert.Equal(t, "whole", lastText(s))
+		reqs := srv.Settled()
+		require.Len(t, reqs, 2)
+		assert.True(t, reqs[0].Cancelled)
+		failed := ev.ends()[0]
+		assert.Equal(t, "anthropic: no data from the server for 5m0s", failed.ErrorMessage)
+	})
+}
+
 // Issue 13 item 2 (5): the model asks for a tool, the tool runs, its result
 // goes back, and the final answer comes; a 529 in between is retried with
 // the tool call and its result still in the request.
