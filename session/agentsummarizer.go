@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"unicode/utf8"
 
 	"github.com/agentfsm/agentfsm/classify"
@@ -99,14 +100,20 @@ func (a AgentSummarizer) Summarize(ctx context.Context, req SummaryRequest) (Sum
 		files = details.format()
 	}
 	prompt := Message{Role: RoleUser, Content: TextContent(summaryPrompt(req, maxChars-len(files)))}
+	// The agent may emit from its own goroutines.
+	var mu sync.Mutex
 	var last *Message
 	emit := func(ev Event) {
 		if e, ok := ev.(MessageEnd); ok && e.Message.Role == RoleAssistant {
 			m := e.Message
+			mu.Lock()
 			last = &m
+			mu.Unlock()
 		}
 	}
 	err := a.Agent.Run(ctx, RunRequest{SessionID: a.SessionID, Context: []Message{prompt}, Model: a.Model, Credential: a.Credential}, emit)
+	mu.Lock()
+	defer mu.Unlock()
 	switch {
 	case ctx.Err() != nil:
 		return Summary{}, context.Cause(ctx)
