@@ -1,0 +1,398 @@
+package session
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+	"unicode/utf8"
+
+	"github.com/agentfsm/agentfsm/classify"
+)
+
+// AgentSummarizer is a Summarizer that asks the model: it runs Agent once
+// (either provider adapter, or any Agent) with one user message, a
+// summarization prompt, and takes the text of the run's last assistant
+// message as the summary.
+//
+// The prompt holds the cut messages as a transcript between
+// <conversation> tags: the user's and the assistant's text, each tool call
+// by name with its arguments in brief, each tool result in brief, errors
+// and images noted, thinking left out. An earlier summary among the cut
+// messages (role compactionSummary) is given as the summary so far, to be
+// updated rather than repeated; the caller's instructions, when given, as
+// what to focus on. The model is asked for a structured summary (the goal,
+// constraints, progress, decisions, next steps, the files that matter) of
+// at most the request's MaxChars characters.
+//
+// The files the cut tool calls read and modified (a call whose arguments
+// name a path: "path", "file_path", "filePath", "file" or "filename"; it
+// modified the file when its tool's name says so, such as write, edit,
+// create, patch, replace, delete, move or rename, else it read it) are
+// appended to the summary as <read-files> and <modified-files> lists, so
+// later summaries carry them on, and are the Summary's Details
+// (SummaryDetails).
+//
+// The run gets ctx, so AbortCompaction and Abort cancel it. Summarize
+// fails, and the compaction with it, when the run cannot start, returns an
+// error, ends in an error or aborted message, or gives no text. A summary
+// longer than the bound is cut (its start kept), with the file lists
+// always within the bound.
+//
+// An agent with tools may call them while it summarizes; give the
+// summarizer an agent without tools (a second adapter with the same
+// model) to avoid it.
+type AgentSummarizer struct {
+	// Agent is the model to ask; required.
+	Agent Agent
+	// Model is put in the RunRequest (the session's model, typically).
+	Model Model
+	// Credential is put in the RunRequest; nil lets the agent use its
+	// default (the adapters resolve the provider's usual variable).
+	Credential *Credential
+	// SessionID is put in the RunRequest.
+	SessionID string
+	// MaxChars bounds the summary when the request gives no bound (its
+	// MaxChars is 0: the model's context window is unknown); 0 means
+	// DefaultDigestChars. The request's bound wins when it has one.
+	MaxChars int
+}
+
+// SummaryDetails is what an AgentSummarizer puts in Summary.Details: the
+// files the summarized tool calls, and the summaries before, read and
+// modified, sorted, each once. A file both read and modified is listed as
+// modified.
+type SummaryDetails struct {
+	ReadFiles     []string `json:"readFiles,omitempty"`
+	ModifiedFiles []string `json:"modifiedFiles,omitempty"`
+}
+
+// The bounds of the transcript's brief parts, in runes.
+const (
+	summaryArgsRunes   = 200
+	summaryResultRunes = 500
+)
+
+// Summarize implements Summarizer.
+func (a AgentSummarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary, error) {
+	if a.Agent == nil {
+		return Summary{}, errors.New("session: AgentSummarizer has no Agent")
+	}
+	if err := ctx.Err(); err != nil {
+		return Summary{}, context.Cause(ctx)
+	}
+	maxChars := req.MaxChars
+	if maxChars <= 0 {
+		maxChars = a.MaxChars
+		if maxChars <= 0 {
+			maxChars = DefaultDigestChars
+		}
+	}
+	details := fileOps(req.Messages)
+	files := details.format()
+	if len(files) > maxChars/2 {
+		details = details.trim(maxChars / 2)
+		files = details.format()
+	}
+	prompt := Message{Role: RoleUser, Content: TextContent(summaryPrompt(req, maxChars-len(files)))}
+	// The agent may emit from its own goroutines.
+	var mu sync.Mutex
+	var last *Message
+	emit := func(ev Event) {
+		if e, ok := ev.(MessageEnd); ok && e.Message.Role == RoleAssistant {
+			m := e.Message
+			mu.Lock()
+			last = &m
+			mu.Unlock()
+		}
+	}
+	err := a.Agent.Run(ctx, RunRequest{SessionID: a.SessionID, Context: []Message{prompt}, Model: a.Model, Credential: a.Credential}, emit)
+	mu.Lock()
+	defer mu.Unlock()
+	switch {
+	case ctx.Err() != nil:
+		return Summary{}, context.Cause(ctx)
+	case err != nil:
+		return Summary{}, fmt.Errorf("session: the summary's model run failed: %w", err)
+	case last == nil:
+		return Summary{}, errors.New("session: the summary's model run gave no answer")
+	case last.IsError() || last.StopReason == classify.StopReasonAborted:
+		msg := last.ErrorMessage
+		if msg == "" {
+			msg = string(last.StopReason)
+		}
+		return Summary{}, fmt.Errorf("session: the summary's model call failed: %s", msg)
+	}
+	text := strings.TrimSpace(last.Text())
+	if text == "" {
+		return Summary{}, errors.New("session: the summary's model answered no text")
+	}
+	text = cutSummary(text, maxChars-len(files))
+	var out any
+	if len(details.ReadFiles)+len(details.ModifiedFiles) > 0 {
+		out = details
+	}
+	return Summary{Text: text + files, Details: out}, nil
+}
+
+// summaryPrompt is the user message that asks for the summary, to be at
+// most maxChars characters.
+func summaryPrompt(req SummaryRequest, maxChars int) string {
+	var sb strings.Builder
+	var previous []string
+	sb.WriteString("<conversation>\n")
+	for _, m := range req.Messages {
+		if m.Role == RoleSummary {
+			previous = append(previous, stripFileLists(m.Text()))
+			continue
+		}
+		writeTranscript(&sb, m)
+	}
+	sb.WriteString("</conversation>\n\n")
+	if len(previous) > 0 {
+		sb.WriteString("<previous-summary>\n" + strings.Join(previous, "\n\n") + "\n</previous-summary>\n\n")
+	}
+	sb.WriteString("The conversation above is the earlier part of a session between a user and an AI assistant; it is being removed from the assistant's context, and your summary will stand for it. Do not continue the conversation and do not answer its questions: write only the summary.\n\n")
+	if len(previous) > 0 {
+		sb.WriteString("<previous-summary> is the summary so far, of what came before the conversation. Update it with the conversation: keep what still matters, add what is new, move finished work to Done, and drop what no longer holds.\n\n")
+	}
+	sb.WriteString(`Use this format:
+
+## Goal
+What the user wants to achieve.
+
+## Constraints & Preferences
+Requirements and preferences the user stated.
+
+## Progress
+### Done
+### In Progress
+### Blocked
+
+## Key Decisions
+Each decision with its reason, in brief.
+
+## Next Steps
+The open tasks, in order.
+
+## Critical Context
+Facts needed to continue: files read, written or edited and why, names, values, error messages, commands.
+
+`)
+	fmt.Fprintf(&sb, "Keep the summary under %d characters. Be concise; keep the exact file paths, function names and error messages that matter.", max(maxChars, 0))
+	if req.Instructions != "" {
+		sb.WriteString("\n\nFocus on this, as the user asked: " + req.Instructions)
+	}
+	return sb.String()
+}
+
+// writeTranscript writes m as lines of the transcript.
+func writeTranscript(sb *strings.Builder, m Message) {
+	line := func(head, text string) {
+		if text != "" {
+			sb.WriteString("[" + head + "]: " + text + "\n")
+		}
+	}
+	switch m.Role {
+	case RoleUser:
+		line("User", m.Text()+imageNote(m))
+	case RoleToolResult:
+		head := "Tool result"
+		if m.ToolName != "" {
+			head += " " + m.ToolName
+		}
+		if m.ToolError {
+			head += " (error)"
+		}
+		text := briefRunes(m.Text(), summaryResultRunes) + imageNote(m)
+		if text == "" {
+			text = "(empty)"
+		}
+		line(head, text)
+	case RoleAssistant:
+		line("Assistant", m.Text()+imageNote(m))
+		var calls []string
+		for _, c := range m.ToolCalls() {
+			calls = append(calls, c.Name+"("+briefRunes(string(c.Arguments), summaryArgsRunes)+")")
+		}
+		line("Assistant tool calls", strings.Join(calls, "; "))
+		if m.IsError() {
+			line("Assistant error", briefRunes(m.ErrorMessage, summaryResultRunes))
+		}
+	default:
+		line(string(m.Role), m.Text())
+	}
+}
+
+// imageNote notes the images of m.
+func imageNote(m Message) string {
+	n := 0
+	for _, b := range m.Content {
+		if b.Type == BlockImage {
+			n++
+		}
+	}
+	if n == 0 {
+		return ""
+	}
+	return " [" + strconv.Itoa(n) + " image(s)]"
+}
+
+// briefRunes returns s on one line, cut to at most n runes.
+func briefRunes(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n]) + "…"
+	}
+	return s
+}
+
+// cutSummary cuts s to at most n bytes, on a rune boundary, keeping its
+// start (the goal and the progress come first).
+func cutSummary(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// The keys of tool call arguments that name a file, and the words of tool
+// names that modify one.
+var (
+	pathKeys    = []string{"path", "file_path", "filePath", "file", "filename"}
+	modifyWords = []string{"write", "edit", "create", "patch", "replace", "delete", "remove", "move", "rename", "insert"}
+)
+
+// fileOps collects the files the tool calls of msgs read and modified,
+// with those the earlier summaries among them list.
+func fileOps(msgs []Message) SummaryDetails {
+	read, modified := map[string]bool{}, map[string]bool{}
+	for _, m := range msgs {
+		if m.Role == RoleSummary {
+			r, w := parseFileLists(m.Text())
+			for _, p := range r {
+				read[p] = true
+			}
+			for _, p := range w {
+				modified[p] = true
+			}
+			continue
+		}
+		for _, c := range m.ToolCalls() {
+			p := callPath(c.Arguments)
+			if p == "" {
+				continue
+			}
+			if modifies(c.Name) {
+				modified[p] = true
+			} else {
+				read[p] = true
+			}
+		}
+	}
+	var d SummaryDetails
+	for p := range modified {
+		d.ModifiedFiles = append(d.ModifiedFiles, p)
+	}
+	for p := range read {
+		if !modified[p] {
+			d.ReadFiles = append(d.ReadFiles, p)
+		}
+	}
+	sort.Strings(d.ReadFiles)
+	sort.Strings(d.ModifiedFiles)
+	return d
+}
+
+// callPath is the path a tool call's arguments name, or "".
+func callPath(args json.RawMessage) string {
+	var obj map[string]any
+	if json.Unmarshal(args, &obj) != nil {
+		return ""
+	}
+	for _, k := range pathKeys {
+		if s, ok := obj[k].(string); ok && strings.TrimSpace(s) != "" && !strings.ContainsAny(s, "\n<>") {
+			return strings.TrimSpace(s)
+		}
+	}
+	return ""
+}
+
+// modifies reports whether a tool of this name modifies the file it names.
+func modifies(name string) bool {
+	name = strings.ToLower(name)
+	return slices.ContainsFunc(modifyWords, func(w string) bool { return strings.Contains(name, w) })
+}
+
+// format is the file lists as appended to a summary ("" when empty).
+func (d SummaryDetails) format() string {
+	var sb strings.Builder
+	if len(d.ReadFiles) > 0 {
+		sb.WriteString("\n\n<read-files>\n" + strings.Join(d.ReadFiles, "\n") + "\n</read-files>")
+	}
+	if len(d.ModifiedFiles) > 0 {
+		sb.WriteString("\n\n<modified-files>\n" + strings.Join(d.ModifiedFiles, "\n") + "\n</modified-files>")
+	}
+	return sb.String()
+}
+
+// trim drops files, read ones first, until the lists take at most n
+// characters.
+func (d SummaryDetails) trim(n int) SummaryDetails {
+	for len(d.format()) > n && len(d.ReadFiles) > 0 {
+		d.ReadFiles = d.ReadFiles[1:]
+	}
+	for len(d.format()) > n && len(d.ModifiedFiles) > 0 {
+		d.ModifiedFiles = d.ModifiedFiles[1:]
+	}
+	return d
+}
+
+// parseFileLists reads the file lists an AgentSummarizer appended to a
+// summary.
+func parseFileLists(summary string) (read, modified []string) {
+	return tagLines(summary, "read-files"), tagLines(summary, "modified-files")
+}
+
+// tagLines are the non-empty lines between <tag> and </tag> in s.
+func tagLines(s, tag string) []string {
+	_, rest, ok := strings.Cut(s, "<"+tag+">\n")
+	if !ok {
+		return nil
+	}
+	body, _, ok := strings.Cut(rest, "</"+tag+">")
+	if !ok {
+		return nil
+	}
+	var lines []string
+	for _, l := range strings.Split(body, "\n") {
+		if l = strings.TrimSpace(l); l != "" {
+			lines = append(lines, l)
+		}
+	}
+	return lines
+}
+
+// stripFileLists is a summary without the file lists an AgentSummarizer
+// appended (they are folded into the new summary's lists).
+func stripFileLists(s string) string {
+	for _, tag := range []string{"read-files", "modified-files"} {
+		start := strings.Index(s, "<"+tag+">")
+		end := strings.Index(s, "</"+tag+">")
+		if start >= 0 && end > start {
+			s = s[:start] + s[end+len("</"+tag+">"):]
+		}
+	}
+	return strings.TrimSpace(s)
+}
