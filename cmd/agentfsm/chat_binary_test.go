@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/internal/providertest"
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/rpc"
+)
+
+// These tests run "agentfsm chat" and "agentfsm rpc --provider" as a
+// separate process against a fake of each provider's API on a real
+// loopback server, with delays of a millisecond.
+
+// msSettings are settings whose retry delays are a millisecond and whose
+// compaction keeps only the latest few tokens.
+const msSettings = `{"retry":{"baseDelayMs":1},"compaction":{"keepRecentTokens":5}}`
+
+// fakeAPI is one provider's fake API on a loopback server, with the
+// replies a test needs in that provider's wire format.
+type fakeAPI struct {
+	name      string
+	keyVar    string
+	srv       *providertest.Server
+	baseURL   string
+	ok        func(text string) providertest.Reply
+	transient func() providertest.Reply
+	overflow  func() providertest.Reply
+	badKey    func() providertest.Reply
+}
+
+func fakeAPIs(t *testing.T) []fakeAPI {
+	return []fakeAPI{newFakeAnthropic(t), newFakeOpenAI(t)}
+}
+
+func newFakeAnthropic(t *testing.T) fakeAPI {
+	srv := providertest.NewAnthropic(t)
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return fakeAPI{
+		name: "anthropic", keyVar: "ANTHROPIC_API_KEY", srv: srv, baseURL: ts.URL,
+		ok: func(text string) providertest.Reply {
+			return providertest.AnthropicMessage{Content: []providertest.AnthropicBlock{providertest.AnthropicText(text)}}.Reply()
+		},
+		transient: providertest.AnthropicOverloaded,
+		overflow:  func() providertest.Reply { return providertest.AnthropicPromptTooLong(213462, 200000) },
+		badKey: func() providertest.Reply {
+			return providertest.AnthropicError(401, "authentication_error", "invalid x-api-key")
+		},
+	}
+}
+
+func newFakeOpenAI(t *testing.T) fakeAPI {
+	srv := providertest.NewOpenAI(t)
+	ts := httptest.NewServer(srv)
+	t.Cleanup(ts.Close)
+	return fakeAPI{
+		name: "openai", keyVar: "OPENAI_API_KEY", srv: srv, baseURL: ts.URL + "/v1/",
+		ok:        func(text string) providertest.Reply { return providertest.OpenAICompletion{Content: text}.Reply() },
+		transient: providertest.OpenAIOverloaded,
+		overflow:  func() providertest.Reply { return providertest.OpenAIContextLengthExceeded(128000, 130000) },
+		badKey:    func() providertest.Reply { return providertest.OpenAIInvalidAPIKey("test-key") },
+	}
+}
+
+// cleanEnv is the test's environment without any provider key.
+func cleanEnv() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "ANTHROPIC_") && !strings.HasPrefix(kv, "OPENAI_") {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+// chatCmd returns "agentfsm chat" against api with its key set, args
+// after the provider's flags.
+func (api fakeAPI) chatCmd(t *testing.T, ctx context.Context, args ...string) *exec.Cmd {
+	args = append([]string{"chat", "--provider", api.name, "--base-url", api.baseURL,
+		"--settings", writeFile(t, "settings.json", msSettings)}, args...)
+	cmd := exec.CommandContext(ctx, binary(t), args...)
+	cmd.Env = append(cleanEnv(), api.keyVar+"=test-key")
+	return cmd
+}
+
+// runChat runs cmd with stdin and returns its exit code and outputs.
+func runChatCmd(t *testing.T, cmd *exec.Cmd, stdin string) (code int, stdout, stderr string) {
+	t.Helper()
+	var out, errOut strings.Builder
+	cmd.Stdin, cmd.Stdout, cmd.Stderr = strings.NewReader(stdin), &out, &errOut
+	err := cmd.Run()
+	if exit, ok := err.(*exec.ExitError); ok {
+		return exit.ExitCode(), out.String(), errOut.String()
+	}
+	require.NoError(t, err)
+	return 0, out.String(), errOut.String()
+}
+
+// eventLines decodes the JSON event lines of --events.
+func eventLines(t *testing.T, stderr string) []rpc.Event {
+	t.Helper()
+	var evs []rpc.Event
+	for line := range strings.Lines(stderr) {
+		var head struct {
+			Type string `json:"type"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(line), &head), "stderr holds event lines only: %q", line)
+		evs = append(evs, rpc.Event{Type: head.Type, Raw: []byte(strings.TrimSpace(line))})
+	}
+	return evs
+}
+
+// TestChatBinaryAnswers: a prompt in the arguments, one turn, the answer on
+// stdout and nothing on stderr; the key reaches the server. Issue item 4.
+func TestChatBinaryAnswers(t *testing.T) {
+	for _, api := range fakeAPIs(t) {
+		t.Run(api.name, func(t *testing.T) {
+			api.srv.Push(api.ok("Paris is the capital."))
+			code, out, errOut := runChatCmd(t, api.chatCmd(t, guard(t), "What", "is the capital of France?"), "")
+			require.Equal(t, 0, code, errOut)
+			assert.Equal(t, "Paris is the capital.\n", out)
+			assert.Empty(t, errOut)
+			reqs := api.srv.Requests()
+			require.Len(t, reqs, 1)
+			assert.Equal(t, "test-key", reqs[0].Key())
+			assert.Contains(t, string(reqs[0].Raw), "What is the capital of France?")
+		})
+	}
+}
+
+// TestChatBinaryRetriesWithEvents: an overloaded provider twice, then an
+// answer: the session retries, and --events shows every event as the RPC
+// server's line. Issue item 4.
+func TestChatBinaryRetriesWithEvents(t *testing.T) {
+	for _, api := range fakeAPIs(t) {
+		t.Run(api.name, func(t *testing.T) {
+			api.srv.Push(api.transient(), api.transient(), api.ok("Done."))
+			code, out, errOut := runChatCmd(t, api.chatCmd(t, guard(t), "--events", "hi"), "")
+			require.Equal(t, 0, code, errOut)
+			assert.Equal(t, "Done.\n", out)
+			var starts []session.AutoRetryStart
+			var end *session.AutoRetryEnd
+			evs := eventLines(t, errOut)
+			for _, ev := range evs {
+				v, err := ev.Value()
+				require.NoError(t, err, ev.Type)
+				switch e := v.(type) {
+				case session.AutoRetryStart:
+					starts = append(starts, e)
+				case session.AutoRetryEnd:
+					end = &e
+				}
+			}
+			require.Len(t, starts, 2)
+			assert.Equal(t, 1, starts[0].Attempt)
+			assert.Equal(t, int64(1), starts[0].DelayMs)
+			assert.Contains(t, starts[0].ErrorMessage, map[string]string{"anthropic": "529", "openai": "503"}[api.name])
+			assert.Equal(t, &session.AutoRetryEnd{Success: true, Attempt: 2}, end)
+			assert.Equal(t, "turn_settled", evs[len(evs)-1].Type)
+			assert.Len(t, api.srv.Requests(), 3)
+		})
+	}
+}
+
+// TestChatBinaryOverflowCompacts: prompts on stdin are one conversation;
+// the second overflows the context: the session compacts and continues.
+// Issue item 4.
+func TestChatBinaryOverflowCompacts(t *testing.T) {
+	for _, api := range fakeAPIs(t) {
+		t.Run(api.name, func(t *testing.T) {
+			api.srv.Push(api.ok("Seven open questions, by section."), api.overflow(), api.ok("Here are the drafts."))
+			stdin := "read the design notes and list the open questions\n\n  \nnow draft answers to every question\n"
+			code, out, errOut := runChatCmd(t, api.chatCmd(t, guard(t), "--events"), stdin)
+			require.Equal(t, 0, code, errOut)
+			assert.Equal(t, "Seven open questions, by section.\nHere are the drafts.\n", out)
+			var types []string
+			var end session.AutoCompactionEnd
+			for _, ev := range eventLines(t, errOut) {
+				types = append(types, ev.Type)
+				if ev.Type == "auto_compaction_end" {
+					v, err := ev.Value()
+					require.NoError(t, err)
+					end = v.(session.AutoCompactionEnd)
+				}
+			}
+			assert.Contains(t, strings.Join(types, " "), "auto_compaction_start auto_compaction_end")
+			require.NotNil(t, end.Result)
+			assert.True(t, end.WillRetry)
+			reqs := api.srv.Requests()
+			require.Len(t, reqs, 3)
+			assert.Contains(t, string(reqs[2].Raw), "now draft answers", "the continuation asks the question again")
+		})
+	}
+}
+
+// TestChatBinaryHistoryResumes: a second invocation on the same --history
+// file carries on the first one's conversation. Issue item 4.
+func TestChatBinaryHistoryResumes(t *testing.T) {
+	for _, api := range fakeAPIs(t) {
+		t.Run(api.name, func(t *testing.T) {
+			history := t.TempDir() + "/chat.jsonl"
+			api.srv.Push(api.ok("The first answer."), api.ok("The second answer."))
+			code, out, errOut := runChatCmd(t, api.chatCmd(t, guard(t), "--history", history, "the first question"), "")
+			require.Equal(t, 0, code, errOut)
+			assert.Equal(t, "The first answer.\n", out)
+			code, out, errOut = runChatCmd(t, api.chatCmd(t, guard(t), "--history", history, "the second question"), "")
+			require.Equal(t, 0, code, errOut)
+			assert.Equal(t, "The second answer.\n", out)
+			reqs := api.srv.Requests()
+			require.Len(t, reqs, 2)
+			second := string(reqs[1].Raw)
+			for _, want := range []string{"the first question", "The first answer.", "the second question"} {
+				assert.Contains(t, second, want)
+			}
+			data, err := os.ReadFile(history)
+			require.NoError(t, err)
+			assert.NotContains(t, string(data), "test-key", "no secret in the history")
+		})
+	}
+}
+
+// TestChatBinaryFailures: a missing key is a usage error before any
+// request; a turn that fails exits 1 with its error. Issue item 4.
+func TestChatBinaryFailures(t *testing.T) {
+	for _, api := range fakeAPIs(t) {
+		t.Run(api.name, func(t *testing.T) {
+			cmd := api.chatCmd(t, guard(t), "hi")
+			cmd.Env = cleanEnv()
+			code, out, errOut := runChatCmd(t, cmd, "")
+			assert.Equal(t, 2, code)
+			assert.Empty(t, out)
+			assert.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
+			assert.Contains(t, errOut, "agentfsm chat: no API key: set "+api.keyVar)
+			assert.Empty(t, api.srv.Requests())
+
+			// Not retryable: the turn fails at once, exit 1 with its error.
+			api.srv.Push(api.badKey())
+			code, out, errOut = runChatCmd(t, api.chatCmd(t, guard(t), "hi"), "")
+			assert.Equal(t, 1, code)
+			assert.Empty(t, out)
+			assert.Regexp(t, `^agentfsm chat: session: .*401`, errOut)
+			assert.Len(t, api.srv.Requests(), 1)
+		})
+	}
+}
