@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -250,6 +253,50 @@ func TestChatBinaryFailures(t *testing.T) {
 			assert.Empty(t, out)
 			assert.Regexp(t, `^agentfsm chat: session: .*401`, errOut)
 			assert.Len(t, api.srv.Requests(), 1)
+		})
+	}
+}
+
+// TestChatBinarySignalAbortsTurn: SIGINT or SIGTERM in the middle of a
+// streamed answer aborts the turn: the request is cancelled, the turn's
+// last events go out and the command exits 1 with the aborted turn's
+// error. Issue item 4.
+func TestChatBinarySignalAbortsTurn(t *testing.T) {
+	for _, sig := range []os.Signal{os.Interrupt, syscall.SIGTERM} {
+		t.Run(sig.String(), func(t *testing.T) {
+			api := newFakeAnthropic(t)
+			reply := api.ok("a long answer that never ends")
+			reply.Break = &providertest.Break{After: 5, Stall: true}
+			api.srv.Push(reply)
+			cmd := api.chatCmd(t, guard(t), "--events", "hi")
+			stderr, err := cmd.StderrPipe()
+			require.NoError(t, err)
+			var out strings.Builder
+			cmd.Stdout = &out
+			require.NoError(t, cmd.Start())
+			r := bufio.NewReader(stderr)
+			var rest strings.Builder
+			for {
+				line, err := r.ReadString('\n')
+				require.NoError(t, err, "no message_update before the stall")
+				if strings.Contains(line, `"type":"message_update"`) {
+					break
+				}
+			}
+			require.NoError(t, cmd.Process.Signal(sig))
+			_, err = io.Copy(&rest, r)
+			require.NoError(t, err)
+			err = cmd.Wait()
+			var exit *exec.ExitError
+			require.ErrorAs(t, err, &exit)
+			assert.Equal(t, 1, exit.ExitCode())
+			assert.Empty(t, out.String())
+			for _, want := range []string{`"stopReason":"aborted"`, `"type":"turn_settled","success":false`, "agentfsm chat: session: "} {
+				assert.Contains(t, rest.String(), want)
+			}
+			reqs := api.srv.Settled()
+			require.Len(t, reqs, 1)
+			assert.True(t, reqs[0].Cancelled, "the server saw the request cancelled")
 		})
 	}
 }
