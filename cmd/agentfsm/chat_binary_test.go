@@ -300,3 +300,36 @@ func TestChatBinarySignalAbortsTurn(t *testing.T) {
 		})
 	}
 }
+
+// TestRPCBinaryRealProvider: "agentfsm rpc --provider" serves a session
+// on the real adapter: a transient error, a retry and the answer, over the
+// RPC protocol. Issue item 4.
+func TestRPCBinaryRealProvider(t *testing.T) {
+	for _, api := range fakeAPIs(t) {
+		t.Run(api.name, func(t *testing.T) {
+			t.Setenv(api.keyVar, "test-key") // the child's environment
+			ctx := guard(t)
+			api.srv.Push(api.transient(), api.ok("Served."))
+			c, err := rpc.Start(binary(t), os.Stderr, "rpc", "--provider", api.name, "--base-url", api.baseURL,
+				"--model", "test-model", "--context-window", "64000", "--settings", writeFile(t, "s.json", msSettings))
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, c.Close()) })
+
+			st, err := c.GetState(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, session.Model{Provider: api.name, ID: "test-model", ContextWindow: 64000, BaseURL: api.baseURL}, st.Model)
+
+			require.NoError(t, c.Prompt(ctx, "hi"))
+			require.NoError(t, c.WaitForIdle(ctx))
+			assert.Contains(t, eventTypes(eventsUntilSettled(t, ctx, c)), "auto_retry_start")
+			msgs, err := c.GetMessages(ctx)
+			require.NoError(t, err)
+			require.NotEmpty(t, msgs)
+			assert.Equal(t, "Served.", answer(msgs))
+			reqs := api.srv.Requests()
+			require.Len(t, reqs, 2)
+			assert.Equal(t, "test-key", reqs[1].Key())
+			assert.Contains(t, string(reqs[1].Raw), `"test-model"`)
+		})
+	}
+}

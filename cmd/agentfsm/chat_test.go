@@ -40,3 +40,26 @@ func TestChatFlagsAndFiles(t *testing.T) {
 		assert.Equal(t, 1, strings.Count(errOut.String(), "\n"), "one line: %q", errOut.String())
 	}
 }
+
+// TestRPCProviderFlags: the real backend's flags of rpc are checked as
+// chat's; without --provider the scripted agent serves. Issue item 4.
+func TestRPCProviderFlags(t *testing.T) {
+	none := func(string) (string, bool) { return "", false }
+	cases := []struct {
+		args []string
+		says string
+	}{
+		{[]string{"rpc", "--provider", "anthropic", "--script", writeFile(t, "s.json", `{"calls":[]}`)}, "--script and --provider exclude each other"},
+		{[]string{"rpc", "--model", "gpt-4o"}, "--model, --base-url and --context-window need --provider"},
+		{[]string{"rpc", "--provider", "openai"}, "no API key: set OPENAI_API_KEY"},
+		{[]string{"rpc", "--provider", "llama"}, `unknown --provider "llama"`},
+	}
+	for _, c := range cases {
+		var out, errOut bytes.Buffer
+		code := run(c.args, &environment{stdin: strings.NewReader(""), stdout: &out, stderr: &errOut, now: time.Now, getenv: none})
+		assert.Equal(t, 2, code, c.args)
+		assert.Equal(t, "agentfsm rpc: ", errOut.String()[:min(len(errOut.String()), 14)], c.args)
+		assert.Contains(t, errOut.String(), c.says, c.args)
+		assert.Equal(t, 1, strings.Count(errOut.String(), "\n"), "one line: %q", errOut.String())
+	}
+}
