@@ -333,3 +333,37 @@ func TestRPCBinaryRealProvider(t *testing.T) {
 		})
 	}
 }
+
+// TestChatBinaryStdoutFull: an answer that cannot be written is a failure,
+// exit 1 naming the write. Issue item 4.
+func TestChatBinaryStdoutFull(t *testing.T) {
+	full, err := os.OpenFile("/dev/full", os.O_WRONLY, 0)
+	if err != nil {
+		t.Skipf("no /dev/full here: %v", err)
+	}
+	defer full.Close()
+	api := newFakeAnthropic(t)
+	api.srv.Push(api.ok("lost"))
+	cmd := api.chatCmd(t, guard(t), "hi")
+	var errOut strings.Builder
+	cmd.Stdout, cmd.Stderr = full, &errOut
+	err = cmd.Run()
+	var exit *exec.ExitError
+	require.ErrorAs(t, err, &exit, "stderr: %s", errOut.String())
+	assert.Equal(t, 1, exit.ExitCode())
+	assert.Equal(t, "agentfsm chat: writing output: write /dev/stdout: no space left on device\n", errOut.String())
+}
+
+// TestChatBinaryStopsAtFailedTurn: in a conversation from stdin, a turn
+// that fails ends it: the answers before it are printed, the prompts after
+// it are not sent, exit 1. Issue item 4.
+func TestChatBinaryStopsAtFailedTurn(t *testing.T) {
+	api := newFakeOpenAI(t)
+	api.srv.Push(api.ok("One."), api.badKey())
+	code, out, errOut := runChatCmd(t, api.chatCmd(t, guard(t)), "first\r\nsecond\nthird\n")
+	assert.Equal(t, 1, code)
+	assert.Equal(t, "One.\n", out)
+	assert.Regexp(t, "^agentfsm chat: session: .*401", errOut)
+	assert.Len(t, api.srv.Requests(), 2)
+	assert.NotContains(t, string(api.srv.Requests()[0].Raw), `\r`, "a CRLF line is the prompt without its CR")
+}
