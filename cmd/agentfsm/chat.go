@@ -23,7 +23,8 @@ func runChat(args []string, env *environment) int {
 	fs := newFlagSet("chat", "agentfsm chat --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N] "+
 		"[--settings FILE] [--history FILE] [--events] [PROMPT...]\n\n"+
 		"With a prompt in the arguments (after the flags), runs one turn and prints the answer.\n"+
-		"Without one, each line of stdin is a prompt of one conversation, answered in turn.")
+		"Without one, each line of stdin is a prompt of one conversation, answered in turn;\n"+
+		"on a terminal, an interactive chat.")
 	be := addBackendFlags(fs, true)
 	settingsPath := fs.String("settings", "", "a settings `file`: {\"retry\":{…},\"compaction\":{…}}")
 	historyPath := fs.String("history", "", "keep the conversation in this JSON-lines `file`, resuming what it holds")
@@ -44,11 +45,15 @@ func runChat(args []string, env *environment) int {
 		return fail(2, "%v", err)
 	}
 	var prompts func(context.Context) (string, error)
+	tui := false
 	switch {
 	case fs.NArg() > 0:
 		prompts = onePrompt(strings.Join(fs.Args(), " "))
 	case isTerminal(env.stdin):
-		return fail(2, "give a prompt after the flags, or prompts on stdin, one a line (no interactive chat yet)")
+		if !interactive(env) {
+			return fail(2, "give a prompt after the flags, or prompts on stdin, one a line (the interactive chat needs stdout on the terminal too)")
+		}
+		tui = true
 	default:
 		prompts = linePrompts(env.stdin)
 	}
@@ -72,6 +77,9 @@ func runChat(args []string, env *environment) int {
 				env.stderr.Write(append(b, '\n'))
 			}
 		})
+	}
+	if tui {
+		return runChatTUI(s, env)
 	}
 	// SIGINT or SIGTERM aborts the turn in flight, which then ends as any
 	// failed turn does; a second signal kills.

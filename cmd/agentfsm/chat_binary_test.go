@@ -8,9 +8,11 @@ import (
 	"net/http/httptest"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -366,4 +368,45 @@ func TestChatBinaryStopsAtFailedTurn(t *testing.T) {
 	assert.Regexp(t, "^agentfsm chat: session: .*401", errOut)
 	assert.Len(t, api.srv.Requests(), 2)
 	assert.NotContains(t, string(api.srv.Requests()[0].Raw), `\r`, "a CRLF line is the prompt without its CR")
+}
+
+// TestInteractiveChatUnderTmux types a prompt into the interactive chat in
+// a real terminal: the server is overloaded once, the retry counts down,
+// the answer shows, and Ctrl-C quits. Issue item 4.
+func TestInteractiveChatUnderTmux(t *testing.T) {
+	if _, err := exec.LookPath("tmux"); err != nil {
+		t.Skip("tmux is not installed (.ci/run installs it)")
+	}
+	ctx := guard(t)
+	api := newFakeAnthropic(t)
+	api.srv.Push(api.transient(), api.ok("Hello from the fake model."))
+	settings := writeFile(t, "s.json", `{"retry":{"baseDelayMs":1500}}`)
+	socket := filepath.Join(t.TempDir(), "tmux.sock")
+	tmux := func(args ...string) string {
+		out, err := exec.CommandContext(ctx, "tmux", append([]string{"-S", socket}, args...)...).CombinedOutput()
+		require.NoError(t, err, "tmux %v: %s", args, out)
+		return string(out)
+	}
+	t.Cleanup(func() { _ = exec.Command("tmux", "-S", socket, "kill-server").Run() })
+	tmux("new-session", "-d", "-s", "chat", "-x", "120", "-y", "30", "-e", "ANTHROPIC_API_KEY=test-key",
+		binary(t)+" chat --provider anthropic --base-url "+api.baseURL+" --settings "+settings+"; echo exit=$?; sleep 60")
+	waitFor := func(text string) {
+		t.Helper()
+		for range 300 {
+			if strings.Contains(tmux("capture-pane", "-p", "-t", "chat"), text) {
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		t.Fatalf("never saw %q on:\n%s", text, tmux("capture-pane", "-p", "-t", "chat"))
+	}
+	waitFor("Enter sends")
+	tmux("send-keys", "-t", "chat", "-l", "say hello")
+	waitFor("> say hello")
+	tmux("send-keys", "-t", "chat", "Enter")
+	waitFor("Retrying (1/3) in")
+	waitFor("assistant> Hello from the fake model.")
+	tmux("send-keys", "-t", "chat", "C-c")
+	waitFor("exit=0")
+	assert.Contains(t, string(api.srv.Requests()[1].Raw), "say hello")
 }

@@ -13,10 +13,11 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// TestChatOnTerminalWithoutPrompt: with no prompt and stdin a terminal,
-// chat says what it needs (one line, exit 2) instead of waiting for lines.
+// TestChatOnTerminalInNeedsTerminalOut: with no prompt, stdin a terminal and
+// stdout not, chat says what it needs (one line, exit 2) instead of waiting
+// for lines or starting the interactive chat.
 // Issue item 4.
-func TestChatOnTerminalWithoutPrompt(t *testing.T) {
+func TestChatOnTerminalInNeedsTerminalOut(t *testing.T) {
 	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
 		t.Skipf("no pseudo-terminals here: %v", err)
@@ -33,5 +34,5 @@ func TestChatOnTerminalWithoutPrompt(t *testing.T) {
 	code := run([]string{"chat", "--provider", "anthropic"}, &environment{stdin: pts, stdout: &out, stderr: &errOut, now: time.Now, getenv: key})
 	assert.Equal(t, 2, code)
 	assert.Empty(t, out.String())
-	assert.Equal(t, "agentfsm chat: give a prompt after the flags, or prompts on stdin, one a line (no interactive chat yet)\n", errOut.String())
+	assert.Equal(t, "agentfsm chat: give a prompt after the flags, or prompts on stdin, one a line (the interactive chat needs stdout on the terminal too)\n", errOut.String())
 }
