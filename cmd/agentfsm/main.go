@@ -1,6 +1,7 @@
 // Command agentfsm shows the recovery machine at work and gives it to other
-// programs: a demo of its scenarios (the default), a JSON-lines RPC server,
-// its error classifier and its state diagram.
+// programs: a demo of its scenarios (the default), a chat with a real model
+// (Anthropic, or any OpenAI-compatible server), a JSON-lines RPC server, its
+// error classifier and its state diagram.
 //
 // Usage:
 //
