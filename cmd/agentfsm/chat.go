@@ -48,7 +48,11 @@ func runChat(args []string, env *environment) int {
 	tui := false
 	switch {
 	case fs.NArg() > 0:
-		prompts = onePrompt(strings.Join(fs.Args(), " "))
+		p := strings.Join(fs.Args(), " ")
+		if strings.TrimSpace(p) == "" {
+			return fail(2, "the prompt is blank")
+		}
+		prompts = onePrompt(p)
 	case isTerminal(env.stdin):
 		if !interactive(env) {
 			return fail(2, "give a prompt after the flags, or prompts on stdin, one a line (the interactive chat needs stdout on the terminal too)")

@@ -20,6 +20,7 @@ func TestChatFlagsAndFiles(t *testing.T) {
 		says   string
 	}{
 		{[]string{"chat", "hi"}, key, "--provider is required: anthropic or openai"},
+		{[]string{"chat", "--provider", "openai", " ", "\t"}, key, "the prompt is blank"},
 		{[]string{"chat", "--provider", "gemini", "hi"}, key, `unknown --provider "gemini"`},
 		{[]string{"chat", "--provider", "anthropic", "hi"}, none, "no API key: set ANTHROPIC_API_KEY"},
 		{[]string{"chat", "--provider", "openai", "hi"}, none, "no API key: set OPENAI_API_KEY"},
