@@ -1,6 +1,7 @@
 // Command agentfsm shows the recovery machine at work and gives it to other
-// programs: a demo of its scenarios (the default), a JSON-lines RPC server,
-// its error classifier and its state diagram.
+// programs: a demo of its scenarios (the default), a chat with a real model
+// (Anthropic, or any OpenAI-compatible server), a JSON-lines RPC server, its
+// error classifier and its state diagram.
 //
 // Usage:
 //
@@ -35,11 +36,14 @@ type environment struct {
 	stdout io.Writer
 	stderr io.Writer
 	now    func() time.Time
+	// getenv replaces os.LookupEnv when set.
+	getenv func(name string) (string, bool)
 }
 
 func commands() []command {
 	return []command{
 		{"demo", "play recovery scenarios on the scripted agent (the default)", runDemo},
+		{"chat", "talk to a real model (Anthropic or OpenAI-compatible) under the recovery policy", runChat},
 		{"rpc", "serve a session over JSON lines on stdin and stdout", runRPC},
 		{"classify", "classify error messages read from stdin, one JSON line out per line in", runClassify},
 		{"diagram", "print the state diagram built from the transition table", runDiagram},
@@ -108,6 +112,19 @@ func newFlagSet(name, synopsis string) flagSet {
 // printing usage for -h, 2 after a one-line reason for a bad flag or a stray
 // argument.
 func (fs flagSet) parse(args []string, env *environment) int {
+	if code := fs.parseArgs(args, env); code >= 0 {
+		return code
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(env.stderr, "%s: unexpected argument %q (run %s -h for usage)\n", fs.Name(), fs.Arg(0), fs.Name())
+		return 2
+	}
+	return -1
+}
+
+// parseArgs is parse for a subcommand that takes arguments after its
+// flags (fs.Args).
+func (fs flagSet) parseArgs(args []string, env *environment) int {
 	err := fs.Parse(args)
 	switch {
 	case errors.Is(err, flag.ErrHelp):
@@ -115,9 +132,6 @@ func (fs flagSet) parse(args []string, env *environment) int {
 		return 0
 	case err != nil:
 		fmt.Fprintf(env.stderr, "%s: %v (run %s -h for usage)\n", fs.Name(), err, fs.Name())
-		return 2
-	case fs.NArg() > 0:
-		fmt.Fprintf(env.stderr, "%s: unexpected argument %q (run %s -h for usage)\n", fs.Name(), fs.Arg(0), fs.Name())
 		return 2
 	}
 	return -1

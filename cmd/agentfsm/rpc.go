@@ -14,8 +14,9 @@ import (
 )
 
 func runRPC(args []string, env *environment) int {
-	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE] [--settings FILE]")
+	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE | --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N]] [--settings FILE]")
 	scriptPath := fs.String("script", "", "the scripted agent's `file` (default: every call succeeds)")
+	be := addBackendFlags(fs, false)
 	settingsPath := fs.String("settings", "", "a settings `file`: {\"retry\":{…},\"compaction\":{…}}")
 	mode := fs.String("mode", "rpc", "accepted for compatibility with the reference agent; only rpc")
 	if code := fs.parse(args, env); code >= 0 {
@@ -25,32 +26,46 @@ func runRPC(args []string, env *environment) int {
 		fmt.Fprintf(env.stderr, "agentfsm rpc: unknown --mode %q (only rpc)\n", *mode)
 		return 2
 	}
-	script := scripted.Script{Model: scripted.DefaultModel}
-	if *scriptPath != "" {
-		data, err := os.ReadFile(*scriptPath)
-		if err != nil {
-			fmt.Fprintf(env.stderr, "agentfsm rpc: --script: %v\n", err)
+	var (
+		agent session.Agent
+		model session.Model
+	)
+	if *be.provider != "" {
+		if *scriptPath != "" {
+			fmt.Fprintf(env.stderr, "agentfsm rpc: --script and --provider exclude each other\n")
 			return 2
 		}
-		if script, err = scripted.Parse(data); err != nil {
-			fmt.Fprintf(env.stderr, "agentfsm rpc: --script %s: %v\n", *scriptPath, err)
+		var err error
+		if agent, model, err = be.agent(env.lookupEnv); err != nil {
+			fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
 			return 2
 		}
+	} else {
+		if *be.model != "" || *be.baseURL != "" || *be.contextWindow != 0 {
+			fmt.Fprintf(env.stderr, "agentfsm rpc: --model, --base-url and --context-window need --provider\n")
+			return 2
+		}
+		script := scripted.Script{Model: scripted.DefaultModel}
+		if *scriptPath != "" {
+			data, err := os.ReadFile(*scriptPath)
+			if err != nil {
+				fmt.Fprintf(env.stderr, "agentfsm rpc: --script: %v\n", err)
+				return 2
+			}
+			if script, err = scripted.Parse(data); err != nil {
+				fmt.Fprintf(env.stderr, "agentfsm rpc: --script %s: %v\n", *scriptPath, err)
+				return 2
+			}
+		}
+		agent, model = scripted.New(script), script.Model
 	}
-	cfg := session.DefaultConfig()
-	if *settingsPath != "" {
-		data, err := os.ReadFile(*settingsPath)
-		if err != nil {
-			fmt.Fprintf(env.stderr, "agentfsm rpc: --settings: %v\n", err)
-			return 2
-		}
-		if cfg, err = session.ParseConfig(data); err != nil {
-			fmt.Fprintf(env.stderr, "agentfsm rpc: --settings %s: %v\n", *settingsPath, err)
-			return 2
-		}
+	cfg, err := loadSettings(*settingsPath)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
+		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(env.stderr, nil))
-	s, err := session.New(scripted.New(script), session.WithModel(script.Model), session.WithConfig(cfg), session.WithLogger(logger))
+	s, err := session.New(agent, session.WithModel(model), session.WithConfig(cfg), session.WithLogger(logger))
 	if err != nil {
 		fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
 		return 2

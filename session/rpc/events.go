@@ -119,6 +119,14 @@ func (w compactionResult) compaction(reason session.CompactionReason) session.Co
 	return session.Compaction{Reason: reason, Summary: w.Summary, FirstKeptEntryID: w.FirstKeptEntryID, TokensBefore: w.TokensBefore, Details: w.Details}
 }
 
+// MarshalEvent returns ev's line as the server writes it, without its
+// newline: a JSON object whose "type" comes first (EventType), then the
+// event's fields in their wire form (docs/rpc.md). A program that logs a
+// session's events as JSON lines writes them with it, so the lines read as
+// the server's. It fails for a value that is not one of the session's
+// events.
+func MarshalEvent(ev session.Event) ([]byte, error) { return marshalEvent(ev) }
+
 // marshalEvent returns ev's line, without its newline: a JSON object whose
 // "type" comes first.
 func marshalEvent(ev session.Event) ([]byte, error) {

@@ -1,0 +1,123 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+
+	"github.com/agentfsm/agentfsm/providers/anthropic"
+	"github.com/agentfsm/agentfsm/providers/openai"
+	"github.com/agentfsm/agentfsm/session"
+)
+
+// defaultOpenAIModel is the model of "--provider openai" without --model.
+const defaultOpenAIModel = "gpt-4o-mini"
+
+// backend is the flags that choose a real model: the provider, its model,
+// where it is served and its context window.
+type backend struct {
+	provider      *string
+	model         *string
+	baseURL       *string
+	contextWindow *int
+}
+
+// addBackendFlags adds the backend's flags to fs; required says whether
+// --provider must be given (chat) or chooses between the scripted agent
+// and a real one (rpc).
+func addBackendFlags(fs flagSet, required bool) backend {
+	help := "the model's `provider`: anthropic or openai (any OpenAI-compatible server, with --base-url)"
+	if !required {
+		help += "; the scripted agent when empty"
+	}
+	return backend{
+		provider: fs.String("provider", "", help),
+		model: fs.String("model", "", "the model `id` (default "+anthropic.DefaultModel+" for anthropic, "+
+			defaultOpenAIModel+" for openai)"),
+		baseURL: fs.String("base-url", "", "the API's base `url` (an OpenAI-compatible server's ends in /v1/)"),
+		contextWindow: fs.Int("context-window", 0,
+			"the model's context window in `tokens`, for threshold compaction (default: the provider's table; 0 there turns it off)"),
+	}
+}
+
+// agent returns the agent and its model the flags name. The API key is
+// resolved now, from the environment, so a missing one is a usage error
+// before any turn; the agent resolves it again at each call (it never
+// holds it).
+func (b backend) agent(lookup func(string) (string, bool)) (session.Agent, session.Model, error) {
+	if *b.contextWindow < 0 {
+		return nil, session.Model{}, fmt.Errorf("--context-window must not be negative, got %d", *b.contextWindow)
+	}
+	secrets := session.EnvSecrets{Lookup: lookup}
+	model := *b.model
+	var windows map[string]int
+	setWindow := func(id string) {
+		if *b.contextWindow > 0 {
+			windows = map[string]int{id: *b.contextWindow}
+		}
+	}
+	var (
+		agent interface {
+			session.Agent
+			Model() session.Model
+		}
+		provider string
+	)
+	switch *b.provider {
+	case anthropic.Provider:
+		if model == "" {
+			model = anthropic.DefaultModel
+		}
+		setWindow(model)
+		provider = anthropic.Provider
+		agent = anthropic.New(anthropic.Options{Model: model, BaseURL: *b.baseURL, Secrets: secrets, ContextWindows: windows})
+	case openai.DefaultProvider:
+		if model == "" {
+			model = defaultOpenAIModel
+		}
+		setWindow(model)
+		provider = openai.DefaultProvider
+		agent = openai.New(openai.Options{Model: model, BaseURL: *b.baseURL, Secrets: secrets, ContextWindows: windows})
+	case "":
+		return nil, session.Model{}, fmt.Errorf("--provider is required: anthropic or openai")
+	default:
+		return nil, session.Model{}, fmt.Errorf("unknown --provider %q: anthropic or openai", *b.provider)
+	}
+	if _, err := secrets.Resolve(context.Background(), session.Credential{Provider: provider}); err != nil {
+		return nil, session.Model{}, fmt.Errorf("no API key: %s", missingKey(provider))
+	}
+	return agent, agent.Model(), nil
+}
+
+// missingKey says how to give provider's key.
+func missingKey(provider string) string {
+	if provider == anthropic.Provider {
+		return "set ANTHROPIC_API_KEY"
+	}
+	return "set OPENAI_API_KEY (any value for a local server that needs none)"
+}
+
+// lookupEnv is env's environment: os.LookupEnv unless a test set one.
+func (env *environment) lookupEnv(name string) (string, bool) {
+	if env.getenv != nil {
+		return env.getenv(name)
+	}
+	return os.LookupEnv(name)
+}
+
+// loadSettings reads the settings file at path, the default config when
+// path is empty. The error names the flag and the file.
+func loadSettings(path string) (session.Config, error) {
+	if path == "" {
+		return session.DefaultConfig(), nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return session.Config{}, fmt.Errorf("--settings: %w", err)
+	}
+	cfg, err := session.ParseConfig(data)
+	if err != nil {
+		return session.Config{}, fmt.Errorf("--settings %s: %w", path, err)
+	}
+	return cfg, nil
+}

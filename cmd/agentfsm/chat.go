@@ -1,0 +1,179 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/rpc"
+)
+
+// errInterrupted ends a conversation interrupted between two turns.
+var errInterrupted = errors.New("interrupted")
+
+func runChat(args []string, env *environment) int {
+	fs := newFlagSet("chat", "agentfsm chat --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N] "+
+		"[--settings FILE] [--history FILE] [--events] [PROMPT...]\n\n"+
+		"With a prompt in the arguments (after the flags), runs one turn and prints the answer.\n"+
+		"Without one, each line of stdin is a prompt of one conversation, answered in turn;\n"+
+		"on a terminal, an interactive chat.")
+	be := addBackendFlags(fs, true)
+	settingsPath := fs.String("settings", "", "a settings `file`: {\"retry\":{…},\"compaction\":{…}}")
+	historyPath := fs.String("history", "", "keep the conversation in this JSON-lines `file`, resuming what it holds")
+	events := fs.Bool("events", false, "write every session event to stderr as a JSON line (the RPC wire form)")
+	if code := fs.parseArgs(args, env); code >= 0 {
+		return code
+	}
+	fail := func(code int, format string, a ...any) int {
+		fmt.Fprintf(env.stderr, "agentfsm chat: "+format+"\n", a...)
+		return code
+	}
+	agent, model, err := be.agent(env.lookupEnv)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	cfg, err := loadSettings(*settingsPath)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	var prompts func(context.Context) (string, error)
+	tui := false
+	switch {
+	case fs.NArg() > 0:
+		p := strings.Join(fs.Args(), " ")
+		if strings.TrimSpace(p) == "" {
+			return fail(2, "the prompt is blank")
+		}
+		prompts = onePrompt(p)
+	case isTerminal(env.stdin):
+		if !interactive(env) {
+			return fail(2, "give a prompt after the flags, or prompts on stdin, one a line (the interactive chat needs stdout on the terminal too)")
+		}
+		tui = true
+	default:
+		prompts = linePrompts(env.stdin)
+	}
+	opts := []session.Option{session.WithModel(model), session.WithConfig(cfg)}
+	if *historyPath != "" {
+		h, err := session.OpenFileHistory(*historyPath)
+		if err != nil {
+			return fail(2, "--history: %v", err)
+		}
+		defer h.Close()
+		opts = append(opts, session.WithHistory(h))
+	}
+	s, err := session.New(agent, opts...)
+	if err != nil {
+		return fail(2, "%v", err)
+	}
+	defer s.Close()
+	if *events {
+		s.Subscribe(func(ev session.Event) {
+			if b, err := rpc.MarshalEvent(ev); err == nil {
+				env.stderr.Write(append(b, '\n'))
+			}
+		})
+	}
+	if tui {
+		return runChatTUI(s, env)
+	}
+	// SIGINT or SIGTERM aborts the turn in flight, which then ends as any
+	// failed turn does; a second signal kills.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	go func() {
+		<-ctx.Done()
+		stop()
+	}()
+	for {
+		p, err := prompts(ctx)
+		if err == io.EOF {
+			return 0
+		}
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		err = s.Prompt(ctx, p)
+		s.Flush() // the turn's events before its outcome
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+		if _, err := fmt.Fprintln(env.stdout, answer(s.Messages())); err != nil {
+			return fail(1, "writing output: %v", err)
+		}
+	}
+}
+
+// answer is the text of the last assistant message of msgs.
+func answer(msgs []session.Message) string {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == session.RoleAssistant {
+			return msgs[i].Text()
+		}
+	}
+	return ""
+}
+
+// onePrompt returns p, then io.EOF.
+func onePrompt(p string) func(context.Context) (string, error) {
+	done := false
+	return func(context.Context) (string, error) {
+		if done {
+			return "", io.EOF
+		}
+		done = true
+		return p, nil
+	}
+}
+
+// linePrompts returns the lines of r that are not blank, one a call, then
+// io.EOF (or the read's error). A call returns errInterrupted when ctx
+// ends first; the read it waited for stays with r.
+func linePrompts(r io.Reader) func(context.Context) (string, error) {
+	type line struct {
+		text string
+		err  error
+	}
+	lines := make(chan line)
+	var once sync.Once
+	start := func() {
+		go func() {
+			br := bufio.NewReader(r)
+			for {
+				text, err := br.ReadString('\n')
+				text = strings.TrimRight(text, "\r\n")
+				if strings.TrimSpace(text) != "" {
+					lines <- line{text: text}
+				}
+				if err != nil {
+					lines <- line{err: err}
+					close(lines)
+					return
+				}
+			}
+		}()
+	}
+	return func(ctx context.Context) (string, error) {
+		once.Do(start)
+		select {
+		case l, ok := <-lines:
+			if !ok {
+				return "", io.EOF
+			}
+			if l.err != nil && l.err != io.EOF {
+				return "", fmt.Errorf("reading stdin: %w", l.err)
+			}
+			return l.text, l.err
+		case <-ctx.Done():
+			return "", errInterrupted
+		}
+	}
+}
