@@ -178,6 +178,28 @@ func TestChatBinaryRetriesWithEvents(t *testing.T) {
 	}
 }
 
+// TestChatBinaryCutStreamIsRetried: a stream cut mid-answer (a reset) is a
+// transient failure: the command retries and prints the whole answer.
+// Issue item 5.
+func TestChatBinaryCutStreamIsRetried(t *testing.T) {
+	for _, api := range fakeAPIs(t) {
+		t.Run(api.name, func(t *testing.T) {
+			cut := api.ok("an answer that never arrives whole")
+			cut.Break = &providertest.Break{After: 2}
+			api.srv.Push(cut, api.ok("The whole answer."))
+			code, out, errOut := runChatCmd(t, api.chatCmd(t, guard(t), "--events", "hi"), "")
+			require.Equal(t, 0, code, errOut)
+			assert.Equal(t, "The whole answer.\n", out)
+			var retried bool
+			for _, ev := range eventLines(t, errOut) {
+				retried = retried || ev.Type == "auto_retry_start"
+			}
+			assert.True(t, retried, "the cut stream was retried")
+			assert.Len(t, api.srv.Requests(), 2)
+		})
+	}
+}
+
 // TestChatBinaryOverflowCompacts: prompts on stdin are one conversation;
 // the second overflows the context: the session compacts and continues.
 // Issue item 4.
