@@ -2,15 +2,10 @@ package main
 
 import (
 	"bytes"
-	"fmt"
-	"os"
-	"syscall"
 	"testing"
 	"time"
-	"unsafe"
 
 	"github.com/stretchr/testify/assert"
-	"github.com/stretchr/testify/require"
 )
 
 // TestChatOnTerminalInNeedsTerminalOut: with no prompt, stdin a terminal and
@@ -18,17 +13,7 @@ import (
 // for lines or starting the interactive chat.
 // Issue item 4.
 func TestChatOnTerminalInNeedsTerminalOut(t *testing.T) {
-	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
-	if err != nil {
-		t.Skipf("no pseudo-terminals here: %v", err)
-	}
-	defer ptmx.Close()
-	var unlock, n uint32
-	require.NoError(t, ioctl(ptmx, syscall.TIOCSPTLCK, unsafe.Pointer(&unlock)))
-	require.NoError(t, ioctl(ptmx, syscall.TIOCGPTN, unsafe.Pointer(&n)))
-	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
-	require.NoError(t, err)
-	defer pts.Close()
+	pts := openPTY(t)
 	var out, errOut bytes.Buffer
 	key := func(string) (string, bool) { return "k", true }
 	code := run([]string{"chat", "--provider", "anthropic"}, &environment{stdin: pts, stdout: &out, stderr: &errOut, now: time.Now, getenv: key})
