@@ -29,6 +29,7 @@ func runChat(args []string, env *environment) int {
 	settingsPath := fs.String("settings", "", "a settings `file`: {\"retry\":{…},\"compaction\":{…}}")
 	historyPath := fs.String("history", "", "keep the conversation in this JSON-lines `file`, resuming what it holds")
 	events := fs.Bool("events", false, "write every session event to stderr as a JSON line (the RPC wire form)")
+	summarizer := fs.String("summarizer", "digest", "how a compaction summarizes: `digest` (local, no model) or model (asks the model)")
 	if code := fs.parseArgs(args, env); code >= 0 {
 		return code
 	}
@@ -62,6 +63,13 @@ func runChat(args []string, env *environment) int {
 		prompts = linePrompts(env.stdin)
 	}
 	opts := []session.Option{session.WithModel(model), session.WithConfig(cfg)}
+	switch *summarizer {
+	case "digest":
+	case "model":
+		opts = append(opts, session.WithSummarizer(session.AgentSummarizer{Agent: agent, Model: model}))
+	default:
+		return fail(2, "--summarizer %q: want digest or model", *summarizer)
+	}
 	if *historyPath != "" {
 		h, err := session.OpenFileHistory(*historyPath)
 		if err != nil {

@@ -178,6 +178,37 @@ func TestChatBinaryRetriesWithEvents(t *testing.T) {
 	}
 }
 
+// TestChatBinaryModelSummarizer: with --summarizer model, the overflow's
+// compaction asks the model for the summary (one more request, whose
+// answer is the summary), then continues. Issue item 3.
+func TestChatBinaryModelSummarizer(t *testing.T) {
+	for _, api := range fakeAPIs(t) {
+		t.Run(api.name, func(t *testing.T) {
+			api.srv.Push(api.ok("Seven open questions, by section."), api.overflow(),
+				api.ok("Goal: answer the open questions."), api.ok("Here are the drafts."))
+			stdin := "read the design notes and list the open questions\nnow draft answers to every question\n"
+			code, out, errOut := runChatCmd(t, api.chatCmd(t, guard(t), "--events", "--summarizer", "model"), stdin)
+			require.Equal(t, 0, code, errOut)
+			assert.Equal(t, "Seven open questions, by section.\nHere are the drafts.\n", out)
+			var summary string
+			for _, ev := range eventLines(t, errOut) {
+				v, err := ev.Value()
+				require.NoError(t, err, ev.Type)
+				if e, ok := v.(session.AutoCompactionEnd); ok && e.Result != nil {
+					summary = e.Result.Summary
+				}
+			}
+			assert.Contains(t, summary, "Goal: answer the open questions.", "the model's answer is the summary")
+			reqs := api.srv.Requests()
+			require.Len(t, reqs, 4)
+			assert.Contains(t, string(reqs[2].Raw), "read the design notes", "the summary request holds the transcript")
+		})
+	}
+	code, _, errOut := runChatCmd(t, fakeAPIs(t)[0].chatCmd(t, guard(t), "--summarizer", "oracle", "hi"), "")
+	assert.Equal(t, 2, code)
+	assert.Contains(t, errOut, `--summarizer "oracle": want digest or model`)
+}
+
 // TestChatBinaryCutStreamIsRetried: a stream cut mid-answer (a reset) is a
 // transient failure: the command retries and prints the whole answer.
 // Issue item 5.
