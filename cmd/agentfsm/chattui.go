@@ -102,14 +102,7 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func (m *chatModel) View() tea.View {
-	rows := m.height - 4
-	if rows < 5 {
-		rows = 20
-	}
-	log := m.log
-	if len(log) > rows {
-		log = log[len(log)-rows:]
-	}
+	log := visible(m.log, m.height, 4)
 	var b strings.Builder
 	b.WriteString(strings.Join(log, "\n"))
 	b.WriteString("\n")

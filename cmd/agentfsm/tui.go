@@ -95,14 +95,7 @@ func (m *tuiModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 }
 
 func (m *tuiModel) View() tea.View {
-	rows := m.height - 2
-	if rows < 5 {
-		rows = 20
-	}
-	log := m.log
-	if len(log) > rows {
-		log = log[len(log)-rows:]
-	}
+	log := visible(m.log, m.height, 2)
 	line := ""
 	if sp := m.view.Spinner(time.Now()); sp != "" {
 		line = spinnerFrames[m.frame] + " " + sp
@@ -148,4 +141,18 @@ func (d *demo) runTUI(env *environment) int {
 		return 1
 	}
 	return 0
+}
+
+// visible is the end of log that fits a terminal of height rows, reserved
+// of them kept for what follows it (20 rows when the height is unknown or
+// too small).
+func visible(log []string, height, reserved int) []string {
+	rows := height - reserved
+	if rows < 5 {
+		rows = 20
+	}
+	if len(log) > rows {
+		return log[len(log)-rows:]
+	}
+	return log
 }
