@@ -60,6 +60,27 @@ type abortPoint struct {
 	wantState states.State
 }
 
+// reach starts a session on the point's agent, sends the prompt the point
+// stops (with ctx), and lets the point's time pass: the session is at the
+// point.
+func (p abortPoint) reach(t *testing.T, ctx context.Context) (*session.Session, *recorder, *runs, <-chan error) {
+	t.Helper()
+	plays := p.plays
+	if p.warm {
+		plays = append([]runFunc{answer(assistant("stop", "first answer"))}, plays...)
+	}
+	agent := playing(plays...)
+	s, rec := newSessionOn(t, agent, p.opts...)
+	if p.warm {
+		warmUp(t, s)
+	}
+	done := make(chan error, 1)
+	go func() { done <- s.Prompt(ctx, "second question, long enough to compact") }()
+	time.Sleep(p.wait)
+	synctest.Wait()
+	return s, rec, agent, done
+}
+
 func abortPoints() []abortPoint {
 	msgErr := assistant("error", service503)
 	aborted := assistant("aborted", "")
@@ -144,18 +165,7 @@ func TestHostileAbortAtEveryPoint(t *testing.T) {
 	for _, p := range abortPoints() {
 		t.Run(p.name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
-				plays := p.plays
-				if p.warm {
-					plays = append([]runFunc{answer(assistant("stop", "first answer"))}, plays...)
-				}
-				agent := playing(plays...)
-				s, rec := newSessionOn(t, agent, p.opts...)
-				if p.warm {
-					warmUp(t, s)
-				}
-				done := promptAsync(s, "second question, long enough to compact")
-				time.Sleep(p.wait)
-				synctest.Wait()
+				s, rec, agent, done := p.reach(t, context.Background())
 				if p.wantState != "" {
 					require.Equal(t, p.wantState, s.State(), "the point reached")
 				}
@@ -179,18 +189,7 @@ func TestHostileAbortTwiceConcurrently(t *testing.T) {
 	for _, p := range abortPoints() {
 		t.Run(p.name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
-				plays := p.plays
-				if p.warm {
-					plays = append([]runFunc{answer(assistant("stop", "first answer"))}, plays...)
-				}
-				agent := playing(plays...)
-				s, rec := newSessionOn(t, agent, p.opts...)
-				if p.warm {
-					warmUp(t, s)
-				}
-				done := promptAsync(s, "second question, long enough to compact")
-				time.Sleep(p.wait)
-				synctest.Wait()
+				s, rec, agent, done := p.reach(t, context.Background())
 				calls := agent.calls()
 				var wg sync.WaitGroup
 				for range 3 {
@@ -215,18 +214,7 @@ func TestHostileCloseAtEveryPoint(t *testing.T) {
 	for _, p := range abortPoints() {
 		t.Run(p.name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
-				plays := p.plays
-				if p.warm {
-					plays = append([]runFunc{answer(assistant("stop", "first answer"))}, plays...)
-				}
-				agent := playing(plays...)
-				s, rec := newSessionOn(t, agent, p.opts...)
-				if p.warm {
-					warmUp(t, s)
-				}
-				done := promptAsync(s, "second question, long enough to compact")
-				time.Sleep(p.wait)
-				synctest.Wait()
+				s, rec, agent, done := p.reach(t, context.Background())
 				calls := agent.calls()
 				require.NoError(t, s.Close())
 				require.ErrorIs(t, <-done, session.ErrAborted)
@@ -246,20 +234,8 @@ func TestHostilePromptContextAtEveryPoint(t *testing.T) {
 	for _, p := range abortPoints() {
 		t.Run(p.name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
-				plays := p.plays
-				if p.warm {
-					plays = append([]runFunc{answer(assistant("stop", "first answer"))}, plays...)
-				}
-				agent := playing(plays...)
-				s, rec := newSessionOn(t, agent, p.opts...)
-				if p.warm {
-					warmUp(t, s)
-				}
 				ctx, cancel := context.WithCancelCause(context.Background())
-				done := make(chan error, 1)
-				go func() { done <- s.Prompt(ctx, "second question, long enough to compact") }()
-				time.Sleep(p.wait)
-				synctest.Wait()
+				s, rec, agent, done := p.reach(t, ctx)
 				calls := agent.calls()
 				cancel(errMine)
 				err := <-done
