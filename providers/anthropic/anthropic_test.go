@@ -697,3 +697,38 @@ func TestResetAfterMessageStopIsSuccess(t *testing.T) {
 		assert.Len(t, srv.Settled(), 1)
 	})
 }
+
+// Issue item 1: after a usage limit switched the session to the other
+// key, an overflow's model summary is asked with that key, not the
+// default one.
+func TestSummaryFollowsKeySwitch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := providertest.NewAnthropic(t)
+		agent := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
+			Secrets: session.EnvSecrets{Lookup: func(name string) (string, bool) {
+				v, ok := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-default", "KEY_A": keyA, "KEY_B": keyB}[name]
+				return v, ok
+			}}})
+		cfg := fastConfig()
+		cfg.Retry.Rules = classify.Extended
+		cfg.Compaction.KeepRecentTokens = 5
+		creds := session.NewMemoryCredentials(nil,
+			session.Credential{ID: "a", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_A"},
+			session.Credential{ID: "b", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_B"})
+		s := newSession(t, agent, cfg, session.WithCredentials(creds), session.WithSummarizer(session.AgentSummarizer{Agent: agent}))
+		srv.Push(text("first answer"), providertest.AnthropicCreditBalanceTooLow(), providertest.AnthropicPromptTooLong(213462, 200000),
+			text("## Goal\nAnswer the questions."), text("continued"))
+		require.NoError(t, s.Prompt(t.Context(), "first question, long enough to matter"))
+		require.NoError(t, s.Prompt(t.Context(), "second question, long enough too"))
+		assert.Equal(t, "continued", lastText(s))
+		assert.Equal(t, "## Goal\nAnswer the questions.", s.Messages()[0].Text())
+
+		reqs := srv.Settled()
+		require.Len(t, reqs, 5)
+		assert.NotEqual(t, reqs[1].Key(), reqs[2].Key(), "the usage limit switched keys")
+		assert.Contains(t, string(reqs[3].Raw), "first question", "the summary request")
+		assert.Equal(t, reqs[2].Key(), reqs[3].Key(), "the summary is asked with the key switched to")
+		assert.Equal(t, reqs[2].Key(), reqs[4].Key())
+		assert.Equal(t, anthropic.DefaultModel, reqs[3].Body["model"])
+	})
+}
