@@ -470,3 +470,42 @@ func TestOpenAISummaryFollowsKeySwitch(t *testing.T) {
 		assert.Equal(t, providertest.OpenAIModel, reqs[3].Body["model"])
 	})
 }
+
+// Issue item 2: a model that keeps calling tools ends the run at the cap
+// of tool rounds, with a fatal error naming the cap: the session does not
+// retry it, and no model call goes out past the cap.
+func TestOpenAIToolRoundsCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := providertest.NewOpenAI(t)
+		again := func(i int) providertest.Reply {
+			return providertest.OpenAICompletion{ToolCalls: []providertest.OpenAIToolCall{{ID: fmt.Sprintf("call_%d", i), Name: "read", Arguments: `{}`}}}.Reply()
+		}
+		fake.Push(again(1), again(2), again(3), again(4))
+		runs := 0
+		read := openai.Tool{Name: "read", Run: func(context.Context, json.RawMessage) (string, error) {
+			runs++
+			return "package main", nil
+		}}
+		agent := openai.New(openai.Options{Model: providertest.OpenAIModel, BaseURL: fake.BaseURL(), HTTPClient: fake.Client(),
+			Secrets: session.EnvSecrets{Lookup: lookup}, Tools: []openai.Tool{read}, MaxToolRounds: 3})
+		s, err := session.New(agent, session.WithModel(agent.Model()))
+		require.NoError(t, err)
+		defer s.Close()
+		var retried bool
+		s.Subscribe(func(ev session.Event) {
+			_, ok := ev.(session.AutoRetryStart)
+			retried = retried || ok
+		})
+		err = s.Prompt(context.Background(), "loop")
+		require.ErrorIs(t, err, session.ErrProvider)
+		assert.ErrorContains(t, err, "cap of 3 tool rounds")
+		assert.Equal(t, 3, runs)
+		assert.Len(t, fake.Settled(), 3, "no model call past the cap")
+		synctest.Wait()
+		assert.False(t, retried, "not retried")
+		last := lastAssistant(t, s)
+		assert.Equal(t, openai.ErrorTypeToolRounds, last.ErrorType)
+		assert.Equal(t, "openai: the run reached its cap of 3 tool rounds (Options.MaxToolRounds) and the model still calls tools", last.ErrorMessage)
+		assert.Equal(t, 100, openai.DefaultMaxToolRounds)
+	})
+}
