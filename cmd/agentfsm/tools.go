@@ -86,18 +86,21 @@ func toolPath(args json.RawMessage, optional bool) (string, error) {
 // readFile returns the text of the file at p under root, cut to
 // maxReadBytes with a note.
 func readFile(root *os.Root, p string) (string, error) {
+	// Stat first: opening a named pipe or a device could block the turn.
+	info, err := root.Stat(p)
+	switch {
+	case err != nil:
+		return "", rootError(p, err)
+	case info.IsDir():
+		return "", fmt.Errorf("%s is a directory: use list", p)
+	case !info.Mode().IsRegular():
+		return "", fmt.Errorf("%s is not a regular file", p)
+	}
 	f, err := root.Open(p)
 	if err != nil {
 		return "", rootError(p, err)
 	}
 	defer f.Close()
-	info, err := f.Stat()
-	if err != nil {
-		return "", rootError(p, err)
-	}
-	if info.IsDir() {
-		return "", fmt.Errorf("%s is a directory: use list", p)
-	}
 	data, err := io.ReadAll(io.LimitReader(f, maxReadBytes+1))
 	if err != nil {
 		return "", rootError(p, err)
@@ -117,6 +120,13 @@ func readFile(root *os.Root, p string) (string, error) {
 
 // listDir returns the entries of the directory at p under root.
 func listDir(root *os.Root, p string) (string, error) {
+	info, err := root.Stat(p)
+	switch {
+	case err != nil:
+		return "", rootError(p, err)
+	case !info.IsDir():
+		return "", fmt.Errorf("%s is not a directory: use read", p)
+	}
 	f, err := root.Open(p)
 	if err != nil {
 		return "", rootError(p, err)

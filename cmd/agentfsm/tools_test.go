@@ -70,7 +70,7 @@ func TestReadOnlyTools(t *testing.T) {
 		{"read", `{}`, `"path" is required`},
 		{"read", `{"path":7}`, "the arguments are not"},
 		{"read", `[]`, "the arguments are not"},
-		{"list", `{"path":"a.txt"}`, "a.txt"},
+		{"list", `{"path":"a.txt"}`, "a.txt is not a directory: use read"},
 	} {
 		_, err := call(c.name, c.args)
 		require.Error(t, err, c.args)

@@ -276,6 +276,9 @@ func TestOpenAIReasoningGoesBackToItsModel(t *testing.T) {
 						{Type: session.BlockThinking, Thinking: "another model's thought", ThinkingSignature: field}, session.TextBlock("other")}},
 					{Role: session.RoleAssistant, StopReason: classify.StopReasonStop, Provider: "anthropic", Model: "gpt-4o", Content: []session.Block{
 						{Type: session.BlockThinking, Thinking: "signed thought", ThinkingSignature: "EqQBCkYIBxgCKkBs"}, session.TextBlock("signed")}},
+					// Its own reasoning with no answer and no call: no message.
+					{Role: session.RoleAssistant, StopReason: classify.StopReasonLength, Provider: "openai", Model: "gpt-4o", Content: []session.Block{
+						{Type: session.BlockThinking, Thinking: "cut short", ThinkingSignature: field}}},
 					{Role: session.RoleUser, Content: session.TextContent("read main.go")},
 				}
 				run(t, fake, []openai.Tool{read}, earlier)

@@ -408,18 +408,17 @@ func assistantMessage(m session.Message, answered, called map[string]bool, own b
 			},
 		})
 	}
-	field, thought := "", ""
-	if own {
-		field, thought = ownReasoning(m.Content)
-	}
-	if text == "" && len(p.ToolCalls) == 0 && thought == "" {
+	if text == "" && len(p.ToolCalls) == 0 {
+		// Reasoning alone is no message: the API wants content or calls.
 		return sdk.ChatCompletionMessageParamUnion{}, false
 	}
 	if text != "" {
 		p.Content.OfString = sdk.String(text)
 	}
-	if thought != "" {
-		p.SetExtraFields(map[string]any{field: thought})
+	if own {
+		if field, thought := ownReasoning(m.Content); thought != "" {
+			p.SetExtraFields(map[string]any{field: thought})
+		}
 	}
 	return sdk.ChatCompletionMessageParamUnion{OfAssistant: &p}, true
 }
