@@ -1,9 +1,11 @@
 package main
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -12,6 +14,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/internal/providertest"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/rpc"
 )
 
 // These tests run "agentfsm chat" against each provider's fake on a real
@@ -156,4 +159,63 @@ func TestChatBinaryTimeout(t *testing.T) {
 	code, _, errOut = runChatCmd(t, api.chatCmd(t, guard(t), "--timeout", "soon", "hi"), "")
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, `invalid value "soon" for flag -timeout`)
+}
+
+// syncBuffer is a writer safe for the child's stderr copier and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestRPCBinaryCredentialsSwitchKey: "agentfsm rpc --provider" takes the
+// settings' credentials too: a usage limit switches keys, and no key is in
+// an event, a message or the server's log. Issue item 5.
+func TestRPCBinaryCredentialsSwitchKey(t *testing.T) {
+	const keyA, keyB = "sk-first-5d1e8b7a93c0", "sk-second-2c6f4e9d18a7"
+	t.Setenv("TEAM_KEY_A", keyA) // the child's environment
+	t.Setenv("TEAM_KEY_B", keyB)
+	settings := writeFile(t, "s.json", `{"retry":{"baseDelayMs":1,"rules":"extended"},
+		"credentials":[{"id":"first","env":"TEAM_KEY_A"},{"id":"second","env":"TEAM_KEY_B"}]}`)
+	for _, api := range fakeAPIs(t) {
+		t.Run(api.name, func(t *testing.T) {
+			ctx := guard(t)
+			api.srv.Push(api.usageLimit(), api.ok("Served."))
+			var logs syncBuffer
+			c, err := rpc.Start(binary(t), &logs, "rpc", "--provider", api.name, "--base-url", api.baseURL, "--settings", settings)
+			require.NoError(t, err)
+			require.NoError(t, c.Prompt(ctx, "hi"))
+			require.NoError(t, c.WaitForIdle(ctx))
+			var events strings.Builder
+			for _, ev := range eventsUntilSettled(t, ctx, c) {
+				events.Write(ev.Raw)
+			}
+			msgs, err := c.GetMessages(ctx)
+			require.NoError(t, err)
+			assert.Equal(t, "Served.", answer(msgs))
+			raw, err := json.Marshal(msgs)
+			require.NoError(t, err)
+			require.NoError(t, c.Close())
+			reqs := api.srv.Requests()
+			require.Len(t, reqs, 2)
+			assert.ElementsMatch(t, []string{keyA, keyB}, []string{reqs[0].Key(), reqs[1].Key()}, "the usage limit switched keys")
+			assert.Contains(t, events.String(), "auto_retry_start")
+			for where, text := range map[string]string{"events": events.String(), "messages": string(raw), "log": logs.String()} {
+				for _, key := range []string{keyA, keyB} {
+					assert.NotContains(t, text, key, where)
+				}
+			}
+		})
+	}
 }
