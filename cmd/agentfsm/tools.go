@@ -105,15 +105,19 @@ func readFile(root *os.Root, p string) (string, error) {
 	if err != nil {
 		return "", rootError(p, err)
 	}
-	if len(data) > maxReadBytes {
+	cut := len(data) > maxReadBytes
+	if cut {
+		// Drop a rune the cut split (at most 3 bytes), no more.
 		data = data[:maxReadBytes]
-		for len(data) > 0 && !utf8.Valid(data) {
+		for i := 0; i < utf8.UTFMax-1 && len(data) > 0 && !utf8.Valid(data); i++ {
 			data = data[:len(data)-1]
 		}
-		return string(data) + fmt.Sprintf("\n[... cut at %d bytes of %d]", len(data), info.Size()), nil
 	}
 	if !utf8.Valid(data) {
 		return "", fmt.Errorf("%s is not a text file", p)
+	}
+	if cut {
+		return string(data) + fmt.Sprintf("\n[... cut at %d bytes of %d]", len(data), info.Size()), nil
 	}
 	return string(data), nil
 }

@@ -1,12 +1,15 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,8 +23,10 @@ func TestReadOnlyTools(t *testing.T) {
 	require.NoError(t, os.MkdirAll(filepath.Join(dir, "sub"), 0o755))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "a.txt"), []byte("hello"), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "sub", "b.txt"), []byte("deep"), 0o644))
-	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.txt"), []byte(strings.Repeat("é", maxReadBytes)), 0o644))
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.txt"), []byte("a"+strings.Repeat("é", maxReadBytes)), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "bin"), []byte{0xff, 0xfe, 0x00}, 0o644))
+	// A large binary file: refused as one, not trimmed a byte at a time.
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "big.bin"), bytes.Repeat([]byte{0xff}, 4*maxReadBytes), 0o644))
 	require.NoError(t, os.WriteFile(filepath.Join(parent, "outside.txt"), []byte("secret"), 0o644))
 	require.NoError(t, os.Symlink(filepath.Join(parent, "outside.txt"), filepath.Join(dir, "out-link")))
 	require.NoError(t, os.Symlink("sub/b.txt", filepath.Join(dir, "in-link")))
@@ -50,10 +55,11 @@ func TestReadOnlyTools(t *testing.T) {
 	out, err = call("read", `{"path":"big.txt"}`)
 	require.NoError(t, err)
 	assert.LessOrEqual(t, len(out), maxReadBytes+100)
-	assert.Contains(t, out, "[... cut at ")
+	assert.Contains(t, out, fmt.Sprintf("[... cut at %d bytes of %d]", maxReadBytes-1, 1+2*maxReadBytes), "a rune the cut split is dropped")
+	assert.True(t, utf8.ValidString(out))
 	out, err = call("list", `{}`)
 	require.NoError(t, err)
-	assert.Equal(t, "a.txt\nbig.txt\nbin\nin-link\nout-link\nsub/", out)
+	assert.Equal(t, "a.txt\nbig.bin\nbig.txt\nbin\nin-link\nout-link\nsub/", out)
 	out, err = call("list", `{"path":"sub"}`)
 	require.NoError(t, err)
 	assert.Equal(t, "b.txt", out)
@@ -67,6 +73,7 @@ func TestReadOnlyTools(t *testing.T) {
 		{"read", `{"path":"missing.txt"}`, "missing.txt: no such file or directory"},
 		{"read", `{"path":"sub"}`, "sub is a directory: use list"},
 		{"read", `{"path":"bin"}`, "bin is not a text file"},
+		{"read", `{"path":"big.bin"}`, "big.bin is not a text file"},
 		{"read", `{}`, `"path" is required`},
 		{"read", `{"path":7}`, "the arguments are not"},
 		{"read", `[]`, "the arguments are not"},
