@@ -142,7 +142,7 @@ type verdict uint8
 const (
 	verdictNone      verdict = iota // no typed fields, or none that decide
 	verdictOverflow                 // an overflow error type
-	verdictQuota                    // quota exhausted (insufficient_quota)
+	verdictQuota                    // quota or spend exhausted (insufficient_quota, billing_error)
 	verdictThrottle                 // a 429 or a throttling type: never an overflow
 	verdictTransient                // 408, 409, 5xx, an overload type, a transient Go error
 	verdictPermanent                // 400, 401, 403, 404, a request or auth error type
@@ -151,7 +151,7 @@ const (
 func typedVerdict(m Message) verdict {
 	switch strings.ToLower(m.ErrorType) {
 	case "":
-	case "insufficient_quota":
+	case "insufficient_quota", "billing_hard_limit_reached", "billing_error", "enforced_spend_limit_reached":
 		return verdictQuota
 	case "request_too_large", "context_length_exceeded", "model_context_window_exceeded":
 		return verdictOverflow
@@ -159,7 +159,7 @@ func typedVerdict(m Message) verdict {
 		return verdictThrottle
 	case "overloaded_error", "api_error", "server_error", "internal_server_error", "service_unavailable", "unavailable", "timeout":
 		return verdictTransient
-	case "invalid_request_error", "authentication_error", "permission_error", "not_found_error", "billing_error":
+	case "invalid_request_error", "authentication_error", "permission_error", "not_found_error", "tool_rounds_exceeded":
 		return verdictPermanent
 	}
 	switch s := m.Status; {

@@ -64,6 +64,13 @@ type SummaryRequest struct {
 	// The session cuts a longer summary to its last MaxChars characters.
 	// 0 means no limit: the model's context window is unknown.
 	MaxChars int
+	// Model is the session's model when the compaction started.
+	Model Model
+	// Credential is the credential the session's runs use when the
+	// compaction started (after any usage-limit switch), nil when the
+	// session has no credential store. A summarizer that calls the model
+	// calls it with these, so its call follows a key switch.
+	Credential *Credential
 }
 
 // Summary is a Summarizer's answer.
@@ -183,6 +190,7 @@ func (e *Engine) runCompaction(c *compaction, instructions string) {
 	e.comp = c
 	e.effect(Effect{Kind: StartCompaction, Compaction: c.id, Request: &SummaryRequest{
 		Messages: c.cut, Kept: c.kept, Reason: c.reason, Instructions: instructions, MaxChars: e.summaryLimit(c.kept),
+		Model: e.model,
 	}})
 }
 

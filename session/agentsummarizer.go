@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"sort"
 	"strconv"
@@ -20,11 +21,21 @@ import (
 // summarization prompt, and takes the text of the run's last assistant
 // message as the summary.
 //
+// The run asks the request's model with the request's credential: the
+// session's model and the credential its runs use when the compaction
+// starts, so a summary follows a usage-limit switch to another key. Model
+// and Credential, when set, stand in for them (see their docs).
+//
 // The prompt holds the cut messages as a transcript between
 // <conversation> tags: the user's and the assistant's text, each tool call
-// by name with its arguments in brief, each tool result in brief, errors
-// and images noted, thinking left out. An earlier summary among the cut
-// messages (role compactionSummary) is given as the summary so far, to be
+// by name with its arguments, each tool result, errors and images noted,
+// thinking left out. A long message, tool result or tool call's arguments
+// is truncated, its start kept, with a visible marker
+// ("[... N more characters truncated]"), as the reference agent does. The
+// transcript is bounded by TranscriptChars: the oldest messages are
+// dropped first, with a marker that counts them, so the request fits the
+// model's context window. An earlier summary among the cut messages (role
+// compactionSummary) is always given whole, as the summary so far, to be
 // updated rather than repeated; the caller's instructions, when given, as
 // what to focus on. The model is asked for a structured summary (the goal,
 // constraints, progress, decisions, next steps, the files that matter) of
@@ -50,10 +61,13 @@ import (
 type AgentSummarizer struct {
 	// Agent is the model to ask; required.
 	Agent Agent
-	// Model is put in the RunRequest (the session's model, typically).
+	// Model, when its ID is set, is the model asked in place of the
+	// request's (the session's), such as a cheaper one for summaries.
 	Model Model
-	// Credential is put in the RunRequest; nil lets the agent use its
-	// default (the adapters resolve the provider's usual variable).
+	// Credential is put in the RunRequest when the request carries none
+	// for the provider of the model asked (a session without a credential
+	// store, or a Model of another provider); nil then lets the agent use
+	// its default (the adapters resolve the provider's usual variable).
 	Credential *Credential
 	// SessionID is put in the RunRequest.
 	SessionID string
@@ -61,7 +75,23 @@ type AgentSummarizer struct {
 	// MaxChars is 0: the model's context window is unknown); 0 means
 	// DefaultDigestChars. The request's bound wins when it has one.
 	MaxChars int
+	// TranscriptChars bounds the prompt's transcript and previous summary,
+	// in characters as the token estimate counts them (bytes of UTF-8);
+	// 0 means derived from the context window of the model asked: half
+	// of it, at 4 characters a token, less the summary's bound (so the
+	// prompt, the instructions and the answer fit with room to spare), or
+	// DefaultTranscriptChars when the window is unknown.
+	TranscriptChars int
 }
+
+// DefaultTranscriptChars bounds an AgentSummarizer's transcript when the
+// model's context window is unknown: about 50,000 tokens, which fits the
+// windows of the models in common use.
+const DefaultTranscriptChars = 200_000
+
+// minTranscriptChars is the smallest transcript budget a context window
+// is given, however small the window.
+const minTranscriptChars = 2000
 
 // SummaryDetails is what an AgentSummarizer puts in Summary.Details: the
 // files the summarized tool calls, and the summaries before, read and
@@ -72,10 +102,13 @@ type SummaryDetails struct {
 	ModifiedFiles []string `json:"modifiedFiles,omitempty"`
 }
 
-// The bounds of the transcript's brief parts, in runes.
+// The bounds of the transcript's parts, in characters (bytes), past which
+// they are truncated with a marker: a tool result's as the reference
+// agent's, a user or assistant message's longer.
 const (
-	summaryArgsRunes   = 200
-	summaryResultRunes = 500
+	summaryArgsChars    = 500
+	summaryResultChars  = 2000
+	summaryMessageChars = 8000
 )
 
 // Summarize implements Summarizer.
@@ -93,13 +126,14 @@ func (a AgentSummarizer) Summarize(ctx context.Context, req SummaryRequest) (Sum
 			maxChars = DefaultDigestChars
 		}
 	}
+	model, cred := a.target(req)
 	details := fileOps(req.Messages)
 	files := details.format()
 	if len(files) > maxChars/2 {
 		details = details.trim(maxChars / 2)
 		files = details.format()
 	}
-	prompt := Message{Role: RoleUser, Content: TextContent(summaryPrompt(req, maxChars-len(files)))}
+	prompt := Message{Role: RoleUser, Content: TextContent(summaryPrompt(req, maxChars-len(files), a.transcriptBudget(model, maxChars)))}
 	// The agent may emit from its own goroutines.
 	var mu sync.Mutex
 	var last *Message
@@ -111,7 +145,7 @@ func (a AgentSummarizer) Summarize(ctx context.Context, req SummaryRequest) (Sum
 			mu.Unlock()
 		}
 	}
-	err := a.Agent.Run(ctx, RunRequest{SessionID: a.SessionID, Context: []Message{prompt}, Model: a.Model, Credential: a.Credential}, emit)
+	err := a.Agent.Run(ctx, RunRequest{SessionID: a.SessionID, Context: []Message{prompt}, Model: model, Credential: cred}, emit)
 	mu.Lock()
 	defer mu.Unlock()
 	switch {
@@ -140,22 +174,60 @@ func (a AgentSummarizer) Summarize(ctx context.Context, req SummaryRequest) (Sum
 	return Summary{Text: text + files, Details: out}, nil
 }
 
+// target is the model to ask and the credential to ask it with: Model
+// when set, else the request's; the request's credential when it is for
+// that model's provider, else Credential.
+func (a AgentSummarizer) target(req SummaryRequest) (Model, *Credential) {
+	model := req.Model
+	if a.Model.ID != "" {
+		model = a.Model
+	}
+	if c := req.Credential; c != nil && (c.Provider == model.Provider || model.Provider == "") {
+		cred := *c
+		return model, &cred
+	}
+	return model, a.Credential
+}
+
+// transcriptBudget is the most characters the prompt's transcript and
+// previous summary may take (see TranscriptChars).
+func (a AgentSummarizer) transcriptBudget(model Model, maxChars int) int {
+	if a.TranscriptChars > 0 {
+		return a.TranscriptChars
+	}
+	if model.ContextWindow <= 0 {
+		return DefaultTranscriptChars
+	}
+	// Half the window in characters, computed so it cannot overflow.
+	half := model.ContextWindow / 2
+	if half > math.MaxInt/4 {
+		half = math.MaxInt / 4
+	}
+	return max(half*4-maxChars, minTranscriptChars)
+}
+
 // summaryPrompt is the user message that asks for the summary, to be at
-// most maxChars characters.
-func summaryPrompt(req SummaryRequest, maxChars int) string {
+// most maxChars characters, its transcript and previous summary within
+// budget characters.
+func summaryPrompt(req SummaryRequest, maxChars, budget int) string {
 	var sb strings.Builder
 	var previous []string
-	sb.WriteString("<conversation>\n")
+	var entries []string
 	for _, m := range req.Messages {
 		if m.Role == RoleSummary {
 			previous = append(previous, stripFileLists(m.Text()))
 			continue
 		}
-		writeTranscript(&sb, m)
+		if e := transcriptEntry(m); e != "" {
+			entries = append(entries, e)
+		}
 	}
+	prev := strings.Join(previous, "\n\n")
+	sb.WriteString("<conversation>\n")
+	sb.WriteString(fitTranscript(entries, budget-len(prev)))
 	sb.WriteString("</conversation>\n\n")
 	if len(previous) > 0 {
-		sb.WriteString("<previous-summary>\n" + strings.Join(previous, "\n\n") + "\n</previous-summary>\n\n")
+		sb.WriteString("<previous-summary>\n" + prev + "\n</previous-summary>\n\n")
 	}
 	sb.WriteString("The conversation above is the earlier part of a session between a user and an AI assistant; it is being removed from the assistant's context, and your summary will stand for it. Do not continue the conversation and do not answer its questions: write only the summary.\n\n")
 	if len(previous) > 0 {
@@ -191,8 +263,10 @@ Facts needed to continue: files read, written or edited and why, names, values, 
 	return sb.String()
 }
 
-// writeTranscript writes m as lines of the transcript.
-func writeTranscript(sb *strings.Builder, m Message) {
+// transcriptEntry is m as lines of the transcript, "" when it has
+// nothing to show.
+func transcriptEntry(m Message) string {
+	var sb strings.Builder
 	line := func(head, text string) {
 		if text != "" {
 			sb.WriteString("[" + head + "]: " + text + "\n")
@@ -200,7 +274,7 @@ func writeTranscript(sb *strings.Builder, m Message) {
 	}
 	switch m.Role {
 	case RoleUser:
-		line("User", m.Text()+imageNote(m))
+		line("User", truncateForSummary(m.Text(), summaryMessageChars)+imageNote(m))
 	case RoleToolResult:
 		head := "Tool result"
 		if m.ToolName != "" {
@@ -209,24 +283,59 @@ func writeTranscript(sb *strings.Builder, m Message) {
 		if m.ToolError {
 			head += " (error)"
 		}
-		text := briefRunes(m.Text(), summaryResultRunes) + imageNote(m)
+		text := truncateForSummary(m.Text(), summaryResultChars) + imageNote(m)
 		if text == "" {
 			text = "(empty)"
 		}
 		line(head, text)
 	case RoleAssistant:
-		line("Assistant", m.Text()+imageNote(m))
+		line("Assistant", truncateForSummary(m.Text(), summaryMessageChars)+imageNote(m))
 		var calls []string
 		for _, c := range m.ToolCalls() {
-			calls = append(calls, c.Name+"("+briefRunes(string(c.Arguments), summaryArgsRunes)+")")
+			calls = append(calls, c.Name+"("+truncateForSummary(string(c.Arguments), summaryArgsChars)+")")
 		}
 		line("Assistant tool calls", strings.Join(calls, "; "))
 		if m.IsError() {
-			line("Assistant error", briefRunes(m.ErrorMessage, summaryResultRunes))
+			line("Assistant error", truncateForSummary(m.ErrorMessage, summaryResultChars))
 		}
 	default:
-		line(string(m.Role), m.Text())
+		line(string(m.Role), truncateForSummary(m.Text(), summaryMessageChars))
 	}
+	return sb.String()
+}
+
+// fitTranscript joins the newest entries that fit in budget characters,
+// the oldest dropped first, with a marker counting those dropped. When not
+// even the newest fits, its start is kept, truncated with a marker.
+func fitTranscript(entries []string, budget int) string {
+	total, first := 0, len(entries)
+	for first > 0 && total+len(entries[first-1]) <= budget {
+		first--
+		total += len(entries[first])
+	}
+	if first == len(entries) && first > 0 {
+		// Not even the newest fits: keep what of it does.
+		first--
+		entries[first] = truncateForSummary(entries[first], max(budget, 0)) + "\n"
+	}
+	var sb strings.Builder
+	if first > 0 {
+		fmt.Fprintf(&sb, "[... %d earlier messages omitted to fit the summary request]\n", first)
+	}
+	for _, e := range entries[first:] {
+		sb.WriteString(e)
+	}
+	return sb.String()
+}
+
+// truncateForSummary keeps the start of s, at most n bytes on a rune
+// boundary, and marks what it cut: "[... N more characters truncated]".
+func truncateForSummary(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	kept := cutSummary(s, n)
+	return kept + fmt.Sprintf("\n\n[... %d more characters truncated]", utf8.RuneCountInString(s[len(kept):]))
 }
 
 // imageNote notes the images of m.
@@ -241,15 +350,6 @@ func imageNote(m Message) string {
 		return ""
 	}
 	return " [" + strconv.Itoa(n) + " image(s)]"
-}
-
-// briefRunes returns s on one line, cut to at most n runes.
-func briefRunes(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
-	if r := []rune(s); len(r) > n {
-		return string(r[:n]) + "…"
-	}
-	return s
 }
 
 // cutSummary cuts s to at most n bytes, on a rune boundary, keeping its

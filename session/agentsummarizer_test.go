@@ -65,7 +65,7 @@ func cutConversation() []session.Message {
 			session.TextBlock("Reading it first."),
 			toolCall("t1", "read", `{"path":"lex.go"}`),
 		}},
-		{Role: session.RoleToolResult, ToolCallID: "t1", ToolName: "read", Content: session.TextContent("package lex " + strings.Repeat("x", 2000))},
+		{Role: session.RoleToolResult, ToolCallID: "t1", ToolName: "read", Content: session.TextContent("package lex " + strings.Repeat("x", 5000))},
 		{Role: session.RoleAssistant, StopReason: "toolUse", Content: []session.Block{toolCall("t2", "edit", `{"path":"lex.go","old":"a","new":"b"}`)}},
 		{Role: session.RoleToolResult, ToolCallID: "t2", ToolName: "edit", Content: session.TextContent("ok")},
 	}
@@ -100,7 +100,8 @@ func TestAgentSummarizerPromptHasTranscriptSummaryAndInstructions(t *testing.T) 
 		assert.Contains(t, prompt, want)
 	}
 	assert.NotContains(t, prompt, "SECRET-THOUGHT", "thinking is left out")
-	assert.NotContains(t, prompt, strings.Repeat("x", 600), "a tool result is in brief")
+	assert.NotContains(t, prompt, strings.Repeat("x", 2000), "a long tool result is truncated")
+	assert.Contains(t, prompt, strings.Repeat("x", 1988)+"\n\n[... 3012 more characters truncated]", "its start kept, with the reference's marker")
 	assert.Equal(t, "## Goal\nFix the lexer.\n\n<read-files>\nold.go\n</read-files>\n\n<modified-files>\nlex.go\n</modified-files>", sum.Text)
 	assert.Equal(t, session.SummaryDetails{ReadFiles: []string{"old.go"}, ModifiedFiles: []string{"lex.go"}}, sum.Details)
 	raw, err := json.Marshal(sum.Details)
@@ -205,5 +206,151 @@ func TestAgentSummarizerFailureFailsCompaction(t *testing.T) {
 		require.ErrorIs(t, s.Prompt(context.Background(), "second question, long enough too"), session.ErrOverflow)
 		assert.Equal(t, []string{"compaction_start overflow",
 			`compaction_end failed "Context overflow recovery failed: session: the summary's model call failed: 529 overloaded_error: Overloaded"`}, rec.recovery())
+	})
+}
+
+// issue item 1: the summary's run asks the request's model with the
+// request's credential (the session's at the compaction's start); the
+// summarizer's own Model stands in for the request's, and its Credential
+// serves when the request has none for the provider asked.
+func TestAgentSummarizerUsesTheRequestsModelAndCredential(t *testing.T) {
+	model := session.Model{Provider: "p", ID: "m", ContextWindow: 100000}
+	keyB := &session.Credential{ID: "b", Provider: "p", Type: "api_key", Secret: "env:KEY_B"}
+	fallback := &session.Credential{ID: "own", Provider: "q", Secret: "env:OWN"}
+	for _, c := range []struct {
+		name      string
+		sum       session.AgentSummarizer
+		req       session.SummaryRequest
+		wantModel session.Model
+		wantCred  *session.Credential
+	}{
+		{"the request's", session.AgentSummarizer{}, session.SummaryRequest{Model: model, Credential: keyB}, model, keyB},
+		{"no credential in the request", session.AgentSummarizer{Credential: fallback}, session.SummaryRequest{Model: model}, model, fallback},
+		{"a model of its own, of the same provider", session.AgentSummarizer{Model: session.Model{Provider: "p", ID: "small"}},
+			session.SummaryRequest{Model: model, Credential: keyB}, session.Model{Provider: "p", ID: "small"}, keyB},
+		{"a model of another provider", session.AgentSummarizer{Model: session.Model{Provider: "q", ID: "other"}, Credential: fallback},
+			session.SummaryRequest{Model: model, Credential: keyB}, session.Model{Provider: "q", ID: "other"}, fallback},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			agent := &fakeAgent{answer: summaryAnswer("## Goal\nX.")}
+			c.sum.Agent = agent
+			c.req.Messages = cutConversation()
+			_, err := c.sum.Summarize(context.Background(), c.req)
+			require.NoError(t, err)
+			require.Len(t, agent.got, 1)
+			assert.Equal(t, c.wantModel, agent.got[0].Model)
+			assert.Equal(t, c.wantCred, agent.got[0].Credential)
+		})
+	}
+}
+
+// numbered is n user messages of size bytes each, message i starting with
+// "message i:".
+func numbered(n, size int) []session.Message {
+	var msgs []session.Message
+	for i := range n {
+		head := "message " + strconv.Itoa(i) + ":"
+		msgs = append(msgs, session.Message{Role: session.RoleUser, Content: session.TextContent(head + strings.Repeat("w", size-len(head)))})
+	}
+	return msgs
+}
+
+// transcriptOf is the prompt's transcript.
+func transcriptOf(t *testing.T, prompt string) string {
+	t.Helper()
+	_, rest, ok := strings.Cut(prompt, "<conversation>\n")
+	require.True(t, ok)
+	body, _, ok := strings.Cut(rest, "</conversation>")
+	require.True(t, ok)
+	return body
+}
+
+// issue item 1: the transcript is bounded: the oldest messages are dropped
+// first, with a marker that counts them; the previous summary is always
+// kept whole; the budget is TranscriptChars, else derived from the context
+// window of the model asked.
+func TestAgentSummarizerTranscriptIsBounded(t *testing.T) {
+	previous := "## Goal\n" + strings.Repeat("p", 3000) + "\nEND-OF-PREVIOUS"
+	msgs := append([]session.Message{{Role: session.RoleSummary, Content: session.TextContent(previous)}}, numbered(100, 1000)...)
+	ask := func(sum session.AgentSummarizer, req session.SummaryRequest) string {
+		t.Helper()
+		agent := &fakeAgent{answer: summaryAnswer("## Goal\nX.")}
+		sum.Agent = agent
+		req.Messages = msgs
+		_, err := sum.Summarize(context.Background(), req)
+		require.NoError(t, err)
+		require.Len(t, agent.got, 1)
+		return agent.got[0].Context[0].Text()
+	}
+
+	prompt := ask(session.AgentSummarizer{TranscriptChars: 20000}, session.SummaryRequest{MaxChars: 2000})
+	transcript := transcriptOf(t, prompt)
+	assert.Contains(t, prompt, previous, "the previous summary is kept whole")
+	assert.LessOrEqual(t, len(transcript)+len(previous), 20000+200, "within the budget (and the marker)")
+	assert.Contains(t, transcript, "message 99:", "the newest are kept")
+	assert.NotContains(t, transcript, "message 0:", "the oldest are dropped first")
+	kept := strings.Count(transcript, "[User]: message ")
+	assert.Greater(t, kept, 10)
+	assert.True(t, strings.HasPrefix(transcript, "[... "+strconv.Itoa(100-kept)+" earlier messages omitted to fit the summary request]\n"), transcript[:80])
+	assert.Contains(t, transcript, "message "+strconv.Itoa(100-kept)+":", "the kept ones are the newest, in order")
+
+	// Derived from the model's window: half of 10,000 tokens at 4
+	// characters a token, less the summary's bound.
+	window := session.Model{Provider: "p", ID: "m", ContextWindow: 10000}
+	prompt = ask(session.AgentSummarizer{}, session.SummaryRequest{Model: window, MaxChars: 4000})
+	transcript = transcriptOf(t, prompt)
+	assert.LessOrEqual(t, len(transcript)+len(previous), 20000-4000+200)
+	assert.Greater(t, len(transcript)+len(previous), 20000-4000-1200, "the budget is used")
+	assert.Contains(t, prompt, "END-OF-PREVIOUS")
+
+	// Everything fits a large window: nothing dropped.
+	prompt = ask(session.AgentSummarizer{}, session.SummaryRequest{Model: session.Model{ContextWindow: 1_000_000}, MaxChars: 4000})
+	assert.Contains(t, prompt, "message 0:")
+	assert.NotContains(t, prompt, "omitted")
+
+	// Unknown window: the default budget.
+	long := append([]session.Message(nil), numbered(30, 10000)...)
+	agent := &fakeAgent{answer: summaryAnswer("## Goal\nX.")}
+	_, err := session.AgentSummarizer{Agent: agent}.Summarize(context.Background(), session.SummaryRequest{Messages: long})
+	require.NoError(t, err)
+	transcript = transcriptOf(t, agent.got[0].Context[0].Text())
+	assert.LessOrEqual(t, len(transcript), session.DefaultTranscriptChars)
+	assert.Contains(t, transcript, "message 29:")
+	assert.Contains(t, transcript, "more characters truncated]", "a long message is truncated with the marker")
+
+	// A budget smaller than the newest message keeps its start.
+	prompt = ask(session.AgentSummarizer{TranscriptChars: 3500}, session.SummaryRequest{MaxChars: 1000})
+	transcript = transcriptOf(t, prompt)
+	assert.Contains(t, transcript, "[... 99 earlier messages omitted")
+	assert.Contains(t, transcript, "message 99:")
+	assert.Contains(t, prompt, previous)
+}
+
+// issue item 1: a compaction's summary request carries the session's model
+// and the credential its runs use at that moment: after a usage-limit
+// switch, the other key.
+func TestCompactionRequestCarriesModelAndSwitchedCredential(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		store := session.NewMemoryCredentials(nil,
+			session.Credential{ID: "A", Provider: "scripted", Type: "api_key"},
+			session.Credential{ID: "B", Provider: "scripted", Type: "api_key"})
+		agent := scripted.New(scripted.Script{Calls: []scripted.Call{ok("first answer"), fail(usageLimit), overflowCall(), ok("recovered")}})
+		var got []session.SummaryRequest
+		sum := summarizerFunc(func(_ context.Context, req session.SummaryRequest) (session.Summary, error) {
+			got = append(got, req)
+			return session.Summary{Text: "summary"}, nil
+		})
+		cfg := session.DefaultConfig()
+		cfg.Compaction.KeepRecentTokens = 5
+		s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithCredentials(store),
+			session.WithSessionID(sessionsAt(0, 2, 1)[0]), session.WithConfig(cfg), session.WithSummarizer(sum))
+		require.NoError(t, err)
+		defer s.Close()
+		warmUp(t, s)
+		require.NoError(t, s.Prompt(context.Background(), "second question, long enough too"))
+		require.Len(t, got, 1)
+		assert.Equal(t, scripted.DefaultModel, got[0].Model)
+		require.NotNil(t, got[0].Credential)
+		assert.Equal(t, "B", got[0].Credential.ID, "the credential the usage limit switched to")
 	})
 }

@@ -162,8 +162,12 @@ func (s *Session) runAgent(ctx context.Context, req RunRequest, emit func(Event)
 }
 
 // startCompaction runs the summarizer for compaction id on its own
-// goroutine; the answer comes back to the loop through post.
+// goroutine, with the credential the session's next run would get; the
+// answer comes back to the loop through post.
 func (s *Session) startCompaction(id policy.CompactionID, req SummaryRequest) {
+	if c, ok := s.currentCredential(); ok {
+		req.Credential = &c
+	}
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s.x.compID, s.x.compCancel = id, cancel
 	go func() {

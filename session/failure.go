@@ -1,6 +1,7 @@
 package session
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
@@ -16,8 +17,12 @@ import (
 //
 //   - HTTPStatus is the status (or the one the body states);
 //   - ErrorType is the provider's error type or code from the body (see
-//     classify.ParseBody for the shapes read), or Bedrock's
-//     x-amzn-errortype header;
+//     classify.ParseBody for the shapes read; the most precise one:
+//     OpenAI's code over its type, Anthropic's error.details.error_code
+//     over its type), or Bedrock's x-amzn-errortype header. A spend or
+//     quota code (insufficient_quota, billing_hard_limit_reached,
+//     enforced_spend_limit_reached, billing_error) thus reaches the
+//     classifier as a type, which it reads before the text;
 //   - Headers keeps the headers that carry retry hints (retry-after,
 //     retry-after-ms, x-ratelimit-*, anthropic-ratelimit-*) and request IDs,
 //     with lower-case names;
@@ -48,6 +53,9 @@ func FailedMessage(status int, header http.Header, body []byte, err error) Messa
 		if pe.Type != "" {
 			m.ErrorType = pe.Type
 		}
+		if code := detailsCode(body); code != "" {
+			m.ErrorType = code
+		}
 	}
 	var parts []string
 	if m.HTTPStatus != 0 {
@@ -71,6 +79,23 @@ func FailedMessage(status int, header http.Header, body []byte, err error) Messa
 		m.ErrorMessage = "the model call failed"
 	}
 	return m
+}
+
+// detailsCode is the error.details.error_code of an Anthropic error body
+// (such as "enforced_spend_limit_reached", which tells a spend limit from
+// a rate limit), "" when it has none.
+func detailsCode(body []byte) string {
+	var b struct {
+		Error struct {
+			Details struct {
+				ErrorCode string `json:"error_code"`
+			} `json:"details"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(body, &b) != nil {
+		return ""
+	}
+	return strings.TrimSpace(b.Error.Details.ErrorCode)
 }
 
 // keptHeader reports whether a header (lower-case name) is one the

@@ -65,3 +65,29 @@ func TestFailedMessage(t *testing.T) {
 	assert.Equal(t, "7", m.Headers["retry-after"])
 	assert.True(t, errors.Is(session.FailedMessage(0, nil, nil, io.ErrUnexpectedEOF).Err, io.ErrUnexpectedEOF))
 }
+
+// issue item 4: a provider's spend or quota code reaches the classifier as
+// the message's error type, which it reads before the text: with the text
+// removed, each is still a usage limit (the usage-limit branch under the
+// seed rules), not the fatal or retryable error its status alone says.
+func TestFailedMessageSpendCodesAreTyped(t *testing.T) {
+	for _, c := range []struct {
+		name, body, typ string
+		status          int
+	}{
+		{"openai insufficient_quota", `{"error":{"message":"You exceeded your current quota","type":"insufficient_quota","param":null,"code":"insufficient_quota"}}`, "insufficient_quota", 429},
+		{"openai billing hard limit", `{"error":{"message":"Billing hard limit has been reached","type":"invalid_request_error","param":null,"code":"billing_hard_limit_reached"}}`, "billing_hard_limit_reached", 400},
+		{"anthropic spend limit", `{"type":"error","error":{"type":"rate_limit_error","message":"You have reached your organization's monthly spend limit.","details":{"error_code":"enforced_spend_limit_reached"}},"request_id":"req_1"}`, "enforced_spend_limit_reached", 429},
+		{"anthropic billing error", `{"type":"error","error":{"type":"billing_error","message":"Your credit balance is too low to access the Anthropic API."}}`, "billing_error", 402},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m := session.FailedMessage(c.status, nil, []byte(c.body), nil)
+			assert.Equal(t, c.typ, m.ErrorType)
+			assert.Contains(t, m.ErrorMessage, c.typ+": ", "the message names the code")
+			typed := classify.Message{StopReason: m.StopReason, Status: m.HTTPStatus, ErrorType: m.ErrorType}
+			assert.Equal(t, classify.UsageLimit, classify.Extended.Classify(typed, time.Now()).Class)
+			seed := classify.Seed.Classify(typed, time.Now())
+			assert.True(t, seed.UsageLimit, "the seed rules take the usage-limit branch")
+		})
+	}
+}

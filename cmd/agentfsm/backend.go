@@ -40,11 +40,12 @@ func addBackendFlags(fs flagSet, required bool) backend {
 	}
 }
 
-// agent returns the agent and its model the flags name. The API key is
-// resolved now, from the environment, so a missing one is a usage error
-// before any turn; the agent resolves it again at each call (it never
-// holds it).
-func (b backend) agent(lookup func(string) (string, bool)) (session.Agent, session.Model, error) {
+// agent returns the agent and its model the flags name, with tools. The
+// API key is resolved now, from the environment, so a missing one is a
+// usage error before any turn, unless keyed (the settings name the
+// credentials, whose variables are checked on their own); the agent
+// resolves it again at each call (it never holds it).
+func (b backend) agent(lookup func(string) (string, bool), tools []tool, keyed bool) (session.Agent, session.Model, error) {
 	if *b.contextWindow < 0 {
 		return nil, session.Model{}, fmt.Errorf("--context-window must not be negative, got %d", *b.contextWindow)
 	}
@@ -70,21 +71,25 @@ func (b backend) agent(lookup func(string) (string, bool)) (session.Agent, sessi
 		}
 		setWindow(model)
 		provider = anthropic.Provider
-		agent = anthropic.New(anthropic.Options{Model: model, BaseURL: *b.baseURL, Secrets: secrets, ContextWindows: windows})
+		agent = anthropic.New(anthropic.Options{Model: model, BaseURL: *b.baseURL, Secrets: secrets, ContextWindows: windows,
+			Tools: anthropicTools(tools)})
 	case openai.DefaultProvider:
 		if model == "" {
 			model = defaultOpenAIModel
 		}
 		setWindow(model)
 		provider = openai.DefaultProvider
-		agent = openai.New(openai.Options{Model: model, BaseURL: *b.baseURL, Secrets: secrets, ContextWindows: windows})
+		agent = openai.New(openai.Options{Model: model, BaseURL: *b.baseURL, Secrets: secrets, ContextWindows: windows,
+			Tools: openaiTools(tools)})
 	case "":
 		return nil, session.Model{}, fmt.Errorf("--provider is required: anthropic or openai")
 	default:
 		return nil, session.Model{}, fmt.Errorf("unknown --provider %q: anthropic or openai", *b.provider)
 	}
-	if _, err := secrets.Resolve(context.Background(), session.Credential{Provider: provider}); err != nil {
-		return nil, session.Model{}, fmt.Errorf("no API key: %s", missingKey(provider))
+	if !keyed {
+		if _, err := secrets.Resolve(context.Background(), session.Credential{Provider: provider}); err != nil {
+			return nil, session.Model{}, fmt.Errorf("no API key: %s", missingKey(provider))
+		}
 	}
 	return agent, agent.Model(), nil
 }
@@ -103,21 +108,4 @@ func (env *environment) lookupEnv(name string) (string, bool) {
 		return env.getenv(name)
 	}
 	return os.LookupEnv(name)
-}
-
-// loadSettings reads the settings file at path, the default config when
-// path is empty. The error names the flag and the file.
-func loadSettings(path string) (session.Config, error) {
-	if path == "" {
-		return session.DefaultConfig(), nil
-	}
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return session.Config{}, fmt.Errorf("--settings: %w", err)
-	}
-	cfg, err := session.ParseConfig(data)
-	if err != nil {
-		return session.Config{}, fmt.Errorf("--settings %s: %w", path, err)
-	}
-	return cfg, nil
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
@@ -21,15 +22,19 @@ var errInterrupted = errors.New("interrupted")
 
 func runChat(args []string, env *environment) int {
 	fs := newFlagSet("chat", "agentfsm chat --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N] "+
-		"[--settings FILE] [--history FILE] [--events] [PROMPT...]\n\n"+
+		"[--settings FILE] [--history FILE] [--events] [--tools] [--timeout DURATION] [PROMPT...]\n\n"+
 		"With a prompt in the arguments (after the flags), runs one turn and prints the answer.\n"+
 		"Without one, each line of stdin is a prompt of one conversation, answered in turn;\n"+
-		"on a terminal, an interactive chat.")
+		"on a terminal, an interactive chat.\n\n"+
+		"The key is ANTHROPIC_API_KEY or OPENAI_API_KEY, or, when the settings list \"credentials\",\n"+
+		"each one's environment variable: a usage limit switches to the next credential's key.")
 	be := addBackendFlags(fs, true)
-	settingsPath := fs.String("settings", "", "a settings `file`: {\"retry\":{…},\"compaction\":{…}}")
+	settingsPath := fs.String("settings", "", settingsHelp)
 	historyPath := fs.String("history", "", "keep the conversation in this JSON-lines `file`, resuming what it holds")
 	events := fs.Bool("events", false, "write every session event to stderr as a JSON line (the RPC wire form)")
 	summarizer := fs.String("summarizer", "digest", "how a compaction summarizes: `digest` (local, no model) or model (asks the model)")
+	withTools := fs.Bool("tools", false, "let the model read files and list directories under the working directory (read-only; a path outside it is refused)")
+	timeout := fs.Duration("timeout", 0, "end a turn that takes longer than this `duration` (such as 90s or 5m), retries included; 0: no limit")
 	if code := fs.parseArgs(args, env); code >= 0 {
 		return code
 	}
@@ -37,13 +42,29 @@ func runChat(args []string, env *environment) int {
 		fmt.Fprintf(env.stderr, "agentfsm chat: "+format+"\n", a...)
 		return code
 	}
-	agent, model, err := be.agent(env.lookupEnv)
+	if *timeout < 0 {
+		return fail(2, "--timeout must not be negative, got %s", *timeout)
+	}
+	set, err := loadSettings(*settingsPath)
 	if err != nil {
 		return fail(2, "%v", err)
 	}
-	cfg, err := loadSettings(*settingsPath)
+	var tools []tool
+	if *withTools {
+		root, err := os.OpenRoot(".")
+		if err != nil {
+			return fail(2, "--tools: %v", err)
+		}
+		defer root.Close()
+		tools = readOnlyTools(root)
+	}
+	agent, model, err := be.agent(env.lookupEnv, tools, len(set.credentials) > 0)
 	if err != nil {
 		return fail(2, "%v", err)
+	}
+	creds, err := set.store(model.Provider, env.lookupEnv)
+	if err != nil {
+		return fail(2, "--settings: %v", err)
 	}
 	var prompts func(context.Context) (string, error)
 	tui := false
@@ -62,11 +83,20 @@ func runChat(args []string, env *environment) int {
 	default:
 		prompts = linePrompts(env.stdin)
 	}
-	opts := []session.Option{session.WithModel(model), session.WithConfig(cfg)}
+	opts := []session.Option{session.WithModel(model), session.WithConfig(set.config)}
+	if creds != nil {
+		opts = append(opts, session.WithCredentials(creds))
+	}
 	switch *summarizer {
 	case "digest":
 	case "model":
-		opts = append(opts, session.WithSummarizer(session.AgentSummarizer{Agent: agent, Model: model}))
+		// The summary asks the session's model with the key its runs use
+		// (the request's), through an agent without tools.
+		summary, _, err := be.agent(env.lookupEnv, nil, true)
+		if err != nil {
+			return fail(2, "%v", err)
+		}
+		opts = append(opts, session.WithSummarizer(session.AgentSummarizer{Agent: summary}))
 	default:
 		return fail(2, "--summarizer %q: want digest or model", *summarizer)
 	}
@@ -91,7 +121,7 @@ func runChat(args []string, env *environment) int {
 		})
 	}
 	if tui {
-		return runChatTUI(s, env)
+		return runChatTUI(s, env, *timeout)
 	}
 	// SIGINT or SIGTERM aborts the turn in flight, which then ends as any
 	// failed turn does; a second signal kills.
@@ -109,7 +139,7 @@ func runChat(args []string, env *environment) int {
 		if err != nil {
 			return fail(1, "%v", err)
 		}
-		err = s.Prompt(ctx, p)
+		err = prompt(ctx, s, p, *timeout)
 		s.Flush() // the turn's events before its outcome
 		if err != nil {
 			return fail(1, "%v", err)
@@ -118,6 +148,17 @@ func runChat(args []string, env *environment) int {
 			return fail(1, "writing output: %v", err)
 		}
 	}
+}
+
+// prompt runs one turn of s, ended by ctx or, when timeout is not 0,
+// after timeout.
+func prompt(ctx context.Context, s *session.Session, p string, timeout time.Duration) error {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	return s.Prompt(ctx, p)
 }
 
 // answer is the text of the last assistant message of msgs.

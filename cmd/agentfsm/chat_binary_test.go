@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -41,6 +42,12 @@ type fakeAPI struct {
 	transient func() providertest.Reply
 	overflow  func() providertest.Reply
 	badKey    func() providertest.Reply
+	// rateLimit is a 429 whose retry-after-ms header is the hint.
+	rateLimit func(hint time.Duration) providertest.Reply
+	// usageLimit is the provider's usage limit of an account.
+	usageLimit func() providertest.Reply
+	// toolCalls asks for tools, a call of name with args per entry.
+	toolCalls func(calls ...providertest.OpenAIToolCall) providertest.Reply
 }
 
 func fakeAPIs(t *testing.T) []fakeAPI {
@@ -61,6 +68,23 @@ func newFakeAnthropic(t *testing.T) fakeAPI {
 		badKey: func() providertest.Reply {
 			return providertest.AnthropicError(401, "authentication_error", "invalid x-api-key")
 		},
+		rateLimit: func(hint time.Duration) providertest.Reply {
+			r := providertest.AnthropicRateLimit(hint, time.Now())
+			r.Header.Set("Retry-After-Ms", strconv.FormatInt(hint.Milliseconds(), 10))
+			return r
+		},
+		usageLimit: providertest.AnthropicCreditBalanceTooLow,
+		toolCalls: func(calls ...providertest.OpenAIToolCall) providertest.Reply {
+			var blocks []providertest.AnthropicBlock
+			for _, c := range calls {
+				var input map[string]any
+				if err := json.Unmarshal([]byte(c.Arguments), &input); err != nil {
+					panic(err)
+				}
+				blocks = append(blocks, providertest.AnthropicToolUse(c.ID, c.Name, input))
+			}
+			return providertest.AnthropicMessage{Content: blocks}.Reply()
+		},
 	}
 }
 
@@ -74,6 +98,15 @@ func newFakeOpenAI(t *testing.T) fakeAPI {
 		transient: providertest.OpenAIOverloaded,
 		overflow:  func() providertest.Reply { return providertest.OpenAIContextLengthExceeded(128000, 130000) },
 		badKey:    func() providertest.Reply { return providertest.OpenAIInvalidAPIKey("test-key") },
+		rateLimit: func(hint time.Duration) providertest.Reply {
+			r := providertest.OpenAIRateLimit(hint)
+			r.Header.Set("Retry-After-Ms", strconv.FormatInt(hint.Milliseconds(), 10))
+			return r
+		},
+		usageLimit: providertest.OpenAIInsufficientQuota,
+		toolCalls: func(calls ...providertest.OpenAIToolCall) providertest.Reply {
+			return providertest.OpenAICompletion{ToolCalls: calls}.Reply()
+		},
 	}
 }
 
@@ -91,8 +124,13 @@ func cleanEnv() []string {
 // chatCmd returns "agentfsm chat" against api with its key set, args
 // after the provider's flags.
 func (api fakeAPI) chatCmd(t *testing.T, ctx context.Context, args ...string) *exec.Cmd {
+	return api.chatCmdWith(t, ctx, msSettings, args...)
+}
+
+// chatCmdWith is chatCmd with these settings.
+func (api fakeAPI) chatCmdWith(t *testing.T, ctx context.Context, settings string, args ...string) *exec.Cmd {
 	args = append([]string{"chat", "--provider", api.name, "--base-url", api.baseURL,
-		"--settings", writeFile(t, "settings.json", msSettings)}, args...)
+		"--settings", writeFile(t, "settings.json", settings)}, args...)
 	cmd := exec.CommandContext(ctx, binary(t), args...)
 	cmd.Env = append(cleanEnv(), api.keyVar+"=test-key")
 	return cmd

@@ -20,15 +20,16 @@ import (
 type turnDone struct{ err error }
 
 type chatModel struct {
-	s      *session.Session
-	send   func(tea.Msg)
-	view   view.Model
-	log    []string
-	input  []rune
-	stream string // the answer so far
-	busy   bool
-	frame  int
-	height int
+	s       *session.Session
+	timeout time.Duration // a turn's limit; 0: none
+	send    func(tea.Msg)
+	view    view.Model
+	log     []string
+	input   []rune
+	stream  string // the answer so far
+	busy    bool
+	frame   int
+	height  int
 }
 
 func (m *chatModel) println(lines ...string) {
@@ -51,7 +52,7 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 			m.input, m.busy, m.stream = nil, true, ""
 			m.println("you> " + p)
 			go func() {
-				err := m.s.Prompt(context.Background(), p)
+				err := prompt(context.Background(), m.s, p, m.timeout)
 				m.s.Flush()
 				m.send(turnDone{err})
 			}()
@@ -118,8 +119,8 @@ func (m *chatModel) View() tea.View {
 
 // runChatTUI runs the interactive chat on s until Ctrl-C with no turn in
 // flight.
-func runChatTUI(s *session.Session, env *environment) int {
-	m := &chatModel{s: s}
+func runChatTUI(s *session.Session, env *environment, timeout time.Duration) int {
+	m := &chatModel{s: s, timeout: timeout}
 	m.println(fmt.Sprintf("agentfsm chat: %s %s. Enter sends; Esc cancels a retry or stops the answer; Ctrl-C quits.",
 		s.Model().Provider, s.Model().ID))
 	p := tea.NewProgram(m, tea.WithInput(env.stdin), tea.WithOutput(env.stdout))

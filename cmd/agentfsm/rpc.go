@@ -17,13 +17,18 @@ func runRPC(args []string, env *environment) int {
 	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE | --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N]] [--settings FILE]")
 	scriptPath := fs.String("script", "", "the scripted agent's `file` (default: every call succeeds)")
 	be := addBackendFlags(fs, false)
-	settingsPath := fs.String("settings", "", "a settings `file`: {\"retry\":{…},\"compaction\":{…}}")
+	settingsPath := fs.String("settings", "", settingsHelp)
 	mode := fs.String("mode", "rpc", "accepted for compatibility with the reference agent; only rpc")
 	if code := fs.parse(args, env); code >= 0 {
 		return code
 	}
 	if *mode != "rpc" {
 		fmt.Fprintf(env.stderr, "agentfsm rpc: unknown --mode %q (only rpc)\n", *mode)
+		return 2
+	}
+	set, err := loadSettings(*settingsPath)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
 		return 2
 	}
 	var (
@@ -35,8 +40,7 @@ func runRPC(args []string, env *environment) int {
 			fmt.Fprintf(env.stderr, "agentfsm rpc: --script and --provider exclude each other\n")
 			return 2
 		}
-		var err error
-		if agent, model, err = be.agent(env.lookupEnv); err != nil {
+		if agent, model, err = be.agent(env.lookupEnv, nil, len(set.credentials) > 0); err != nil {
 			fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
 			return 2
 		}
@@ -59,13 +63,17 @@ func runRPC(args []string, env *environment) int {
 		}
 		agent, model = scripted.New(script), script.Model
 	}
-	cfg, err := loadSettings(*settingsPath)
+	creds, err := set.store(model.Provider, env.lookupEnv)
 	if err != nil {
-		fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
+		fmt.Fprintf(env.stderr, "agentfsm rpc: --settings: %v\n", err)
 		return 2
 	}
 	logger := slog.New(slog.NewTextHandler(env.stderr, nil))
-	s, err := session.New(agent, session.WithModel(model), session.WithConfig(cfg), session.WithLogger(logger))
+	opts := []session.Option{session.WithModel(model), session.WithConfig(set.config), session.WithLogger(logger)}
+	if creds != nil {
+		opts = append(opts, session.WithCredentials(creds))
+	}
+	s, err := session.New(agent, opts...)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
 		return 2

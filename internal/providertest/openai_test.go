@@ -342,3 +342,23 @@ func TestOpenAIKeys(t *testing.T) {
 	assert.Equal(t, "sk-first", reqs[0].Key())
 	assert.Equal(t, "sk-second", reqs[1].Key())
 }
+
+// TestRequestReceived: the fake notes when each request came, by the
+// bubble's clock under synctest, so a test can check a retry's wait.
+func TestRequestReceived(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := providertest.NewOpenAI(t)
+		srv.Push(providertest.OpenAICompletion{Content: "one"}.Reply(), providertest.OpenAICompletion{Content: "two"}.Reply())
+		c := openAIClient(srv, "k")
+		start := time.Now()
+		_, err := c.Chat.Completions.New(t.Context(), openAIParams(false))
+		require.NoError(t, err)
+		time.Sleep(1500 * time.Millisecond)
+		_, err = c.Chat.Completions.New(t.Context(), openAIParams(false))
+		require.NoError(t, err)
+		reqs := srv.Requests()
+		require.Len(t, reqs, 2)
+		assert.Equal(t, start, reqs[0].Received)
+		assert.Equal(t, 1500*time.Millisecond, reqs[1].Received.Sub(reqs[0].Received))
+	})
+}

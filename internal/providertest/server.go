@@ -11,6 +11,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 	"unicode/utf8"
 )
 
@@ -88,6 +89,9 @@ type Request struct {
 	Body map[string]any
 	// Stream is true when the body asked for a stream ("stream": true).
 	Stream bool
+	// Received is when the fake received the request (by the clock of the
+	// test's bubble under testing/synctest).
+	Received time.Time
 	// Rejected is, when the fake answered with its own error rather than
 	// the next scripted reply, why: a wrong route, a missing key or field,
 	// an empty script. A rejected request uses up no reply.
@@ -215,7 +219,7 @@ func (s *Server) Client() *http.Client { return Client(s) }
 // ServeHTTP answers r with the next reply, or with the provider's own error
 // when r is one the real API would refuse.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	req := &Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), done: make(chan struct{})}
+	req := &Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Received: time.Now(), done: make(chan struct{})}
 	raw, err := io.ReadAll(r.Body)
 	req.Raw = raw
 	if err == nil && len(raw) > 0 {

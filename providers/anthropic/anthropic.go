@@ -108,7 +108,22 @@ type Options struct {
 	// stream event) for that long, as a transient failure the session may
 	// retry. 0 means DefaultIdleTimeout, a negative value no limit.
 	IdleTimeout time.Duration
+	// MaxToolRounds caps the rounds of tool calls in one run (a model call
+	// answered with tool calls, whose results go back to the model): when
+	// the model still calls tools after that many, the run ends with a
+	// failed assistant message of error type ErrorTypeToolRounds, which the
+	// session does not retry. 0 means DefaultMaxToolRounds, a negative
+	// value no cap.
+	MaxToolRounds int
 }
+
+// DefaultMaxToolRounds is the MaxToolRounds of Options that set none:
+// room for a long task, a stop for a model that loops on its tools.
+const DefaultMaxToolRounds = 100
+
+// ErrorTypeToolRounds is the error type of the message that ends a run at
+// its MaxToolRounds; the classifier takes it as fatal.
+const ErrorTypeToolRounds = "tool_rounds_exceeded"
 
 // DefaultIdleTimeout is the IdleTimeout of Options that set none: long
 // enough for a model that thinks a while before its first token.
@@ -145,6 +160,9 @@ func New(opts Options) *Agent {
 	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.MaxToolRounds == 0 {
+		opts.MaxToolRounds = DefaultMaxToolRounds
 	}
 	opts.Tools = append([]Tool(nil), opts.Tools...)
 	windows := ContextWindows()
@@ -215,11 +233,15 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 
 	emit(session.AgentStart{})
 	var made []session.Message
-	for {
+	for rounds := 0; ; rounds++ {
 		emit(session.TurnStart{})
 		msgs, err := messageParams(conversation)
 		var msg session.Message
-		if err != nil {
+		if capped := a.opts.MaxToolRounds; capped > 0 && rounds >= capped {
+			msg = toolRoundsExceeded(capped)
+			msg.Provider, msg.Model, msg.Timestamp = Provider, model, time.Now().UnixMilli()
+			emit(session.MessageStart{Message: msg})
+		} else if err != nil {
 			// Only a tool result can make it so: report, do not panic.
 			msg = session.FailedMessage(0, nil, nil, err)
 			msg.Provider, msg.Model, msg.Timestamp = Provider, model, time.Now().UnixMilli()
@@ -252,6 +274,16 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 	}
 	emit(session.AgentEnd{Messages: made})
 	return nil
+}
+
+// toolRoundsExceeded is the message that ends a run at its cap of
+// capped tool rounds.
+func toolRoundsExceeded(capped int) session.Message {
+	err := fmt.Errorf("anthropic: the run reached its cap of %d tool rounds (Options.MaxToolRounds) and the model still calls tools", capped)
+	m := session.FailedMessage(0, nil, nil, err)
+	m.ErrorType = ErrorTypeToolRounds
+	m.ErrorMessage = err.Error()
+	return m
 }
 
 // runTool runs the tool call b and returns its result message.
@@ -375,12 +407,9 @@ func failed(err error) session.Message {
 		// what failed, the status does not.
 		status = 0
 	}
-	m := session.FailedMessage(status, header, []byte(apiErr.RawJSON()), err)
-	if code := string(apiErr.ErrorCode()); code != "" && !strings.Contains(m.ErrorMessage, code) {
-		// error.details.error_code tells a spend limit from a rate limit.
-		m.ErrorMessage += " (" + code + ")"
-	}
-	return m
+	// The body's error.details.error_code, when there is one, is the
+	// message's error type: it tells a spend limit from a rate limit.
+	return session.FailedMessage(status, header, []byte(apiErr.RawJSON()), err)
 }
 
 // stopReason maps the API's stop reason to the session's, with the error

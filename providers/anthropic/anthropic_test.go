@@ -548,6 +548,15 @@ func TestContextConversion(t *testing.T) {
 		}},
 		{Role: session.RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: "529 overloaded_error: Overloaded"},
 		{Role: session.RoleUser, Content: session.TextContent("go on")},
+		// Another provider's signed thinking (an OpenAI-compatible
+		// server's, signed with the field it came in) goes as text, its
+		// redacted thinking not at all: the API would refuse them.
+		{Role: session.RoleAssistant, StopReason: classify.StopReasonStop, Provider: "openai", Model: "deepseek-chat", Content: []session.Block{
+			{Type: session.BlockThinking, Thinking: "deepseek's reasoning", ThinkingSignature: "reasoning_content"},
+			{Type: session.BlockThinking, Thinking: "b3BhcXVl", Redacted: true},
+			session.TextBlock("an answer"),
+		}},
+		{Role: session.RoleUser, Content: session.TextContent("and then?")},
 	}
 	evs, err := run(t, newAgent(srv), ctx)
 	require.NoError(t, err)
@@ -559,7 +568,9 @@ func TestContextConversion(t *testing.T) {
 		{"role":"assistant","content":[{"type":"redacted_thinking","data":"opaque=="},{"type":"text","text":"another model's reasoning"},
 			{"type":"tool_use","id":"toolu_9","name":"read","input":{"path":"a<b>.go"}}]},
 		{"role":"user","content":[{"type":"tool_result","tool_use_id":"toolu_9","is_error":true,"content":[{"type":"text","text":"No result was provided."}]},
-			{"type":"text","text":"go on"}]}]`, string(got))
+			{"type":"text","text":"go on"}]},
+		{"role":"assistant","content":[{"type":"text","text":"deepseek's reasoning"},{"type":"text","text":"an answer"}]},
+		{"role":"user","content":[{"type":"text","text":"and then?"}]}]`, string(got))
 
 	var kinds []string
 	for _, e := range evs {
@@ -648,6 +659,7 @@ func TestErrorClasses(t *testing.T) {
 		{"429 rate limit", providertest.AnthropicRateLimit(20*time.Second, now), "retryable", "retryable", false},
 		{"429 spend limit", providertest.AnthropicSpendLimit(), "retryable", "usage_limit", true},
 		{"400 credit balance", providertest.AnthropicCreditBalanceTooLow(), "fatal", "usage_limit", false},
+		{"402 billing_error", providertest.AnthropicError(402, "billing_error", "Your credit balance is too low to access the Anthropic API."), "retryable", "usage_limit", true},
 		{"400 prompt too long", providertest.AnthropicPromptTooLong(213462, 200000), "overflow", "overflow", false},
 		{"413 request too large", providertest.AnthropicError(413, "request_too_large", "Request exceeds the maximum allowed number of bytes."), "overflow", "overflow", false},
 		{"401 authentication", providertest.AnthropicError(401, "authentication_error", "invalid x-api-key"), "fatal", "fatal", false},
@@ -672,6 +684,12 @@ func TestErrorClasses(t *testing.T) {
 			}
 			cm := classify.Message{StopReason: m.StopReason, ErrorMessage: m.ErrorMessage, Status: m.HTTPStatus,
 				ErrorType: m.ErrorType, Headers: m.Headers, Err: m.Err, ContextWindow: 200000}
+			if tc.usage {
+				// Issue item 4: the spend codes decide as types, the text aside.
+				typed := cm
+				typed.ErrorMessage, typed.Err = "", nil
+				assert.Equal(t, classify.UsageLimit, classify.Extended.Classify(typed, now).Class, "typed: %s", m.ErrorType)
+			}
 			seed, extended := classify.Seed.Classify(cm, now), classify.Extended.Classify(cm, now)
 			assert.Equal(t, tc.seed, seed.Class.String(), "seed: %s", m.ErrorMessage)
 			assert.Equal(t, tc.extended, extended.Class.String(), "extended: %s", m.ErrorMessage)
@@ -695,5 +713,104 @@ func TestResetAfterMessageStopIsSuccess(t *testing.T) {
 		assert.Equal(t, "complete", lastText(s))
 		assert.Equal(t, 0, count[session.AutoRetryStart](ev.all()))
 		assert.Len(t, srv.Settled(), 1)
+	})
+}
+
+// Issue item 1: after a usage limit switched the session to the other
+// key, an overflow's model summary is asked with that key, not the
+// default one.
+func TestSummaryFollowsKeySwitch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := providertest.NewAnthropic(t)
+		agent := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
+			Secrets: session.EnvSecrets{Lookup: func(name string) (string, bool) {
+				v, ok := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-default", "KEY_A": keyA, "KEY_B": keyB}[name]
+				return v, ok
+			}}})
+		cfg := fastConfig()
+		cfg.Retry.Rules = classify.Extended
+		cfg.Compaction.KeepRecentTokens = 5
+		creds := session.NewMemoryCredentials(nil,
+			session.Credential{ID: "a", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_A"},
+			session.Credential{ID: "b", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_B"})
+		s := newSession(t, agent, cfg, session.WithCredentials(creds), session.WithSummarizer(session.AgentSummarizer{Agent: agent}))
+		srv.Push(text("first answer"), providertest.AnthropicCreditBalanceTooLow(), providertest.AnthropicPromptTooLong(213462, 200000),
+			text("## Goal\nAnswer the questions."), text("continued"))
+		require.NoError(t, s.Prompt(t.Context(), "first question, long enough to matter"))
+		require.NoError(t, s.Prompt(t.Context(), "second question, long enough too"))
+		assert.Equal(t, "continued", lastText(s))
+		assert.Equal(t, "## Goal\nAnswer the questions.", s.Messages()[0].Text())
+
+		reqs := srv.Settled()
+		require.Len(t, reqs, 5)
+		assert.NotEqual(t, reqs[1].Key(), reqs[2].Key(), "the usage limit switched keys")
+		assert.Contains(t, string(reqs[3].Raw), "first question", "the summary request")
+		assert.Equal(t, reqs[2].Key(), reqs[3].Key(), "the summary is asked with the key switched to")
+		assert.Equal(t, reqs[2].Key(), reqs[4].Key())
+		assert.Equal(t, anthropic.DefaultModel, reqs[3].Body["model"])
+	})
+}
+
+// Issue item 2: a model that keeps calling tools ends the run at the cap
+// of tool rounds, with a fatal error naming the cap: the session does not
+// retry it, and no model call goes out past the cap.
+func TestToolRoundsCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := providertest.NewAnthropic(t)
+		again := func(i int) providertest.Reply {
+			return providertest.AnthropicMessage{Content: []providertest.AnthropicBlock{
+				providertest.AnthropicToolUse(fmt.Sprintf("toolu_%d", i), "read", map[string]any{"path": "main.go"}),
+			}}.Reply()
+		}
+		srv.Push(again(1), again(2), again(3))
+		runs := 0
+		read := anthropic.Tool{Name: "read", Run: func(context.Context, json.RawMessage) (string, error) {
+			runs++
+			return "package main", nil
+		}}
+		agent := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
+			Secrets: session.EnvSecrets{Lookup: lookup}, Tools: []anthropic.Tool{read}, MaxToolRounds: 2})
+		s := newSession(t, agent, fastConfig())
+		ev := watch(s)
+		err := s.Prompt(t.Context(), "loop")
+		require.ErrorIs(t, err, session.ErrProvider)
+		assert.ErrorContains(t, err, "cap of 2 tool rounds")
+		assert.Equal(t, 2, runs)
+		assert.Len(t, srv.Settled(), 2, "no model call past the cap")
+		assert.Zero(t, count[session.AutoRetryStart](ev.all()), "not retried")
+		ends := ev.ends()
+		last := ends[len(ends)-1]
+		assert.Equal(t, classify.StopReasonError, last.StopReason)
+		assert.Equal(t, anthropic.ErrorTypeToolRounds, last.ErrorType)
+		assert.Equal(t, "anthropic: the run reached its cap of 2 tool rounds (Options.MaxToolRounds) and the model still calls tools", last.ErrorMessage)
+		assert.Equal(t, 1, srv.Pending(), "the third reply is never asked for")
+
+		// The default, and no cap.
+		assert.Equal(t, 100, anthropic.DefaultMaxToolRounds)
+		for _, rules := range []classify.Rules{classify.Seed, classify.Extended} {
+			// A cap whose digits read as a status is still fatal: the type decides.
+			m := classify.Message{StopReason: last.StopReason, ErrorType: last.ErrorType,
+				ErrorMessage: "anthropic: the run reached its cap of 503 tool rounds (Options.MaxToolRounds) and the model still calls tools"}
+			assert.Equal(t, classify.Fatal, rules.Classify(m, time.Now()).Class, rules.String())
+		}
+	})
+}
+
+// Issue item 2: a negative cap is no cap.
+func TestToolRoundsUncapped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := providertest.NewAnthropic(t)
+		for i := range 3 {
+			srv.Push(providertest.AnthropicMessage{Content: []providertest.AnthropicBlock{
+				providertest.AnthropicToolUse(fmt.Sprintf("toolu_%d", i), "read", map[string]any{}),
+			}}.Reply())
+		}
+		srv.Push(text("done"))
+		read := anthropic.Tool{Name: "read", Run: func(context.Context, json.RawMessage) (string, error) { return "x", nil }}
+		agent := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
+			Secrets: session.EnvSecrets{Lookup: lookup}, Tools: []anthropic.Tool{read}, MaxToolRounds: -1})
+		s := newSession(t, agent, fastConfig())
+		require.NoError(t, s.Prompt(t.Context(), "loop"))
+		assert.Equal(t, "done", lastText(s))
 	})
 }

@@ -21,8 +21,10 @@ const summaryPrefix = "The conversation before this point was compacted into the
 //     the user message right after it;
 //   - an assistant message is an assistant turn of its text, thinking
 //     (signed, or redacted) and tool call blocks; a failed or aborted one
-//     is left out, and so is an empty one; thinking without a signature
-//     (another provider's) goes as text;
+//     is left out, and so is an empty one; thinking without a signature,
+//     or of another provider's message (whose signature the API would
+//     refuse), goes as text, and another provider's redacted thinking is
+//     left out;
 //   - a tool call whose result is missing gets an error result, so the
 //     request stays valid after a run stopped between the two.
 func messageParams(ms []session.Message) ([]sdk.MessageParam, error) {
@@ -120,6 +122,8 @@ func userBlocks(m session.Message) ([]sdk.ContentBlockParamUnion, error) {
 }
 
 func assistantBlocks(m session.Message) (blocks []sdk.ContentBlockParamUnion, calls []session.Block, err error) {
+	// A message with no provider is taken as this one's.
+	own := m.Provider == "" || m.Provider == Provider
 	for _, b := range m.Content {
 		switch b.Type {
 		case session.BlockText:
@@ -128,9 +132,10 @@ func assistantBlocks(m session.Message) (blocks []sdk.ContentBlockParamUnion, ca
 			}
 		case session.BlockThinking:
 			switch {
-			case b.Redacted:
+			case b.Redacted && own:
 				blocks = append(blocks, sdk.NewRedactedThinkingBlock(b.Thinking))
-			case b.ThinkingSignature != "":
+			case b.Redacted:
+			case b.ThinkingSignature != "" && own:
 				blocks = append(blocks, sdk.NewThinkingBlock(b.ThinkingSignature, b.Thinking))
 			case b.Thinking != "":
 				blocks = append(blocks, sdk.NewTextBlock(b.Thinking))

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -135,7 +136,8 @@ func TestOpenAIReasoningAndEmptyChunks(t *testing.T) {
 		end := evs[len(evs)-1].(session.AgentEnd)
 		require.Len(t, end.Messages, 1)
 		m := end.Messages[0]
-		assert.Equal(t, []session.Block{{Type: session.BlockThinking, Thinking: "think"}, session.TextBlock("Hi")}, m.Content)
+		assert.Equal(t, []session.Block{{Type: session.BlockThinking, Thinking: "think", ThinkingSignature: "reasoning_content"}, session.TextBlock("Hi")}, m.Content,
+			"the signature names the field the reasoning came in")
 		assert.Equal(t, classify.StopReasonStop, m.StopReason)
 		assert.Nil(t, m.Usage, "no usage chunk came")
 	})
@@ -228,4 +230,71 @@ func TestOpenAIAgentSharedBySessions(t *testing.T) {
 		}
 		assert.Len(t, fake.Settled(), n)
 	})
+}
+
+// Issue item 4: the spend and quota codes reach the classifier as the
+// message's error type, which decides before the text.
+func TestOpenAISpendCodesAreTyped(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := providertest.NewOpenAI(t)
+		fake.Push(providertest.OpenAIInsufficientQuota(),
+			providertest.OpenAIError(400, "invalid_request_error", "billing_hard_limit_reached", "", "Billing hard limit has been reached"))
+		for _, typ := range []string{"insufficient_quota", "billing_hard_limit_reached"} {
+			evs := run(t, fake, nil, []session.Message{{Role: session.RoleUser, Content: session.TextContent("go")}})
+			m := evs[len(evs)-1].(session.AgentEnd).Messages[0]
+			assert.Equal(t, typ, m.ErrorType)
+			typed := classify.Message{StopReason: m.StopReason, Status: m.HTTPStatus, ErrorType: m.ErrorType}
+			assert.Equal(t, classify.UsageLimit, classify.Extended.Classify(typed, time.Now()).Class, typ)
+			assert.True(t, classify.Seed.Classify(typed, time.Now()).UsageLimit, typ)
+		}
+	})
+}
+
+// Issue item 3: a model's reasoning goes back to that model in the field
+// it came in (DeepSeek's reasoning_content, which it requires after a tool
+// call; OpenRouter's and Ollama's reasoning); another model's thinking,
+// and Anthropic's signed thinking, is not sent.
+func TestOpenAIReasoningGoesBackToItsModel(t *testing.T) {
+	for _, field := range []string{"reasoning_content", "reasoning"} {
+		t.Run(field, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				fake := providertest.NewOpenAI(t)
+				chunk := func(delta, finish string) providertest.Event {
+					return providertest.Event{Data: `{"id":"x","object":"chat.completion.chunk","created":1,"model":"gpt-4o","choices":[{"index":0,"delta":` + delta + `,"finish_reason":` + finish + `}]}`}
+				}
+				fake.Push(providertest.Reply{Events: []providertest.Event{
+					chunk(`{"role":"assistant","`+field+`":"I should read "}`, "null"),
+					chunk(`{"`+field+`":"main.go."}`, "null"),
+					chunk(`{"tool_calls":[{"index":0,"id":"call_1","type":"function","function":{"name":"read","arguments":"{}"}}]}`, "null"),
+					chunk(`{}`, `"tool_calls"`),
+					providertest.OpenAIDone,
+				}}, completion("done"))
+				read := openai.Tool{Name: "read", Run: func(context.Context, json.RawMessage) (string, error) { return "package main", nil }}
+				earlier := []session.Message{
+					{Role: session.RoleUser, Content: session.TextContent("before")},
+					{Role: session.RoleAssistant, StopReason: classify.StopReasonStop, Provider: "openai", Model: "other-model", Content: []session.Block{
+						{Type: session.BlockThinking, Thinking: "another model's thought", ThinkingSignature: field}, session.TextBlock("other")}},
+					{Role: session.RoleAssistant, StopReason: classify.StopReasonStop, Provider: "anthropic", Model: "gpt-4o", Content: []session.Block{
+						{Type: session.BlockThinking, Thinking: "signed thought", ThinkingSignature: "EqQBCkYIBxgCKkBs"}, session.TextBlock("signed")}},
+					// Its own reasoning with no answer and no call: no message.
+					{Role: session.RoleAssistant, StopReason: classify.StopReasonLength, Provider: "openai", Model: "gpt-4o", Content: []session.Block{
+						{Type: session.BlockThinking, Thinking: "cut short", ThinkingSignature: field}}},
+					{Role: session.RoleUser, Content: session.TextContent("read main.go")},
+				}
+				run(t, fake, []openai.Tool{read}, earlier)
+				reqs := fake.Settled()
+				require.Len(t, reqs, 2)
+				sent := reqs[1].Body["messages"].([]any)
+				require.Len(t, sent, 6)
+				for _, i := range []int{1, 2} {
+					assert.NotContains(t, sent[i], field, "no thinking of another model")
+					assert.NotContains(t, sent[i], "reasoning_content")
+				}
+				call := sent[4].(map[string]any)
+				assert.Equal(t, "assistant", call["role"])
+				assert.Equal(t, "I should read main.go.", call[field], "the model's own reasoning, in its field")
+				assert.NotNil(t, call["tool_calls"])
+			})
+		})
+	}
 }

@@ -66,7 +66,22 @@ type Options struct {
 	// chunk) for this long, as a transient failure the session retries;
 	// 0 means DefaultIdleTimeout, a negative value no limit.
 	IdleTimeout time.Duration
+	// MaxToolRounds caps the rounds of tool calls in one run (a model call
+	// answered with tool calls, whose results go back to the model): when
+	// the model still calls tools after that many, the run ends with a
+	// failed assistant message of error type ErrorTypeToolRounds, which the
+	// session does not retry. 0 means DefaultMaxToolRounds, a negative
+	// value no cap.
+	MaxToolRounds int
 }
+
+// DefaultMaxToolRounds is the MaxToolRounds of Options that set none:
+// room for a long task, a stop for a model that loops on its tools.
+const DefaultMaxToolRounds = 100
+
+// ErrorTypeToolRounds is the error type of the message that ends a run at
+// its MaxToolRounds; the classifier takes it as fatal.
+const ErrorTypeToolRounds = "tool_rounds_exceeded"
 
 // DefaultIdleTimeout is the IdleTimeout of Options that set none: long
 // enough for a reasoning model's silence before its first token.
@@ -123,6 +138,9 @@ func New(opts Options) *Agent {
 	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
+	}
+	if opts.MaxToolRounds == 0 {
+		opts.MaxToolRounds = DefaultMaxToolRounds
 	}
 	if opts.Secrets == nil {
 		opts.Secrets = session.EnvSecrets{}
@@ -194,7 +212,7 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 	}
 	params := sdk.ChatCompletionNewParams{
 		Model:         model,
-		Messages:      messages(req.Context),
+		Messages:      messages(req.Context, a.opts.Provider, model),
 		Tools:         tools,
 		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)},
 	}
@@ -206,9 +224,16 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 
 	emit(session.AgentStart{})
 	var made []session.Message
-	for {
+	for rounds := 0; ; rounds++ {
 		emit(session.TurnStart{})
-		m := c.do(ctx, params)
+		var m session.Message
+		if capped := a.opts.MaxToolRounds; capped > 0 && rounds >= capped {
+			m = toolRoundsExceeded(capped)
+			m.Provider, m.Model, m.Timestamp = a.opts.Provider, model, now()
+			emit(session.MessageStart{Message: m})
+		} else {
+			m = c.do(ctx, params)
+		}
 		emit(session.MessageEnd{Message: m})
 		made = append(made, m)
 		if m.StopReason != classify.StopReasonToolUse {
@@ -222,7 +247,7 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 			made = append(made, r)
 		}
 		emit(session.TurnEnd{})
-		params.Messages = append(params.Messages, messages(append([]session.Message{m}, results...))...)
+		params.Messages = append(params.Messages, messages(append([]session.Message{m}, results...), a.opts.Provider, model)...)
 	}
 	emit(session.AgentEnd{Messages: made})
 	return nil
@@ -262,6 +287,16 @@ func (a *Agent) toolParams() ([]sdk.ChatCompletionToolUnionParam, error) {
 		out = append(out, sdk.ChatCompletionFunctionTool(def))
 	}
 	return out, nil
+}
+
+// toolRoundsExceeded is the message that ends a run at its cap of
+// capped tool rounds.
+func toolRoundsExceeded(capped int) session.Message {
+	err := fmt.Errorf("openai: the run reached its cap of %d tool rounds (Options.MaxToolRounds) and the model still calls tools", capped)
+	m := session.FailedMessage(0, nil, nil, err)
+	m.ErrorType = ErrorTypeToolRounds
+	m.ErrorMessage = err.Error()
+	return m
 }
 
 // runTools runs the tool calls of m, in order, and returns their results.

@@ -436,3 +436,76 @@ func TestOpenAIPromptDeadline(t *testing.T) {
 		assert.Equal(t, classify.StopReasonAborted, lastAssistant(t, h.s).StopReason)
 	})
 }
+
+// Issue item 1: after insufficient_quota switched the session to the
+// other key, an overflow's model summary is asked with that key, not the
+// default one.
+func TestOpenAISummaryFollowsKeySwitch(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := session.DefaultConfig()
+		cfg.Retry.Rules = classify.Extended
+		cfg.Compaction.KeepRecentTokens = 5
+		store := session.NewMemoryCredentials(nil,
+			session.Credential{ID: "a", Provider: "openai", Type: "api_key", Secret: "env:KEY_A"},
+			session.Credential{ID: "b", Provider: "openai", Type: "api_key", Secret: "env:KEY_B"},
+		)
+		// The summarizer's agent is a second adapter on the same server,
+		// with no tools.
+		var summarizer session.AgentSummarizer
+		h := newHarness(t, cfg, nil, session.WithCredentials(store), session.WithSummarizer(&summarizer))
+		summarizer.Agent = openai.New(openai.Options{Model: providertest.OpenAIModel, BaseURL: h.fake.BaseURL(),
+			HTTPClient: h.fake.Client(), Secrets: session.EnvSecrets{Lookup: lookup}})
+		h.fake.Push(completion("first answer"), providertest.OpenAIInsufficientQuota(),
+			providertest.OpenAIContextLengthExceeded(128000, 130000), completion("## Goal\nAnswer the questions."), completion("recovered"))
+		require.NoError(t, h.s.Prompt(context.Background(), "first question, long enough to matter"))
+		require.NoError(t, h.s.Prompt(context.Background(), "second question, long enough too"))
+		assert.Equal(t, "recovered", lastAssistant(t, h.s).Text())
+		assert.Equal(t, "## Goal\nAnswer the questions.", h.s.Messages()[0].Text())
+		reqs := h.fake.Settled()
+		require.Len(t, reqs, 5)
+		assert.NotEqual(t, reqs[1].Key(), reqs[2].Key(), "the usage limit switched keys")
+		assert.Contains(t, string(reqs[3].Raw), "first question", "the summary request")
+		assert.Equal(t, reqs[2].Key(), reqs[3].Key(), "the summary is asked with the key switched to")
+		assert.Equal(t, reqs[2].Key(), reqs[4].Key())
+		assert.Equal(t, providertest.OpenAIModel, reqs[3].Body["model"])
+	})
+}
+
+// Issue item 2: a model that keeps calling tools ends the run at the cap
+// of tool rounds, with a fatal error naming the cap: the session does not
+// retry it, and no model call goes out past the cap.
+func TestOpenAIToolRoundsCap(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := providertest.NewOpenAI(t)
+		again := func(i int) providertest.Reply {
+			return providertest.OpenAICompletion{ToolCalls: []providertest.OpenAIToolCall{{ID: fmt.Sprintf("call_%d", i), Name: "read", Arguments: `{}`}}}.Reply()
+		}
+		fake.Push(again(1), again(2), again(3), again(4))
+		runs := 0
+		read := openai.Tool{Name: "read", Run: func(context.Context, json.RawMessage) (string, error) {
+			runs++
+			return "package main", nil
+		}}
+		agent := openai.New(openai.Options{Model: providertest.OpenAIModel, BaseURL: fake.BaseURL(), HTTPClient: fake.Client(),
+			Secrets: session.EnvSecrets{Lookup: lookup}, Tools: []openai.Tool{read}, MaxToolRounds: 3})
+		s, err := session.New(agent, session.WithModel(agent.Model()))
+		require.NoError(t, err)
+		defer s.Close()
+		var retried bool
+		s.Subscribe(func(ev session.Event) {
+			_, ok := ev.(session.AutoRetryStart)
+			retried = retried || ok
+		})
+		err = s.Prompt(context.Background(), "loop")
+		require.ErrorIs(t, err, session.ErrProvider)
+		assert.ErrorContains(t, err, "cap of 3 tool rounds")
+		assert.Equal(t, 3, runs)
+		assert.Len(t, fake.Settled(), 3, "no model call past the cap")
+		synctest.Wait()
+		assert.False(t, retried, "not retried")
+		last := lastAssistant(t, s)
+		assert.Equal(t, openai.ErrorTypeToolRounds, last.ErrorType)
+		assert.Equal(t, "openai: the run reached its cap of 3 tool rounds (Options.MaxToolRounds) and the model still calls tools", last.ErrorMessage)
+		assert.Equal(t, 100, openai.DefaultMaxToolRounds)
+	})
+}

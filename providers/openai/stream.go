@@ -98,9 +98,11 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 		}
 		choice := chunk.Choices[i]
 		d := choice.Delta
-		if r := reasoning(d); r != "" {
+		if r, field := reasoning(d); r != "" {
 			if thinking < 0 {
-				content = append(content, session.Block{Type: session.BlockThinking})
+				// The signature names the field the reasoning came in, so
+				// it goes back to the same model in that field.
+				content = append(content, session.Block{Type: session.BlockThinking, ThinkingSignature: field})
 				thinking = len(content) - 1
 			}
 			content[thinking].Thinking += r
@@ -256,19 +258,23 @@ func arguments(s string) json.RawMessage {
 	return raw
 }
 
-// reasoning is the reasoning text of a delta, which some compatible
-// servers send: "reasoning_content" (vLLM, DeepSeek) or "reasoning"
-// (Ollama, OpenRouter).
-func reasoning(d sdk.ChatCompletionChunkChoiceDelta) string {
-	for _, name := range []string{"reasoning_content", "reasoning"} {
+// reasoningFields are the fields of a delta, and of an assistant message
+// sent back, that carry the model's reasoning on the compatible servers
+// that stream it: "reasoning_content" (DeepSeek, vLLM) and "reasoning"
+// (OpenRouter, Ollama, llama.cpp).
+var reasoningFields = []string{"reasoning_content", "reasoning"}
+
+// reasoning is the reasoning text of a delta and the field it came in.
+func reasoning(d sdk.ChatCompletionChunkChoiceDelta) (text, field string) {
+	for _, name := range reasoningFields {
 		if f, ok := d.JSON.ExtraFields[name]; ok {
 			var s string
 			if json.Unmarshal([]byte(f.Raw()), &s) == nil && s != "" {
-				return s
+				return s, name
 			}
 		}
 	}
-	return ""
+	return "", ""
 }
 
 // usageOf converts the API's usage: the cached prompt tokens are cache
@@ -298,12 +304,16 @@ const summaryPrefix = "The conversation before this point was compacted into thi
 //
 // User messages keep their text and images (as data URLs); a compaction
 // summary is a user message. Assistant messages keep their text and tool
-// calls; thinking is dropped (Chat Completions takes none back), and so
-// are failed and aborted calls. A tool result is a "tool" message of its
+// calls, and failed and aborted calls are dropped. An assistant message's
+// thinking goes back only to the model that wrote it (its provider and
+// model are provider and model), in the field it came in
+// ("reasoning_content" or "reasoning", its ThinkingSignature), as DeepSeek
+// requires of a turn with tool calls and OpenRouter and Ollama accept;
+// any other thinking is dropped (OpenAI's own API takes none). A tool result is a "tool" message of its
 // text; its images follow in a user message, as a tool message holds text
 // only. A tool call without a result, and a result without its call, are
 // left out: the API refuses either.
-func messages(ctx []session.Message) []sdk.ChatCompletionMessageParamUnion {
+func messages(ctx []session.Message, provider, model string) []sdk.ChatCompletionMessageParamUnion {
 	answered, called := map[string]bool{}, map[string]bool{}
 	for _, m := range ctx {
 		if m.Role == session.RoleToolResult {
@@ -329,7 +339,7 @@ func messages(ctx []session.Message) []sdk.ChatCompletionMessageParamUnion {
 		case session.RoleSummary:
 			out = append(out, sdk.UserMessage(summaryPrefix+texts(m.Content)))
 		case session.RoleAssistant:
-			if msg, ok := assistantMessage(m, answered, called); ok {
+			if msg, ok := assistantMessage(m, answered, called, m.Provider == provider && m.Model == model); ok {
 				out = append(out, msg)
 			}
 		case session.RoleToolResult:
@@ -373,9 +383,10 @@ func imagePart(b session.Block) sdk.ChatCompletionContentPartUnionParam {
 	return sdk.ImageContentPart(sdk.ChatCompletionContentPartImageImageURLParam{URL: "data:" + b.MimeType + ";base64," + b.Data})
 }
 
-// assistantMessage converts an assistant message; false when there is
+// assistantMessage converts an assistant message, with its reasoning when
+// own (the model that wrote it is the one called); false when there is
 // nothing to send.
-func assistantMessage(m session.Message, answered, called map[string]bool) (sdk.ChatCompletionMessageParamUnion, bool) {
+func assistantMessage(m session.Message, answered, called map[string]bool, own bool) (sdk.ChatCompletionMessageParamUnion, bool) {
 	if m.StopReason == classify.StopReasonError || m.StopReason == classify.StopReasonAborted {
 		return sdk.ChatCompletionMessageParamUnion{}, false
 	}
@@ -398,12 +409,35 @@ func assistantMessage(m session.Message, answered, called map[string]bool) (sdk.
 		})
 	}
 	if text == "" && len(p.ToolCalls) == 0 {
+		// Reasoning alone is no message: the API wants content or calls.
 		return sdk.ChatCompletionMessageParamUnion{}, false
 	}
 	if text != "" {
 		p.Content.OfString = sdk.String(text)
 	}
+	if own {
+		if field, thought := ownReasoning(m.Content); thought != "" {
+			p.SetExtraFields(map[string]any{field: thought})
+		}
+	}
 	return sdk.ChatCompletionMessageParamUnion{OfAssistant: &p}, true
+}
+
+// ownReasoning is the reasoning of content to send back: the thinking
+// blocks whose signature names a reasoning field, joined, and the field
+// (the first block's).
+func ownReasoning(content []session.Block) (field, text string) {
+	var parts []string
+	for _, b := range content {
+		if b.Type != session.BlockThinking || b.Thinking == "" || !slices.Contains(reasoningFields, b.ThinkingSignature) {
+			continue
+		}
+		if field == "" {
+			field = b.ThinkingSignature
+		}
+		parts = append(parts, b.Thinking)
+	}
+	return field, strings.Join(parts, "\n")
 }
 
 // texts joins the text blocks of content.
