@@ -17,6 +17,16 @@ type verdict struct {
 	switched bool
 }
 
+// class is the class the decision acts on, as the events report it:
+// UsageLimit for an error that takes the usage-limit branch, also one the
+// seed rules class as Retryable.
+func (v verdict) class() classify.Class {
+	if v.UsageLimit {
+		return classify.UsageLimit
+	}
+	return v.Class
+}
+
 // pending is a decision waiting for the credential store's answer to a
 // usage limit.
 type pending struct {
@@ -106,7 +116,7 @@ func (e *Engine) apply(at time.Time, m *Message, f transitions.Facts, v verdict,
 	// is seen to leave classifying, so the counter is 0 by the time it is
 	// idle.
 	if tr.Event != transitions.Retry && tr.Event != transitions.Exhaust {
-		e.endChain(text)
+		e.endChain(text, RetryFailed, v.class())
 	}
 	e.emit(stateChangeEvent(tr))
 	switch tr.Event {
@@ -114,7 +124,7 @@ func (e *Engine) apply(at time.Time, m *Message, f transitions.Facts, v verdict,
 		e.beginRetry(at, m, v, draw)
 	case transitions.Exhaust:
 		attempts := e.attempt
-		e.endChain(text)
+		e.endChain(text, RetryExhausted, v.class())
 		e.failTurn(&ExhaustedError{Attempts: attempts, Last: text, Err: m.Err})
 		e.passThrough()
 	case transitions.Overflow:
@@ -145,10 +155,11 @@ func (e *Engine) apply(at time.Time, m *Message, f transitions.Facts, v verdict,
 }
 
 // endChain ends an active chain that a run ended some other way than by a
-// retry or a success (docs/policy.md §3.5).
-func (e *Engine) endChain(finalError string) {
+// retry or a success (docs/policy.md §3.5), with the class of the error
+// that ended it.
+func (e *Engine) endChain(finalError string, outcome RetryOutcome, class classify.Class) {
 	if e.attempt > 0 {
-		e.emit(AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: finalError})
+		e.emit(AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: finalError, Outcome: outcome, ErrorClass: class})
 		e.attempt = 0
 	}
 }

@@ -144,6 +144,9 @@ func (s *Session) startRun(id policy.RunID, prompt *Message, msgs []Message) {
 				s.x.runCancel = nil // nothing left to cancel
 			}
 			ret.Draw = s.random()
+			if req.Credential != nil {
+				ret.Credential = req.Credential.ID
+			}
 			s.apply(s.x.engine.RunReturned(time.Now(), id, ret))
 		})
 	}()
