@@ -192,9 +192,12 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 	}
 	s.setup, s.resume = nil, nil
 	if len(effects) > 0 {
+		// On the loop, which publishes the status: a resumed backoff's
+		// timer may fire, and the loop run, as soon as it is armed.
 		_ = s.do(func() { s.apply(effects) })
+	} else {
+		s.publish()
 	}
-	s.publish()
 	return s, nil
 }
 
