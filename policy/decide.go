@@ -125,7 +125,7 @@ func (e *Engine) apply(at time.Time, m *Message, f transitions.Facts, v verdict,
 	case transitions.Exhaust:
 		attempts := e.attempt
 		e.endChain(text, RetryExhausted, v.class())
-		e.failTurn(&ExhaustedError{Attempts: attempts, Last: text, Err: m.Err})
+		e.failTurnOn(&ExhaustedError{Attempts: attempts, Last: text, Err: m.Err}, v.class())
 		e.passThrough()
 	case transitions.Overflow:
 		// The check before a prompt compacts an old overflow without
@@ -141,15 +141,15 @@ func (e *Engine) apply(at time.Time, m *Message, f transitions.Facts, v verdict,
 		const refused = "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."
 		e.emit(AutoCompactionStart{Reason: ReasonOverflow})
 		e.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: refused})
-		e.failTurn(providerError(ErrOverflow, overflowText(m), m.Err))
+		e.failTurnOn(providerError(ErrOverflow, overflowText(m), m.Err), v.class())
 	case transitions.Unrecovered:
-		e.failTurn(providerError(ErrOverflow, overflowText(m), m.Err))
+		e.failTurnOn(providerError(ErrOverflow, overflowText(m), m.Err), v.class())
 	case transitions.Settle:
 		switch {
 		case m.StopReason == classify.StopReasonAborted:
 			e.failTurn(ErrAborted)
 		case m.IsError():
-			e.failTurn(providerError(ErrProvider, m.ErrorMessage, m.Err))
+			e.failTurnOn(providerError(ErrProvider, m.ErrorMessage, m.Err), v.class())
 		}
 	}
 }

@@ -130,9 +130,12 @@ type (
 	// retries and any overflow recovery. It is the last event of a turn,
 	// emitted just before Prompt returns. Err is why the turn failed, the
 	// error Prompt returns (it matches one of the sentinel errors); nil
-	// when the turn succeeded.
+	// when the turn succeeded. ErrorClass is the class of the error in
+	// the message that failed the turn (as in AutoRetryStart), None when
+	// the turn succeeded or failed otherwise (aborted, cancelled, ...).
 	TurnSettled struct {
-		Err error
+		Err        error
+		ErrorClass classify.Class
 	}
 	// EventsDropped: a subscriber with a bounded buffer fell behind and
 	// Count events were not delivered to it. Only that subscriber sees it.

@@ -112,3 +112,38 @@ func waitRetrying(t *testing.T, s *session.Session) {
 	}
 	t.Fatal("the session never waited out a backoff")
 }
+
+// TestTurnSettledNamesTheClass: a turn that a provider's error failed names
+// that error's class; one that failed otherwise names none.
+func TestTurnSettledNamesTheClass(t *testing.T) {
+	noCompaction := session.DefaultConfig()
+	noCompaction.Compaction.Enabled = false
+	cases := []struct {
+		name  string
+		calls []scripted.Call
+		opts  []session.Option
+		class classify.Class
+		err   error
+	}{
+		{"fatal", []scripted.Call{fail("400 invalid request")}, nil, classify.Fatal, session.ErrProvider},
+		{"overflow unrecovered", []scripted.Call{fail("prompt is too long: 213462 tokens > 200000 maximum")},
+			[]session.Option{session.WithConfig(noCompaction)}, classify.Overflow, session.ErrOverflow},
+		{"start failed", []scripted.Call{{Refuse: "no route to host"}}, nil, classify.None, session.ErrStartFailed},
+		{"success", []scripted.Call{ok("fine")}, nil, classify.None, nil},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				s, _, rec := newSession(t, c.calls, c.opts...)
+				err := s.Prompt(context.Background(), "hi")
+				if c.err == nil {
+					require.NoError(t, err)
+				} else {
+					require.ErrorIs(t, err, c.err)
+				}
+				evs := rec.events()
+				assert.Equal(t, session.TurnSettled{Err: err, ErrorClass: c.class}, evs[len(evs)-1])
+			})
+		})
+	}
+}

@@ -97,9 +97,10 @@ type (
 		Event transitions.Event `json:"event"`
 	}
 	turnSettled struct {
-		Success bool   `json:"success"`
-		Error   string `json:"error,omitempty"`
-		Code    string `json:"code,omitempty"`
+		Success    bool      `json:"success"`
+		Error      string    `json:"error,omitempty"`
+		Code       string    `json:"code,omitempty"`
+		ErrorClass wireClass `json:"errorClass,omitempty"`
 	}
 	eventsDropped struct {
 		Count int `json:"count"`
@@ -185,7 +186,7 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 	case session.StateChange:
 		body = stateChange(e)
 	case session.TurnSettled:
-		w := turnSettled{Success: e.Err == nil}
+		w := turnSettled{Success: e.Err == nil, ErrorClass: wireClass(e.ErrorClass)}
 		if e.Err != nil {
 			w.Error, w.Code = e.Err.Error(), ErrorCode(e.Err)
 		}
@@ -274,7 +275,7 @@ func (e Event) Value() (session.Event, error) {
 	case "turn_settled":
 		var w turnSettled
 		decode(&w)
-		ev = session.TurnSettled{Err: w.err()}
+		ev = session.TurnSettled{Err: w.err(), ErrorClass: classify.Class(w.ErrorClass)}
 	case "events_dropped":
 		var w eventsDropped
 		decode(&w)

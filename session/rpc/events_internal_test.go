@@ -74,6 +74,13 @@ func TestEventWireForms(t *testing.T) {
 	b, err = marshalEvent(session.TurnSettled{Err: errors.New("session: aborted")})
 	require.NoError(t, err)
 	assert.Equal(t, `{"type":"turn_settled","success":false,"error":"session: aborted"}`, string(b))
+	// With the class of the provider's error that failed it.
+	b, err = marshalEvent(session.TurnSettled{Err: fmt.Errorf("%w: 400 bad request", session.ErrProvider), ErrorClass: classify.Fatal})
+	require.NoError(t, err)
+	assert.Equal(t, `{"type":"turn_settled","success":false,"error":"session: provider error: 400 bad request","code":"provider","errorClass":"fatal"}`, string(b))
+	back, err := Event{Type: "turn_settled", Raw: b}.Value()
+	require.NoError(t, err)
+	assert.Equal(t, classify.Fatal, back.(session.TurnSettled).ErrorClass)
 
 	// A compaction's result goes without its reason, with the summarizer's
 	// details.
@@ -81,7 +88,7 @@ func TestEventWireForms(t *testing.T) {
 	b, err = marshalEvent(session.AutoCompactionEnd{Result: &res, WillRetry: true})
 	require.NoError(t, err)
 	assert.Equal(t, `{"type":"auto_compaction_end","result":{"summary":"s","firstKeptEntryId":"m-3","tokensBefore":9,"details":{"n":1}},"aborted":false,"willRetry":true}`, string(b))
-	back, err := Event{Type: "auto_compaction_end", Raw: b}.Value()
+	back, err = Event{Type: "auto_compaction_end", Raw: b}.Value()
 	require.NoError(t, err)
 	res.Reason = ""
 	assert.Equal(t, session.AutoCompactionEnd{Result: &res, WillRetry: true}, back)
