@@ -44,6 +44,7 @@ var layers = map[string]int{
 	"internal/providertest": 5,
 	"props":                 6,
 	"session/eventlog":      6,
+	"session/otelsession":   6,
 	"providers/openai":      6,
 	"cmd/agentfsm/view":     6,
 	"providers/anthropic":   6,
