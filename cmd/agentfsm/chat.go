@@ -21,7 +21,7 @@ var errInterrupted = errors.New("interrupted")
 
 func runChat(args []string, env *environment) int {
 	fs := newFlagSet("chat", "agentfsm chat --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N] "+
-		"[--settings FILE] [--history FILE] [--events] [PROMPT...]\n\n"+
+		"[--settings FILE] [--history FILE] [--events] [--log-level LEVEL] [PROMPT...]\n\n"+
 		"With a prompt in the arguments (after the flags), runs one turn and prints the answer.\n"+
 		"Without one, each line of stdin is a prompt of one conversation, answered in turn;\n"+
 		"on a terminal, an interactive chat.")
@@ -30,6 +30,7 @@ func runChat(args []string, env *environment) int {
 	historyPath := fs.String("history", "", "keep the conversation in this JSON-lines `file`, resuming what it holds")
 	events := fs.Bool("events", false, "write every session event to stderr as a JSON line (the RPC wire form)")
 	summarizer := fs.String("summarizer", "digest", "how a compaction summarizes: `digest` (local, no model) or model (asks the model)")
+	tel := addTelemetryFlags(fs)
 	if code := fs.parseArgs(args, env); code >= 0 {
 		return code
 	}
@@ -37,6 +38,10 @@ func runChat(args []string, env *environment) int {
 		fmt.Fprintf(env.stderr, "agentfsm chat: "+format+"\n", a...)
 		return code
 	}
+	if err := tel.start(env, "agentfsm"); err != nil {
+		return fail(2, "%v", err)
+	}
+	defer tel.shutdown()
 	agent, model, err := be.agent(env.lookupEnv)
 	if err != nil {
 		return fail(2, "%v", err)
@@ -58,6 +63,9 @@ func runChat(args []string, env *environment) int {
 		if !interactive(env) {
 			return fail(2, "give a prompt after the flags, or prompts on stdin, one a line (the interactive chat needs stdout on the terminal too)")
 		}
+		if tel.logsTo(env.stderr) {
+			return fail(2, "--log-level writes to stderr, the terminal the interactive chat draws on: send it elsewhere (2>FILE)")
+		}
 		tui = true
 	default:
 		prompts = linePrompts(env.stdin)
@@ -78,11 +86,12 @@ func runChat(args []string, env *environment) int {
 		defer h.Close()
 		opts = append(opts, session.WithHistory(h))
 	}
-	s, err := session.New(agent, opts...)
+	s, err := session.New(agent, append(opts, tel.options()...)...)
 	if err != nil {
 		return fail(2, "%v", err)
 	}
 	defer s.Close()
+	tel.attach(s)
 	if *events {
 		s.Subscribe(func(ev session.Event) {
 			if b, err := rpc.MarshalEvent(ev); err == nil {

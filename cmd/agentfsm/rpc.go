@@ -14,11 +14,12 @@ import (
 )
 
 func runRPC(args []string, env *environment) int {
-	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE | --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N]] [--settings FILE]")
+	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE | --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N]] [--settings FILE] [--log-level LEVEL]")
 	scriptPath := fs.String("script", "", "the scripted agent's `file` (default: every call succeeds)")
 	be := addBackendFlags(fs, false)
 	settingsPath := fs.String("settings", "", "a settings `file`: {\"retry\":{…},\"compaction\":{…}}")
 	mode := fs.String("mode", "rpc", "accepted for compatibility with the reference agent; only rpc")
+	tel := addTelemetryFlags(fs)
 	if code := fs.parse(args, env); code >= 0 {
 		return code
 	}
@@ -64,13 +65,20 @@ func runRPC(args []string, env *environment) int {
 		fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
 		return 2
 	}
+	if err := tel.start(env, "agentfsm"); err != nil {
+		fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
+		return 2
+	}
+	defer tel.shutdown()
 	logger := slog.New(slog.NewTextHandler(env.stderr, nil))
-	s, err := session.New(agent, session.WithModel(model), session.WithConfig(cfg), session.WithLogger(logger))
+	opts := append([]session.Option{session.WithModel(model), session.WithConfig(cfg), session.WithLogger(logger)}, tel.options()...)
+	s, err := session.New(agent, opts...)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
 		return 2
 	}
 	defer s.Close()
+	tel.attach(s)
 	// SIGINT or SIGTERM ends the server as the end of stdin does: the turn
 	// in flight is aborted and its events go out. A second signal kills.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
