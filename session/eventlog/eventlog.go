@@ -59,9 +59,12 @@ func WithContent() Option { return func(lg *logger) { lg.content = true } }
 // Subscribe logs every event of s to l, from now on, until the returned
 // function is called. Each line's message is the event's wire type
 // (rpc.EventType: "auto_retry_start", ...) and every line has s's ID as
-// KeySession. It is an ordinary subscriber (Session.Subscribe): it logs on
+// KeySession; a nil l is slog.Default(). It is an ordinary subscriber (Session.Subscribe): it logs on
 // a goroutine of its own, in order, and a slow handler delays only it.
 func Subscribe(s *session.Session, l *slog.Logger, opts ...Option) (unsubscribe func()) {
+	if l == nil {
+		l = slog.Default()
+	}
 	lg := &logger{l: l.With(KeySession, s.ID())}
 	for _, o := range opts {
 		o(lg)

@@ -245,3 +245,18 @@ func TestUnsubscribe(t *testing.T) {
 		assert.Len(t, lines(t, out), n)
 	})
 }
+
+// TestNilLoggerIsTheDefault: a nil logger logs to slog.Default() instead
+// of panicking.
+func TestNilLoggerIsTheDefault(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, out := logger(slog.LevelInfo)
+		prev := slog.Default()
+		slog.SetDefault(l)
+		defer slog.SetDefault(prev)
+		s := newSession(t, []scripted.Call{ok("a")})
+		defer eventlog.Subscribe(s, nil)()
+		require.NoError(t, s.Prompt(context.Background(), "one"))
+		assert.Equal(t, []string{"INFO turn_settled turn.outcome=success"}, lines(t, out))
+	})
+}

@@ -66,7 +66,8 @@ const (
 )
 
 // Observer is a session.Observer that makes spans and metrics. One
-// Observer can serve any number of sessions at once.
+// Observer can serve any number of sessions at once, once each; several
+// Observers (with other providers) can serve one session.
 type Observer struct {
 	tracer trace.Tracer
 
@@ -87,16 +88,24 @@ type options struct {
 	mp metric.MeterProvider
 }
 
-// WithTracerProvider sets where the spans go; the default is the global
-// TracerProvider (otel.GetTracerProvider).
+// WithTracerProvider sets where the spans go; the default (also for nil)
+// is the global TracerProvider (otel.GetTracerProvider).
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(o *options) { o.tp = tp }
+	return func(o *options) {
+		if tp != nil {
+			o.tp = tp
+		}
+	}
 }
 
-// WithMeterProvider sets where the metrics go; the default is the global
-// MeterProvider (otel.GetMeterProvider).
+// WithMeterProvider sets where the metrics go; the default (also for nil)
+// is the global MeterProvider (otel.GetMeterProvider).
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(o *options) { o.mp = mp }
+	return func(o *options) {
+		if mp != nil {
+			o.mp = mp
+		}
+	}
 }
 
 // New returns an Observer. An instrument the meter cannot make is reported
@@ -182,10 +191,10 @@ type compaction struct {
 	reason session.CompactionReason
 }
 
-type turnKey struct{}
-
-func turnOf(ctx context.Context) *turn {
-	t, _ := ctx.Value(turnKey{}).(*turn)
+// turnOf returns o's turn that ctx belongs to. The context's key is o
+// itself, so that other Observers on the same session keep their own.
+func (o *Observer) turnOf(ctx context.Context) *turn {
+	t, _ := ctx.Value(o).(*turn)
 	return t
 }
 
@@ -194,13 +203,13 @@ func (o *Observer) StartTurn(ctx context.Context, sessionID string, model sessio
 	t := &turn{session: sessionID, model: model}
 	ctx, t.span = o.tracer.Start(ctx, SpanTurn, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(append(modelAttrs(model.Provider, model.ID), KeyConversation.String(sessionID))...))
-	return context.WithValue(ctx, turnKey{}, t)
+	return context.WithValue(ctx, o, t)
 }
 
 // StartRun starts the run's span, a child of the turn's; the agent runs in
 // its context, so a traced client's spans are the run's children.
 func (o *Observer) StartRun(ctx context.Context, req session.RunRequest) (context.Context, func(error)) {
-	t := turnOf(ctx)
+	t := o.turnOf(ctx)
 	if t == nil {
 		return ctx, nil
 	}
@@ -225,7 +234,7 @@ func (o *Observer) StartRun(ctx context.Context, req session.RunRequest) (contex
 
 // Observe turns ev into span changes and metric points.
 func (o *Observer) Observe(ctx context.Context, ev session.Event) {
-	t := turnOf(ctx)
+	t := o.turnOf(ctx)
 	if t != nil && t.finished {
 		t = nil
 	}

@@ -347,3 +347,30 @@ func TestOneObserverManySessions(t *testing.T) {
 		require.NoError(t, mp.Shutdown(context.Background()))
 	})
 }
+
+// TestTwoObserversOnOneSession: two Observers with providers of their own
+// each make the whole trace, and neither touches the other's spans.
+func TestTwoObserversOnOneSession(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var exporters [2]*tracetest.InMemoryExporter
+		var opts []session.Option
+		for i := range exporters {
+			exporters[i] = tracetest.NewInMemoryExporter()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporters[i]))
+			defer tp.Shutdown(context.Background())
+			opts = append(opts, session.WithObserver(otelsession.New(otelsession.WithTracerProvider(tp), otelsession.WithMeterProvider(nil))))
+		}
+		agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{fail("503"), ok("done")}})
+		s, err := session.New(agent, append(opts, session.WithModel(scripted.DefaultModel))...)
+		require.NoError(t, err)
+		defer s.Close()
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		for i, e := range exporters {
+			var names []string
+			for _, sp := range e.GetSpans() {
+				names = append(names, sp.Name)
+			}
+			assert.Equal(t, []string{"agentfsm.run", "agentfsm.backoff", "agentfsm.run", "agentfsm.turn"}, names, "observer %d", i)
+		}
+	})
+}
