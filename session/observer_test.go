@@ -248,3 +248,48 @@ func TestObserverSeesAResumedTurn(t *testing.T) {
 		assert.Contains(t, obs.lines(), "turn caller=D session=test-session model=scripted/scripted-1 deadline=false done=false")
 	})
 }
+
+// gettersObserver reads the session's getters from inside every call, as
+// the Observer contract allows.
+type gettersObserver struct {
+	s    *session.Session
+	mu   sync.Mutex
+	seen []string
+}
+
+func (g *gettersObserver) note() {
+	st := g.s.Status()
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.seen = append(g.seen, fmt.Sprintf("%s %s %s %d", g.s.ID(), g.s.Model().ID, st.State, g.s.RetryAttempt()))
+}
+
+func (g *gettersObserver) StartTurn(ctx context.Context, _ string, _ session.Model) context.Context {
+	g.note()
+	return ctx
+}
+
+func (g *gettersObserver) StartRun(ctx context.Context, _ session.RunRequest) (context.Context, func(error)) {
+	g.note()
+	return ctx, func(error) { g.note() }
+}
+
+func (g *gettersObserver) Observe(context.Context, session.Event) { g.note() }
+
+// TestObserverMayReadTheGetters: an observer that reads ID, Model and the
+// Status getters from inside its calls does not hold the session up.
+func TestObserverMayReadTheGetters(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		g := &gettersObserver{}
+		agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{fail(service503), ok("done")}})
+		s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithSessionID("g"), session.WithObserver(g))
+		require.NoError(t, err)
+		g.s = s
+		defer s.Close()
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		g.mu.Lock()
+		defer g.mu.Unlock()
+		assert.Contains(t, g.seen, "g scripted-1 backoff 1", "the status the retry's event comes with")
+		assert.Equal(t, "g scripted-1 idle 0", g.seen[len(g.seen)-1])
+	})
+}
