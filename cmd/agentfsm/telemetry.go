@@ -45,6 +45,16 @@ func addTelemetryFlags(fs flagSet) *telemetry {
 		"log the session's events on stderr at this `level` and above: off, error, warn, info, debug or trace")}
 }
 
+// traceLevel names eventlog.LevelTrace TRACE, not DEBUG-4.
+func traceLevel(groups []string, a slog.Attr) slog.Attr {
+	if a.Key == slog.LevelKey && len(groups) == 0 {
+		if l, ok := a.Value.Any().(slog.Level); ok && l == eventlog.LevelTrace {
+			a.Value = slog.StringValue("TRACE")
+		}
+	}
+	return a
+}
+
 // otlpEndpoints are the variables that turn the export on.
 var otlpEndpoints = []string{"OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_METRICS_ENDPOINT"}
 
@@ -57,7 +67,7 @@ func (t *telemetry) start(env *environment, service string) error {
 		if !ok {
 			return fmt.Errorf("--log-level %q: want off, error, warn, info, debug or trace", *t.level)
 		}
-		t.logger = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level}))
+		t.logger = slog.New(slog.NewTextHandler(env.stderr, &slog.HandlerOptions{Level: level, ReplaceAttr: traceLevel}))
 	}
 	if !exportWanted(os.LookupEnv) {
 		return nil

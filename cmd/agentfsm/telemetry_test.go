@@ -2,7 +2,9 @@ package main
 
 import (
 	"compress/gzip"
+	"context"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -17,6 +19,7 @@ import (
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/agentfsm/agentfsm/session/eventlog"
 	"github.com/agentfsm/agentfsm/session/rpc"
 )
 
@@ -257,4 +260,14 @@ func TestExportWanted(t *testing.T) {
 		assert.True(t, exportWanted(env(map[string]string{name: "http://collector:4318"})), name)
 		assert.False(t, exportWanted(env(map[string]string{name: "http://collector:4318", "OTEL_SDK_DISABLED": "TRUE"})), name)
 	}
+}
+
+// TestTraceLevelName: the finest level reads TRACE.
+func TestTraceLevelName(t *testing.T) {
+	var out strings.Builder
+	l := slog.New(slog.NewTextHandler(&out, &slog.HandlerOptions{Level: eventlog.LevelTrace, ReplaceAttr: traceLevel}))
+	l.Log(context.Background(), eventlog.LevelTrace, "message_update")
+	l.Debug("state_change")
+	assert.Contains(t, out.String(), "level=TRACE msg=message_update")
+	assert.Contains(t, out.String(), "level=DEBUG msg=state_change")
 }

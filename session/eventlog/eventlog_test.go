@@ -260,3 +260,52 @@ func TestNilLoggerIsTheDefault(t *testing.T) {
 		assert.Equal(t, []string{"INFO turn_settled turn.outcome=success"}, lines(t, out))
 	})
 }
+
+// streamer is an agent whose answer streams in two fragments.
+type streamer struct{}
+
+func (streamer) Run(_ context.Context, req session.RunRequest, emit func(session.Event)) error {
+	m := session.Message{ID: "a1", Role: session.RoleAssistant, StopReason: "stop", Content: session.TextContent("Hello")}
+	emit(session.AgentStart{})
+	emit(session.MessageStart{Message: session.Message{ID: "a1", Role: session.RoleAssistant}})
+	emit(session.MessageUpdate{Delta: session.Delta{Kind: "text", Text: "Hel"}})
+	emit(session.MessageUpdate{Delta: session.Delta{Kind: "text", Text: "lo"}})
+	emit(session.MessageEnd{Message: m})
+	emit(session.AgentEnd{Messages: []session.Message{m}})
+	return nil
+}
+
+// TestDeltasAtTraceLevel: a streamed fragment is a trace line, below
+// debug, with its text only when content is asked for.
+func TestDeltasAtTraceLevel(t *testing.T) {
+	for _, level := range []slog.Level{slog.LevelDebug, eventlog.LevelTrace} {
+		for _, content := range []bool{false, true} {
+			synctest.Test(t, func(t *testing.T) {
+				l, out := logger(level)
+				s, err := session.New(streamer{}, session.WithSessionID("s1"))
+				require.NoError(t, err)
+				defer s.Close()
+				var opts []eventlog.Option
+				if content {
+					opts = append(opts, eventlog.WithContent())
+				}
+				defer eventlog.Subscribe(s, l, opts...)()
+				require.NoError(t, s.Prompt(context.Background(), "hi"))
+				var deltas []string
+				for _, line := range lines(t, out) {
+					if strings.Contains(line, "message_update") {
+						deltas = append(deltas, line)
+					}
+				}
+				switch {
+				case level == slog.LevelDebug:
+					assert.Empty(t, deltas, "debug leaves the fragments out")
+				case content:
+					assert.Equal(t, []string{"DEBUG-4 message_update delta.index=0 delta.kind=text delta.text=Hel", "DEBUG-4 message_update delta.index=0 delta.kind=text delta.text=lo"}, deltas)
+				default:
+					assert.Equal(t, []string{"DEBUG-4 message_update delta.index=0 delta.kind=text", "DEBUG-4 message_update delta.index=0 delta.kind=text"}, deltas)
+				}
+			})
+		}
+	}
+}

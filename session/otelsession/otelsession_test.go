@@ -2,6 +2,7 @@ package otelsession_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"sort"
@@ -373,4 +374,57 @@ func TestTwoObserversOnOneSession(t *testing.T) {
 			assert.Equal(t, []string{"agentfsm.run", "agentfsm.backoff", "agentfsm.run", "agentfsm.turn"}, names, "observer %d", i)
 		}
 	})
+}
+
+// TestFailedAndAbortedCompactions: an overflow whose compaction fails ends
+// the compaction span in error and the turn as overflow; one aborted
+// during its compaction ends it as aborted, and the turn as aborted.
+func TestFailedAndAbortedCompactions(t *testing.T) {
+	const tooLong = "prompt is too long: 213462 tokens > 200000 maximum"
+	cfg := session.DefaultConfig()
+	cfg.Compaction.KeepRecentTokens = 5
+	failing := summarizer(func(ctx context.Context) (session.Summary, error) {
+		return session.Summary{}, errors.New("model unavailable")
+	})
+	blocking := summarizer(func(ctx context.Context) (session.Summary, error) {
+		<-ctx.Done()
+		return session.Summary{}, context.Cause(ctx)
+	})
+	t.Run("failed", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, []scripted.Call{ok("first answer"), fail(tooLong)}, session.WithConfig(cfg), session.WithSummarizer(failing))
+			require.NoError(t, r.s.Prompt(context.Background(), "first question, long enough to matter"))
+			r.spans.Reset()
+			require.ErrorIs(t, r.prompt("second"), session.ErrOverflow)
+			lines := r.spanLines()
+			require.Len(t, lines, 4)
+			assert.Equal(t, sorted("agentfsm.compaction <agentfsm.turn> @0s+0s Error(Context overflow recovery failed: model unavailable) {agentfsm.compaction.outcome=failed agentfsm.compaction.reason=overflow agentfsm.compaction.will_retry=false}")[0], lines[3])
+			assert.Contains(t, lines[1], "agentfsm.turn.outcome=overflow")
+			assert.Contains(t, lines[1], "error.type=overflow")
+			assert.Contains(t, r.metricLines(), sorted("agentfsm.compactions{agentfsm.compaction.outcome=failed agentfsm.compaction.reason=overflow} = 1")[0])
+		})
+	})
+	t.Run("aborted", func(t *testing.T) {
+		synctest.Test(t, func(t *testing.T) {
+			r := newRig(t, []scripted.Call{ok("first answer"), fail(tooLong)}, session.WithConfig(cfg), session.WithSummarizer(blocking))
+			require.NoError(t, r.s.Prompt(context.Background(), "first question, long enough to matter"))
+			r.spans.Reset()
+			done := make(chan error, 1)
+			go func() { done <- r.prompt("second") }()
+			time.Sleep(time.Second)
+			r.s.Abort()
+			require.ErrorIs(t, <-done, session.ErrAborted)
+			lines := r.spanLines()
+			require.Len(t, lines, 4)
+			assert.Equal(t, sorted("agentfsm.compaction <agentfsm.turn> @0s+1s {agentfsm.compaction.outcome=aborted agentfsm.compaction.reason=overflow agentfsm.compaction.will_retry=false}")[0], lines[3])
+			assert.Contains(t, lines[1], "agentfsm.turn.outcome=aborted")
+			assert.Contains(t, r.metricLines(), sorted("agentfsm.compactions{agentfsm.compaction.outcome=aborted agentfsm.compaction.reason=overflow} = 1")[0])
+		})
+	})
+}
+
+type summarizer func(ctx context.Context) (session.Summary, error)
+
+func (f summarizer) Summarize(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
+	return f(ctx)
 }
