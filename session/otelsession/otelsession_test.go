@@ -7,6 +7,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -427,4 +428,72 @@ type summarizer func(ctx context.Context) (session.Summary, error)
 
 func (f summarizer) Summarize(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
 	return f(ctx)
+}
+
+// counter counts the spans started and ended.
+type counter struct {
+	mu           sync.Mutex
+	started, end int
+}
+
+func (c *counter) OnStart(context.Context, sdktrace.ReadWriteSpan) {
+	c.mu.Lock()
+	c.started++
+	c.mu.Unlock()
+}
+func (c *counter) OnEnd(sdktrace.ReadOnlySpan)      { c.mu.Lock(); c.end++; c.mu.Unlock() }
+func (c *counter) Shutdown(context.Context) error   { return nil }
+func (c *counter) ForceFlush(context.Context) error { return nil }
+
+// TestAbortAtAnyPointEndsEverySpan: a turn with a retry, a compaction and
+// slow calls, aborted after 0, 100, 200, ... ms: whenever the abort lands
+// (in a run, a wait, a compaction, or after the turn), every span started
+// is ended by the time Prompt returns, under its turn.
+func TestAbortAtAnyPointEndsEverySpan(t *testing.T) {
+	const tooLong = "prompt is too long: 213462 tokens > 200000 maximum"
+	cfg := session.DefaultConfig()
+	cfg.Compaction.KeepRecentTokens = 5
+	cfg.Retry.BaseDelayMs = 500
+	slowSummary := summarizer(func(ctx context.Context) (session.Summary, error) {
+		select {
+		case <-time.After(300 * time.Millisecond):
+			return session.Summary{Text: "summary"}, nil
+		case <-ctx.Done():
+			return session.Summary{}, context.Cause(ctx)
+		}
+	})
+	slowly := func(c scripted.Call) scripted.Call { c.LatencyMs = 200; return c }
+	for at := time.Duration(0); at <= 2*time.Second; at += 100 * time.Millisecond {
+		synctest.Test(t, func(t *testing.T) {
+			count := &counter{}
+			spans := tracetest.NewInMemoryExporter()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(count), sdktrace.WithSyncer(spans))
+			defer tp.Shutdown(context.Background())
+			agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{
+				ok("first answer"), slowly(fail("503")), slowly(fail(tooLong)), slowly(ok("recovered")),
+			}})
+			s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithConfig(cfg), session.WithSummarizer(slowSummary),
+				session.WithObserver(otelsession.New(otelsession.WithTracerProvider(tp))))
+			require.NoError(t, err)
+			defer s.Close()
+			require.NoError(t, s.Prompt(context.Background(), "first question, long enough to matter"))
+			done := make(chan error, 1)
+			go func() { done <- s.Prompt(context.Background(), "second") }()
+			time.Sleep(at)
+			s.Abort()
+			<-done
+			count.mu.Lock()
+			defer count.mu.Unlock()
+			assert.Equal(t, count.started, count.end, "abort at %v: every span ended", at)
+			turns := 0
+			for _, sp := range spans.GetSpans() {
+				if sp.Name == otelsession.SpanTurn {
+					turns++
+				} else {
+					assert.True(t, sp.Parent.IsValid(), "abort at %v: %s has its turn", at, sp.Name)
+				}
+			}
+			assert.Equal(t, 2, turns, "abort at %v", at)
+		})
+	}
 }
