@@ -17,7 +17,7 @@ const module = "github.com/agentfsm/agentfsm"
 // and coreDeps.
 var core = map[string]bool{
 	"classify": true, "states": true, "transitions": true, "fsm": true, "policy": true,
-	"session": true, "session/rpc": true, "internal/lines": true,
+	"session": true, "session/rpc": true, "internal/lines": true, "session/eventlog": true,
 }
 
 var coreDeps = map[string]bool{"github.com/looplab/fsm": true}
@@ -43,6 +43,8 @@ var layers = map[string]int{
 	"session/rpc":           5,
 	"internal/providertest": 5,
 	"props":                 6,
+	"session/eventlog":      6,
+	"session/otelsession":   6,
 	"providers/openai":      6,
 	"cmd/agentfsm/view":     6,
 	"providers/anthropic":   6,

@@ -17,6 +17,16 @@ type verdict struct {
 	switched bool
 }
 
+// class is the class the decision acts on, as the events report it:
+// UsageLimit for an error that takes the usage-limit branch, also one the
+// seed rules class as Retryable.
+func (v verdict) class() classify.Class {
+	if v.UsageLimit {
+		return classify.UsageLimit
+	}
+	return v.Class
+}
+
 // pending is a decision waiting for the credential store's answer to a
 // usage limit.
 type pending struct {
@@ -106,7 +116,7 @@ func (e *Engine) apply(at time.Time, m *Message, f transitions.Facts, v verdict,
 	// is seen to leave classifying, so the counter is 0 by the time it is
 	// idle.
 	if tr.Event != transitions.Retry && tr.Event != transitions.Exhaust {
-		e.endChain(text)
+		e.endChain(text, RetryFailed, v.class())
 	}
 	e.emit(stateChangeEvent(tr))
 	switch tr.Event {
@@ -114,8 +124,8 @@ func (e *Engine) apply(at time.Time, m *Message, f transitions.Facts, v verdict,
 		e.beginRetry(at, m, v, draw)
 	case transitions.Exhaust:
 		attempts := e.attempt
-		e.endChain(text)
-		e.failTurn(&ExhaustedError{Attempts: attempts, Last: text, Err: m.Err})
+		e.endChain(text, RetryExhausted, v.class())
+		e.failTurnOn(&ExhaustedError{Attempts: attempts, Last: text, Err: m.Err}, v.class())
 		e.passThrough()
 	case transitions.Overflow:
 		// The check before a prompt compacts an old overflow without
@@ -131,24 +141,25 @@ func (e *Engine) apply(at time.Time, m *Message, f transitions.Facts, v verdict,
 		const refused = "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."
 		e.emit(AutoCompactionStart{Reason: ReasonOverflow})
 		e.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: refused})
-		e.failTurn(providerError(ErrOverflow, overflowText(m), m.Err))
+		e.failTurnOn(providerError(ErrOverflow, overflowText(m), m.Err), v.class())
 	case transitions.Unrecovered:
-		e.failTurn(providerError(ErrOverflow, overflowText(m), m.Err))
+		e.failTurnOn(providerError(ErrOverflow, overflowText(m), m.Err), v.class())
 	case transitions.Settle:
 		switch {
 		case m.StopReason == classify.StopReasonAborted:
 			e.failTurn(ErrAborted)
 		case m.IsError():
-			e.failTurn(providerError(ErrProvider, m.ErrorMessage, m.Err))
+			e.failTurnOn(providerError(ErrProvider, m.ErrorMessage, m.Err), v.class())
 		}
 	}
 }
 
 // endChain ends an active chain that a run ended some other way than by a
-// retry or a success (docs/policy.md §3.5).
-func (e *Engine) endChain(finalError string) {
+// retry or a success (docs/policy.md §3.5), with the class of the error
+// that ended it.
+func (e *Engine) endChain(finalError string, outcome RetryOutcome, class classify.Class) {
 	if e.attempt > 0 {
-		e.emit(AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: finalError})
+		e.emit(AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: finalError, Outcome: outcome, ErrorClass: class})
 		e.attempt = 0
 	}
 }

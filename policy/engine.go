@@ -37,6 +37,9 @@ type Engine struct {
 	attempt int
 	// episodeCompacted marks an overflow episode already compacted once.
 	episodeCompacted bool
+	// credential is the ID of the credential the last run that returned
+	// called its provider with.
+	credential string
 
 	ctx runtimeContext
 

@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transitions"
 )
@@ -47,6 +48,25 @@ type (
 	}
 )
 
+// RetryOutcome is how a retry chain ended (AutoRetryEnd.Outcome).
+type RetryOutcome string
+
+// The outcomes of a retry chain.
+const (
+	// RetryRecovered: a retry succeeded.
+	RetryRecovered RetryOutcome = "recovered"
+	// RetryExhausted: the last allowed retry failed too, or a retry hint
+	// was longer than the cap.
+	RetryExhausted RetryOutcome = "exhausted"
+	// RetryCancelled: AbortRetry, Abort or a manual compaction ended the
+	// chain.
+	RetryCancelled RetryOutcome = "cancelled"
+	// RetryFailed: a retry ended in an error that is not retried (a fatal
+	// error, an overflow, a run that could not start), or with retries
+	// turned off.
+	RetryFailed RetryOutcome = "failed"
+)
+
 // Delta is a fragment of a message in progress.
 type Delta struct {
 	// Kind is "text", "thinking" or "toolCall" (a fragment of a tool
@@ -60,19 +80,32 @@ type Delta struct {
 
 // The session's recovery events.
 type (
-	// AutoRetryStart: a retry is scheduled after DelayMs.
+	// AutoRetryStart: a retry is scheduled after DelayMs. ErrorClass is
+	// what the classifier made of the error: UsageLimit when it takes the
+	// usage-limit branch (docs/policy.md §3.3), else Retryable;
+	// Provider and Model are the failed message's; Credential is the ID
+	// (never the secret) of the credential the failed run called its
+	// provider with, "" when the session has no credential store.
 	AutoRetryStart struct {
 		Attempt      int
 		MaxAttempts  int
 		DelayMs      int64
 		ErrorMessage string
+		ErrorClass   classify.Class
+		Provider     string
+		Model        string
+		Credential   string
 	}
 	// AutoRetryEnd: a retry chain ended; exactly one per chain. FinalError
-	// is set when it failed.
+	// is set when it failed. Outcome says how it ended; ErrorClass is the
+	// class of the error that ended a chain that failed or was exhausted,
+	// as in AutoRetryStart (None otherwise).
 	AutoRetryEnd struct {
 		Success    bool
 		Attempt    int
 		FinalError string
+		Outcome    RetryOutcome
+		ErrorClass classify.Class
 	}
 	// AutoCompactionStart: an automatic compaction began.
 	AutoCompactionStart struct {
@@ -97,9 +130,12 @@ type (
 	// retries and any overflow recovery. It is the last event of a turn,
 	// emitted just before Prompt returns. Err is why the turn failed, the
 	// error Prompt returns (it matches one of the sentinel errors); nil
-	// when the turn succeeded.
+	// when the turn succeeded. ErrorClass is the class of the error in
+	// the message that failed the turn (as in AutoRetryStart), None when
+	// the turn succeeded or failed otherwise (aborted, cancelled, ...).
 	TurnSettled struct {
-		Err error
+		Err        error
+		ErrorClass classify.Class
 	}
 	// EventsDropped: a subscriber with a bounded buffer fell behind and
 	// Count events were not delivered to it. Only that subscriber sees it.

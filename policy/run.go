@@ -37,6 +37,9 @@ type RunReturn struct {
 	// Draw is a random number in [0, 1) for the retry's jitter, should the
 	// decision schedule one.
 	Draw float64
+	// Credential is the ID of the credential the run called its provider
+	// with, "" for none: the retry it leads to names it.
+	Credential string
 }
 
 // errNoAssistantMessage is the error of a run that returned without making
@@ -123,7 +126,7 @@ func (e *Engine) onMessageEnd(r *run, m Message) {
 		e.episodeCompacted = false
 	}
 	if m.succeeded() && e.attempt > 0 && !r.aborted {
-		e.emit(AutoRetryEnd{Success: true, Attempt: e.attempt})
+		e.emit(AutoRetryEnd{Success: true, Attempt: e.attempt, Outcome: RetryRecovered})
 		e.attempt = 0
 	}
 }
@@ -138,6 +141,7 @@ func (e *Engine) RunReturned(at time.Time, id RunID, ret RunReturn) []Effect {
 		return e.end(at)
 	}
 	e.run = nil
+	e.credential = ret.Credential
 	err := ret.Err
 	switch {
 	case r.aborted:
@@ -202,7 +206,7 @@ func (e *Engine) startFailed(r *run, err error) {
 	if !r.continuation {
 		return
 	}
-	e.endChain(err.Error())
+	e.endChain(err.Error(), RetryFailed, classify.None)
 	e.step(transitions.Facts{Signal: transitions.NotStarted})
 }
 

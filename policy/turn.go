@@ -3,12 +3,16 @@ package policy
 import (
 	"time"
 
+	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
 // turn is the user's turn in flight.
 type turn struct {
 	err error
+	// class is the class of the error in the message that failed the
+	// turn, when one did.
+	class classify.Class
 	// prompt is the user's message, waiting for the check before a prompt
 	// to finish; nil once sent.
 	prompt *Message
@@ -52,6 +56,13 @@ func (e *Engine) failTurn(err error) {
 	}
 }
 
+// failTurnOn is failTurn for the error of a message of class class.
+func (e *Engine) failTurnOn(err error, class classify.Class) {
+	if t := e.turn; t != nil && t.err == nil {
+		t.err, t.class = err, class
+	}
+}
+
 // advanceTurn moves the turn on once the session is at rest: it sends the
 // prompt waiting for the check before it, or emits turn_settled and
 // FinishTurn.
@@ -65,7 +76,7 @@ func (e *Engine) advanceTurn() {
 		return
 	}
 	e.turn = nil
-	e.emit(TurnSettled{Err: t.err})
+	e.emit(TurnSettled{Err: t.err, ErrorClass: t.class})
 	e.effect(Effect{Kind: FinishTurn, Err: t.err})
 }
 

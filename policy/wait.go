@@ -23,7 +23,8 @@ func (e *Engine) beginRetry(at time.Time, m *Message, v verdict, draw float64) {
 	if v.switched {
 		delay = 0
 	}
-	e.emit(AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: delay.Milliseconds(), ErrorMessage: m.ErrorMessage})
+	e.emit(AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: delay.Milliseconds(), ErrorMessage: m.ErrorMessage,
+		ErrorClass: v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential})
 	e.removeMessage(at, m.ID)
 	e.startWait(at.Add(delay))
 }
@@ -78,7 +79,7 @@ func (e *Engine) abortRetry() {
 // cancelChain ends an active chain as cancelled.
 func (e *Engine) cancelChain() {
 	if e.attempt > 0 {
-		e.emit(AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: "Retry cancelled"})
+		e.emit(AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: "Retry cancelled", Outcome: RetryCancelled})
 		e.attempt = 0
 	}
 }

@@ -19,7 +19,10 @@ type Agent interface {
 	// reported as an assistant message with StopReason "error" and the run
 	// still ends with AgentEnd. When ctx is cancelled the run stops its
 	// model call, emits the call's message with StopReason "aborted", and
-	// ends. Run returns after emitting AgentEnd.
+	// ends. Run returns after emitting AgentEnd. ctx carries the values
+	// of the turn's context (Prompt's, and what observers added: see
+	// Observer), so a traced HTTP client's spans join the caller's trace;
+	// its cancellation is the session's own.
 	//
 	// The session does not rely on this: a run counts as started at its
 	// first assistant message (a run that returns before one could not

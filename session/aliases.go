@@ -74,6 +74,15 @@ type (
 	StateChange         = policy.StateChange
 	TurnSettled         = policy.TurnSettled
 	EventsDropped       = policy.EventsDropped
+	RetryOutcome        = policy.RetryOutcome
+)
+
+// The outcomes of a retry chain.
+const (
+	RetryRecovered = policy.RetryRecovered
+	RetryExhausted = policy.RetryExhausted
+	RetryCancelled = policy.RetryCancelled
+	RetryFailed    = policy.RetryFailed
 )
 
 // Compaction.

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/session"
 )
 
@@ -65,7 +66,7 @@ func TestTurnErrorKeepsProviderError(t *testing.T) {
 		assert.Equal(t, "session: retries exhausted after 2 attempts: 503 Service Unavailable", err.Error())
 		s.Flush()
 		evs := rec.events()
-		assert.Equal(t, session.TurnSettled{Err: err}, evs[len(evs)-1])
+		assert.Equal(t, session.TurnSettled{Err: err, ErrorClass: classify.Retryable}, evs[len(evs)-1], "the turn names the class of the error that failed it")
 
 		s.SetAutoRetryEnabled(false)
 		err = s.Prompt(context.Background(), "again")
@@ -74,6 +75,9 @@ func TestTurnErrorKeepsProviderError(t *testing.T) {
 		require.ErrorAs(t, err, &got)
 		assert.Same(t, cause, got)
 		assert.Equal(t, "session: provider error: 503 Service Unavailable", err.Error())
+		s.Flush()
+		evs = rec.events()
+		assert.Equal(t, session.TurnSettled{Err: err, ErrorClass: classify.Retryable}, evs[len(evs)-1], "settled with retries off")
 	})
 }
 

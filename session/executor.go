@@ -26,7 +26,10 @@ type executor struct {
 	compCancel context.CancelCauseFunc
 
 	// reply receives the turn's result; compact, a manual compaction's.
-	reply   chan error
+	reply chan error
+	// turnCtx is the context of the turn in flight (its values only); nil
+	// outside a turn.
+	turnCtx context.Context
 	compact func(Compaction, error)
 	// quiet are the channels of Abort's callers, closed once nothing is
 	// in flight.
@@ -52,6 +55,9 @@ func (s *Session) apply(effects []policy.Effect) {
 		ef := &effects[i]
 		switch ef.Kind {
 		case policy.Emit:
+			if len(s.observers) > 0 {
+				s.observe(ef.Event)
+			}
 			s.subs.emit(ef.Event)
 		case policy.StartRun:
 			s.startRun(ef.Run, ef.Prompt, ef.Context)
@@ -83,6 +89,7 @@ func (s *Session) apply(effects []policy.Effect) {
 			switched := s.markUsageLimit(ef.Hint)
 			feedback = append(feedback, func() []policy.Effect { return x.engine.UsageLimitAnswered(time.Now(), switched) })
 		case policy.FinishTurn:
+			x.turnCtx = nil
 			if x.reply != nil {
 				x.reply <- ef.Err
 				x.reply = nil
@@ -128,13 +135,17 @@ func (s *Session) append(entries []policy.Entry) error {
 
 // startRun starts run id on its own goroutine: the user's (prompt set) or a
 // continuation. Its events and its end come back to the loop through post.
+//
+// The run's context has the values of the turn's, and those the observers
+// add.
 func (s *Session) startRun(id policy.RunID, prompt *Message, msgs []Message) {
-	ctx, cancel := context.WithCancelCause(context.Background())
-	s.x.runID, s.x.runCancel = id, cancel
 	req := RunRequest{SessionID: s.x.engine.SessionID(), Prompt: prompt, Context: msgs, Model: s.x.engine.Model()}
 	if c, ok := s.currentCredential(); ok {
 		req.Credential = &c
 	}
+	base, end := s.startObservedRun(req)
+	ctx, cancel := context.WithCancelCause(base)
+	s.x.runID, s.x.runCancel = id, cancel
 	go func() {
 		emit := func(ev Event) { s.post(func() { s.apply(s.x.engine.RunEvent(time.Now(), id, ev)) }) }
 		ret := s.runAgent(ctx, req, emit)
@@ -144,6 +155,16 @@ func (s *Session) startRun(id policy.RunID, prompt *Message, msgs []Message) {
 				s.x.runCancel = nil // nothing left to cancel
 			}
 			ret.Draw = s.random()
+			if req.Credential != nil {
+				ret.Credential = req.Credential.ID
+			}
+			if end != nil {
+				err := ret.Err
+				if ret.Panic != nil {
+					err = fmt.Errorf("the agent panicked: %v", ret.Panic)
+				}
+				end(err)
+			}
 			s.apply(s.x.engine.RunReturned(time.Now(), id, ret))
 		})
 	}()

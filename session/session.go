@@ -34,6 +34,7 @@ type Session struct {
 	summarizer Summarizer
 	random     func() float64
 	logger     *slog.Logger
+	observers  []Observer
 	// setup and resume are what the options chose, until New has made the
 	// engine from them.
 	setup  *policy.Setup
@@ -190,11 +191,20 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
+	resumedTurn := s.resume != nil && s.resume.Turn
 	s.setup, s.resume = nil, nil
-	if len(effects) > 0 {
-		_ = s.do(func() { s.apply(effects) })
+	if len(effects) > 0 || resumedTurn {
+		// On the loop, which publishes the status: a resumed backoff's
+		// timer may fire, and the loop run, as soon as it is armed.
+		_ = s.do(func() {
+			if resumedTurn && len(s.observers) > 0 {
+				s.startTurn(context.Background())
+			}
+			s.apply(effects)
+		})
+	} else {
+		s.publish()
 	}
-	s.publish()
 	return s, nil
 }
 
@@ -247,8 +257,12 @@ func (s *Session) Flush() { s.subs.flush() }
 // A Prompt while another turn is in flight returns ErrBusy at once. When ctx
 // is done first, the turn is aborted and Prompt returns once it is quiet,
 // with an error matching ErrAborted and ctx's cause.
+//
+// ctx's values (never its deadline or cancellation) are the turn's: the
+// agent's runs see them, and so do the observers (WithObserver), so that
+// a span the caller started around Prompt is the parent of the turn's.
 func (s *Session) Prompt(ctx context.Context, text string) error {
-	settled, err := s.Send(text)
+	settled, err := s.send(ctx, text)
 	if err != nil {
 		return err
 	}
@@ -271,12 +285,21 @@ func (s *Session) Prompt(ctx context.Context, text string) error {
 // the whole turn has settled. It is Prompt for callers that must not block,
 // such as a server acknowledging a command.
 func (s *Session) Send(text string) (settled <-chan error, err error) {
+	return s.send(context.Background(), text)
+}
+
+// send is Send for a turn whose context has ctx's values.
+func (s *Session) send(ctx context.Context, text string) (<-chan error, error) {
 	reply := make(chan error, 1)
 	var busy error
 	if err := s.do(func() {
 		effects, err := s.x.engine.Prompt(time.Now(), text)
 		if busy = err; err == nil {
 			s.x.reply = reply
+			s.x.turnCtx = context.WithoutCancel(ctx)
+			if len(s.observers) > 0 {
+				s.startTurn(ctx)
+			}
 			s.apply(effects)
 		}
 	}); err != nil {

@@ -63,3 +63,28 @@ func TestSessionRefusesUnknownSnapshot(t *testing.T) {
 	require.ErrorIs(t, err, policy.ErrSnapshot)
 	assert.ErrorContains(t, err, "version 99")
 }
+
+// A session resumed after its backoff's deadline runs the retry at once,
+// on its loop, while New returns: New must not read the engine then (it
+// did, racing the loop's first run).
+func TestResumeAfterTheDeadlineRacesNothing(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		history := &session.MemoryHistory{}
+		s, _, _ := newSession(t, []scripted.Call{fail(service503)}, session.WithHistory(history))
+		done := promptAsync(s, "hi")
+		synctest.Wait()
+		snap, err := s.Snapshot()
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		require.ErrorIs(t, <-done, session.ErrAborted)
+		time.Sleep(3 * time.Second) // the process restarts after the deadline
+
+		agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{ok("done")}})
+		r, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithHistory(history), session.WithSnapshot(snap))
+		require.NoError(t, err)
+		defer r.Close()
+		synctest.Wait()
+		assert.Equal(t, states.Idle, r.State())
+		assert.Equal(t, 0, r.RetryAttempt())
+	})
+}

@@ -220,7 +220,7 @@ func TestRPCBinaryRetryOffAndAbortRetry(t *testing.T) {
 			end = v.(session.AutoRetryEnd)
 		}
 	}
-	assert.Equal(t, session.AutoRetryEnd{Success: false, Attempt: 1, FinalError: "Retry cancelled"}, end)
+	assert.Equal(t, session.AutoRetryEnd{Success: false, Attempt: 1, FinalError: "Retry cancelled", Outcome: session.RetryCancelled}, end)
 }
 
 // TestRPCBinaryBadInput drives the binary over raw pipes with bad lines and

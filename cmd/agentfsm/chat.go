@@ -22,7 +22,7 @@ var errInterrupted = errors.New("interrupted")
 
 func runChat(args []string, env *environment) int {
 	fs := newFlagSet("chat", "agentfsm chat --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N] "+
-		"[--settings FILE] [--history FILE] [--events] [--tools] [--timeout DURATION] [PROMPT...]\n\n"+
+		"[--settings FILE] [--history FILE] [--events] [--tools] [--timeout DURATION] [--log-level LEVEL] [PROMPT...]\n\n"+
 		"With a prompt in the arguments (after the flags), runs one turn and prints the answer.\n"+
 		"Without one, each line of stdin is a prompt of one conversation, answered in turn;\n"+
 		"on a terminal, an interactive chat.\n\n"+
@@ -35,6 +35,7 @@ func runChat(args []string, env *environment) int {
 	summarizer := fs.String("summarizer", "digest", "how a compaction summarizes: `digest` (local, no model) or model (asks the model)")
 	withTools := fs.Bool("tools", false, "let the model read files and list directories under the working directory (read-only; a path outside it is refused)")
 	timeout := fs.Duration("timeout", 0, "end a turn that takes longer than this `duration` (such as 90s or 5m), retries included; 0: no limit")
+	tel := addTelemetryFlags(fs)
 	if code := fs.parseArgs(args, env); code >= 0 {
 		return code
 	}
@@ -45,6 +46,10 @@ func runChat(args []string, env *environment) int {
 	if *timeout < 0 {
 		return fail(2, "--timeout must not be negative, got %s", *timeout)
 	}
+	if err := tel.start(env, "agentfsm"); err != nil {
+		return fail(2, "%v", err)
+	}
+	defer tel.shutdown()
 	set, err := loadSettings(*settingsPath)
 	if err != nil {
 		return fail(2, "%v", err)
@@ -79,6 +84,9 @@ func runChat(args []string, env *environment) int {
 		if !interactive(env) {
 			return fail(2, "give a prompt after the flags, or prompts on stdin, one a line (the interactive chat needs stdout on the terminal too)")
 		}
+		if tel.logsTo(env.stderr) {
+			return fail(2, "--log-level writes to stderr, the terminal the interactive chat draws on: send it elsewhere (2>FILE)")
+		}
 		tui = true
 	default:
 		prompts = linePrompts(env.stdin)
@@ -108,11 +116,12 @@ func runChat(args []string, env *environment) int {
 		defer h.Close()
 		opts = append(opts, session.WithHistory(h))
 	}
-	s, err := session.New(agent, opts...)
+	s, err := session.New(agent, append(opts, tel.options()...)...)
 	if err != nil {
 		return fail(2, "%v", err)
 	}
 	defer s.Close()
+	tel.attach(s)
 	if *events {
 		s.Subscribe(func(ev session.Event) {
 			if b, err := rpc.MarshalEvent(ev); err == nil {

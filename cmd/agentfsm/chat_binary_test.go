@@ -208,7 +208,7 @@ func TestChatBinaryRetriesWithEvents(t *testing.T) {
 			assert.Equal(t, 1, starts[0].Attempt)
 			assert.Equal(t, int64(1), starts[0].DelayMs)
 			assert.Contains(t, starts[0].ErrorMessage, map[string]string{"anthropic": "529", "openai": "503"}[api.name])
-			assert.Equal(t, &session.AutoRetryEnd{Success: true, Attempt: 2}, end)
+			assert.Equal(t, &session.AutoRetryEnd{Success: true, Attempt: 2, Outcome: session.RetryRecovered}, end)
 			assert.Equal(t, "turn_settled", evs[len(evs)-1].Type)
 			assert.NotContains(t, errOut, "test-key", "no secret in an event")
 			assert.Len(t, api.srv.Requests(), 3)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"io"
 	"testing"
 	"time"
 
@@ -20,4 +21,21 @@ func TestChatOnTerminalInNeedsTerminalOut(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Empty(t, out.String())
 	assert.Equal(t, "agentfsm chat: give a prompt after the flags, or prompts on stdin, one a line (the interactive chat needs stdout on the terminal too)\n", errOut.String())
+}
+
+// TestInteractiveChatRefusesLogsOnItsTerminal: the event log would write
+// over the interactive chat's screen; chat asks for stderr elsewhere.
+func TestInteractiveChatRefusesLogsOnItsTerminal(t *testing.T) {
+	pts := openPTY(t)
+	key := func(string) (string, bool) { return "k", true }
+	var errOut bytes.Buffer
+	stderr := io.MultiWriter(&errOut)
+	env := &environment{stdin: pts, stdout: pts, stderr: pts, now: time.Now, getenv: key}
+	tel := &telemetry{level: new(string)}
+	*tel.level = "info"
+	assert.NoError(t, tel.start(env, "agentfsm"))
+	assert.True(t, tel.logsTo(pts), "a log on the terminal")
+	assert.False(t, tel.logsTo(stderr), "a log elsewhere")
+	code := run([]string{"chat", "--provider", "anthropic", "--log-level", "info"}, env)
+	assert.Equal(t, 2, code)
 }

@@ -14,11 +14,12 @@ import (
 )
 
 func runRPC(args []string, env *environment) int {
-	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE | --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N]] [--settings FILE]")
+	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE | --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N]] [--settings FILE] [--log-level LEVEL]")
 	scriptPath := fs.String("script", "", "the scripted agent's `file` (default: every call succeeds)")
 	be := addBackendFlags(fs, false)
 	settingsPath := fs.String("settings", "", settingsHelp)
 	mode := fs.String("mode", "rpc", "accepted for compatibility with the reference agent; only rpc")
+	tel := addTelemetryFlags(fs)
 	if code := fs.parse(args, env); code >= 0 {
 		return code
 	}
@@ -68,17 +69,23 @@ func runRPC(args []string, env *environment) int {
 		fmt.Fprintf(env.stderr, "agentfsm rpc: --settings: %v\n", err)
 		return 2
 	}
+	if err := tel.start(env, "agentfsm"); err != nil {
+		fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
+		return 2
+	}
+	defer tel.shutdown()
 	logger := slog.New(slog.NewTextHandler(env.stderr, nil))
 	opts := []session.Option{session.WithModel(model), session.WithConfig(set.config), session.WithLogger(logger)}
 	if creds != nil {
 		opts = append(opts, session.WithCredentials(creds))
 	}
-	s, err := session.New(agent, opts...)
+	s, err := session.New(agent, append(opts, tel.options()...)...)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
 		return 2
 	}
 	defer s.Close()
+	tel.attach(s)
 	// SIGINT or SIGTERM ends the server as the end of stdin does: the turn
 	// in flight is aborted and its events go out. A second signal kills.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 
+	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transitions"
@@ -45,8 +46,8 @@ func EventType(ev session.Event) string {
 	return ""
 }
 
-// The events' wire forms (docs/rpc.md). Each but auto_compaction_end's and
-// turn_settled's has the fields of its session event, in the same order,
+// The events' wire forms (docs/rpc.md). Each but auto_retry_start's,
+// auto_retry_end's, auto_compaction_end's and turn_settled's has the fields of its session event, in the same order,
 // so that a conversion turns one into the other; "type" is added in front.
 type (
 	messageEvent struct {
@@ -65,15 +66,21 @@ type (
 		Text  string `json:"delta"`
 	}
 	autoRetryStart struct {
-		Attempt      int    `json:"attempt"`
-		MaxAttempts  int    `json:"maxAttempts"`
-		DelayMs      int64  `json:"delayMs"`
-		ErrorMessage string `json:"errorMessage"`
+		Attempt      int       `json:"attempt"`
+		MaxAttempts  int       `json:"maxAttempts"`
+		DelayMs      int64     `json:"delayMs"`
+		ErrorMessage string    `json:"errorMessage"`
+		ErrorClass   wireClass `json:"errorClass,omitempty"`
+		Provider     string    `json:"provider,omitempty"`
+		Model        string    `json:"model,omitempty"`
+		Credential   string    `json:"credentialId,omitempty"`
 	}
 	autoRetryEnd struct {
-		Success    bool   `json:"success"`
-		Attempt    int    `json:"attempt"`
-		FinalError string `json:"finalError,omitempty"`
+		Success    bool                 `json:"success"`
+		Attempt    int                  `json:"attempt"`
+		FinalError string               `json:"finalError,omitempty"`
+		Outcome    session.RetryOutcome `json:"outcome,omitempty"`
+		ErrorClass wireClass            `json:"errorClass,omitempty"`
 	}
 	autoCompactionStart struct {
 		Reason session.CompactionReason `json:"reason"`
@@ -90,14 +97,31 @@ type (
 		Event transitions.Event `json:"event"`
 	}
 	turnSettled struct {
-		Success bool   `json:"success"`
-		Error   string `json:"error,omitempty"`
-		Code    string `json:"code,omitempty"`
+		Success    bool      `json:"success"`
+		Error      string    `json:"error,omitempty"`
+		Code       string    `json:"code,omitempty"`
+		ErrorClass wireClass `json:"errorClass,omitempty"`
 	}
 	eventsDropped struct {
 		Count int `json:"count"`
 	}
 )
+
+// wireClass is a classify.Class on the wire: its name, omitted for None. A
+// name this client does not know reads as None, so a newer server's class
+// does not make the event unreadable.
+type wireClass classify.Class
+
+func (c wireClass) MarshalText() ([]byte, error) { return classify.Class(c).MarshalText() }
+
+func (c *wireClass) UnmarshalText(b []byte) error {
+	parsed, err := classify.ParseClass(string(b))
+	if err != nil {
+		parsed = classify.None
+	}
+	*c = wireClass(parsed)
+	return nil
+}
 
 // compactionResult is a session.Compaction on the wire, in
 // auto_compaction_end and in the compact command's response: the reference
@@ -146,9 +170,10 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 		}
 		body = agentEnd(e)
 	case session.AutoRetryStart:
-		body = autoRetryStart(e)
+		body = autoRetryStart{Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, DelayMs: e.DelayMs, ErrorMessage: e.ErrorMessage,
+			ErrorClass: wireClass(e.ErrorClass), Provider: e.Provider, Model: e.Model, Credential: e.Credential}
 	case session.AutoRetryEnd:
-		body = autoRetryEnd(e)
+		body = autoRetryEnd{Success: e.Success, Attempt: e.Attempt, FinalError: e.FinalError, Outcome: e.Outcome, ErrorClass: wireClass(e.ErrorClass)}
 	case session.AutoCompactionStart:
 		body = autoCompactionStart(e)
 	case session.AutoCompactionEnd:
@@ -161,9 +186,9 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 	case session.StateChange:
 		body = stateChange(e)
 	case session.TurnSettled:
-		w := turnSettled{Success: e.Err == nil}
+		w := turnSettled{Success: e.Err == nil, ErrorClass: wireClass(e.ErrorClass)}
 		if e.Err != nil {
-			w.Error, w.Code = e.Err.Error(), errorCode(e.Err)
+			w.Error, w.Code = e.Err.Error(), ErrorCode(e.Err)
 		}
 		body = w
 	case session.EventsDropped:
@@ -224,11 +249,12 @@ func (e Event) Value() (session.Event, error) {
 	case "auto_retry_start":
 		var w autoRetryStart
 		decode(&w)
-		ev = session.AutoRetryStart(w)
+		ev = session.AutoRetryStart{Attempt: w.Attempt, MaxAttempts: w.MaxAttempts, DelayMs: w.DelayMs, ErrorMessage: w.ErrorMessage,
+			ErrorClass: classify.Class(w.ErrorClass), Provider: w.Provider, Model: w.Model, Credential: w.Credential}
 	case "auto_retry_end":
 		var w autoRetryEnd
 		decode(&w)
-		ev = session.AutoRetryEnd(w)
+		ev = session.AutoRetryEnd{Success: w.Success, Attempt: w.Attempt, FinalError: w.FinalError, Outcome: w.Outcome, ErrorClass: classify.Class(w.ErrorClass)}
 	case "auto_compaction_start":
 		var w autoCompactionStart
 		decode(&w)
@@ -249,7 +275,7 @@ func (e Event) Value() (session.Event, error) {
 	case "turn_settled":
 		var w turnSettled
 		decode(&w)
-		ev = session.TurnSettled{Err: w.err()}
+		ev = session.TurnSettled{Err: w.err(), ErrorClass: classify.Class(w.ErrorClass)}
 	case "events_dropped":
 		var w eventsDropped
 		decode(&w)
@@ -264,7 +290,7 @@ func (e Event) Value() (session.Event, error) {
 }
 
 // errorCodes are turn_settled's codes, each naming the sentinel error a
-// turn's error matches, in the order errorCode tries them at one depth: an
+// turn's error matches, in the order ErrorCode tries them at one depth: an
 // exhausted chain's error also matches ErrProvider.
 var errorCodes = []struct {
 	code string
@@ -279,10 +305,12 @@ var errorCodes = []struct {
 	{"provider", session.ErrProvider},
 }
 
-// errorCode returns the code of the sentinel error err matches nearest its
-// top, "" for none: a provider error whose own Go error happens to wrap
+// ErrorCode returns turn_settled's code for a turn's error (docs/rpc.md):
+// the code of the session's sentinel error err matches nearest its top,
+// such as "exhausted" for ErrExhausted; "" for nil and for an error that
+// matches none. A provider error whose own Go error happens to wrap
 // ErrAborted is "provider".
-func errorCode(err error) string {
+func ErrorCode(err error) string {
 	for level := []error{err}; len(level) > 0; {
 		for _, c := range errorCodes {
 			for _, e := range level {

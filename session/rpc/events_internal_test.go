@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/session"
 )
 
@@ -34,9 +35,15 @@ func TestEventWireForms(t *testing.T) {
 		{session.AgentEnd{Messages: []session.Message{msg}}, `{"type":"agent_end","messages":[{"id":"a","role":"assistant","content":[],"stopReason":"stop","timestamp":5}]}`},
 		{session.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 2000, ErrorMessage: "503 Service Unavailable"},
 			`{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"503 Service Unavailable"}`},
+		{session.AutoRetryStart{Attempt: 2, MaxAttempts: 3, DelayMs: 0, ErrorMessage: "429 quota exceeded", ErrorClass: classify.UsageLimit,
+			Provider: "anthropic", Model: "claude-sonnet-4-5", Credential: "work"},
+			`{"type":"auto_retry_start","attempt":2,"maxAttempts":3,"delayMs":0,"errorMessage":"429 quota exceeded","errorClass":"usage_limit","provider":"anthropic","model":"claude-sonnet-4-5","credentialId":"work"}`},
 		{session.AutoRetryEnd{Success: true, Attempt: 1}, `{"type":"auto_retry_end","success":true,"attempt":1}`},
+		{session.AutoRetryEnd{Success: true, Attempt: 1, Outcome: session.RetryRecovered}, `{"type":"auto_retry_end","success":true,"attempt":1,"outcome":"recovered"}`},
 		{session.AutoRetryEnd{Success: false, Attempt: 3, FinalError: "503 Service Unavailable"},
 			`{"type":"auto_retry_end","success":false,"attempt":3,"finalError":"503 Service Unavailable"}`},
+		{session.AutoRetryEnd{Success: false, Attempt: 3, FinalError: "503 Service Unavailable", Outcome: session.RetryExhausted, ErrorClass: classify.Retryable},
+			`{"type":"auto_retry_end","success":false,"attempt":3,"finalError":"503 Service Unavailable","outcome":"exhausted","errorClass":"retryable"}`},
 		{session.AutoCompactionStart{Reason: session.ReasonOverflow}, `{"type":"auto_compaction_start","reason":"overflow"}`},
 		{session.AutoCompactionEnd{Result: &session.Compaction{Summary: "s", FirstKeptEntryID: "m-3", TokensBefore: 9}, WillRetry: true},
 			`{"type":"auto_compaction_end","result":{"summary":"s","firstKeptEntryId":"m-3","tokensBefore":9},"aborted":false,"willRetry":true}`},
@@ -67,6 +74,13 @@ func TestEventWireForms(t *testing.T) {
 	b, err = marshalEvent(session.TurnSettled{Err: errors.New("session: aborted")})
 	require.NoError(t, err)
 	assert.Equal(t, `{"type":"turn_settled","success":false,"error":"session: aborted"}`, string(b))
+	// With the class of the provider's error that failed it.
+	b, err = marshalEvent(session.TurnSettled{Err: fmt.Errorf("%w: 400 bad request", session.ErrProvider), ErrorClass: classify.Fatal})
+	require.NoError(t, err)
+	assert.Equal(t, `{"type":"turn_settled","success":false,"error":"session: provider error: 400 bad request","code":"provider","errorClass":"fatal"}`, string(b))
+	back, err := Event{Type: "turn_settled", Raw: b}.Value()
+	require.NoError(t, err)
+	assert.Equal(t, classify.Fatal, back.(session.TurnSettled).ErrorClass)
 
 	// A compaction's result goes without its reason, with the summarizer's
 	// details.
@@ -74,10 +88,23 @@ func TestEventWireForms(t *testing.T) {
 	b, err = marshalEvent(session.AutoCompactionEnd{Result: &res, WillRetry: true})
 	require.NoError(t, err)
 	assert.Equal(t, `{"type":"auto_compaction_end","result":{"summary":"s","firstKeptEntryId":"m-3","tokensBefore":9,"details":{"n":1}},"aborted":false,"willRetry":true}`, string(b))
-	back, err := Event{Type: "auto_compaction_end", Raw: b}.Value()
+	back, err = Event{Type: "auto_compaction_end", Raw: b}.Value()
 	require.NoError(t, err)
 	res.Reason = ""
 	assert.Equal(t, session.AutoCompactionEnd{Result: &res, WillRetry: true}, back)
+
+	// The retry events' facts are optional: a line without them (an older
+	// server's) reads back without them, and a class or an outcome this
+	// client does not know (a newer server's) does not make the line
+	// unreadable: the class reads as none, the outcome as sent.
+	back, err = Event{Type: "auto_retry_start", Raw: []byte(`{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":5,"errorMessage":"x","errorClass":"cosmic_ray"}`)}.Value()
+	require.NoError(t, err)
+	assert.Equal(t, session.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 5, ErrorMessage: "x"}, back)
+	back, err = Event{Type: "auto_retry_end", Raw: []byte(`{"type":"auto_retry_end","success":false,"attempt":1,"outcome":"vanished","errorClass":"cosmic_ray"}`)}.Value()
+	require.NoError(t, err)
+	assert.Equal(t, session.AutoRetryEnd{Attempt: 1, Outcome: "vanished"}, back)
+	_, err = marshalEvent(session.AutoRetryStart{ErrorClass: classify.Class(99)})
+	assert.ErrorContains(t, err, "classify: invalid class 99")
 
 	_, err = marshalEvent(nil)
 	assert.ErrorContains(t, err, "rpc: not a session event")

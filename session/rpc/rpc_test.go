@@ -19,6 +19,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -149,7 +150,8 @@ func TestClientRetryThenSuccess(t *testing.T) {
 				v, err := ev.Value()
 				require.NoError(t, err)
 				e := v.(session.AutoRetryStart)
-				assert.Equal(t, session.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 2000, ErrorMessage: "503 Service Unavailable"}, e)
+				assert.Equal(t, session.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 2000, ErrorMessage: "503 Service Unavailable",
+					ErrorClass: classify.Retryable, Provider: "scripted", Model: "scripted-1"}, e)
 			}
 		}
 		assert.Contains(t, strings.Join(seen, " "), "agent_end state_change state_change auto_retry_start state_change agent_start")
@@ -216,7 +218,7 @@ func TestClientAbortRetry(t *testing.T) {
 				end = v.(session.AutoRetryEnd)
 			}
 		}
-		assert.Equal(t, session.AutoRetryEnd{Success: false, Attempt: 1, FinalError: "Retry cancelled"}, end)
+		assert.Equal(t, session.AutoRetryEnd{Success: false, Attempt: 1, FinalError: "Retry cancelled", Outcome: session.RetryCancelled}, end)
 	})
 }
 

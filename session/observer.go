@@ -1,0 +1,128 @@
+package session
+
+import (
+	"context"
+	"fmt"
+)
+
+// Observer watches a session's work together with the context each part of
+// it belongs to: what a tracer needs to make a span of every turn, under the
+// span of the caller of Prompt, and of every run, under the turn's (package
+// otelsession is one). A subscriber sees the same events, but never the
+// caller's context.
+//
+// The session calls its observers on its own goroutine, one call at a time
+// and in order, before any subscriber receives the event: an observer must
+// return quickly, and must call none of the session's methods but ID,
+// Model and the getters of Status (the others wait for that goroutine, so
+// they would wait forever). An observer shared by several sessions is
+// called by each of them concurrently. A panic in an observer is recovered
+// and logged (WithLogger); the call then counts as having returned the
+// context it was given.
+type Observer interface {
+	// StartTurn is called as a turn begins, with the caller's context
+	// stripped of its deadline and cancellation: Prompt's, or
+	// context.Background() for Send and for the turn in flight of a
+	// resumed snapshot. It returns the turn's context: the turn's events
+	// are observed with it and its runs start from it.
+	StartTurn(ctx context.Context, sessionID string, model Model) context.Context
+	// StartRun is called just before the agent is called for a run, with
+	// the context of the turn it belongs to (context.Background() outside
+	// a turn) and the run's request. The agent's Run gets the context it
+	// returns, with the session's cancellation added. end is called once
+	// Run has returned, with what it returned (a panic as an error), after
+	// the run's events and before what the session does about its end;
+	// end may be nil.
+	StartRun(ctx context.Context, req RunRequest) (runCtx context.Context, end func(err error))
+	// Observe is called with every event the session emits, in order,
+	// with the context of the turn the event belongs to
+	// (context.Background() for an event outside a turn). TurnSettled is a
+	// turn's last event.
+	Observe(ctx context.Context, ev Event)
+}
+
+// WithObserver adds an observer. Given more than once, the observers are
+// called in the order given, and each StartTurn and StartRun is given the
+// context the previous observer returned.
+func WithObserver(o Observer) Option {
+	return func(s *Session) error {
+		if o == nil {
+			return fmt.Errorf("session: nil Observer")
+		}
+		s.observers = append(s.observers, o)
+		return nil
+	}
+}
+
+// startTurn begins the observed turn: the turn's context is ctx's values,
+// as the observers extend them.
+func (s *Session) startTurn(ctx context.Context) {
+	ctx = context.WithoutCancel(ctx)
+	id, model := s.x.engine.SessionID(), s.x.engine.Model()
+	for _, o := range s.observers {
+		func() {
+			defer s.recoverObserver()
+			if c := o.StartTurn(ctx, id, model); c != nil {
+				ctx = context.WithoutCancel(c)
+			}
+		}()
+	}
+	s.x.turnCtx = ctx
+}
+
+// turnContext is the context of the turn in flight, context.Background()
+// outside a turn.
+func (s *Session) turnContext() context.Context {
+	if s.x.turnCtx != nil {
+		return s.x.turnCtx
+	}
+	return context.Background()
+}
+
+// startObservedRun tells the observers that run req starts: it returns the
+// context the agent is to run in and what to call when Run has returned.
+func (s *Session) startObservedRun(req RunRequest) (context.Context, func(error)) {
+	ctx := s.turnContext()
+	if len(s.observers) == 0 {
+		return ctx, nil
+	}
+	ends := make([]func(error), 0, len(s.observers))
+	for _, o := range s.observers {
+		func() {
+			defer s.recoverObserver()
+			c, end := o.StartRun(ctx, req)
+			if c != nil {
+				ctx = context.WithoutCancel(c)
+			}
+			if end != nil {
+				ends = append(ends, end)
+			}
+		}()
+	}
+	return ctx, func(err error) {
+		for i := len(ends) - 1; i >= 0; i-- {
+			func() {
+				defer s.recoverObserver()
+				ends[i](err)
+			}()
+		}
+	}
+}
+
+// observe gives ev to the observers.
+func (s *Session) observe(ev Event) {
+	ctx := s.turnContext()
+	for _, o := range s.observers {
+		func() {
+			defer s.recoverObserver()
+			o.Observe(ctx, ev)
+		}()
+	}
+}
+
+// recoverObserver recovers and logs an observer's panic.
+func (s *Session) recoverObserver() {
+	if r := recover(); r != nil {
+		s.logPanic("observer", r)
+	}
+}
