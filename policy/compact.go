@@ -131,8 +131,8 @@ func (e *Engine) prepareCompaction(reason CompactionReason) (*compaction, bool) 
 	return &compaction{
 		id:     CompactionID(e.ticket()),
 		reason: reason,
-		cut:    cloneMessages(msgs[:at]),
-		kept:   cloneMessages(msgs[at:]),
+		cut:    e.ctx.share(0, at),
+		kept:   e.ctx.share(at, len(msgs)),
 		before: tokensBefore(msgs),
 	}, true
 }
@@ -264,7 +264,7 @@ func (e *Engine) committed(at time.Time, err error) {
 		e.compactionFailed(c, fmt.Errorf("%w: %w", ErrHistory, err))
 		return
 	}
-	e.ctx.msgs = afterCompaction(e.ctx.msgs, c.entry)
+	e.ctx.compact(c.entry, -1)
 	res := *c.entry.Compaction // a copy: the entry went to history
 	if c.manual {
 		e.effect(Effect{Kind: FinishCompact, Result: &res})

@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/agentfsm/agentfsm/fsm"
@@ -63,8 +64,18 @@ type Setup struct {
 	// limits: it then asks (MarkUsageLimit) before deciding on one.
 	Credentials bool
 	// History is the session's history so far, oldest first: the engine
-	// rebuilds its runtime context from it.
+	// rebuilds its runtime context from it. It may be the history's tail:
+	// see Before.
 	History []Entry
+	// Before is how many entries of the history precede History: 0 when
+	// History is the whole history. A driver whose history is long may
+	// hand over only its tail, from the latest compaction's first kept
+	// entry on (that compaction's position less the entries from there to
+	// it), since nothing before it can change the runtime context; the
+	// engine then counts positions from Before. IDs are then new to the
+	// tail and, for a history this version wrote, to all of it (see
+	// Entry).
+	Before int
 }
 
 // New makes an Engine, idle, from s. It fails on an invalid Config or a
@@ -76,8 +87,11 @@ func New(s Setup) (*Engine, error) {
 	if err := s.Config.Validate(); err != nil {
 		return nil, err
 	}
+	if s.Before < 0 {
+		return nil, fmt.Errorf("policy: negative Before %d", s.Before)
+	}
 	e := &Engine{id: s.SessionID, model: s.Model, cfg: s.Config, creds: s.Credentials, machine: fsm.Default()}
-	if err := e.ctx.replay(s.History); err != nil {
+	if err := e.ctx.replay(s.Before, s.History); err != nil {
 		return nil, err
 	}
 	return e, nil

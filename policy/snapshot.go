@@ -106,10 +106,12 @@ func Resume(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, []
 		return nil, nil, fmt.Errorf("%w: version %d (this version reads %d)", ErrSnapshot, snap.Version, SnapshotVersion)
 	case setup.SessionID != "" && setup.SessionID != snap.SessionID:
 		return nil, nil, fmt.Errorf("%w: it is session %q's, not %q's", ErrSnapshot, snap.SessionID, setup.SessionID)
-	case snap.History > len(setup.History):
-		return nil, nil, fmt.Errorf("%w: it counts %d history entries, the history has %d", ErrSnapshot, snap.History, len(setup.History))
-	case snap.History < len(setup.History) && snap.InFlight == "":
-		return nil, nil, fmt.Errorf("%w: the history moved on after it (%d entries, the snapshot counts %d)", ErrSnapshot, len(setup.History), snap.History)
+	case setup.Before < 0:
+		return nil, nil, fmt.Errorf("%w: negative Before %d", ErrSnapshot, setup.Before)
+	case snap.History > setup.Before+len(setup.History):
+		return nil, nil, fmt.Errorf("%w: it counts %d history entries, the history has %d", ErrSnapshot, snap.History, setup.Before+len(setup.History))
+	case snap.History < setup.Before+len(setup.History) && snap.InFlight == "":
+		return nil, nil, fmt.Errorf("%w: the history moved on after it (%d entries, the snapshot counts %d)", ErrSnapshot, setup.Before+len(setup.History), snap.History)
 	case snap.Attempt < 0:
 		return nil, nil, fmt.Errorf("%w: negative attempt %d", ErrSnapshot, snap.Attempt)
 	}

@@ -22,10 +22,22 @@ func TestMemoryHistory(t *testing.T) {
 	var h session.MemoryHistory
 	require.NoError(t, h.Append(msgEntry("a", "x")))
 	require.NoError(t, h.Append(msgEntry("b", "y")))
-	got := h.Entries()
+	got := readAll(t, &h)
 	require.Len(t, got, 2)
 	got[0].ID = "changed"
-	assert.Equal(t, "a", h.Entries()[0].ID, "Entries returns a copy")
+	assert.Equal(t, "a", readAll(t, &h)[0].ID, "Entries yields copies")
+	before, tail, err := h.Tail()
+	require.NoError(t, err)
+	assert.Equal(t, 0, before)
+	assert.Len(t, tail, 2, "without a compaction the tail is everything")
+	require.NoError(t, h.Append(msgEntry("c", "z"), session.Entry{Type: session.EntryCompaction, ID: "k", Timestamp: 2,
+		Compaction: &session.Compaction{Reason: session.ReasonManual, Summary: "s", FirstKeptEntryID: "b"}}))
+	before, tail, err = h.Tail()
+	require.NoError(t, err)
+	assert.Equal(t, 1, before, "the tail starts at the first kept entry")
+	assert.Equal(t, []string{"b", "c", "k"}, []string{tail[0].ID, tail[1].ID, tail[2].ID})
+	tail[0].ID = "changed"
+	assert.Equal(t, "b", readAll(t, &h)[1].ID, "Tail returns a copy")
 }
 
 func TestFileHistoryRoundTrip(t *testing.T) {
@@ -45,7 +57,7 @@ func TestFileHistoryRoundTrip(t *testing.T) {
 	h2, err := session.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h2.Close()
-	got := h2.Entries()
+	got := readAll(t, h2)
 	require.Len(t, got, 2)
 	assert.Equal(t, "first", got[0].Message.Text())
 	assert.Equal(t, "s", got[1].Compaction.Summary)
@@ -89,12 +101,12 @@ func TestFileHistoryCrash(t *testing.T) {
 		if cut == len(data)-1 {
 			want = 3 // the whole entry, only its newline lost
 		}
-		require.Len(t, h.Entries(), want, "cut at %d", cut)
+		require.Len(t, readAll(t, h), want, "cut at %d", cut)
 		require.NoError(t, h.Append(msgEntry("after", "after the crash")))
 		require.NoError(t, h.Close())
 		h, err = session.OpenFileHistory(path)
 		require.NoError(t, err, "cut at %d, reopened", cut)
-		got := h.Entries()
+		got := readAll(t, h)
 		require.Len(t, got, want+1, "cut at %d, reopened", cut)
 		assert.Equal(t, "after", got[want].ID)
 		require.NoError(t, h.Close())
@@ -135,7 +147,7 @@ func TestSessionOnFileHistory(t *testing.T) {
 	h, err := session.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
-	assert.Len(t, h.Entries(), 4, "the prompt, the error (kept in history), its removal and the answer")
+	assert.Len(t, readAll(t, h), 4, "the prompt, the error (kept in history), its removal and the answer")
 	s, err := session.New(scripted.New(scripted.Script{}), session.WithHistory(h))
 	require.NoError(t, err)
 	defer s.Close()
@@ -144,8 +156,9 @@ func TestSessionOnFileHistory(t *testing.T) {
 
 // TestFileHistoryCompactionFormat: a compaction entry is written as before
 // (reason, summary, firstKeptEntryId, tokensBefore), with the summarizer's
-// details when there are some; a file written before details were kept
-// opens, and details come back as JSON decodes them. Issue item 5.
+// details when there are some, and its line ends with its index; a file
+// written before details or indexes were kept opens, and details come back
+// as JSON decodes them. Issue item 5.
 func TestFileHistoryCompactionFormat(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
 	old := `{"type":"message","id":"a","timestamp":1,"message":{"id":"a","role":"user","text":"first","timestamp":1}}` + "\n" +
@@ -153,7 +166,7 @@ func TestFileHistoryCompactionFormat(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(old), 0o600))
 	h, err := session.OpenFileHistory(path)
 	require.NoError(t, err)
-	got := h.Entries()
+	got := readAll(t, h)
 	require.Len(t, got, 2)
 	assert.Equal(t, session.Compaction{Reason: session.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}, *got[1].Compaction)
 
@@ -163,13 +176,13 @@ func TestFileHistoryCompactionFormat(t *testing.T) {
 	require.NoError(t, h.Close())
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Equal(t, old+`{"type":"compaction","id":"c2","timestamp":3,"compaction":{"reason":"manual","summary":"t","firstKeptEntryId":"a","tokensBefore":9,"details":{"files":["a.go"]}}}`+"\n", string(data),
-		"written as before, details last")
+	assert.Equal(t, old+`{"type":"compaction","id":"c2","timestamp":3,"compaction":{"reason":"manual","summary":"t","firstKeptEntryId":"a","tokensBefore":9,"details":{"files":["a.go"]}},"index":2}`+"\n", string(data),
+		"written as before, details last, then the line's index")
 
 	h, err = session.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
-	got = h.Entries()
+	got = readAll(t, h)
 	require.Len(t, got, 3)
 	assert.Equal(t, map[string]any{"files": []any{"a.go"}}, got[2].Compaction.Details)
 	assert.Equal(t, *got[1].Compaction, session.Compaction{Reason: session.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}, "no details: none read")
