@@ -154,8 +154,6 @@ type FileHistory struct {
 	tailBefore int
 	// read counts the bytes read from the file.
 	read atomic.Int64
-	// buf holds the lines of an Append, reused.
-	buf bytes.Buffer
 }
 
 // historyFile is what a FileHistory reads and writes: an *os.File, or in
@@ -437,19 +435,12 @@ func (h *FileHistory) Append(entries ...Entry) error {
 	return nil
 }
 
-// maxKeptBuffer is the largest buffer an Append keeps for the next.
-const maxKeptBuffer = 1 << 20
-
-// encode writes entries as lines into h's buffer, each compaction's with
-// its index, and returns them.
+// encode writes entries as lines, each compaction's with its index.
 func (h *FileHistory) encode(entries []Entry) ([]byte, error) {
-	if h.buf.Cap() > maxKeptBuffer {
-		h.buf = bytes.Buffer{}
-	}
-	h.buf.Reset()
+	var buf bytes.Buffer
 	// Without HTML escaping: a tool call's arguments are written as they
 	// are. The encoder ends each line.
-	enc := json.NewEncoder(&h.buf)
+	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	for i, e := range entries {
 		l := fileLine{Entry: e}
@@ -461,7 +452,7 @@ func (h *FileHistory) encode(entries []Entry) ([]byte, error) {
 			return nil, fmt.Errorf("session: encoding history entry %q: %w", e.ID, err)
 		}
 	}
-	return h.buf.Bytes(), nil
+	return buf.Bytes(), nil
 }
 
 // write writes lines at the end of the file and syncs them.

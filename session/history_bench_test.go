@@ -16,7 +16,7 @@ import (
 	"github.com/agentfsm/agentfsm/session"
 )
 
-var heapTurns = flag.Int("heap-turns", 1000, "how many turns BenchmarkFileHistoryHeap measures")
+var heapTurns = flag.Int("heap-turns", 2000, "how many turns BenchmarkFileHistoryHeap measures")
 
 // BenchmarkFileHistoryAppend appends what one step of a retry records (the
 // failed message and its removal) to a FileHistory, and in the same loop
@@ -72,9 +72,13 @@ func BenchmarkFileHistoryAppend(b *testing.B) {
 }
 
 // BenchmarkFileHistoryHeap plays a session on a FileHistory whose context
-// is compacted every twenty-odd turns, until it has compacted a few
-// times, then measures how much the heap (and the goroutine stacks) grew,
-// after a collection, over -heap-turns more turns (issue item 2).
+// is compacted every twenty-odd turns, until the summary has grown to its
+// bound, then measures the heap (and the goroutine stacks) after a
+// collection on the turn of every compaction over -heap-turns more turns
+// (or a few more, up to a compaction), so that the context is at the same
+// point of its cycle each time. It reports the growth per turn as the
+// slope of the least-squares line through those measures, and as the
+// difference between the first and the last (issue item 2).
 // go test ./session -run '^$' -bench FileHistoryHeap -benchtime 1x
 func BenchmarkFileHistoryHeap(b *testing.B) {
 	for b.Loop() {
@@ -88,9 +92,10 @@ func BenchmarkFileHistoryHeap(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		var compactions atomic.Int64
+		var compactions, summary atomic.Int64
 		s.Subscribe(func(ev session.Event) {
 			if e, ok := ev.(session.AutoCompactionEnd); ok && e.Result != nil {
+				summary.Store(int64(len(e.Result.Summary)))
 				compactions.Add(1)
 			}
 		})
@@ -101,20 +106,53 @@ func BenchmarkFileHistoryHeap(b *testing.B) {
 			}
 			turn++
 		}
-		for turn < 200 || compactions.Load() < 3 {
-			play()
+		// Each measure is taken on the turn of a compaction, so that the
+		// context is at the same point of its cycle both times.
+		untilCompaction := func() {
+			s.Flush()
+			for n := compactions.Load(); ; {
+				play()
+				s.Flush()
+				if compactions.Load() > n {
+					return
+				}
+			}
 		}
-		s.Flush()
-		warm := compactions.Load()
-		before := memoryInUse()
-		for range *heapTurns {
-			play()
+		// The summary grows with each compaction up to its bound: the
+		// measures start once it is there.
+		for summary.Load() < session.DefaultDigestChars*9/10 {
+			untilCompaction()
 		}
-		s.Flush()
-		after := memoryInUse()
-		b.ReportMetric((float64(after)-float64(before))/float64(*heapTurns), "B/turn")
+		warm, from := compactions.Load(), turn
+		var at, inUse []float64
+		for {
+			at, inUse = append(at, float64(turn)), append(inUse, float64(memoryInUse()))
+			if turn >= from+*heapTurns {
+				break
+			}
+			untilCompaction()
+		}
+		n := len(at) - 1
+		b.ReportMetric(slope(at, inUse), "B/turn")
+		b.ReportMetric((inUse[n]-inUse[0])/(at[n]-at[0]), "B/turn-first-to-last")
 		b.ReportMetric(float64(compactions.Load()-warm), "compactions")
+		b.ReportMetric(at[n]-at[0], "turns")
 		s.Close()
 		h.Close()
 	}
+}
+
+// slope is the slope of the least-squares line through the points (x, y).
+func slope(x, y []float64) float64 {
+	var mx, my float64
+	for i := range x {
+		mx, my = mx+x[i], my+y[i]
+	}
+	mx, my = mx/float64(len(x)), my/float64(len(y))
+	var num, den float64
+	for i := range x {
+		num += (x[i] - mx) * (y[i] - my)
+		den += (x[i] - mx) * (x[i] - mx)
+	}
+	return num / den
 }
