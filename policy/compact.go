@@ -196,7 +196,7 @@ func (e *Engine) runCompaction(c *compaction, instructions string) {
 // whatever the error.
 func (e *Engine) Compact(at time.Time, instructions string) ([]Effect, error) {
 	e.begin()
-	if e.machine.State() == states.Backoff {
+	if e.state == states.Backoff {
 		e.abortRetry()
 		e.advanceTurn()
 	}

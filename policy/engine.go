@@ -33,6 +33,10 @@ type Engine struct {
 	cfg   Config
 	creds bool
 
+	// state is the machine's state. The machine itself is built when a
+	// step needs it, and dropped while the engine waits out a backoff
+	// (see end): a session in backoff keeps only its state.
+	state   states.State
 	machine *fsm.Machine
 	// attempt is the retry counter: 0 when no chain is active.
 	attempt int
@@ -90,7 +94,7 @@ func New(s Setup) (*Engine, error) {
 	if s.Before < 0 {
 		return nil, fmt.Errorf("policy: negative Before %d", s.Before)
 	}
-	e := &Engine{id: s.SessionID, model: s.Model, cfg: s.Config, creds: s.Credentials, machine: fsm.Default()}
+	e := &Engine{id: s.SessionID, model: s.Model, cfg: s.Config, creds: s.Credentials, state: states.Idle}
 	if err := e.ctx.replay(s.Before, s.History); err != nil {
 		return nil, err
 	}
@@ -119,7 +123,7 @@ type Status struct {
 // Status returns the observable state.
 func (e *Engine) Status() Status {
 	return Status{
-		State:             e.machine.State(),
+		State:             e.state,
 		Attempt:           e.attempt,
 		Retrying:          e.attempt > 0,
 		RetryEnabled:      e.cfg.Retry.Enabled,
@@ -173,8 +177,14 @@ func (e *Engine) end(at time.Time) []Effect {
 	out := e.out
 	if e.Quiet() {
 		// A session that waits (for a prompt, or out a backoff) keeps no
-		// buffer: the next input makes a new one.
+		// buffer: the next input makes a new one. One in backoff keeps
+		// no machine either: the retry, or whatever ends the wait, builds
+		// it again (a retry costs far more), while one idle keeps it for
+		// the decision after its next run.
 		e.out, e.entries, e.ctx.appended = nil, nil, nil
+		if e.state == states.Backoff {
+			e.machine = nil
+		}
 	}
 	return out
 }
@@ -204,13 +214,20 @@ func (e *Engine) step(f transitions.Facts) (fsm.Transition, bool) {
 func (e *Engine) take(f transitions.Facts) (fsm.Transition, bool) {
 	// The machine is built from the validated table and fed one input at
 	// a time: its only error is ErrNoRule.
+	if e.machine == nil {
+		e.machine, _ = fsm.DefaultIn(e.state) // a state of the table
+	}
 	tr, err := e.machine.Step(context.Background(), f)
-	return tr, err == nil
+	if err != nil {
+		return tr, false
+	}
+	e.state = tr.To
+	return tr, true
 }
 
 // passThrough takes the reset from exhausted or cancelled to idle.
 func (e *Engine) passThrough() {
-	if e.machine.State().PassThrough() {
+	if e.state.PassThrough() {
 		e.step(transitions.Facts{})
 	}
 }

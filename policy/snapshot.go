@@ -52,7 +52,7 @@ const (
 // part of it: its caller is in this process.
 func (e *Engine) Snapshot() Snapshot {
 	s := Snapshot{
-		Version: SnapshotVersion, SessionID: e.id, Config: e.cfg, State: e.machine.State(),
+		Version: SnapshotVersion, SessionID: e.id, Config: e.cfg, State: e.state,
 		Attempt: e.attempt, EpisodeCompacted: e.episodeCompacted, History: e.ctx.nextSeq, Turn: e.turn != nil,
 	}
 	if w := e.wait; w.pending() {
@@ -133,6 +133,7 @@ func Resume(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, []
 	if e.machine, err = fsm.DefaultIn(snap.State); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
+	e.state = snap.State
 	e.attempt, e.episodeCompacted = snap.Attempt, snap.EpisodeCompacted
 	e.begin()
 	if snap.Turn {
