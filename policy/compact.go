@@ -47,7 +47,9 @@ type Compaction struct {
 // model as it sees fit (typically as a user message).
 const RoleSummary Role = "compactionSummary"
 
-// SummaryRequest is what a Summarizer is given.
+// SummaryRequest is what a Summarizer is given. Messages and Kept are
+// parts of the runtime context, shared as a run's context is (see
+// StartRun): read them, never change them.
 type SummaryRequest struct {
 	// Messages are the messages being cut, oldest first. When an earlier
 	// compaction's summary is among them it comes first, with RoleSummary.
