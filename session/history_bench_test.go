@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -73,8 +74,7 @@ func BenchmarkFileHistoryAppend(b *testing.B) {
 
 // BenchmarkFileHistoryHeap plays a session on a FileHistory whose context
 // is compacted every twenty-odd turns, until the summary has grown to its
-// bound, then measures the heap (and the goroutine stacks) after a
-// collection on the turn of every compaction over -heap-turns more turns
+// bound, then measures the heap after a collection on the turn of every compaction over -heap-turns more turns
 // (or a few more, up to a compaction), so that the context is at the same
 // point of its cycle each time. It reports the growth per turn as the
 // slope of the least-squares line through those measures, and as the
@@ -126,7 +126,7 @@ func BenchmarkFileHistoryHeap(b *testing.B) {
 		warm, from := compactions.Load(), turn
 		var at, inUse []float64
 		for {
-			at, inUse = append(at, float64(turn)), append(inUse, float64(memoryInUse()))
+			at, inUse = append(at, float64(turn)), append(inUse, float64(heapInUse()))
 			if turn >= from+*heapTurns {
 				break
 			}
@@ -155,4 +155,12 @@ func slope(x, y []float64) float64 {
 		den += (x[i] - mx) * (x[i] - mx)
 	}
 	return num / den
+}
+
+// heapInUse is the heap in use, after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
 }

@@ -261,13 +261,14 @@ func (discardHistory) Entries() iter.Seq2[session.Entry, error] {
 // session whose context grows past the threshold again and again, checking
 // after every compaction that the context is under the threshold and the
 // summary within its budget. It reports turns per second, the number of
-// compactions, the final context's size, and the mean time of a turn
-// among the first thousand and among the last thousand (issue item 1).
+// compactions, the final context's size, the bytes allocated per turn,
+// and the time of a turn among the first thousand and among the last
+// thousand (issue item 1).
 // Run it once, without -race:
 // go test ./session -run '^$' -bench LongSession -benchtime 1x
 func BenchmarkLongSession(b *testing.B) {
 	for b.Loop() {
-		start := time.Now()
+		start, allocated := time.Now(), totalAlloc()
 		clock := newTurnClock(*longTurns)
 		compactions, final := longSessionTimed(b, *longTurns, clock, []session.Option{session.WithHistory(discardHistory{})}, func(turn int, summary string, msgs []session.Message) {
 			if n := policy.EstimateTokens(msgs...); n > threshold || len(summary) > session.DefaultDigestChars {
@@ -277,6 +278,7 @@ func BenchmarkLongSession(b *testing.B) {
 		b.ReportMetric(float64(*longTurns)/time.Since(start).Seconds(), "turns/s")
 		b.ReportMetric(float64(compactions), "compactions")
 		b.ReportMetric(float64(final), "final-context-tokens")
+		b.ReportMetric(float64(totalAlloc()-allocated)/float64(*longTurns), "allocated-B/turn")
 		clock.report(b)
 	}
 }

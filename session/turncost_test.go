@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -66,33 +67,54 @@ func (c *turnClock) report(b *testing.B) {
 	b.ReportMetric(median(c.late)/median(c.early), "late/early-median")
 }
 
-// BenchmarkTurnCost plays -cost-turns turns (20,000 by default) of the
-// scripted agent's default answer on a session that never compacts (its
-// usage stays far below the window), so the runtime context grows by two
-// messages a turn, and reports the mean time of a turn among the first
-// thousand and among the last thousand: a turn must cost the same whatever
-// the context's length (issue item 1). The history discards, so that the
-// figure is the session's own.
+// BenchmarkTurnCost measures whether a turn costs the same whatever the
+// length of the context (issue item 1). It plays -cost-turns turns (20,000
+// by default) of the scripted agent's default answer on a session that
+// never compacts (its usage stays far below the window), so that its
+// runtime context grows by two messages a turn. The first turns are those
+// of a second, new session, played in step with the last ones, a turn of
+// each in turn, so that whatever else the machine runs weighs on both
+// alike. It reports the time of a turn among the first thousand and among
+// the last thousand, mean and median, and the ratios. The histories
+// discard, so that the figure is the session's own.
 // Run it once: go test ./session -run '^$' -bench TurnCost -benchtime 1x
 func BenchmarkTurnCost(b *testing.B) {
-	for b.Loop() {
+	newSession := func() *session.Session {
 		s, err := session.New(scripted.New(scripted.Script{}), session.WithModel(scripted.DefaultModel),
 			session.WithHistory(discardHistory{}))
 		if err != nil {
 			b.Fatal(err)
 		}
-		clock := newTurnClock(*costTurns)
-		for i := range *costTurns {
-			clock.time(i, func() {
-				if err := s.Prompt(context.Background(), fmt.Sprint("question ", i)); err != nil {
-					b.Fatalf("turn %d: %v", i, err)
-				}
-			})
+		return s
+	}
+	prompt := func(s *session.Session, i int) {
+		if err := s.Prompt(context.Background(), fmt.Sprint("question ", i)); err != nil {
+			b.Fatalf("turn %d: %v", i, err)
 		}
-		if n, want := s.MessageCount(), 2**costTurns; n != want {
+	}
+	for b.Loop() {
+		long, short := newSession(), newSession()
+		clock := newTurnClock(*costTurns)
+		first := *costTurns - clock.window
+		for i := range first {
+			prompt(long, i)
+		}
+		for i := range clock.window {
+			clock.time(i, func() { prompt(short, i) })
+			clock.time(first+i, func() { prompt(long, first+i) })
+		}
+		if n, want := long.MessageCount(), 2**costTurns; n != want {
 			b.Fatalf("the context holds %d messages, not %d: it was compacted", n, want)
 		}
-		s.Close()
+		long.Close()
+		short.Close()
 		clock.report(b)
 	}
+}
+
+// totalAlloc is how many bytes the process has allocated so far.
+func totalAlloc() uint64 {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.TotalAlloc
 }
