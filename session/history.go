@@ -423,14 +423,20 @@ func (h *FileHistory) Append(entries ...Entry) error {
 	if err != nil {
 		return err
 	}
+	// The size to go back to is the file's, not the one kept: the same
+	// when the file has one writer, as it should.
+	fi, err := h.f.Stat()
+	if err != nil {
+		return fmt.Errorf("session: appending to history %s: %w", h.path, err)
+	}
 	if err := h.write(lines); err != nil {
-		if undo := h.undo(h.size); undo != nil {
+		if undo := h.undo(fi.Size()); undo != nil {
 			h.broken = undo
 			return fmt.Errorf("session: appending to history %s: %w; undoing the partial append failed: %w", h.path, err, undo)
 		}
 		return fmt.Errorf("session: appending to history %s: %w", h.path, err)
 	}
-	h.size += int64(len(lines))
+	h.size = fi.Size() + int64(len(lines))
 	h.count += len(entries)
 	return nil
 }

@@ -236,6 +236,7 @@ func TestFileHistoryReopenReadsOnlyTheTail(t *testing.T) {
 		read := h.read.Load()
 		if index {
 			assert.LessOrEqual(t, read, int64(2*tail+64<<10), "read from the first kept entry on (twice at most: opening, then the session's start)")
+			t.Logf("%d bytes, %d from the first kept entry on: %d bytes read", len(data), tail, read)
 		} else {
 			assert.GreaterOrEqual(t, read, int64(len(data))-1<<20, "an old file is read whole")
 		}
