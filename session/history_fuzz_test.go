@@ -55,6 +55,12 @@ func FuzzOpenFileHistory(f *testing.F) {
 	f.Add([]byte(lines[0] + `{"type":"removal","id":"","timestamp":3}` + "\n"))
 	f.Add([]byte(lines[0] + `{"type":"message","id":"x","timestamp":3,"message":{"id":"y"}}` + "\n"))
 	f.Add([]byte(lines[0] + `{"type":"removal","id":"a"}}` + "\n"))
+	// A compaction's index, as written now, and indexes that do not add up.
+	for _, index := range []string{`5`, `99`, `-3`, `0`, `"x"`, `1e30`} {
+		withIndex := strings.Replace(validHistory, `"tokensBefore":3}}`, `"tokensBefore":3},"index":`+index+`}`, 1)
+		f.Add([]byte(withIndex))
+		f.Add([]byte(withIndex + lines[0]))
+	}
 
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(t.TempDir(), "h.jsonl")

@@ -213,3 +213,56 @@ func TestFileHistoryRefusesDetailsJSONCannotEncode(t *testing.T) {
 	assert.Equal(t, string(before), string(after))
 	assert.Equal(t, msgs, s.Messages())
 }
+
+// A damaged line before the tail that opening reads is not seen by
+// opening, nor by a session starting on the tail: Entries reports it,
+// naming its line, when it gets there (issue item 2).
+func TestFileHistoryDamageBeforeTheTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	content := `{"type":"message","id":"a","timestamp":1,"message":{"id":"a","role":"user","timestamp":1}}` + "\n" +
+		`{"type":"message","id":"b",` + "\n" +
+		`{"type":"message","id":"c","timestamp":1,"message":{"id":"c","role":"user","timestamp":1}}` + "\n" +
+		`{"type":"compaction","id":"k","timestamp":2,"compaction":{"reason":"manual","summary":"s","firstKeptEntryId":"c","tokensBefore":0},"index":3}` + "\n"
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	h, err := session.OpenFileHistory(path)
+	require.NoError(t, err, "the damaged line is before the tail")
+	defer h.Close()
+	s, err := session.New(scripted.New(scripted.Script{}), session.WithHistory(h))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"k", "c"}, messageIDs(s.Messages()))
+	snap, err := s.Snapshot()
+	require.NoError(t, err)
+	assert.Equal(t, 4, snap.History, "the count the compaction's index gives")
+	require.NoError(t, s.Close())
+	var ids []string
+	var readErr error
+	for e, err := range h.Entries() {
+		if err != nil {
+			readErr = err
+			continue
+		}
+		ids = append(ids, e.ID)
+	}
+	assert.Equal(t, []string{"a"}, ids, "the stream ends at the damaged line")
+	require.ErrorIs(t, readErr, session.ErrCorruptHistory)
+	assert.Contains(t, readErr.Error(), "line 2")
+}
+
+// Reading a closed FileHistory yields an error naming the file, and so
+// does a Tail; neither panics (issue item 2).
+func TestFileHistoryReadAfterClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	h, err := session.OpenFileHistory(path)
+	require.NoError(t, err)
+	require.NoError(t, h.Append(msgEntry("a", "first"), msgEntry("b", "second")))
+	require.NoError(t, h.Close())
+	yielded := 0
+	for _, err := range h.Entries() {
+		yielded++
+		require.ErrorIs(t, err, os.ErrClosed)
+		assert.Contains(t, err.Error(), path)
+	}
+	assert.Equal(t, 1, yielded, "one error, then the stream ends")
+	_, _, err = h.Tail()
+	require.ErrorIs(t, err, os.ErrClosed)
+}
