@@ -47,7 +47,9 @@ type Compaction struct {
 // model as it sees fit (typically as a user message).
 const RoleSummary Role = "compactionSummary"
 
-// SummaryRequest is what a Summarizer is given.
+// SummaryRequest is what a Summarizer is given. Messages and Kept are
+// parts of the runtime context, shared as a run's context is (see
+// StartRun): read them, never change them.
 type SummaryRequest struct {
 	// Messages are the messages being cut, oldest first. When an earlier
 	// compaction's summary is among them it comes first, with RoleSummary.
@@ -138,8 +140,8 @@ func (e *Engine) prepareCompaction(reason CompactionReason) (*compaction, bool) 
 	return &compaction{
 		id:     CompactionID(e.ticket()),
 		reason: reason,
-		cut:    cloneMessages(msgs[:at]),
-		kept:   cloneMessages(msgs[at:]),
+		cut:    e.ctx.share(0, at),
+		kept:   e.ctx.share(at, len(msgs)),
 		before: tokensBefore(msgs),
 	}, true
 }
@@ -204,7 +206,7 @@ func (e *Engine) runCompaction(c *compaction, instructions string) {
 // whatever the error.
 func (e *Engine) Compact(at time.Time, instructions string) ([]Effect, error) {
 	e.begin()
-	if e.machine.State() == states.Backoff {
+	if e.state == states.Backoff {
 		e.abortRetry()
 		e.advanceTurn()
 	}
@@ -272,7 +274,7 @@ func (e *Engine) committed(at time.Time, err error) {
 		e.compactionFailed(c, fmt.Errorf("%w: %w", ErrHistory, err))
 		return
 	}
-	e.ctx.msgs = afterCompaction(e.ctx.msgs, c.entry)
+	e.ctx.compact(c.entry, -1)
 	res := *c.entry.Compaction // a copy: the entry went to history
 	if c.manual {
 		e.effect(Effect{Kind: FinishCompact, Result: &res})

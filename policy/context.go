@@ -10,19 +10,35 @@ import (
 )
 
 // runtimeContext is the runtime context (the messages the next model call
-// sees) and what the engine knows of history: every entry's position, for
-// the stale rule and ErrAlreadyCompacted, and the IDs taken.
+// sees) with what the engine knows of history: the position of each of
+// those messages in it, for the stale rule, the position of the latest
+// compaction and the count of entries, for ErrAlreadyCompacted and
+// snapshots, and the ID counter.
+//
+// What it holds is bounded by the runtime context, never by the length of
+// the history: after a compaction it holds only what was kept.
+//
+// Runs and compactions are handed the context itself, not a copy (see
+// share): the messages handed out are frozen, and a change that would
+// write over one of them (a removal before the end of what was handed out)
+// first moves the context to a new array. Adding a message, removing the
+// last one and applying a compaction never copy what they do not change.
 type runtimeContext struct {
 	msgs []Message
-	// seq maps each message and compaction ID of history to its position.
+	// frozen is how many messages at the start of msgs were handed out:
+	// they must never change in place.
+	frozen int
+	// seq maps the ID of each message of msgs to its position in history
+	// (0 for one whose entry failed to append).
 	seq           map[string]int
 	nextSeq       int
 	compactionSeq int
-	// ids numbers new IDs.
+	// ids numbers new IDs: it is at least the number ending any ID of
+	// history the engine saw (see newID).
 	ids int
-	// appended are the IDs of the last Append's entries and appendedN
-	// their number, forgotten again when the driver reports the append
-	// failed.
+	// appended are the IDs of the messages of the last Append and
+	// appendedN the number of its entries, undone when the driver reports
+	// that the append failed.
 	appended  []string
 	appendedN int
 }
@@ -35,58 +51,107 @@ type runtimeContext struct {
 // records each change as it makes it, in order, so the rebuilt context is
 // the one it had when it last wrote, a settled error included.
 //
+// before is how many entries of history precede entries: 0 when entries
+// are the whole history, else entries start at the latest compaction's
+// first kept entry (see Setup.Before). The entries before cannot change
+// the context the latest compaction left; and a compaction among entries
+// whose first kept entry is not among them (it came before) keeps every
+// message replayed so far.
+//
 // A history written before removal entries existed has none: the messages
 // its sessions removed for a retry or an overflow come back as if never
 // removed.
 //
-// The ID counter starts after the highest number ending an ID of the
-// history (see newID). An invalid entry is an error.
-func (c *runtimeContext) replay(entries []Entry) error {
+// The ID counter starts after the highest number ending an ID of entries
+// (see newID). An invalid entry is an error.
+func (c *runtimeContext) replay(before int, entries []Entry) error {
 	c.seq = map[string]int{}
+	c.nextSeq = before
+	var seen map[string]bool // the IDs of the messages replayed, for a tail
+	if before > 0 {
+		seen = map[string]bool{}
+	}
 	for i, e := range entries {
 		if err := e.Validate(); err != nil {
-			return fmt.Errorf("%w %d: %v", ErrInvalidEntry, i+1, err)
+			return fmt.Errorf("%w %d: %v", ErrInvalidEntry, before+i+1, err)
 		}
 		c.nextSeq++
 		c.ids = max(c.ids, idNumber(e.ID))
 		switch e.Type {
 		case EntryMessage:
-			c.seq[e.ID] = c.nextSeq
-			c.msgs = append(c.msgs, *e.Message)
+			c.push(*e.Message, c.nextSeq)
+			if seen != nil {
+				seen[e.ID] = true
+			}
 		case EntryRemoval:
-			c.msgs, _ = withoutMessage(c.msgs, e.ID)
+			c.remove(e.ID)
 		case EntryCompaction:
-			c.seq[e.ID] = c.nextSeq
 			c.compactionSeq = c.nextSeq
-			c.msgs = afterCompaction(c.msgs, e)
+			if seen != nil && !seen[e.Compaction.FirstKeptEntryID] {
+				// Its first kept entry precedes the tail: it keeps all of it.
+				c.compact(e, 0)
+				continue
+			}
+			c.compact(e, -1)
 		}
 	}
 	return nil
 }
 
-// withoutMessage removes from msgs, in place, the last message with this
-// ID, and reports whether there was one. The message removed is usually
-// the last, so this costs nothing like the context's size.
-func withoutMessage(msgs []Message, id string) ([]Message, bool) {
-	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].ID == id {
-			return slices.Delete(msgs, i, i+1), true
-		}
-	}
-	return msgs, false
+// push adds m, recorded at position pos, at the end of the context.
+func (c *runtimeContext) push(m Message, pos int) {
+	c.msgs = append(c.msgs, m)
+	c.seq[m.ID] = pos
 }
 
-// afterCompaction is msgs after the compaction e: its summary, then the messages
-// from the first with its first kept entry's ID on (none when no message
-// has that ID).
-func afterCompaction(msgs []Message, e Entry) []Message {
-	out := []Message{summaryMessage(e)}
-	for i, m := range msgs {
-		if m.ID == e.Compaction.FirstKeptEntryID {
-			return append(out, msgs[i:]...)
+// remove removes the last message with this ID from the context, and
+// reports whether there was one. The message removed is usually the last,
+// which costs nothing like the context's size; one among the messages
+// handed out moves the context to a new array first.
+func (c *runtimeContext) remove(id string) bool {
+	for i := len(c.msgs) - 1; i >= 0; i-- {
+		if c.msgs[i].ID != id {
+			continue
+		}
+		if i < c.frozen {
+			c.msgs, c.frozen = slices.Clone(c.msgs), 0
+		}
+		c.msgs = slices.Delete(c.msgs, i, i+1)
+		delete(c.seq, id)
+		return true
+	}
+	return false
+}
+
+// compact applies the compaction e: its summary, then the messages from
+// the first with its first kept entry's ID on (none when no message has
+// that ID), or from index from when from is not negative. The context
+// moves to a new array holding only those.
+func (c *runtimeContext) compact(e Entry, from int) {
+	if from < 0 {
+		from = len(c.msgs)
+		for i, m := range c.msgs {
+			if m.ID == e.Compaction.FirstKeptEntryID {
+				from = i
+				break
+			}
 		}
 	}
-	return out
+	for _, m := range c.msgs[:from] {
+		delete(c.seq, m.ID)
+	}
+	out := make([]Message, 0, 1+len(c.msgs)-from+8)
+	out = append(append(out, summaryMessage(e)), c.msgs[from:]...)
+	c.msgs, c.frozen = out, 0
+	c.seq[e.ID] = c.compactionSeq
+}
+
+// share returns msgs[from:to] to hand to a run or a summarizer: the
+// context's own array, capped at to so that appending to it copies, and
+// frozen, so the engine never changes it in place.
+func (c *runtimeContext) share(from, to int) []Message {
+	c.frozen = max(c.frozen, to)
+	return c.msgs[from:to:to]
 }
 
 func summaryMessage(e Entry) Message {
@@ -111,19 +176,37 @@ func idNumber(id string) int {
 	return n
 }
 
-// taken reports whether an entry of the history has this ID.
+// taken reports whether a message of the runtime context has this ID.
 func (c *runtimeContext) taken(id string) bool {
 	_, ok := c.seq[id]
 	return ok
 }
 
+// sessionKinds are the kinds of the IDs newID makes.
+var sessionKinds = [...]string{"user", "msg", "compaction"}
+
+// counted reports whether id has the form of an ID newID made or may have
+// made: one of its kinds, a dash and a number the counter has passed.
+func (c *runtimeContext) counted(id string) bool {
+	n := idNumber(id)
+	if n == 0 || n > c.ids {
+		return false
+	}
+	kind := id[:strings.LastIndexByte(id, '-')]
+	return slices.Contains(sessionKinds[:], kind)
+}
+
 // newID returns a new ID, kind-N, that no entry of the history has. N
-// counts on from the highest number ending an ID of the history the engine
-// started on, skipping any ID already taken, so IDs are unique across
-// every session that wrote the history and read in the order they were
-// made. A counter rather than random IDs: a history has one writer at a
-// time, so the history read at the start holds every ID used before, and a
-// counter keeps IDs short, ordered and the same from one run to the next.
+// counts on from the highest number ending an ID the engine has seen (in
+// the history it started on, and in every entry it recorded since), so
+// IDs are unique across every session that wrote the history and read in
+// the order they were made. A counter rather than random IDs: a history
+// has one writer at a time, and a counter keeps IDs short, ordered and the
+// same from one run to the next.
+//
+// An engine started on the tail of a history (Setup.Before) has not seen
+// the IDs before it; the latest compaction's ID, which is in the tail, is
+// numbered after them when the session that wrote it counted this way.
 func (c *runtimeContext) newID(kind string) string {
 	for {
 		c.ids++
@@ -133,16 +216,19 @@ func (c *runtimeContext) newID(kind string) string {
 	}
 }
 
-// identify gives m, a message an agent just ended, an ID no entry of the
-// history has, so that finding a message by ID (to remove it, or to cut a
-// compaction at it) finds this one only. An empty ID gets a new one, and
-// so does one already taken (an agent that numbers its messages from 1
-// again in each process, or reuses an ID). Content is never changed: a
-// tool result's ToolCallID names a tool call block, not a message.
+// identify gives m, a message an agent just ended, an ID that no message
+// of the runtime context has, so that finding a message by ID (to remove
+// it, or to cut a compaction at it) finds this one only, now and when a
+// history is replayed. An empty ID gets a new one, and so does one already
+// taken (an agent that numbers its messages from 1 again in each process,
+// or reuses an ID) and one of the form of the session's own IDs that the
+// counter has passed, so that those stay unique across the whole history.
+// Content is never changed: a tool result's ToolCallID names a tool call
+// block, not a message.
 func (c *runtimeContext) identify(m *Message) {
 	// An ID that is not valid UTF-8 would be written to history as
 	// another one (invalid bytes become U+FFFD), which may be taken.
-	if m.ID != "" && utf8.ValidString(m.ID) && !c.taken(m.ID) {
+	if m.ID != "" && utf8.ValidString(m.ID) && !c.taken(m.ID) && !c.counted(m.ID) {
 		return
 	}
 	m.ID = c.newID("msg")
@@ -151,33 +237,31 @@ func (c *runtimeContext) identify(m *Message) {
 // record notes the position of an entry to append to history. The entries
 // an input records go to the driver in one Append, its last effect, so that
 // a history writes (and syncs) them at once.
-func (e *Engine) record(en Entry) {
+func (e *Engine) record(en Entry) int {
 	c := &e.ctx
 	c.nextSeq++
 	c.appendedN++
+	c.ids = max(c.ids, idNumber(en.ID))
 	switch en.Type {
 	case EntryCompaction:
 		c.compactionSeq = c.nextSeq
-		fallthrough
 	case EntryMessage:
-		c.seq[en.ID] = c.nextSeq
 		c.appended = append(c.appended, en.ID)
 	}
 	e.entries = append(e.entries, en)
+	return c.nextSeq
 }
 
 // recordMessage adds m to the runtime context and to history.
 func (e *Engine) recordMessage(m Message) {
-	e.ctx.msgs = append(e.ctx.msgs, m)
-	e.record(Entry{Type: EntryMessage, ID: m.ID, Timestamp: m.Timestamp, Message: &m})
+	e.ctx.push(m, e.record(Entry{Type: EntryMessage, ID: m.ID, Timestamp: m.Timestamp, Message: &m}))
 }
 
 // removeMessage removes the message with this ID from the runtime context,
 // and nothing else. History keeps the message, and records the removal so
 // that a session reopened on it rebuilds the same context.
 func (e *Engine) removeMessage(at time.Time, id string) {
-	if rest, ok := withoutMessage(e.ctx.msgs, id); ok {
-		e.ctx.msgs = rest
+	if e.ctx.remove(id) {
 		e.record(Entry{Type: EntryRemoval, ID: id, Timestamp: at.UnixMilli()})
 	}
 }
@@ -205,7 +289,9 @@ func (e *Engine) Appended(at time.Time, err error) []Effect {
 	if err != nil {
 		c := &e.ctx
 		for _, id := range c.appended {
-			delete(c.seq, id)
+			if _, ok := c.seq[id]; ok {
+				c.seq[id] = 0 // in no history: as old as can be
+			}
 		}
 		c.nextSeq -= c.appendedN
 		c.appended, c.appendedN = c.appended[:0], 0

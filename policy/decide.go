@@ -172,4 +172,4 @@ func overflowText(m *Message) string {
 }
 
 // idle reports whether the machine is at rest.
-func (e *Engine) idle() bool { return e.machine.State() == states.Idle }
+func (e *Engine) idle() bool { return e.state == states.Idle }

@@ -25,7 +25,9 @@ const (
 	// StartRun: call the agent for run Run — the user's prompt when
 	// Prompt is set (already the last message of Context), else a
 	// continuation from Context. Report its events with RunEvent and its
-	// end with RunReturned.
+	// end with RunReturned. Context is the engine's runtime context
+	// itself, not a copy: it never changes afterwards, and must not be
+	// changed (appending to it copies: it has no room beyond its end).
 	StartRun
 	// CancelRun: cancel run Run, with Cause as the reason.
 	CancelRun

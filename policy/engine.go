@@ -3,6 +3,7 @@ package policy
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/agentfsm/agentfsm/fsm"
@@ -32,6 +33,10 @@ type Engine struct {
 	cfg   Config
 	creds bool
 
+	// state is the machine's state. The machine itself is built when a
+	// step needs it, and dropped while the engine waits out a backoff
+	// (see end): a session in backoff keeps only its state.
+	state   states.State
 	machine *fsm.Machine
 	// attempt is the retry counter: 0 when no chain is active.
 	attempt int
@@ -66,8 +71,18 @@ type Setup struct {
 	// limits: it then asks (MarkUsageLimit) before deciding on one.
 	Credentials bool
 	// History is the session's history so far, oldest first: the engine
-	// rebuilds its runtime context from it.
+	// rebuilds its runtime context from it. It may be the history's tail:
+	// see Before.
 	History []Entry
+	// Before is how many entries of the history precede History: 0 when
+	// History is the whole history. A driver whose history is long may
+	// hand over only its tail, from the latest compaction's first kept
+	// entry on (that compaction's position less the entries from there to
+	// it), since nothing before it can change the runtime context; the
+	// engine then counts positions from Before. IDs are then new to the
+	// tail and, for a history this version wrote, to all of it (see
+	// Entry).
+	Before int
 }
 
 // New makes an Engine, idle, from s. It fails on an invalid Config or a
@@ -79,8 +94,11 @@ func New(s Setup) (*Engine, error) {
 	if err := s.Config.Validate(); err != nil {
 		return nil, err
 	}
-	e := &Engine{id: s.SessionID, model: s.Model, cfg: s.Config, creds: s.Credentials, machine: fsm.Default()}
-	if err := e.ctx.replay(s.History); err != nil {
+	if s.Before < 0 {
+		return nil, fmt.Errorf("policy: negative Before %d", s.Before)
+	}
+	e := &Engine{id: s.SessionID, model: s.Model, cfg: s.Config, creds: s.Credentials, state: states.Idle}
+	if err := e.ctx.replay(s.Before, s.History); err != nil {
 		return nil, err
 	}
 	return e, nil
@@ -108,7 +126,7 @@ type Status struct {
 // Status returns the observable state.
 func (e *Engine) Status() Status {
 	return Status{
-		State:             e.machine.State(),
+		State:             e.state,
 		Attempt:           e.attempt,
 		Retrying:          e.attempt > 0,
 		RetryEnabled:      e.cfg.Retry.Enabled,
@@ -162,8 +180,14 @@ func (e *Engine) end(at time.Time) []Effect {
 	out := e.out
 	if e.Quiet() {
 		// A session that waits (for a prompt, or out a backoff) keeps no
-		// buffer: the next input makes a new one.
+		// buffer: the next input makes a new one. One in backoff keeps
+		// no machine either: the retry, or whatever ends the wait, builds
+		// it again (a retry costs far more), while one idle keeps it for
+		// the decision after its next run.
 		e.out, e.entries, e.ctx.appended = nil, nil, nil
+		if e.state == states.Backoff {
+			e.machine = nil
+		}
 	}
 	return out
 }
@@ -193,13 +217,20 @@ func (e *Engine) step(f transitions.Facts) (fsm.Transition, bool) {
 func (e *Engine) take(f transitions.Facts) (fsm.Transition, bool) {
 	// The machine is built from the validated table and fed one input at
 	// a time: its only error is ErrNoRule.
+	if e.machine == nil {
+		e.machine, _ = fsm.DefaultIn(e.state) // a state of the table
+	}
 	tr, err := e.machine.Step(context.Background(), f)
-	return tr, err == nil
+	if err != nil {
+		return tr, false
+	}
+	e.state = tr.To
+	return tr, true
 }
 
 // passThrough takes the reset from exhausted or cancelled to idle.
 func (e *Engine) passThrough() {
-	if e.machine.State().PassThrough() {
+	if e.state.PassThrough() {
 		e.step(transitions.Facts{})
 	}
 }

@@ -299,3 +299,41 @@ func TestEngineRefusesBadSetup(t *testing.T) {
 	_, err = policy.New(policy.Setup{SessionID: "s", Config: policy.DefaultConfig(), History: []policy.Entry{{Type: "nope", ID: "x"}}})
 	assert.ErrorIs(t, err, policy.ErrInvalidEntry)
 }
+
+// An engine started on a history's tail, from the latest compaction's
+// first kept entry on, with the count of the entries before it, has the
+// runtime context, the entry count and the ID counter of one started on
+// the whole history, an earlier compaction inside the tail included (issue
+// item 2). A negative count is refused.
+func TestEngineOnATail(t *testing.T) {
+	msg := func(id string, role policy.Role) policy.Entry {
+		return policy.Entry{Type: policy.EntryMessage, ID: id, Message: &policy.Message{ID: id, Role: role, StopReason: "stop", Content: policy.TextContent(id)}}
+	}
+	compaction := func(id, kept string) policy.Entry {
+		return policy.Entry{Type: policy.EntryCompaction, ID: id, Compaction: &policy.Compaction{Summary: "summary " + id, FirstKeptEntryID: kept}}
+	}
+	history := []policy.Entry{
+		msg("user-1", policy.RoleUser), msg("msg-2", policy.RoleAssistant),
+		msg("user-3", policy.RoleUser), msg("msg-4", policy.RoleAssistant),
+		compaction("compaction-5", "user-1"), // before the tail
+		msg("user-6", policy.RoleUser), msg("msg-7", policy.RoleAssistant),
+		{Type: policy.EntryRemoval, ID: "msg-7"},
+		compaction("compaction-8", "user-3"),
+		msg("user-9", policy.RoleUser),
+	}
+	whole, err := policy.New(policy.Setup{SessionID: "s", Config: policy.DefaultConfig(), History: history})
+	require.NoError(t, err)
+	tail, err := policy.New(policy.Setup{SessionID: "s", Config: policy.DefaultConfig(), History: history[2:], Before: 2})
+	require.NoError(t, err)
+	assert.Equal(t, whole.Messages(), tail.Messages())
+	assert.Len(t, tail.Messages(), 5, "the summary, user-3, msg-4, user-6, user-9")
+	assert.Equal(t, whole.Snapshot(), tail.Snapshot())
+	_, err = whole.Prompt(t0, "next")
+	require.NoError(t, err)
+	_, err = tail.Prompt(t0, "next")
+	require.NoError(t, err)
+	assert.Equal(t, whole.Messages(), tail.Messages(), "the same next ID")
+
+	_, err = policy.New(policy.Setup{SessionID: "s", Config: policy.DefaultConfig(), History: history, Before: -1})
+	assert.ErrorContains(t, err, "negative Before")
+}

@@ -29,8 +29,10 @@ const (
 // that: a message entry its Message (whose ID is the entry's, and whose
 // blocks are of known types, a tool call's arguments a JSON object), a
 // compaction entry its Compaction, a removal entry nothing (its ID is the
-// removed message's). The session gives every message and compaction an
-// ID that no other entry of the history has.
+// removed message's). The session gives every message an ID that no
+// message of the runtime context has, so that a removal or a first kept
+// entry names one message; the IDs it makes itself (user-N, msg-N,
+// compaction-N) no other entry of the history has.
 type Entry struct {
 	Type EntryType `json:"type"`
 	ID   string    `json:"id"`

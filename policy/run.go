@@ -50,7 +50,7 @@ var errNoAssistantMessage = errors.New("the run produced no assistant message")
 // continuation.
 func (e *Engine) startRun(prompt *Message) {
 	e.run = &run{id: RunID(e.ticket()), continuation: prompt == nil}
-	e.effect(Effect{Kind: StartRun, Run: e.run.id, Prompt: prompt, Context: cloneMessages(e.ctx.msgs)})
+	e.effect(Effect{Kind: StartRun, Run: e.run.id, Prompt: prompt, Context: e.ctx.share(0, len(e.ctx.msgs))})
 }
 
 // current returns the run in flight when it is id, and ended (or not) as

@@ -52,7 +52,7 @@ const (
 // part of it: its caller is in this process.
 func (e *Engine) Snapshot() Snapshot {
 	s := Snapshot{
-		Version: SnapshotVersion, SessionID: e.id, Config: e.cfg, State: e.machine.State(),
+		Version: SnapshotVersion, SessionID: e.id, Config: e.cfg, State: e.state,
 		Attempt: e.attempt, EpisodeCompacted: e.episodeCompacted, History: e.ctx.nextSeq, Turn: e.turn != nil,
 	}
 	if w := e.wait; w.pending() {
@@ -106,10 +106,12 @@ func Resume(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, []
 		return nil, nil, fmt.Errorf("%w: version %d (this version reads %d)", ErrSnapshot, snap.Version, SnapshotVersion)
 	case setup.SessionID != "" && setup.SessionID != snap.SessionID:
 		return nil, nil, fmt.Errorf("%w: it is session %q's, not %q's", ErrSnapshot, snap.SessionID, setup.SessionID)
-	case snap.History > len(setup.History):
-		return nil, nil, fmt.Errorf("%w: it counts %d history entries, the history has %d", ErrSnapshot, snap.History, len(setup.History))
-	case snap.History < len(setup.History) && snap.InFlight == "":
-		return nil, nil, fmt.Errorf("%w: the history moved on after it (%d entries, the snapshot counts %d)", ErrSnapshot, len(setup.History), snap.History)
+	case setup.Before < 0:
+		return nil, nil, fmt.Errorf("%w: negative Before %d", ErrSnapshot, setup.Before)
+	case snap.History > setup.Before+len(setup.History):
+		return nil, nil, fmt.Errorf("%w: it counts %d history entries, the history has %d", ErrSnapshot, snap.History, setup.Before+len(setup.History))
+	case snap.History < setup.Before+len(setup.History) && snap.InFlight == "":
+		return nil, nil, fmt.Errorf("%w: the history moved on after it (%d entries, the snapshot counts %d)", ErrSnapshot, setup.Before+len(setup.History), snap.History)
 	case snap.Attempt < 0:
 		return nil, nil, fmt.Errorf("%w: negative attempt %d", ErrSnapshot, snap.Attempt)
 	}
@@ -131,6 +133,7 @@ func Resume(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, []
 	if e.machine, err = fsm.DefaultIn(snap.State); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
+	e.state = snap.State
 	e.attempt, e.episodeCompacted = snap.Attempt, snap.EpisodeCompacted
 	e.begin()
 	if snap.Turn {

@@ -384,7 +384,10 @@ func (h *harness) checkContext() {
 	h.t.Helper()
 	var ids []string
 	inHistory := map[string]bool{}
-	for _, e := range h.s.History().Entries() {
+	for e, err := range h.s.History().Entries() {
+		if err != nil {
+			h.fail("§9.10: reading history: %v", err)
+		}
 		ids = append(ids, e.ID)
 		inHistory[e.ID] = true
 	}

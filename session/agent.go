@@ -40,8 +40,11 @@ type RunRequest struct {
 	// Prompt is the user's message for a prompted run; nil for a
 	// continuation.
 	Prompt *Message
-	// Context is a copy of the runtime context: the messages to send to
-	// the model.
+	// Context is the runtime context: the messages to send to the model.
+	// It is shared, not copied for the run: the session never changes it
+	// afterwards (it stays as it is after Run returns, and may be kept),
+	// and the agent must not change its messages either. Appending to it
+	// is safe: it has no room beyond its end, so an append copies.
 	Context []Message
 	// Model is the session's model.
 	Model Model

@@ -32,7 +32,7 @@ func TestHistoryBeforeBlocksStillOpens(t *testing.T) {
 	h, err := session.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
-	entries := h.Entries()
+	entries := readAll(t, h)
 	require.Len(t, entries, 9)
 	assert.Equal(t, session.Message{ID: "tool-call-2", Role: session.RoleToolResult, ToolCallID: "call-2",
 		Content: session.TextContent("result of: reading <a> & b"), Timestamp: 1796018689670}, *entries[4].Message)
@@ -292,7 +292,7 @@ func TestBlockRichConversationsRoundTrip(t *testing.T) {
 				checkPairs(t, s.Messages())
 			}
 			// Every scripted answer is in history as the script wrote it.
-			for _, e := range h.Entries() {
+			for _, e := range readAll(t, h) {
 				if m := e.Message; m != nil && m.Role == session.RoleAssistant {
 					for _, c := range m.ToolCalls() {
 						if !assert.ObjectsAreEqual(scripts[c.ID], m.Content) {
@@ -303,7 +303,7 @@ func TestBlockRichConversationsRoundTrip(t *testing.T) {
 			}
 			checkRoundTrips(t, s, h)
 			want := s.Messages()
-			wantEntries := h.Entries()
+			wantEntries := readAll(t, h)
 			if err := s.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -313,7 +313,7 @@ func TestBlockRichConversationsRoundTrip(t *testing.T) {
 			if h, err = session.OpenFileHistory(path); err != nil {
 				t.Fatal(err)
 			}
-			if got := h.Entries(); !assert.ObjectsAreEqual(wantEntries, got) {
+			if got := readAll(t, h); !assert.ObjectsAreEqual(wantEntries, got) {
 				t.Fatalf("reopened history differs:\nwant %#v\ngot  %#v", wantEntries, got)
 			}
 			if s, err = session.New(scripted.New(scripted.Script{}), session.WithConfig(cfg), session.WithHistory(h)); err != nil {

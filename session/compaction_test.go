@@ -79,7 +79,7 @@ func TestOverflowCompactionContinuation(t *testing.T) {
 		for _, m := range msgs {
 			assert.False(t, m.IsError(), "the overflow error left the runtime context")
 		}
-		entries := s.History().Entries()
+		entries := readAll(t, s.History())
 		var kinds []session.EntryType
 		for _, e := range entries {
 			kinds = append(kinds, e.Type)
@@ -403,7 +403,7 @@ func TestCompactionIsOneType(t *testing.T) {
 		require.NoError(t, err)
 
 		var entries []session.Compaction
-		for _, e := range h.Entries() {
+		for _, e := range readAll(t, &h) {
 			if e.Type == session.EntryCompaction {
 				entries = append(entries, *e.Compaction)
 			}

@@ -121,14 +121,12 @@ func (s *Session) timerFired() {
 	s.post(func() { s.apply(s.x.engine.TimerFired(time.Now(), s.x.timerID)) })
 }
 
-// append writes entries to history, in order, and stops at the first
-// failure, which it logs.
+// append writes entries to history, in order, in one Append; it logs a
+// failure.
 func (s *Session) append(entries []policy.Entry) error {
-	for _, e := range entries {
-		if err := s.history.Append(e); err != nil {
-			s.logger.Error("session: history append failed", "error", err)
-			return err
-		}
+	if err := s.history.Append(entries...); err != nil {
+		s.logger.Error("session: history append failed", "error", err)
+		return err
 	}
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
 	"github.com/agentfsm/agentfsm/session"
@@ -17,6 +18,16 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
+}
+
+// readAll collects h's entries, failing the test on an error.
+func readAll(t require.TestingT, h session.History) []session.Entry {
+	var out []session.Entry
+	for e, err := range h.Entries() {
+		require.NoError(t, err)
+		out = append(out, e)
+	}
+	return out
 }
 
 // recorder keeps every event a session emits, with the fake time it

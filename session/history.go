@@ -1,24 +1,82 @@
 package session
 
 import (
+	"bufio"
 	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"iter"
 	"os"
+	"slices"
 	"sync"
+	"sync/atomic"
 )
 
 // History is a session's persisted, append-only log. Nothing is ever
 // removed from it: a message removed from the runtime context stays here.
 // Implementations must be safe for concurrent use.
 type History interface {
-	// Append adds e at the end. It returns only when e is stored; on an
-	// error nothing was added.
-	Append(e Entry) error
-	// Entries returns a copy of every entry, oldest first.
-	Entries() []Entry
+	// Append adds entries at the end, in order. It returns only when they
+	// are stored; on an error none of them was added. The session passes
+	// every entry one step of it makes in one call.
+	Append(entries ...Entry) error
+	// Entries returns every entry, oldest first, as a stream read while
+	// it is iterated (those appended before the call). A read that fails
+	// is yielded as an error, after which the stream ends.
+	Entries() iter.Seq2[Entry, error]
+}
+
+// Tailer is a History that can hand a session the part of it that its
+// runtime context is made of, without reading the rest: a session started
+// on a Tailer replays only Tail's entries.
+type Tailer interface {
+	History
+	// Tail returns the entries from the latest compaction's first kept
+	// entry on (all of them when there is no compaction) and how many
+	// entries come before them: see policy.Setup.Before.
+	Tail() (before int, entries []Entry, err error)
+}
+
+// entriesOf reads h as a session starts on it: its tail when it is a
+// Tailer, else every entry.
+func entriesOf(h History) (before int, entries []Entry, err error) {
+	if t, ok := h.(Tailer); ok {
+		return t.Tail()
+	}
+	for e, err := range h.Entries() {
+		if err != nil {
+			return 0, nil, err
+		}
+		entries = append(entries, e)
+	}
+	return 0, entries, nil
+}
+
+// tailStart is where the tail of entries starts: at the latest
+// compaction's first kept entry (the last message entry with that ID
+// before it), or at 0 when there is no compaction, or it keeps nothing
+// found before it or an earlier compaction's summary.
+func tailStart(entries []Entry) int {
+	for c := len(entries) - 1; c >= 0; c-- {
+		if entries[c].Type != EntryCompaction {
+			continue
+		}
+		kept := entries[c].Compaction.FirstKeptEntryID
+		for i := c - 1; i >= 0; i-- {
+			if entries[i].ID == kept {
+				if entries[i].Type == EntryMessage {
+					return i
+				}
+				if entries[i].Type == EntryCompaction {
+					return 0
+				}
+			}
+		}
+		return 0
+	}
+	return 0
 }
 
 // MemoryHistory is a History held in memory. The zero value is empty and
@@ -28,47 +86,80 @@ type MemoryHistory struct {
 	entries []Entry
 }
 
-// Append implements History; it fails only for an invalid entry.
-func (h *MemoryHistory) Append(e Entry) error {
-	if err := checkEntry(e); err != nil {
-		return err
+// Append implements History; it fails only for an invalid entry, and then
+// adds none.
+func (h *MemoryHistory) Append(entries ...Entry) error {
+	for _, e := range entries {
+		if err := checkEntry(e); err != nil {
+			return err
+		}
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	h.entries = append(h.entries, e)
+	h.entries = append(h.entries, entries...)
 	return nil
 }
 
-// Entries implements History.
-func (h *MemoryHistory) Entries() []Entry {
+// Entries implements History. It never yields an error.
+func (h *MemoryHistory) Entries() iter.Seq2[Entry, error] {
+	h.mu.Lock()
+	entries := h.entries // append-only: what it holds now never changes
+	h.mu.Unlock()
+	return func(yield func(Entry, error) bool) {
+		for _, e := range entries {
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+}
+
+// Tail implements Tailer.
+func (h *MemoryHistory) Tail() (before int, entries []Entry, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]Entry(nil), h.entries...)
+	i := tailStart(h.entries)
+	return i, slices.Clone(h.entries[i:]), nil
 }
 
 // FileHistory is a History stored as JSON lines: one entry per line,
 // appended and synced to disk before Append returns. Close it when done.
 //
+// It keeps no entry in memory, only where its lines are: the size of the
+// file, the number of entries, and where its tail starts (see Tail).
+// Entries and Tail read the file as they go.
+//
 // The file has one writer at a time: OpenFileHistory takes an advisory lock
 // on it (flock(2), where the platform has it) that Close releases. Lines are
-// appended with O_APPEND. An Append that fails, at its write or at its sync,
-// truncates the file back to its size before the append, so the file is
-// exactly as it was; when even that fails, the FileHistory refuses every
-// later Append (each would land after the partial line), and reopening the
-// file drops the partial line as a crash's.
+// appended with O_APPEND, the entries of one Append in one write and one
+// sync. An Append that fails, at its write or at its sync, truncates the
+// file back to its size before the append, so the file is exactly as it
+// was; when even that fails, the FileHistory refuses every later Append
+// (each would land after the partial line), and reopening the file drops
+// the partial line as a crash's.
 type FileHistory struct {
 	mu   sync.Mutex
 	path string
 	f    historyFile
 	// broken is why the file can no longer be appended to: a failed
 	// append that could not be undone.
-	broken  error
-	entries []Entry
+	broken error
+	// size is the size of the file, all whole lines; count the number
+	// of entries in it.
+	size  int64
+	count int
+	// tailAt is the offset of the line that Tail starts at, and
+	// tailBefore the number of entries before it.
+	tailAt     int64
+	tailBefore int
+	// read counts the bytes read from the file.
+	read atomic.Int64
 }
 
-// historyFile is what a FileHistory writes to: an *os.File, or in tests
-// one that fails on demand.
+// historyFile is what a FileHistory reads and writes: an *os.File, or in
+// tests one that fails on demand.
 type historyFile interface {
+	io.ReaderAt
 	Write(p []byte) (int, error)
 	Sync() error
 	Stat() (os.FileInfo, error)
@@ -87,27 +178,33 @@ var (
 )
 
 // OpenFileHistory opens (or creates, readable and writable by its owner
-// only) the history file at path and reads its entries. Anything but a
-// regular file (a directory, a FIFO, a device) is refused without reading
-// it, and so is a file another FileHistory has open (ErrHistoryLocked).
+// only) the history file at path. Anything but a regular file (a
+// directory, a FIFO, a device) is refused without reading it, and so is a
+// file another FileHistory has open (ErrHistoryLocked).
+//
+// It reads the file backwards from its end to the latest compaction's
+// first kept entry, and no further: what a session started on it replays
+// (see Tail). A file without a compaction, or whose latest compaction was
+// written by a version that did not record its position, is read whole.
 //
 // A last line cut short by a crash (no newline at its end, and not a whole
 // entry) is dropped, and the file truncated to the lines before it; a last
 // line that lost only its newline (a whole entry, or blank) gets it back.
-// Every complete line is kept. A line before the last that is not a valid entry is an error
-// naming its line number (ErrCorruptHistory), and the file is left as it
-// was.
+// Every complete line is kept. A line before the last, among those read,
+// that is not a valid entry is an error naming it (ErrCorruptHistory), and
+// the file is left as it was; one among those not read is reported by
+// Entries when it gets there.
 func OpenFileHistory(path string) (*FileHistory, error) {
 	f, err := openHistoryFile(path)
 	if err != nil {
 		return nil, err
 	}
-	entries, err := readHistory(path, f)
-	if err != nil {
+	h := &FileHistory{path: path, f: f}
+	if err := h.load(); err != nil {
 		f.Close()
 		return nil, err
 	}
-	return &FileHistory{path: path, f: f, entries: entries}, nil
+	return h, nil
 }
 
 // openHistoryFile opens path for reading and appending, creating it with
@@ -157,77 +254,143 @@ func fileKind(m os.FileMode) string {
 	return fmt.Sprintf("of type %v", m.Type())
 }
 
-// readHistory reads and parses the open file f, and repairs its tail.
-func readHistory(path string, f *os.File) ([]Entry, error) {
-	data, err := io.ReadAll(f)
+// load reads the open file backwards, from its last line to its tail's
+// first, checking each, then repairs its last line.
+func (h *FileHistory) load() error {
+	fi, err := h.f.Stat()
 	if err != nil {
-		return nil, fmt.Errorf("session: reading history %s: %w", path, err)
+		return fmt.Errorf("session: reading history %s: %w", h.path, err)
 	}
-	entries, keep, err := parseHistory(path, data)
+	size := fi.Size()
+	lines := &backLines{r: h.reader(), off: size}
+	// The last line, when it has no newline: kept whole, or dropped.
+	last, lastAt, err := lines.partial()
 	if err != nil {
-		return nil, err
+		return fmt.Errorf("session: reading history %s: %w", h.path, err)
 	}
-	if keep != len(data) {
-		if err := repairTail(f, len(data), keep); err != nil {
-			return nil, fmt.Errorf("session: repairing history %s: %w", path, err)
+	keepLast := false
+	if last != nil {
+		if len(bytes.TrimSpace(last)) == 0 {
+			keepLast = true
+		} else if _, _, err := decodeLine(last); err == nil {
+			keepLast = true
+			h.count++ // counted here; the scan below starts before it
 		}
 	}
-	return entries, nil
+	if err := h.scan(lines); err != nil {
+		return err
+	}
+	switch {
+	case last == nil:
+		h.size = size
+	case keepLast:
+		h.size = size + 1
+		err = repairTail(h.f, func(f historyFile) error { _, err := f.Write([]byte("\n")); return err })
+	default:
+		h.size = lastAt
+		err = repairTail(h.f, func(f historyFile) error { return f.Truncate(lastAt) })
+	}
+	if err != nil {
+		return fmt.Errorf("session: repairing history %s: %w", h.path, err)
+	}
+	return nil
 }
 
-// parseHistory decodes the lines of data. keep is how many bytes of data
-// make whole lines: everything but a cut-short last line (a whole entry
-// without its newline is kept, and keep counts a newline for it beyond
-// len(data)).
-func parseHistory(path string, data []byte) (entries []Entry, keep int, err error) {
-	for n, rest := 1, data; len(rest) > 0; n++ {
-		line, after, complete := bytes.Cut(rest, []byte("\n"))
-		rest = after
+// scan reads the complete lines backwards to the latest compaction's first
+// kept entry, or to the start when it cannot tell where that is, and sets
+// the tail and the count of entries.
+func (h *FileHistory) scan(lines *backLines) error {
+	const (
+		findCompaction = iota
+		findKept
+		readAll
+	)
+	phase := findCompaction
+	seen := h.count // entries read from the end, the last line's included
+	var kept string
+	var atCompaction, compactionIndex int
+	for {
+		line, at, err := lines.prev()
+		if err != nil {
+			return fmt.Errorf("session: reading history %s: %w", h.path, err)
+		}
+		if line == nil {
+			h.tailAt, h.tailBefore, h.count = 0, 0, seen
+			return nil
+		}
 		if len(bytes.TrimSpace(line)) == 0 {
-			keep += len(line) + 1
 			continue
 		}
-		e, err := decodeEntry(line)
-		if !complete {
-			if err != nil {
-				return entries, keep, nil // cut short by a crash: dropped
-			}
-			return append(entries, e), keep + len(line) + 1, nil
-		}
+		e, index, err := decodeLine(line)
 		if err != nil {
-			return nil, 0, fmt.Errorf("%w %s: line %d: %v", ErrCorruptHistory, path, n, err)
+			return h.corrupt(at, len(line), err)
 		}
-		entries = append(entries, e)
-		keep += len(line) + 1
+		seen++
+		switch {
+		case phase == findCompaction && e.Type == EntryCompaction:
+			phase = readAll
+			if index != nil {
+				phase, kept, atCompaction, compactionIndex = findKept, e.Compaction.FirstKeptEntryID, seen, *index
+			}
+		case phase == findKept && e.ID == kept && e.Type == EntryCompaction:
+			phase = readAll // it keeps an earlier summary: read it all
+		case phase == findKept && e.ID == kept && e.Type == EntryMessage:
+			if before := compactionIndex - (seen - atCompaction); before >= 0 {
+				h.tailAt, h.tailBefore, h.count = at, before, before+seen
+				return nil
+			}
+			phase = readAll // the position recorded does not add up
+		}
 	}
-	return entries, keep, nil
 }
 
-// repairTail makes a file of size bytes hold exactly keep bytes of whole
-// lines: it drops a cut-short last line, or adds the newline a whole last
-// entry lacked (keep = size+1; the file is opened for appending).
-func repairTail(f *os.File, size, keep int) error {
-	var err error
-	if keep > size {
-		_, err = f.Write([]byte("\n"))
-	} else {
-		err = f.Truncate(int64(keep))
+// corrupt is the error of a file whose line at offset at, n bytes long,
+// is not a valid entry (err): it names the first line of the file up to
+// that one that is not, counting the lines before it.
+func (h *FileHistory) corrupt(at int64, n int, err error) error {
+	i := 0
+	for line, rerr := range h.lines(0, at+int64(n)) {
+		i++
+		if rerr != nil {
+			break
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if _, _, lerr := decodeLine(line); lerr != nil {
+			return fmt.Errorf("%w %s: line %d: %v", ErrCorruptHistory, h.path, i, lerr)
+		}
 	}
-	if err != nil {
+	return fmt.Errorf("%w %s: the line at byte %d: %v", ErrCorruptHistory, h.path, at, err)
+}
+
+// repairTail applies fix to the file's last line and syncs it.
+func repairTail(f historyFile, fix func(historyFile) error) error {
+	if err := fix(f); err != nil {
 		return err
 	}
 	return f.Sync()
 }
 
-func decodeEntry(line []byte) (Entry, error) {
-	var e Entry
-	if err := json.Unmarshal(line, &e); err != nil {
-		return Entry{}, fmt.Errorf("invalid JSON: %v", err)
+// fileLine is an entry as a line of the file: a compaction's line also
+// holds its index (the number of entries before it), so that opening the
+// file can count the entries without reading them.
+type fileLine struct {
+	Entry
+	Index *int `json:"index,omitempty"`
+}
+
+// decodeLine decodes and checks one line, and returns the index a
+// compaction's line records.
+func decodeLine(line []byte) (Entry, *int, error) {
+	var l fileLine
+	if err := json.Unmarshal(line, &l); err != nil {
+		return Entry{}, nil, fmt.Errorf("invalid JSON: %v", err)
 	}
-	if err := e.Validate(); err != nil {
-		return Entry{}, err
+	if err := l.Entry.Validate(); err != nil {
+		return Entry{}, nil, err
 	}
-	return e, nil
+	return l.Entry, l.Index, nil
 }
 
 // checkEntry is Entry.Validate for Append: its error matches ErrInvalidEntry.
@@ -238,23 +401,16 @@ func checkEntry(e Entry) error {
 	return nil
 }
 
-// Append implements History: the entry is written as one line and synced
-// before Append returns. On an error the file is as it was (see
-// FileHistory); an invalid entry (see Entry) is refused with
+// Append implements History: the entries are written as one line each, in
+// one write, and synced before Append returns. On an error the file is as
+// it was (see FileHistory); an invalid entry (see Entry) is refused with
 // ErrInvalidEntry before anything is written.
-func (h *FileHistory) Append(e Entry) error {
-	if err := checkEntry(e); err != nil {
-		return err
+func (h *FileHistory) Append(entries ...Entry) error {
+	for _, e := range entries {
+		if err := checkEntry(e); err != nil {
+			return err
+		}
 	}
-	// Without HTML escaping: a tool call's arguments are written as they
-	// are. The encoder ends the line.
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(e); err != nil {
-		return fmt.Errorf("session: encoding history entry: %w", err)
-	}
-	line := buf.Bytes()
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	switch {
@@ -263,24 +419,51 @@ func (h *FileHistory) Append(e Entry) error {
 	case h.broken != nil:
 		return fmt.Errorf("session: history %s refuses appends since one could not be undone (reopen it): %w", h.path, h.broken)
 	}
+	lines, err := h.encode(entries)
+	if err != nil {
+		return err
+	}
+	// The size to go back to is the file's, not the one kept: the same
+	// when the file has one writer, as it should.
 	fi, err := h.f.Stat()
 	if err != nil {
 		return fmt.Errorf("session: appending to history %s: %w", h.path, err)
 	}
-	if err := h.write(line); err != nil {
+	if err := h.write(lines); err != nil {
 		if undo := h.undo(fi.Size()); undo != nil {
 			h.broken = undo
 			return fmt.Errorf("session: appending to history %s: %w; undoing the partial append failed: %w", h.path, err, undo)
 		}
 		return fmt.Errorf("session: appending to history %s: %w", h.path, err)
 	}
-	h.entries = append(h.entries, e)
+	h.size = fi.Size() + int64(len(lines))
+	h.count += len(entries)
 	return nil
 }
 
-// write writes line at the end of the file and syncs it.
-func (h *FileHistory) write(line []byte) error {
-	if _, err := h.f.Write(line); err != nil {
+// encode writes entries as lines, each compaction's with its index.
+func (h *FileHistory) encode(entries []Entry) ([]byte, error) {
+	var buf bytes.Buffer
+	// Without HTML escaping: a tool call's arguments are written as they
+	// are. The encoder ends each line.
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	for i, e := range entries {
+		l := fileLine{Entry: e}
+		if e.Type == EntryCompaction {
+			index := h.count + i
+			l.Index = &index
+		}
+		if err := enc.Encode(l); err != nil {
+			return nil, fmt.Errorf("session: encoding history entry %q: %w", e.ID, err)
+		}
+	}
+	return buf.Bytes(), nil
+}
+
+// write writes lines at the end of the file and syncs them.
+func (h *FileHistory) write(lines []byte) error {
+	if _, err := h.f.Write(lines); err != nil {
 		return err
 	}
 	if err := h.f.Sync(); err != nil {
@@ -297,15 +480,178 @@ func (h *FileHistory) undo(size int64) error {
 	return h.f.Sync()
 }
 
-// Entries implements History.
-func (h *FileHistory) Entries() []Entry {
+// Entries implements History: it reads the file from its start as it is
+// iterated, up to its end when called. A line that is not a valid entry
+// is yielded as an error naming it (ErrCorruptHistory), and so is a read
+// that fails (the history was closed meanwhile).
+func (h *FileHistory) Entries() iter.Seq2[Entry, error] {
 	h.mu.Lock()
-	defer h.mu.Unlock()
-	return append([]Entry(nil), h.entries...)
+	end := h.size
+	h.mu.Unlock()
+	return func(yield func(Entry, error) bool) {
+		n := 0
+		for line, err := range h.lines(0, end) {
+			n++
+			var e Entry
+			if err == nil {
+				if len(bytes.TrimSpace(line)) == 0 {
+					continue
+				}
+				if e, _, err = decodeLine(line); err != nil {
+					err = fmt.Errorf("%w %s: line %d: %v", ErrCorruptHistory, h.path, n, err)
+				}
+			}
+			if !yield(e, err) || err != nil {
+				return
+			}
+		}
+	}
+}
+
+// Tail implements Tailer: it reads the entries from the latest
+// compaction's first kept entry on, as found when the file was opened
+// (later compactions leave it where it was: the tail is then longer than
+// it need be, and replays the same), and the count of entries before it.
+func (h *FileHistory) Tail() (before int, entries []Entry, err error) {
+	h.mu.Lock()
+	at, before, end := h.tailAt, h.tailBefore, h.size
+	h.mu.Unlock()
+	for line, err := range h.lines(at, end) {
+		var e Entry
+		if err == nil && len(bytes.TrimSpace(line)) > 0 {
+			if e, _, err = decodeLine(line); err != nil {
+				err = h.corrupt(at, len(line), err)
+			}
+			entries = append(entries, e)
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		at += int64(len(line)) + 1
+	}
+	return before, entries, nil
+}
+
+// lines yields the lines of the file from offset from to end, without
+// their newlines.
+func (h *FileHistory) lines(from, end int64) iter.Seq2[[]byte, error] {
+	return func(yield func([]byte, error) bool) {
+		r := bufio.NewReaderSize(io.NewSectionReader(h.reader(), from, end-from), 64<<10)
+		for {
+			line, err := r.ReadSlice('\n')
+			if errors.Is(err, bufio.ErrBufferFull) {
+				// A long line: gather the rest of it.
+				long := bytes.Clone(line)
+				for errors.Is(err, bufio.ErrBufferFull) {
+					line, err = r.ReadSlice('\n')
+					long = append(long, line...)
+				}
+				line = long
+			}
+			switch {
+			case err == io.EOF && len(line) == 0:
+				return
+			case err == io.EOF:
+				err = nil // the last line, read up to end
+			case err != nil:
+				yield(nil, fmt.Errorf("session: reading history %s: %w", h.path, err))
+				return
+			}
+			if !yield(bytes.TrimSuffix(line, []byte("\n")), nil) {
+				return
+			}
+		}
+	}
+}
+
+// reader reads the file, counting the bytes read.
+func (h *FileHistory) reader() io.ReaderAt { return countingReader{h} }
+
+type countingReader struct{ h *FileHistory }
+
+func (c countingReader) ReadAt(p []byte, off int64) (int, error) {
+	c.h.mu.Lock()
+	f := c.h.f
+	c.h.mu.Unlock()
+	if f == nil {
+		return 0, os.ErrClosed
+	}
+	n, err := f.ReadAt(p, off)
+	c.h.read.Add(int64(n))
+	return n, err
+}
+
+// backLines reads the lines of a file backwards, from its end.
+type backLines struct {
+	r io.ReaderAt
+	// off is how many bytes of the file before buf are still to be read;
+	// buf holds the bytes from off on not yet returned.
+	off int64
+	buf []byte
+}
+
+// partial returns what follows the file's last newline, and its offset:
+// the last line when it has no newline, else nil. It is called first.
+func (b *backLines) partial() ([]byte, int64, error) {
+	for {
+		i := bytes.LastIndexByte(b.buf, '\n')
+		if i < 0 && b.off > 0 {
+			if err := b.more(); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		line, at := b.buf[i+1:], b.off+int64(i+1)
+		b.buf = b.buf[:i+1]
+		if len(line) == 0 {
+			return nil, at, nil
+		}
+		return line, at, nil
+	}
+}
+
+// prev returns the line before those already returned, without its
+// newline, and its offset; nil at the start of the file.
+func (b *backLines) prev() ([]byte, int64, error) {
+	for {
+		if len(b.buf) == 0 {
+			if b.off == 0 {
+				return nil, 0, nil
+			}
+			if err := b.more(); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		end := len(b.buf) - 1 // the newline that ends the line
+		i := bytes.LastIndexByte(b.buf[:end], '\n')
+		if i < 0 && b.off > 0 {
+			if err := b.more(); err != nil {
+				return nil, 0, err
+			}
+			continue
+		}
+		line, at := b.buf[i+1:end], b.off+int64(i+1)
+		b.buf = b.buf[:i+1]
+		return line, at, nil
+	}
+}
+
+// more reads the chunk before buf: as long as buf, and at least 64 KiB.
+func (b *backLines) more() error {
+	n := min(b.off, int64(max(len(b.buf), 64<<10)))
+	chunk := make([]byte, int(n)+len(b.buf))
+	if _, err := b.r.ReadAt(chunk[:n], b.off-n); err != nil && !errors.Is(err, io.EOF) {
+		return err
+	}
+	copy(chunk[n:], b.buf)
+	b.off -= n
+	b.buf = chunk
+	return nil
 }
 
 // Close closes the file and releases it to the next opener. Appends after
-// Close fail.
+// Close fail, and so do reads.
 func (h *FileHistory) Close() error {
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -1,14 +1,21 @@
 package session
 
 import (
+	"bytes"
+	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
+	"regexp"
+	"strings"
 	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/classify"
 )
 
 // faultyFile is a history file whose next write, sync or truncate fails
@@ -62,6 +69,16 @@ func openFaulty(t *testing.T) (*FileHistory, *faultyFile, string) {
 	return h, ff, path
 }
 
+// readAll collects h's entries, failing the test on an error.
+func readAll(t require.TestingT, h History) []Entry {
+	var out []Entry
+	for e, err := range h.Entries() {
+		require.NoError(t, err)
+		out = append(out, e)
+	}
+	return out
+}
+
 func entryIDs(es []Entry) []string {
 	var ids []string
 	for _, e := range es {
@@ -90,14 +107,14 @@ func TestFileHistoryFailedAppendLeavesFileUnchanged(t *testing.T) {
 			after, err := os.ReadFile(path)
 			require.NoError(t, err)
 			assert.Equal(t, string(before), string(after), "the failed append left nothing")
-			assert.Equal(t, []string{"a"}, entryIDs(h.Entries()))
+			assert.Equal(t, []string{"a"}, entryIDs(readAll(t, h)))
 
 			require.NoError(t, h.Append(testEntry("c")))
 			require.NoError(t, h.Close())
 			h2, err := OpenFileHistory(path)
 			require.NoError(t, err)
 			defer h2.Close()
-			assert.Equal(t, []string{"a", "c"}, entryIDs(h2.Entries()))
+			assert.Equal(t, []string{"a", "c"}, entryIDs(readAll(t, h2)))
 		})
 	}
 }
@@ -115,13 +132,13 @@ func TestFileHistoryUndoFailureRefusesLaterAppends(t *testing.T) {
 	require.Error(t, err, "an append after an append that could not be undone")
 	assert.ErrorIs(t, err, syscall.EIO)
 	assert.Contains(t, err.Error(), path)
-	assert.Equal(t, []string{"a"}, entryIDs(h.Entries()))
+	assert.Equal(t, []string{"a"}, entryIDs(readAll(t, h)))
 	require.NoError(t, h.Close())
 
 	h2, err := OpenFileHistory(path)
 	require.NoError(t, err, "the half-written line is the cut-short tail reopening drops")
 	defer h2.Close()
-	assert.Equal(t, []string{"a"}, entryIDs(h2.Entries()))
+	assert.Equal(t, []string{"a"}, entryIDs(readAll(t, h2)))
 }
 
 // An entry a FileHistory would not read back is refused before anything
@@ -143,4 +160,109 @@ func TestFileHistoryAppendRefusesInvalidEntry(t *testing.T) {
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, string(before), string(after))
+}
+
+// bigHistory writes, through a FileHistory at path, about 20 MB of turns
+// (a user message and an answer of 1 KB each), a compaction that keeps the
+// last two turns, then two more turns and a removal. It returns the ID of
+// the first entry kept.
+func bigHistory(t *testing.T, path string) (firstKept string) {
+	t.Helper()
+	h, err := OpenFileHistory(path)
+	require.NoError(t, err)
+	defer h.Close()
+	text := strings.Repeat("x", 1000)
+	n := 0
+	message := func(role Role) Entry {
+		n++
+		kind := "user"
+		if role == RoleAssistant {
+			kind = "msg"
+		}
+		id := fmt.Sprintf("%s-%d", kind, n)
+		return Entry{Type: EntryMessage, ID: id, Timestamp: int64(n), Message: &Message{ID: id, Role: role, Content: TextContent(text),
+			StopReason: map[Role]classify.StopReason{RoleAssistant: "stop"}[role], Timestamp: int64(n)}}
+	}
+	for range 100 {
+		var batch []Entry
+		for range 100 {
+			batch = append(batch, message(RoleUser), message(RoleAssistant))
+		}
+		require.NoError(t, h.Append(batch...))
+	}
+	var last []Entry
+	for range 2 {
+		last = append(last, message(RoleUser), message(RoleAssistant))
+	}
+	require.NoError(t, h.Append(last...))
+	n++
+	compaction := Entry{Type: EntryCompaction, ID: fmt.Sprintf("compaction-%d", n), Timestamp: int64(n),
+		Compaction: &Compaction{Reason: ReasonThreshold, Summary: "the story so far", FirstKeptEntryID: last[0].ID}}
+	failed := message(RoleAssistant) // msg-20006, removed below
+	failed.Message.StopReason = "error"
+	after := []Entry{message(RoleUser), message(RoleAssistant), message(RoleUser)}
+	require.NoError(t, h.Append(compaction, failed, Entry{Type: EntryRemoval, ID: failed.ID, Timestamp: int64(n)}, after[0], after[1], after[2]))
+	return last[0].ID
+}
+
+// Reopening a long history reads it from the latest compaction's first
+// kept entry on, not the whole file, and a session started on it has the
+// runtime context, the entry count and the ID counter that reading all of
+// it gives (issue item 2). A file whose compaction does not record its
+// index, as written before, is read whole and gives the same.
+func TestFileHistoryReopenReadsOnlyTheTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	firstKept := bigHistory(t, path)
+	data, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.Greater(t, len(data), 20_000_000, "tens of MB")
+	tail := len(data) - bytes.Index(data, []byte(`{"type":"message","id":"`+firstKept+`"`))
+	require.Less(t, tail, 16<<10)
+
+	for _, index := range []bool{true, false} {
+		if !index {
+			require.NoError(t, os.WriteFile(path, regexp.MustCompile(`,"index":\d+`).ReplaceAll(data, nil), 0o600))
+		}
+		h, err := OpenFileHistory(path)
+		require.NoError(t, err)
+		s, err := New(agentFunc(func(_ context.Context, _ RunRequest, emit func(Event)) error {
+			m := Message{Role: RoleAssistant, StopReason: "stop", Content: TextContent("ok")}
+			for _, ev := range []Event{AgentStart{}, MessageStart{Message: m}, MessageEnd{Message: m}, AgentEnd{}} {
+				emit(ev)
+			}
+			return nil
+		}), WithHistory(h))
+		require.NoError(t, err)
+		read := h.read.Load()
+		if index {
+			assert.LessOrEqual(t, read, int64(2*tail+64<<10), "read from the first kept entry on (twice at most: opening, then the session's start)")
+			t.Logf("%d bytes, %d from the first kept entry on: %d bytes read", len(data), tail, read)
+		} else {
+			assert.GreaterOrEqual(t, read, int64(len(data))-1<<20, "an old file is read whole")
+		}
+		assert.Equal(t, []string{"compaction-20005", firstKept, "msg-20002", "user-20003", "msg-20004", "user-20007", "msg-20008", "user-20009"},
+			messageIDsOf(s.Messages()), "the runtime context replaying the whole history gives")
+		snap, err := s.Snapshot()
+		require.NoError(t, err)
+		assert.Equal(t, 20_010, snap.History, "the entry count")
+		require.NoError(t, s.Prompt(context.Background(), "next"))
+		msgs := s.Messages()
+		assert.Equal(t, []string{"user-20010", "msg-20011"}, messageIDsOf(msgs[len(msgs)-2:]), "numbered after every ID of the history")
+		require.NoError(t, s.Close())
+		require.NoError(t, h.Close())
+	}
+}
+
+func messageIDsOf(msgs []Message) []string {
+	var out []string
+	for _, m := range msgs {
+		out = append(out, m.ID)
+	}
+	return out
+}
+
+type agentFunc func(context.Context, RunRequest, func(Event)) error
+
+func (f agentFunc) Run(ctx context.Context, req RunRequest, emit func(Event)) error {
+	return f(ctx, req, emit)
 }

@@ -22,10 +22,22 @@ func TestMemoryHistory(t *testing.T) {
 	var h session.MemoryHistory
 	require.NoError(t, h.Append(msgEntry("a", "x")))
 	require.NoError(t, h.Append(msgEntry("b", "y")))
-	got := h.Entries()
+	got := readAll(t, &h)
 	require.Len(t, got, 2)
 	got[0].ID = "changed"
-	assert.Equal(t, "a", h.Entries()[0].ID, "Entries returns a copy")
+	assert.Equal(t, "a", readAll(t, &h)[0].ID, "Entries yields copies")
+	before, tail, err := h.Tail()
+	require.NoError(t, err)
+	assert.Equal(t, 0, before)
+	assert.Len(t, tail, 2, "without a compaction the tail is everything")
+	require.NoError(t, h.Append(msgEntry("c", "z"), session.Entry{Type: session.EntryCompaction, ID: "k", Timestamp: 2,
+		Compaction: &session.Compaction{Reason: session.ReasonManual, Summary: "s", FirstKeptEntryID: "b"}}))
+	before, tail, err = h.Tail()
+	require.NoError(t, err)
+	assert.Equal(t, 1, before, "the tail starts at the first kept entry")
+	assert.Equal(t, []string{"b", "c", "k"}, []string{tail[0].ID, tail[1].ID, tail[2].ID})
+	tail[0].ID = "changed"
+	assert.Equal(t, "b", readAll(t, &h)[1].ID, "Tail returns a copy")
 }
 
 func TestFileHistoryRoundTrip(t *testing.T) {
@@ -45,7 +57,7 @@ func TestFileHistoryRoundTrip(t *testing.T) {
 	h2, err := session.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h2.Close()
-	got := h2.Entries()
+	got := readAll(t, h2)
 	require.Len(t, got, 2)
 	assert.Equal(t, "first", got[0].Message.Text())
 	assert.Equal(t, "s", got[1].Compaction.Summary)
@@ -89,12 +101,12 @@ func TestFileHistoryCrash(t *testing.T) {
 		if cut == len(data)-1 {
 			want = 3 // the whole entry, only its newline lost
 		}
-		require.Len(t, h.Entries(), want, "cut at %d", cut)
+		require.Len(t, readAll(t, h), want, "cut at %d", cut)
 		require.NoError(t, h.Append(msgEntry("after", "after the crash")))
 		require.NoError(t, h.Close())
 		h, err = session.OpenFileHistory(path)
 		require.NoError(t, err, "cut at %d, reopened", cut)
-		got := h.Entries()
+		got := readAll(t, h)
 		require.Len(t, got, want+1, "cut at %d, reopened", cut)
 		assert.Equal(t, "after", got[want].ID)
 		require.NoError(t, h.Close())
@@ -135,7 +147,7 @@ func TestSessionOnFileHistory(t *testing.T) {
 	h, err := session.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
-	assert.Len(t, h.Entries(), 4, "the prompt, the error (kept in history), its removal and the answer")
+	assert.Len(t, readAll(t, h), 4, "the prompt, the error (kept in history), its removal and the answer")
 	s, err := session.New(scripted.New(scripted.Script{}), session.WithHistory(h))
 	require.NoError(t, err)
 	defer s.Close()
@@ -144,8 +156,9 @@ func TestSessionOnFileHistory(t *testing.T) {
 
 // TestFileHistoryCompactionFormat: a compaction entry is written as before
 // (reason, summary, firstKeptEntryId, tokensBefore), with the summarizer's
-// details when there are some; a file written before details were kept
-// opens, and details come back as JSON decodes them. Issue item 5.
+// details when there are some, and its line ends with its index; a file
+// written before details or indexes were kept opens, and details come back
+// as JSON decodes them. Issue item 5.
 func TestFileHistoryCompactionFormat(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
 	old := `{"type":"message","id":"a","timestamp":1,"message":{"id":"a","role":"user","text":"first","timestamp":1}}` + "\n" +
@@ -153,7 +166,7 @@ func TestFileHistoryCompactionFormat(t *testing.T) {
 	require.NoError(t, os.WriteFile(path, []byte(old), 0o600))
 	h, err := session.OpenFileHistory(path)
 	require.NoError(t, err)
-	got := h.Entries()
+	got := readAll(t, h)
 	require.Len(t, got, 2)
 	assert.Equal(t, session.Compaction{Reason: session.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}, *got[1].Compaction)
 
@@ -163,13 +176,13 @@ func TestFileHistoryCompactionFormat(t *testing.T) {
 	require.NoError(t, h.Close())
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Equal(t, old+`{"type":"compaction","id":"c2","timestamp":3,"compaction":{"reason":"manual","summary":"t","firstKeptEntryId":"a","tokensBefore":9,"details":{"files":["a.go"]}}}`+"\n", string(data),
-		"written as before, details last")
+	assert.Equal(t, old+`{"type":"compaction","id":"c2","timestamp":3,"compaction":{"reason":"manual","summary":"t","firstKeptEntryId":"a","tokensBefore":9,"details":{"files":["a.go"]}},"index":2}`+"\n", string(data),
+		"written as before, details last, then the line's index")
 
 	h, err = session.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
-	got = h.Entries()
+	got = readAll(t, h)
 	require.Len(t, got, 3)
 	assert.Equal(t, map[string]any{"files": []any{"a.go"}}, got[2].Compaction.Details)
 	assert.Equal(t, *got[1].Compaction, session.Compaction{Reason: session.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}, "no details: none read")
@@ -199,4 +212,57 @@ func TestFileHistoryRefusesDetailsJSONCannotEncode(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, string(before), string(after))
 	assert.Equal(t, msgs, s.Messages())
+}
+
+// A damaged line before the tail that opening reads is not seen by
+// opening, nor by a session starting on the tail: Entries reports it,
+// naming its line, when it gets there (issue item 2).
+func TestFileHistoryDamageBeforeTheTail(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	content := `{"type":"message","id":"a","timestamp":1,"message":{"id":"a","role":"user","timestamp":1}}` + "\n" +
+		`{"type":"message","id":"b",` + "\n" +
+		`{"type":"message","id":"c","timestamp":1,"message":{"id":"c","role":"user","timestamp":1}}` + "\n" +
+		`{"type":"compaction","id":"k","timestamp":2,"compaction":{"reason":"manual","summary":"s","firstKeptEntryId":"c","tokensBefore":0},"index":3}` + "\n"
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	h, err := session.OpenFileHistory(path)
+	require.NoError(t, err, "the damaged line is before the tail")
+	defer h.Close()
+	s, err := session.New(scripted.New(scripted.Script{}), session.WithHistory(h))
+	require.NoError(t, err)
+	assert.Equal(t, []string{"k", "c"}, messageIDs(s.Messages()))
+	snap, err := s.Snapshot()
+	require.NoError(t, err)
+	assert.Equal(t, 4, snap.History, "the count the compaction's index gives")
+	require.NoError(t, s.Close())
+	var ids []string
+	var readErr error
+	for e, err := range h.Entries() {
+		if err != nil {
+			readErr = err
+			continue
+		}
+		ids = append(ids, e.ID)
+	}
+	assert.Equal(t, []string{"a"}, ids, "the stream ends at the damaged line")
+	require.ErrorIs(t, readErr, session.ErrCorruptHistory)
+	assert.Contains(t, readErr.Error(), "line 2")
+}
+
+// Reading a closed FileHistory yields an error naming the file, and so
+// does a Tail; neither panics (issue item 2).
+func TestFileHistoryReadAfterClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	h, err := session.OpenFileHistory(path)
+	require.NoError(t, err)
+	require.NoError(t, h.Append(msgEntry("a", "first"), msgEntry("b", "second")))
+	require.NoError(t, h.Close())
+	yielded := 0
+	for _, err := range h.Entries() {
+		yielded++
+		require.ErrorIs(t, err, os.ErrClosed)
+		assert.Contains(t, err.Error(), path)
+	}
+	assert.Equal(t, 1, yielded, "one error, then the stream ends")
+	_, _, err = h.Tail()
+	require.ErrorIs(t, err, os.ErrClosed)
 }

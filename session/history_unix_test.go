@@ -78,7 +78,7 @@ func TestFileHistoryOneWriterInProcess(t *testing.T) {
 	h, err = session.OpenFileHistory(path)
 	require.NoError(t, err, "Close releases the lock")
 	defer h.Close()
-	assert.Len(t, h.Entries(), 2)
+	assert.Len(t, readAll(t, h), 2)
 }
 
 // Appends land at the end of the file even when something else wrote
@@ -100,7 +100,7 @@ func TestFileHistoryAppendsAtTheEnd(t *testing.T) {
 	require.NoError(t, err)
 	defer h.Close()
 	var ids []string
-	for _, e := range h.Entries() {
+	for _, e := range readAll(t, h) {
 		ids = append(ids, e.ID)
 	}
 	assert.Equal(t, []string{"a", "x", "b"}, ids)
@@ -155,7 +155,7 @@ func TestFileHistoryOneWriterAcrossProcesses(t *testing.T) {
 	h, err := session.OpenFileHistory(path)
 	require.NoError(t, err, "the other process's exit released the file")
 	defer h.Close()
-	assert.Len(t, h.Entries(), 1, "the other process's entry")
+	assert.Len(t, readAll(t, h), 1, "the other process's entry")
 	cmd, stdin, out = other("open")
 	report := readReport(out)
 	require.NoError(t, stdin.Close())

@@ -46,7 +46,7 @@ func TestHostileInvalidUTF8IDsCollideOnReopen(t *testing.T) {
 		require.NoError(t, err)
 		defer h2.Close()
 		seen := map[string]bool{}
-		for _, e := range h2.Entries() {
+		for _, e := range readAll(t, h2) {
 			if e.Type != session.EntryMessage {
 				continue
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"iter"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -75,6 +76,11 @@ func (a *sizedAgent) Run(_ context.Context, req session.RunRequest, emit func(se
 // options, calling check with the runtime context after every compaction.
 // It returns the number of compactions and the final context's estimate.
 func longSession(tb testing.TB, turns int, opts []session.Option, check func(turn int, summary string, msgs []session.Message)) (compactions, final int) {
+	return longSessionTimed(tb, turns, newTurnClock(turns), opts, check)
+}
+
+// longSessionTimed is longSession timing its turns on clock.
+func longSessionTimed(tb testing.TB, turns int, clock *turnClock, opts []session.Option, check func(turn int, summary string, msgs []session.Message)) (compactions, final int) {
 	agent := &sizedAgent{window: scripted.DefaultModel.ContextWindow, answer: 12_000, tool: 30_000}
 	s, err := session.New(agent, append([]session.Option{session.WithModel(scripted.DefaultModel)}, opts...)...)
 	require.NoError(tb, err)
@@ -94,9 +100,11 @@ func longSession(tb testing.TB, turns int, opts []session.Option, check func(tur
 	})
 	seen := 0
 	for turn := range turns {
-		if err := s.Prompt(context.Background(), fmt.Sprintf("question %d: %s", turn, strings.Repeat("q", 400))); err != nil {
-			tb.Fatalf("turn %d: %v", turn, err)
-		}
+		clock.time(turn, func() {
+			if err := s.Prompt(context.Background(), fmt.Sprintf("question %d: %s", turn, strings.Repeat("q", 400))); err != nil {
+				tb.Fatalf("turn %d: %v", turn, err)
+			}
+		})
 		s.Flush()
 		mu.Lock()
 		fresh := summaries[seen:]
@@ -244,19 +252,25 @@ func TestOversizedMessageIsCompactedAwayByTheNextTurn(t *testing.T) {
 // gigabytes of history in memory.
 type discardHistory struct{}
 
-func (discardHistory) Append(session.Entry) error { return nil }
-func (discardHistory) Entries() []session.Entry   { return nil }
+func (discardHistory) Append(...session.Entry) error { return nil }
+func (discardHistory) Entries() iter.Seq2[session.Entry, error] {
+	return func(func(session.Entry, error) bool) {}
+}
 
 // BenchmarkLongSession plays -long-turns turns (100,000 by default) of a
 // session whose context grows past the threshold again and again, checking
 // after every compaction that the context is under the threshold and the
 // summary within its budget. It reports turns per second, the number of
-// compactions and the final context's size. Run it once, without -race:
+// compactions, the final context's size, the bytes allocated per turn,
+// and the time of a turn among the first thousand and among the last
+// thousand (issue item 1).
+// Run it once, without -race:
 // go test ./session -run '^$' -bench LongSession -benchtime 1x
 func BenchmarkLongSession(b *testing.B) {
 	for b.Loop() {
-		start := time.Now()
-		compactions, final := longSession(b, *longTurns, []session.Option{session.WithHistory(discardHistory{})}, func(turn int, summary string, msgs []session.Message) {
+		start, allocated := time.Now(), totalAlloc()
+		clock := newTurnClock(*longTurns)
+		compactions, final := longSessionTimed(b, *longTurns, clock, []session.Option{session.WithHistory(discardHistory{})}, func(turn int, summary string, msgs []session.Message) {
 			if n := policy.EstimateTokens(msgs...); n > threshold || len(summary) > session.DefaultDigestChars {
 				b.Fatalf("turn %d: context %d tokens (threshold %d), summary %d characters", turn, n, threshold, len(summary))
 			}
@@ -264,5 +278,7 @@ func BenchmarkLongSession(b *testing.B) {
 		b.ReportMetric(float64(*longTurns)/time.Since(start).Seconds(), "turns/s")
 		b.ReportMetric(float64(compactions), "compactions")
 		b.ReportMetric(float64(final), "final-context-tokens")
+		b.ReportMetric(float64(totalAlloc()-allocated)/float64(*longTurns), "allocated-B/turn")
+		clock.report(b)
 	}
 }

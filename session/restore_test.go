@@ -3,8 +3,11 @@ package session_test
 import (
 	"context"
 	"fmt"
+	"iter"
 	"os"
 	"path/filepath"
+	"regexp"
+	"slices"
 	"testing"
 	"time"
 
@@ -138,29 +141,50 @@ func TestReopenCompactionShrinksContext(t *testing.T) {
 			after := s.Messages()
 			assert.Equal(t, append([]string{after[0].ID}, messageIDs(before[4:])...), messageIDs(after),
 				"the summary and the last exchange: the context shrank")
-			assertUniqueIDs(t, s.History().Entries())
+			assertUniqueIDs(t, readAll(t, s.History()))
 		})
 	})
 }
 
-// assertUniqueIDs checks that no two messages or compactions of entries
-// share an ID.
+// assertUniqueIDs checks, replaying entries, that no message takes the ID
+// of a message of the runtime context, so that a removal or a first kept
+// entry names one message, and that the session's own IDs (user-N, msg-N,
+// compaction-N) never repeat in the whole history.
 func assertUniqueIDs(t require.TestingT, entries []session.Entry) {
+	own := regexp.MustCompile(`^(user|msg|compaction)-[0-9]+$`)
 	seen := map[string]int{}
+	var live []string // the IDs of the runtime context, in order
 	for i, e := range entries {
-		if e.Type == session.EntryRemoval {
+		switch e.Type {
+		case session.EntryRemoval:
+			if j := slices.Index(live, e.ID); j >= 0 {
+				live = slices.Delete(live, j, j+1)
+			}
 			continue
+		case session.EntryMessage:
+			if slices.Contains(live, e.ID) {
+				assert.Fail(t, "duplicate ID", "entry %d takes the ID %q of a message of the runtime context", i+1, e.ID)
+			}
+			live = append(live, e.ID)
+		case session.EntryCompaction:
+			kept := slices.Index(live, e.Compaction.FirstKeptEntryID)
+			if kept < 0 {
+				kept = len(live)
+			}
+			live = append([]string{e.ID}, live[kept:]...)
 		}
-		if j, dup := seen[e.ID]; dup {
-			assert.Fail(t, "duplicate ID", "entries %d and %d share the ID %q", j+1, i+1, e.ID)
+		if j, dup := seen[e.ID]; dup && own.MatchString(e.ID) {
+			assert.Fail(t, "duplicate ID", "entries %d and %d share the session's ID %q", j+1, i+1, e.ID)
 		}
 		seen[e.ID] = i
 	}
 }
 
-// IDs stay unique over several sessions on one history, each with a new
-// agent numbering its messages from 1 again, retries, tools and
-// compactions included (issue item 6).
+// IDs find one message over several sessions on one history, each with a
+// new agent numbering its messages from 1 again, retries, tools and
+// compactions included (issue item 6): an agent's ID is replaced when a
+// message of the runtime context has it, and the session's own IDs never
+// repeat.
 func TestIDsUniqueAcrossReopens(t *testing.T) {
 	histories(t, func(t *testing.T, h session.History, reopen func() session.History) {
 		bubble(t, func(t *testing.T) {
@@ -181,7 +205,7 @@ func TestIDsUniqueAcrossReopens(t *testing.T) {
 				require.NoError(t, s.Close())
 				h = reopen()
 			}
-			assertUniqueIDs(t, h.Entries())
+			assertUniqueIDs(t, readAll(t, h))
 		})
 	})
 }
@@ -201,7 +225,7 @@ func TestAgentReusedIDReplaced(t *testing.T) {
 		require.Len(t, ids, 4, "both prompts, both answers: %v", ids)
 		assert.Equal(t, "same", ids[1])
 		assert.NotEqual(t, "same", ids[3])
-		assertUniqueIDs(t, s.History().Entries())
+		assertUniqueIDs(t, readAll(t, s.History()))
 	})
 }
 
@@ -233,8 +257,20 @@ func TestNewRefusesInvalidHistory(t *testing.T) {
 
 type badHistory struct{ entries []session.Entry }
 
-func (h *badHistory) Append(e session.Entry) error { h.entries = append(h.entries, e); return nil }
-func (h *badHistory) Entries() []session.Entry     { return h.entries }
+func (h *badHistory) Append(es ...session.Entry) error {
+	h.entries = append(h.entries, es...)
+	return nil
+}
+
+func (h *badHistory) Entries() iter.Seq2[session.Entry, error] {
+	return func(yield func(session.Entry, error) bool) {
+		for _, e := range h.entries {
+			if !yield(e, nil) {
+				return
+			}
+		}
+	}
+}
 
 // outcomes are the answers a model call of the property below can have.
 var outcomes = []scripted.Call{
@@ -253,7 +289,7 @@ var outcomes = []scripted.Call{
 // For random sessions, each ended and a new one started on its history
 // (a MemoryHistory, or a FileHistory closed and reopened), the new
 // session's runtime context is the one the old session had at its close,
-// and no ID repeats (issue items 5 and 6).
+// and no ID of the runtime context repeats (issue items 5 and 6).
 func TestReopenReproducesRuntimeContext(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		rapid.SyncTest(t, func(t *rapid.T) {
@@ -328,13 +364,7 @@ func TestReopenReproducesRuntimeContext(t *testing.T) {
 			if !assert.ObjectsAreEqual(want, got) {
 				t.Fatalf("reopened context differs:\nwant %v\ngot  %v", messageIDs(want), messageIDs(got))
 			}
-			ids := map[string]bool{}
-			for _, e := range h.Entries() {
-				if e.Type != session.EntryRemoval && ids[e.ID] {
-					t.Fatalf("ID %q repeats in history", e.ID)
-				}
-				ids[e.ID] = true
-			}
+			assertUniqueIDs(t, readAll(t, h))
 		})
 	})
 }

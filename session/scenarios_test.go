@@ -294,7 +294,7 @@ func TestRemovedByIdentity(t *testing.T) {
 		}
 		assert.Equal(t, []string{"user-1", "call-2"}, ids)
 		var hist []string
-		for _, e := range s.History().Entries() {
+		for _, e := range readAll(t, s.History()) {
 			hist = append(hist, string(e.Type)+" "+e.ID)
 		}
 		assert.Equal(t, []string{"message user-1", "message call-1", "removal call-1", "message call-2"}, hist)

@@ -177,9 +177,12 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 		}
 	}
 	s.setup.Credentials = s.creds != nil
-	s.setup.History = s.history.Entries()
+	before, entries, err := entriesOf(s.history)
+	if err != nil {
+		return nil, err
+	}
+	s.setup.Before, s.setup.History = before, entries
 	var effects []policy.Effect
-	var err error
 	if s.resume != nil {
 		s.x.engine, effects, err = policy.Resume(*s.setup, *s.resume, time.Now(), s.random())
 		if err == nil {
@@ -192,7 +195,7 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 		return nil, err
 	}
 	resumedTurn := s.resume != nil && s.resume.Turn
-	s.setup, s.resume = nil, nil
+	s.setup, s.resume = nil, nil // the entries read go with them
 	if len(effects) > 0 || resumedTurn {
 		// On the loop, which publishes the status: a resumed backoff's
 		// timer may fire, and the loop run, as soon as it is armed.

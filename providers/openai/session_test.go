@@ -132,7 +132,7 @@ func (h *harness) checkNoSecret(t *testing.T) {
 		}
 	}
 	h.mu.Unlock()
-	for _, e := range h.s.History().Entries() {
+	for e := range h.s.History().Entries() {
 		b, err := json.Marshal(e)
 		require.NoError(t, err)
 		all.Write(b)

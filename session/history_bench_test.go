@@ -1,0 +1,166 @@
+package session_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/agentfsm/agentfsm/session"
+)
+
+var heapTurns = flag.Int("heap-turns", 2000, "how many turns BenchmarkFileHistoryHeap measures")
+
+// BenchmarkFileHistoryAppend appends what one step of a retry records (the
+// failed message and its removal) to a FileHistory, and in the same loop
+// writes the same bytes to a plain file with one write and one sync: the
+// baseline. It reports both rates and their ratio (issue item 3).
+// go test ./session -run '^$' -bench FileHistoryAppend -benchtime 2s
+func BenchmarkFileHistoryAppend(b *testing.B) {
+	dir := b.TempDir()
+	h, err := session.OpenFileHistory(filepath.Join(dir, "h.jsonl"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer h.Close()
+	plain, err := os.OpenFile(filepath.Join(dir, "plain.jsonl"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer plain.Close()
+	failed := session.Message{ID: "call-1", Role: session.RoleAssistant, StopReason: "error", ErrorMessage: "503 Service Unavailable",
+		Provider: "p", Model: "m", Timestamp: 1700000000000, Usage: &session.Usage{Input: 1200, Output: 0, TotalTokens: 1200}}
+	step := []session.Entry{
+		{Type: session.EntryMessage, ID: failed.ID, Timestamp: failed.Timestamp, Message: &failed},
+		{Type: session.EntryRemoval, ID: failed.ID, Timestamp: failed.Timestamp},
+	}
+	var lines bytes.Buffer
+	enc := json.NewEncoder(&lines)
+	enc.SetEscapeHTML(false)
+	for _, e := range step {
+		if err := enc.Encode(e); err != nil {
+			b.Fatal(err)
+		}
+	}
+	var inHistory, inPlain time.Duration
+	n := 0
+	for b.Loop() {
+		start := time.Now()
+		if err := h.Append(step...); err != nil {
+			b.Fatal(err)
+		}
+		mid := time.Now()
+		if _, err := plain.Write(lines.Bytes()); err != nil {
+			b.Fatal(err)
+		}
+		if err := plain.Sync(); err != nil {
+			b.Fatal(err)
+		}
+		inHistory, inPlain = inHistory+mid.Sub(start), inPlain+time.Since(mid)
+		n++
+	}
+	b.ReportMetric(float64(n)/inHistory.Seconds(), "appends/s")
+	b.ReportMetric(float64(n)/inPlain.Seconds(), "plain-writes/s")
+	b.ReportMetric(inPlain.Seconds()/inHistory.Seconds(), "appends/plain")
+}
+
+// BenchmarkFileHistoryHeap plays a session on a FileHistory whose context
+// is compacted every twenty-odd turns, until the summary has grown to its
+// bound, then measures the heap after a collection on the turn of every compaction over -heap-turns more turns
+// (or a few more, up to a compaction), so that the context is at the same
+// point of its cycle each time. It reports the growth per turn as the
+// slope of the least-squares line through those measures, and as the
+// difference between the first and the last (issue item 2).
+// go test ./session -run '^$' -bench FileHistoryHeap -benchtime 1x
+func BenchmarkFileHistoryHeap(b *testing.B) {
+	for b.Loop() {
+		h, err := session.OpenFileHistory(filepath.Join(b.TempDir(), "h.jsonl"))
+		if err != nil {
+			b.Fatal(err)
+		}
+		model := session.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 60_000}
+		agent := &sizedAgent{window: model.ContextWindow, answer: 2_000, tool: 4_000}
+		s, err := session.New(agent, session.WithModel(model), session.WithHistory(h))
+		if err != nil {
+			b.Fatal(err)
+		}
+		var compactions, summary atomic.Int64
+		s.Subscribe(func(ev session.Event) {
+			if e, ok := ev.(session.AutoCompactionEnd); ok && e.Result != nil {
+				summary.Store(int64(len(e.Result.Summary)))
+				compactions.Add(1)
+			}
+		})
+		turn := 0
+		play := func() {
+			if err := s.Prompt(context.Background(), fmt.Sprintf("question %d: %s", turn, strings.Repeat("q", 400))); err != nil {
+				b.Fatalf("turn %d: %v", turn, err)
+			}
+			turn++
+		}
+		// Each measure is taken on the turn of a compaction, so that the
+		// context is at the same point of its cycle both times.
+		untilCompaction := func() {
+			s.Flush()
+			for n := compactions.Load(); ; {
+				play()
+				s.Flush()
+				if compactions.Load() > n {
+					return
+				}
+			}
+		}
+		// The summary grows with each compaction up to its bound: the
+		// measures start once it is there.
+		for summary.Load() < session.DefaultDigestChars*9/10 {
+			untilCompaction()
+		}
+		warm, from := compactions.Load(), turn
+		var at, inUse []float64
+		for {
+			at, inUse = append(at, float64(turn)), append(inUse, float64(heapInUse()))
+			if turn >= from+*heapTurns {
+				break
+			}
+			untilCompaction()
+		}
+		n := len(at) - 1
+		b.ReportMetric(slope(at, inUse), "B/turn")
+		b.ReportMetric((inUse[n]-inUse[0])/(at[n]-at[0]), "B/turn-first-to-last")
+		b.ReportMetric(float64(compactions.Load()-warm), "compactions")
+		b.ReportMetric(at[n]-at[0], "turns")
+		s.Close()
+		h.Close()
+	}
+}
+
+// slope is the slope of the least-squares line through the points (x, y).
+func slope(x, y []float64) float64 {
+	var mx, my float64
+	for i := range x {
+		mx, my = mx+x[i], my+y[i]
+	}
+	mx, my = mx/float64(len(x)), my/float64(len(y))
+	var num, den float64
+	for i := range x {
+		num += (x[i] - mx) * (y[i] - my)
+		den += (x[i] - mx) * (x[i] - mx)
+	}
+	return num / den
+}
+
+// heapInUse is the heap in use, after a collection.
+func heapInUse() uint64 {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return ms.HeapAlloc
+}
