@@ -105,11 +105,22 @@ func (env *environment) lookupEnv(name string) (string, bool) {
 	return os.LookupEnv(name)
 }
 
-// loadSettings reads the settings file at path, the default config when
-// path is empty. The error names the flag and the file.
+// referenceSettings is the --settings value that names the reference
+// agent's policy instead of a file (./reference names a file of that name).
+const referenceSettings = "reference"
+
+// settingsUsage is the --settings flag's help.
+const settingsUsage = "a settings `file` ({\"retry\":{…},\"compaction\":{…}} over the defaults), or reference: the reference agent's policy exactly"
+
+// loadSettings reads the settings file at path: the defaults when path is
+// empty, the reference's policy when it is "reference". The error names
+// the flag and the file.
 func loadSettings(path string) (session.Config, error) {
-	if path == "" {
+	switch path {
+	case "":
 		return session.DefaultConfig(), nil
+	case referenceSettings:
+		return session.ReferenceConfig(), nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {

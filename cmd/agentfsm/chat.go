@@ -21,12 +21,12 @@ var errInterrupted = errors.New("interrupted")
 
 func runChat(args []string, env *environment) int {
 	fs := newFlagSet("chat", "agentfsm chat --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N] "+
-		"[--settings FILE] [--history FILE] [--events] [PROMPT...]\n\n"+
+		"[--settings FILE|reference] [--history FILE] [--events] [PROMPT...]\n\n"+
 		"With a prompt in the arguments (after the flags), runs one turn and prints the answer.\n"+
 		"Without one, each line of stdin is a prompt of one conversation, answered in turn;\n"+
 		"on a terminal, an interactive chat.")
 	be := addBackendFlags(fs, true)
-	settingsPath := fs.String("settings", "", "a settings `file`: {\"retry\":{…},\"compaction\":{…}}")
+	settingsPath := fs.String("settings", "", settingsUsage)
 	historyPath := fs.String("history", "", "keep the conversation in this JSON-lines `file`, resuming what it holds")
 	events := fs.Bool("events", false, "write every session event to stderr as a JSON line (the RPC wire form)")
 	summarizer := fs.String("summarizer", "digest", "how a compaction summarizes: `digest` (local, no model) or model (asks the model)")

@@ -14,10 +14,10 @@ import (
 )
 
 func runRPC(args []string, env *environment) int {
-	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE | --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N]] [--settings FILE]")
+	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE | --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N]] [--settings FILE|reference]")
 	scriptPath := fs.String("script", "", "the scripted agent's `file` (default: every call succeeds)")
 	be := addBackendFlags(fs, false)
-	settingsPath := fs.String("settings", "", "a settings `file`: {\"retry\":{…},\"compaction\":{…}}")
+	settingsPath := fs.String("settings", "", settingsUsage)
 	mode := fs.String("mode", "rpc", "accepted for compatibility with the reference agent; only rpc")
 	if code := fs.parse(args, env); code >= 0 {
 		return code
