@@ -35,11 +35,24 @@ type Result struct {
 // retryable, whatever else its text says, except that an HTTP 429 (or a
 // throttling error type) is a throttle even when its text reads like an
 // overflow; typed fields (Status, ErrorType, Err) decide before text; then
-// the text patterns of r; anything else is Fatal.
+// the text patterns of r; anything else is Fatal. Explain says which of
+// these rules decided.
 func (r Rules) Classify(m Message, now time.Time) Result {
+	return r.classify(m, now, nil)
+}
+
+// classify is Classify; with why non-nil it also records the rules that
+// decided (Explain). Without, it records nothing and allocates nothing.
+func (r Rules) classify(m Message, now time.Time, why *[]Why) Result {
 	if m.StopReason != StopReasonError {
 		if IsOverflow(m) {
+			if why != nil {
+				*why = append(*why, usageWhy(m))
+			}
 			return Result{Class: Overflow}
+		}
+		if why != nil {
+			*why = append(*why, Why{Rule: RuleStopReason, Value: string(m.StopReason), Effect: "none"})
 		}
 		return Result{Class: None}
 	}
@@ -48,7 +61,10 @@ func (r Rules) Classify(m Message, now time.Time) Result {
 		text = m.Err.Error()
 	}
 	bits := r.scanner().scan(text)
-	typed := typedVerdict(m)
+	typed, field := typedVerdict(m)
+	if why != nil {
+		r.explainText(why, m, text, bits, typed, field)
+	}
 	if typed != verdictThrottle && (typed == verdictOverflow || overflowBits(bits)) {
 		return Result{Class: Overflow}
 	}
@@ -76,9 +92,14 @@ func (r Rules) Classify(m Message, now time.Time) Result {
 		res.Class = Retryable
 	}
 	if class == Retryable || class == UsageLimit {
+		var from Rule = RuleHeaderHint
 		res.RetryAfter, res.HasRetryAfter = headerHint(m.Headers, now)
 		if !res.HasRetryAfter {
+			from = RuleTextHint
 			res.RetryAfter, res.HasRetryAfter = RetryAfter(text, now)
+		}
+		if why != nil && res.HasRetryAfter {
+			*why = append(*why, Why{Rule: from, Value: res.RetryAfter.String(), Effect: "wait"})
 		}
 	}
 	return res
@@ -148,32 +169,42 @@ const (
 	verdictPermanent                // 400, 401, 403, 404, a request or auth error type
 )
 
-func typedVerdict(m Message) verdict {
+// typedField is the typed field that decided a verdict.
+type typedField uint8
+
+const (
+	fieldNone typedField = iota
+	fieldErrorType
+	fieldStatus
+	fieldErr
+)
+
+func typedVerdict(m Message) (verdict, typedField) {
 	switch strings.ToLower(m.ErrorType) {
 	case "":
 	case "insufficient_quota":
-		return verdictQuota
+		return verdictQuota, fieldErrorType
 	case "request_too_large", "context_length_exceeded", "model_context_window_exceeded":
-		return verdictOverflow
+		return verdictOverflow, fieldErrorType
 	case "rate_limit_error", "rate_limit_exceeded", "throttlingexception", "resource_exhausted":
-		return verdictThrottle
+		return verdictThrottle, fieldErrorType
 	case "overloaded_error", "api_error", "server_error", "internal_server_error", "service_unavailable", "unavailable", "timeout":
-		return verdictTransient
+		return verdictTransient, fieldErrorType
 	case "invalid_request_error", "authentication_error", "permission_error", "not_found_error", "billing_error":
-		return verdictPermanent
+		return verdictPermanent, fieldErrorType
 	}
 	switch s := m.Status; {
 	case s == 429:
-		return verdictThrottle
+		return verdictThrottle, fieldStatus
 	case s == 408 || s == 409 || (s >= 500 && s <= 599):
-		return verdictTransient
+		return verdictTransient, fieldStatus
 	case s == 400 || s == 401 || s == 403 || s == 404:
-		return verdictPermanent
+		return verdictPermanent, fieldStatus
 	}
 	if m.Err != nil && transientError(m.Err) {
-		return verdictTransient
+		return verdictTransient, fieldErr
 	}
-	return verdictNone
+	return verdictNone, fieldNone
 }
 
 // transientError reports whether err is a network or timeout failure that

@@ -49,6 +49,12 @@ func FuzzClassify(f *testing.F) {
 		if status != 429 && classify.IsOverflow(m) && seed.Class != classify.Overflow {
 			t.Fatalf("IsOverflow but classified %s", seed.Class)
 		}
+		if res, _ := classify.Seed.Explain(m, now); res != seed {
+			t.Fatalf("Explain says %+v, Classify %+v", res, seed)
+		}
+		if res, _ := classify.Extended.Explain(m, now); res != ext {
+			t.Fatalf("Explain says %+v, Classify %+v", res, ext)
+		}
 		if again := classify.Seed.Classify(m, now); again != seed {
 			t.Fatalf("not deterministic: %+v then %+v", seed, again)
 		}
