@@ -61,6 +61,9 @@ func (r Rules) classify(m Message, now time.Time, why *[]Why) Result {
 		text = m.Err.Error()
 	}
 	bits := r.scanner().scan(text)
+	if bits&bitBudget != 0 && overBudget(text) {
+		bits |= bitFatal
+	}
 	typed, field := typedVerdict(m)
 	if why != nil {
 		r.explainText(why, m, text, bits, typed, field)
@@ -74,8 +77,11 @@ func (r Rules) classify(m Message, now time.Time, why *[]Why) Result {
 		class = UsageLimit
 	case verdictThrottle, verdictTransient:
 		class = Retryable
-		if bits&bitUsage != 0 {
+		switch {
+		case bits&bitUsage != 0:
 			class = UsageLimit
+		case bits&bitFatal != 0:
+			class = Fatal // looks transient, but no retry fixes it
 		}
 	case verdictPermanent:
 		class = Fatal
@@ -113,13 +119,14 @@ func (r Rules) scanner() *scanner {
 }
 
 // textClass classifies an error (not an overflow) by its scanned text:
-// under Extended a usage limit before a retry; under Seed a retry, which is
-// a usage limit too when the usage-limit sub-rule matches.
+// under Extended a usage limit, then an error no retry fixes, then a retry;
+// under Seed a retry, which is a usage limit too when the usage-limit
+// sub-rule matches.
 func (r Rules) textClass(bits groupBits) Class {
 	switch {
 	case r == Extended && bits&bitUsage != 0:
 		return UsageLimit
-	case bits&bitRetry == 0:
+	case bits&bitFatal != 0, bits&bitRetry == 0:
 		return Fatal
 	case r == Seed && bits&bitUsage != 0:
 		return UsageLimit
@@ -131,8 +138,9 @@ func (r Rules) textClass(bits groupBits) Class {
 // whose text matches an overflow pattern and no throttle pattern, a silent
 // overflow (a "stop" whose input and cache reads exceed a known context
 // window) or a truncated one (a "length" with no output whose input and
-// cache reads reach 99% of the window). It reads text only; Classify also
-// weighs typed fields.
+// cache reads reach 99% of the window). It reads text only, with the
+// policy's overflow patterns (those both rule sets share); Classify also
+// weighs typed fields, and under Extended more overflow wordings.
 //
 // The usage checks are exact for any numbers: a negative token count
 // counts as 0, and no sum or product can overflow.
@@ -152,9 +160,10 @@ func IsOverflow(m Message) bool {
 	return false
 }
 
-// overflowBits: an overflow pattern matched and no throttle pattern did.
+// overflowBits: an overflow pattern matched (under Extended, one of its
+// own too) and no throttle pattern did.
 func overflowBits(bits groupBits) bool {
-	return bits&bitOverflow != 0 && bits&bitNotOverflow == 0
+	return bits&(bitOverflow|bitOverflowMore) != 0 && bits&bitNotOverflow == 0
 }
 
 // verdict is what the typed fields say on their own.

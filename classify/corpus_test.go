@@ -154,14 +154,19 @@ func (c *confusion) markdown() string {
 	return b.String()
 }
 
-// corpusFloor is the share of all rows the extended rules must agree with.
-// The rules are written from what providers say, not fitted to rows;
-// docs/classification.md lists every miss.
-const corpusFloor = 0.74
+// corpusFloor is the share of all rows the extended rules must agree with
+// (issue item 2). The rules are written from what providers say, not
+// fitted to rows; docs/classification.md lists every miss.
+const corpusFloor = 0.95
 
-// knownOverflowRetryable are rows of overflows that the rules, as they
-// stand, classify retryable; they must come down to none.
-var knownOverflowRetryable = map[int]bool{242: true, 403: true, 404: true, 405: true, 472: true}
+// retryableFatal are the fatal rows the extended rules may call retryable,
+// each for a reason its text cannot show. No other fatal row may be
+// retryable: in particular no malformed request (tool calls that do not
+// pair up) and no request larger than its budget.
+var retryableFatal = map[int]string{
+	214: "xAI's \"Tokens per Minute (actual/limit): 65605/16000\" does not say whether this request alone is over the limit",
+	353: "an Ollama runner crash behind a 500 Internal Server Error: the text cannot tell a crash that repeats from one a reload fixes",
+}
 
 func TestCorpus(t *testing.T) {
 	rows := readCorpus(t)
@@ -177,8 +182,18 @@ func TestCorpus(t *testing.T) {
 		if !agrees(r.label, got) {
 			t.Logf("miss line %d (%s): labelled %s, classified %s: %.120s", r.line, r.provider, r.label, got, r.message)
 		}
-		if r.label == classify.Overflow && got == classify.Retryable && !knownOverflowRetryable[r.line] {
+		switch {
+		case r.label == classify.Overflow && got == classify.Retryable:
 			t.Errorf("line %d: an overflow classified retryable: %s", r.line, r.message)
+		case r.label == classify.Fatal && got == classify.Retryable && retryableFatal[r.line] == "":
+			t.Errorf("line %d: a fatal error classified retryable: %s", r.line, r.message)
+		}
+	}
+	for line := range retryableFatal {
+		i := slices.IndexFunc(rows, func(r corpusRow) bool { return r.line == line })
+		if assert.GreaterOrEqual(t, i, 0, "retryableFatal names line %d, which is no row", line) {
+			assert.Equal(t, classify.Retryable, corpusClass(rows[i]), "retryableFatal names line %d, which is not classified retryable", line)
+			assert.Equal(t, classify.Fatal, rows[i].label, "line %d", line)
 		}
 	}
 	require.Contains(t, sets, originalSet)
@@ -187,7 +202,8 @@ func TestCorpus(t *testing.T) {
 		t.Logf("rows %q:\n%s", name, sets[name].markdown())
 	}
 	t.Logf("all rows:\n%s", all.markdown())
-	t.Logf("extended rules agree on %d/%d rows (%.1f%%)", all.agree, all.total, 100*all.share())
+	t.Logf("extended rules agree on %d/%d rows (%.1f%%); on the original %d, %d (%.1f%%)",
+		all.agree, all.total, 100*all.share(), sets[originalSet].total, sets[originalSet].agree, 100*sets[originalSet].share())
 	if all.share() < corpusFloor {
 		t.Errorf("agreement %.1f%% is below the floor of %.0f%%", 100*all.share(), 100*corpusFloor)
 	}

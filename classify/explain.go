@@ -109,15 +109,23 @@ func (r Rules) explainText(why *[]Why, m Message, text string, bits groupBits, t
 		return
 	}
 	if typed != verdictThrottle && overflowBits(bits) {
-		add(patternWhy(groups[0], text, "overflow"))
+		g := groups[0]
+		if bits&bitOverflow == 0 {
+			g = groupExtendedOverflow
+		}
+		add(patternWhy(g, text, "overflow"))
 		return
 	}
 	switch {
-	case bits&bitOverflow == 0:
+	case bits&(bitOverflow|bitOverflowMore) == 0:
 	case bits&bitNotOverflow != 0:
 		add(patternWhy(groups[1], text, "not an overflow"))
 	default: // a typed throttle
-		add(patternWhy(groups[0], text, "ignored: a typed throttle is not an overflow"))
+		g := groups[0]
+		if bits&bitOverflow == 0 {
+			g = groupExtendedOverflow
+		}
+		add(patternWhy(g, text, "ignored: a typed throttle is not an overflow"))
 	}
 	usageEffect := "usage limit"
 	if r == Seed {
@@ -125,14 +133,19 @@ func (r Rules) explainText(why *[]Why, m Message, text string, bits groupBits, t
 	}
 	if typed != verdictNone {
 		add(typedWhy(m, field, typed))
-		if typed != verdictQuota && bits&bitUsage != 0 {
+		switch {
+		case typed != verdictQuota && bits&bitUsage != 0:
 			add(patternWhy(groups[3], text, usageEffect))
+		case (typed == verdictThrottle || typed == verdictTransient) && bits&bitFatal != 0:
+			add(fatalWhy(text))
 		}
 		return
 	}
 	switch {
 	case r == Extended && bits&bitUsage != 0:
 		add(patternWhy(groups[3], text, usageEffect))
+	case bits&bitFatal != 0:
+		add(fatalWhy(text))
 	case bits&bitRetry != 0:
 		add(patternWhy(groups[2], text, "retryable"))
 		if bits&bitUsage != 0 {
@@ -172,6 +185,15 @@ func typedWhy(m Message, field typedField, v verdict) Why {
 		w.Rule, w.Value = RuleGoError, fmt.Sprintf("%q", m.Err.Error())
 	}
 	return w
+}
+
+// fatalWhy names what made a text fatal under the extended rules: a
+// pattern of extended-fatal, else the budget arithmetic (overBudget).
+func fatalWhy(text string) Why {
+	if w := patternWhy(groupExtendedFatal, text, "fatal: no retry fixes it"); w.Pattern != "?" {
+		return w
+	}
+	return patternWhy(groupExtendedBudget, text, "fatal: Requested is above Limit, no wait lets it through")
 }
 
 // patternWhy names the first pattern of g, in table order, that matches

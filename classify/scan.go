@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"fmt"
 	"regexp/syntax"
 	"strings"
 	"sync"
@@ -50,6 +51,7 @@ type entry struct {
 	seq    []atom // after the prefix
 	before []atom // zero-width atoms before the prefix (\b, ^)
 	star   bool   // seq holds a .*
+	slot   int    // with star: its index in scratch.checkedTo
 }
 
 // scanner is the automaton for one rule set.
@@ -65,6 +67,7 @@ type scanner struct {
 	outStart []uint32 // state → range in outs
 	outs     []uint16 // entry indices
 	groups   uint8    // how many groups
+	stars    int      // how many entries have a .*
 }
 
 // groupBits is the set of groups that matched.
@@ -82,6 +85,12 @@ func compileScanner(groups []group) *scanner {
 			for _, alt := range alternativesOf(p.Expr) {
 				sc.add(uint8(gi), alt)
 			}
+		}
+	}
+	for i := range sc.entries {
+		if sc.entries[i].star {
+			sc.entries[i].slot = sc.stars
+			sc.stars++
 		}
 	}
 	sc.build()
@@ -111,7 +120,13 @@ func (sc *scanner) add(group uint8, alt *syntax.Regexp) {
 	}
 }
 
-// fixedEntry turns a sequence into an entry keyed by its leading literal.
+// maxKey is the longest literal head the automaton keys on: longer
+// literals would only add states (and table size) without making a hit
+// rarer.
+const maxKey = 8
+
+// fixedEntry turns a sequence into an entry keyed by its leading literal
+// (its first maxKey bytes).
 func fixedEntry(group uint8, seq []atom) (entry, bool) {
 	i := 0
 	for i < len(seq) && (seq[i].kind == atomBoundary || seq[i].kind == atomBegin) {
@@ -121,6 +136,13 @@ func fixedEntry(group uint8, seq []atom) (entry, bool) {
 		return entry{}, false
 	}
 	e := entry{group: group, before: seq[:i], prefix: seq[i].lit, seq: seq[i+1:]}
+	if len(e.prefix) > maxKey {
+		// The automaton keys on the literal's head; the rest is checked
+		// with the sequence.
+		rest := atom{kind: atomLit, lit: e.prefix[maxKey:]}
+		e.prefix = e.prefix[:maxKey]
+		e.seq = append([]atom{rest}, e.seq...)
+	}
 	for _, a := range e.seq {
 		e.star = e.star || a.kind == atomStar
 	}
@@ -414,7 +436,7 @@ func (sc *scanner) build() {
 		renum[oldS] = newS
 	}
 	if renum[0] != 0 || states*n > 1<<16 {
-		panic("classify: the scanner's automaton does not fit its table")
+		panic(fmt.Sprintf("classify: the scanner's automaton does not fit its table: %d states × %d byte classes", states, n))
 	}
 	delta := make([]uint16, states*n)
 	for oldS := range states {
@@ -456,10 +478,10 @@ func (sc *scanner) scan(text string) groupBits {
 	getScratch := func() *scratch {
 		if sp == nil {
 			sp = scratchPool.Get().(*scratch)
-			if len(sp.checkedTo) < len(sc.entries) {
-				sp.checkedTo = make([]int, len(sc.entries))
+			if len(sp.checkedTo) < sc.stars {
+				sp.checkedTo = make([]int, sc.stars)
 			}
-			clear(sp.checkedTo[:len(sc.entries)])
+			clear(sp.checkedTo[:sc.stars])
 		}
 		return sp
 	}
@@ -488,6 +510,9 @@ func (sc *scanner) scan(text string) groupBits {
 				continue
 			}
 			start := pos + 1 - len(e.prefix)
+			if len(e.seq) > 0 && e.seq[0].kind == atomLit && !hasLitAt(text, pos+1, e.seq[0].lit) {
+				continue // the literal goes on past the automaton's key, and not here
+			}
 			switch {
 			case !e.star:
 				if matchFixed(e, text, start, len(text)) == matched {
@@ -495,7 +520,7 @@ func (sc *scanner) scan(text string) groupBits {
 				}
 			default:
 				sp := getScratch()
-				if start < sp.checkedTo[ei] {
+				if start < sp.checkedTo[e.slot] {
 					continue // this line is known to hold no match
 				}
 				end := lineOf(start)
@@ -503,7 +528,7 @@ func (sc *scanner) scan(text string) groupBits {
 				case matched:
 					found |= bit
 				case exhausted:
-					sp.checkedTo[ei] = end
+					sp.checkedTo[e.slot] = end
 				}
 			}
 			if found == all {
