@@ -166,7 +166,7 @@ var patterns = []pattern{
 	{groupExtendedOverflow, `exceeds? (the )?(model's )?max(imum)? context length|(prompt|input)( length \d+)? exceeds (the )?max(imum)? length`, "OpenAI-compatible servers (mlx-serve and others: \"exceeds model's maximum context length\"), Volcengine, Zhipu (\"Prompt exceeds max length\")"},
 	{groupExtendedOverflow, `input prompt \(\d+ tokens\) is too long|must be less than max_seq_len`, "vLLM; OpenAI-compatible servers (prompt_tokens over max_seq_len)"},
 	{groupExtendedOverflow, `ran out of room in the model's context window|incomplete response returned, reason: max_output_tokens`, "OpenAI Codex: the context window is full"},
-	{groupExtendedOverflow, `maximum request body size \d+ exceeded|request payload size exceeds the limit`, "Google Gemini and Vertex AI: the request over the body size"},
+	{groupExtendedOverflow, `maximum request body size \d+ exceeded|payload size exceeds the limit`, "Google Gemini and Vertex AI: the request over the body size"},
 	{groupExtendedOverflow, `(messages|input)\[\d+\]\.content'?: string too long`, "OpenAI: a message's content over the longest string"},
 	{groupExtendedOverflow, `max_tokens must be at least 1, got -\d+`, "vLLM: the input leaves no room for output"},
 	{groupExtendedOverflow, "`inputs` (tokens \\+ `max_new_tokens` must be <=|must have less than) \\d+", "Hugging Face TGI (also behind Together): input plus requested output over the limit"},
@@ -177,7 +177,7 @@ var patterns = []pattern{
 	{groupExtendedOverflow, `prompt_limit`, "Anthropic-compatible relays (claude-code-hub): the error type of an over-long prompt"},
 
 	// The extended set's errors that no retry fixes.
-	{groupExtendedFatal, `request too large for .* on tokens per min`, "OpenAI, Groq: a single request larger than the per-minute token budget"},
+	{groupExtendedFatal, `too large for .* on tokens per min`, "OpenAI, Groq: a single request larger than the per-minute token budget"},
 
 	// The extended set's budget arithmetic: fatal when Requested is above
 	// Limit (overBudget).

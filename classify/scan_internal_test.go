@@ -84,7 +84,7 @@ func TestScannerSize(t *testing.T) {
 				stars++
 			}
 		}
-		t.Logf("%d entries (%d with .*), %d states, %d byte classes", len(sc.entries), stars, len(sc.outStart)-1, sc.nClasses)
+		t.Logf("%d entries (%d with .*), %d states, %d byte classes, keys of up to %d bytes", len(sc.entries), stars, len(sc.outStart)-1, sc.nClasses, sc.key)
 	}
 }
 
