@@ -123,6 +123,20 @@ func TestClassifyCommandBadInput(t *testing.T) {
 		assert.NotContains(t, obj["error"], "main.", c.name)
 	}
 	assert.Equal(t, "retryable", objs[len(cases)]["class"])
+
+	// --explain answers the same, and says why for every classified line.
+	code, out, errOut = runCmd(input.String(), "classify", "--rules", "seed", "--explain")
+	assert.Equal(t, 0, code)
+	assert.Empty(t, errOut)
+	explained := outputLines(t, out)
+	require.Len(t, explained, len(objs))
+	for i := range objs {
+		assert.Equal(t, objs[i]["class"], explained[i]["class"], "line %d", i+1)
+		assert.Equal(t, objs[i]["error"], explained[i]["error"], "line %d", i+1)
+		if objs[i]["class"] != nil {
+			assert.NotEmpty(t, explained[i]["why"], "line %d", i+1)
+		}
+	}
 }
 
 // Issue item 3: the provider error bodies users paste are read for their
