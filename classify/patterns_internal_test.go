@@ -78,7 +78,7 @@ var examples = map[string][2]string{
 	`resets_at|limit will reset|resets (in|at) `:                   {"Resets in 9h22m20s", "resets"},
 	`upgrade (to (plus|pro|a paid plan)|your (plan|subscription))`: {"upgrade to Plus", "upgrade later"},
 
-	`usage.?limit|(daily|weekly|monthly)_limit_reached`: {"weekly_limit_reached", "rate_limit_reached_error"},
+	`usage.?limit|(daily|weekly|monthly|spend)_limit_reached`: {"enforced_spend_limit_reached", "rate_limit_reached_error"},
 
 	// The extended rules' further patterns: a positive example for each
 	// alternative in moreExamples, written from the provider's wording, not
@@ -91,7 +91,7 @@ var examples = map[string][2]string{
 	`account is in good standing|arrearage`:                                                  {"code: Arrearage", "your account is in use"},
 	`quota will (reset|be refreshed)|(limit|quota|credits) (to reset|reset on)`:              {"Your quota will reset after 2h", "the quota resets"},
 	`(calls|requests|tokens) ?(/|per) ?(day|month)\b|perday`:                                 {"on tokens per day (TPD): Limit 500000", "on tokens per minute (TPM)"},
-	`monthly[_ ](request|credit|chat|spending)|weekly[_ ](rate[_ ])?limit|premium request`:   {"You've reached your monthly chat messages quota", "monthly report"},
+	`monthly[_ ](request|credit|chat|spend)|weekly[_ ](rate[_ ])?limit|premium request`:      {"You've reached your monthly chat messages quota", "monthly report"},
 	`you have no quota|\bquota_exceeded\b|quota is not enough|free (allocated |tier )?quota`: {"You have no quota", "request_quota_exceeded"},
 	`key limit exceeded|budget (has been )?exceeded|exceeded (your )?budget|budget_exceeded`: {"Key limit exceeded", "token budget: 2048"},
 	`(requires|need) a (grok )?subscription|limite de uso`:                                   {"this model requires a subscription", "subscription active"},
@@ -140,7 +140,7 @@ var moreExamples = map[string][]string{
 	`account is in good standing|arrearage`:                                                                                {"Access denied, please make sure your account is in good standing."},
 	`quota will (reset|be refreshed)|(limit|quota|credits) (to reset|reset on)`:                                            {"Your quota will be refreshed in the next cycle", "wait for your limit to reset on May 1", "until your credits reset on July 1"},
 	`(calls|requests|tokens) ?(/|per) ?(day|month)\b|perday`:                                                               {"limited to 1000 API calls / month", "requests per day (RPD)", "quotaId: GenerateRequestsPerDayPerProjectPerModel"},
-	`monthly[_ ](request|credit|chat|spending)|weekly[_ ](rate[_ ])?limit|premium request`:                                 {"MONTHLY_REQUEST_COUNT", "reached its monthly spending limit", "user_weekly_rate_limited", "Weekly limit reached", "exceeded your premium request limit"},
+	`monthly[_ ](request|credit|chat|spend)|weekly[_ ](rate[_ ])?limit|premium request`:                                    {"MONTHLY_REQUEST_COUNT", "reached its monthly spending limit", "your organization's monthly spend limit", "user_weekly_rate_limited", "Weekly limit reached", "exceeded your premium request limit"},
 	`you have no quota|\bquota_exceeded\b|quota is not enough|free (allocated |tier )?quota`:                               {`"code":"quota_exceeded"`, "user quota is not enough", "Free allocated quota exceeded.", "free tier quota exceeded"},
 	`key limit exceeded|budget (has been )?exceeded|exceeded (your )?budget|budget_exceeded`:                               {"Budget has been exceeded! Current cost: 2", "User: a, exceeded budget for model=x", `"type": "budget_exceeded"`},
 	`(requires|need) a (grok )?subscription|limite de uso`:                                                                 {"You have run out of credits or need a Grok subscription.", "Seu limite de uso será redefinido"},

@@ -135,7 +135,7 @@ var patterns = []pattern{
 	{groupExtendedRetry, `enginedeaderror|model is down\b|no deployments available`, "vLLM (the engine died; the server restarts it), OpenRouter (HTTP 502), LiteLLM's router"},
 
 	// §2.6: quota and billing exhaustion, class usage_limit.
-	{groupExtendedUsage, `usage.?limit|(daily|weekly|monthly)_limit_reached`, "Anthropic, OpenAI Codex (as §2.2, without its bare limit_reached, which is also Moonshot's rate_limit_reached_error throttle)"},
+	{groupExtendedUsage, `usage.?limit|(daily|weekly|monthly|spend)_limit_reached`, "Anthropic (enforced_spend_limit_reached), OpenAI Codex (as §2.2, without its bare limit_reached, which is also Moonshot's rate_limit_reached_error throttle)"},
 	{groupExtendedUsage, `insufficient_quota`, "OpenAI"},
 	{groupExtendedUsage, `exceeded your current quota`, "OpenAI, Google Gemini"},
 	{groupExtendedUsage, `credit balance is too low`, "Anthropic"},
@@ -153,7 +153,7 @@ var patterns = []pattern{
 	{groupExtendedUsage, `account is in good standing|arrearage`, "Alibaba DashScope: an overdue payment (Arrearage)"},
 	{groupExtendedUsage, `quota will (reset|be refreshed)|(limit|quota|credits) (to reset|reset on)`, "Google Gemini, Moonshot, GitHub Copilot: a quota that says when it resets"},
 	{groupExtendedUsage, `(calls|requests|tokens) ?(/|per) ?(day|month)\b|perday`, "Groq (TPD), OpenAI (RPD), Amazon Bedrock, Cohere trial keys, OpenRouter, Google quota IDs: a daily or monthly allowance"},
-	{groupExtendedUsage, `monthly[_ ](request|credit|chat|spending)|weekly[_ ](rate[_ ])?limit|premium request`, "GitHub Copilot, Kiro, xAI, Fireworks, Claude: a weekly or monthly allowance"},
+	{groupExtendedUsage, `monthly[_ ](request|credit|chat|spend)|weekly[_ ](rate[_ ])?limit|premium request`, "GitHub Copilot, Kiro, xAI, Fireworks, Anthropic (\"monthly spend limit\"), Claude: a weekly or monthly allowance"},
 	{groupExtendedUsage, `you have no quota|\bquota_exceeded\b|quota is not enough|free (allocated |tier )?quota`, "GitHub Copilot, One API and New API gateways, Alibaba DashScope free tiers"},
 	{groupExtendedUsage, `key limit exceeded|budget (has been )?exceeded|exceeded (your )?budget|budget_exceeded`, "OpenRouter key limits, LiteLLM proxy budgets"},
 	{groupExtendedUsage, `(requires|need) a (grok )?subscription|limite de uso`, "Ollama cloud models, xAI; OpenAI Codex in Portuguese (\"limite de uso\")"},
