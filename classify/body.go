@@ -12,29 +12,64 @@ import (
 //
 //	Anthropic          {"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}
 //	OpenAI and kin     {"error":{"message":"…","type":"…","code":"…","param":null}}
+//	OpenAI Responses   {"type":"response.failed","response":{"error":{"code":"…","message":"…"}}}
 //	Google / Vertex    {"error":{"code":429,"message":"…","status":"RESOURCE_EXHAUSTED"}}
-//	Bedrock            {"message":"…"} (the type in the x-amzn-errortype header)
+//	Bedrock            {"message":"…"}, {"__type":"…#ThrottlingException","Message":"…"}
 //	OpenRouter         {"error":{"message":"…","code":502,"metadata":{"raw":"<the upstream body>"}}}
+//	a bare message     {"error":"…"}
 //
-// A message that is itself a JSON body (Google's habit when it relays
-// another service, OpenRouter's raw upstream body) is read in turn, and the
-// innermost body wins.
+// Bodies inside bodies are unwrapped: a message that is itself a JSON body,
+// as a string (Google's habit when it relays another service), an error
+// object that holds another error (a gateway relaying an upstream's body),
+// OpenRouter's metadata.raw. The innermost body wins and an outer one fills
+// the fields it leaves empty; an upstream's raw text that is not a body
+// follows the outer message.
 type ProviderError struct {
-	// Status is an HTTP status the body states (Google's numeric code); 0
-	// when it states none.
+	// Status is an HTTP status the body states (Google's numeric code, or a
+	// code such as "429" given as a string); 0 when it states none.
 	Status int
-	// Type is the provider's error type or code name, such as
-	// "overloaded_error", "insufficient_quota" or "RESOURCE_EXHAUSTED".
+	// Type is the provider's most precise name for the error: its error
+	// code when that is a name (OpenAI's "insufficient_quota"), else its
+	// error type ("overloaded_error"), Google's status
+	// ("RESOURCE_EXHAUSTED") or Bedrock's exception ("ThrottlingException").
 	Type string
 	// Message is the provider's own message.
 	Message string
 }
 
-// maxBodyDepth bounds how deep ParseBody follows bodies inside messages.
+// String renders the error as one line of error text, the way a session's
+// failed message reads: "529 overloaded_error: Overloaded", each part only
+// when the body states it.
+func (pe ProviderError) String() string {
+	var b strings.Builder
+	if pe.Status != 0 {
+		b.WriteString(strconv.Itoa(pe.Status))
+	}
+	if pe.Type != "" {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(pe.Type)
+		if pe.Message != "" {
+			b.WriteByte(':')
+		}
+	}
+	if pe.Message != "" {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString(pe.Message)
+	}
+	return b.String()
+}
+
+// maxBodyDepth bounds how deep ParseBody follows bodies inside bodies.
 const maxBodyDepth = 4
 
 // ParseBody reads a provider's error body. It reports false when data is
-// not a JSON object in one of the shapes ProviderError lists.
+// not a JSON object in one of the shapes ProviderError lists, or is one
+// that states nothing (no status, type or message): text to be classified
+// as text.
 func ParseBody(data []byte) (ProviderError, bool) {
 	return parseBody(data, 0)
 }
@@ -45,66 +80,133 @@ func parseBody(data []byte, depth int) (ProviderError, bool) {
 		return ProviderError{}, false
 	}
 	var top struct {
-		Type    *string         `json:"type"`
-		Message *string         `json:"message"`
-		Error   json.RawMessage `json:"error"`
+		Type     *string         `json:"type"`
+		AWSType  *string         `json:"__type"`
+		Message  *string         `json:"message"`
+		Error    json.RawMessage `json:"error"`
+		Response json.RawMessage `json:"response"`
 	}
 	if json.Unmarshal(data, &top) != nil {
 		return ProviderError{}, false
 	}
 	var pe ProviderError
 	switch {
-	case len(top.Error) > 0 && top.Error[0] == '{':
-		var e struct {
-			Type     string          `json:"type"`
-			Message  string          `json:"message"`
-			Code     json.RawMessage `json:"code"`
-			Status   string          `json:"status"`
-			Metadata struct {
-				Raw json.RawMessage `json:"raw"`
-			} `json:"metadata"`
-		}
-		if json.Unmarshal(top.Error, &e) != nil {
+	case isObject(top.Error):
+		var ok bool
+		if pe, ok = parseErrorObject(top.Error, depth); !ok {
 			return ProviderError{}, false
-		}
-		pe.Message = e.Message
-		pe.Type = e.Type
-		code := strings.Trim(string(e.Code), `"`)
-		if n, err := strconv.Atoi(code); err == nil && e.Code[0] != '"' {
-			if n >= 100 && n <= 599 {
-				pe.Status = n
-			}
-		} else if code != "" && code != "null" {
-			pe.Type = code // OpenAI: the code is the more precise name
-		}
-		if e.Status != "" && pe.Type == "" {
-			pe.Type = e.Status
-		}
-		if raw := unquote(e.Metadata.Raw); raw != nil {
-			if inner, ok := parseBody(raw, depth+1); ok {
-				return merge(inner, pe), true
-			}
 		}
 	case len(top.Error) > 0 && top.Error[0] == '"':
 		// {"error":"…"}: a message alone.
 		if json.Unmarshal(top.Error, &pe.Message) != nil {
 			return ProviderError{}, false
 		}
+	case isObject(top.Response):
+		// The Responses API's response.failed event: the response's error.
+		return parseBody(top.Response, depth+1)
 	case top.Message != nil:
 		pe.Message = *top.Message
-		if top.Type != nil {
+		switch {
+		case top.AWSType != nil:
+			pe.Type = awsType(*top.AWSType)
+		case top.Type != nil && *top.Type != "error":
 			pe.Type = *top.Type
 		}
 	default:
 		return ProviderError{}, false
 	}
 	if inner, ok := parseBody([]byte(pe.Message), depth+1); ok {
-		return merge(inner, pe), true
+		pe = merge(inner, pe)
 	}
 	if pe.Message == "" && pe.Type == "" && pe.Status == 0 {
 		return ProviderError{}, false
 	}
 	return pe, true
+}
+
+// parseErrorObject reads the object under "error": its type, code, status
+// and message, and the bodies it carries (another "error" inside it,
+// OpenRouter's metadata.raw).
+func parseErrorObject(data json.RawMessage, depth int) (ProviderError, bool) {
+	var e struct {
+		Type     *string         `json:"type"`
+		Message  *string         `json:"message"`
+		Code     json.RawMessage `json:"code"`
+		Status   json.RawMessage `json:"status"`
+		Error    json.RawMessage `json:"error"`
+		Metadata *struct {
+			Raw json.RawMessage `json:"raw"`
+		} `json:"metadata"`
+	}
+	if json.Unmarshal(data, &e) != nil {
+		return ProviderError{}, false
+	}
+	var pe ProviderError
+	if e.Message != nil {
+		pe.Message = *e.Message
+	}
+	if e.Type != nil {
+		pe.Type = *e.Type
+	}
+	// A number in the HTTP range, as a number or a string, is a status;
+	// a code that is a name is more precise than the type; a status that
+	// is a name (Google's) stands in for a missing type.
+	if code, isName := status(e.Code, &pe.Status); isName {
+		pe.Type = code
+	}
+	if name, isName := status(e.Status, &pe.Status); isName && pe.Type == "" {
+		pe.Type = name
+	}
+	if len(e.Error) > 0 {
+		if inner, ok := parseBody(data, depth+1); ok {
+			pe = merge(inner, pe)
+		}
+	}
+	if e.Metadata != nil {
+		if raw := unquote(e.Metadata.Raw); len(raw) > 0 {
+			if inner, ok := parseBody(raw, depth+1); ok {
+				pe = merge(inner, pe)
+			} else if text := strings.TrimSpace(string(raw)); text != "" {
+				pe.Message = strings.TrimSpace(pe.Message + ": " + text)
+			}
+		}
+	}
+	return pe, true
+}
+
+// status reads a code or status field: a number in the HTTP range, as a
+// number or a string, is stored in *st; a string that is no such number
+// is returned as a name.
+func status(raw json.RawMessage, st *int) (name string, isName bool) {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 {
+		return "", false
+	}
+	v := string(raw)
+	quoted := raw[0] == '"'
+	if quoted && json.Unmarshal(raw, &v) != nil {
+		return "", false
+	}
+	if n, err := strconv.Atoi(v); err == nil && n >= 100 && n <= 599 {
+		*st = n
+		return "", false
+	}
+	return v, quoted && v != ""
+}
+
+// awsType is the exception name in an AWS __type:
+// "com.amazon.coral.service#ThrottlingException" → "ThrottlingException".
+func awsType(t string) string {
+	if i := strings.LastIndexByte(t, '#'); i >= 0 {
+		t = t[i+1:]
+	}
+	t, _, _ = strings.Cut(t, ":")
+	return t
+}
+
+func isObject(raw json.RawMessage) bool {
+	raw = bytes.TrimSpace(raw)
+	return len(raw) > 0 && raw[0] == '{'
 }
 
 // merge takes the inner body's fields, and the outer's where the inner has

@@ -35,11 +35,24 @@ type Result struct {
 // retryable, whatever else its text says, except that an HTTP 429 (or a
 // throttling error type) is a throttle even when its text reads like an
 // overflow; typed fields (Status, ErrorType, Err) decide before text; then
-// the text patterns of r; anything else is Fatal.
+// the text patterns of r; anything else is Fatal. Explain says which of
+// these rules decided.
 func (r Rules) Classify(m Message, now time.Time) Result {
+	return r.classify(m, now, nil)
+}
+
+// classify is Classify; with why non-nil it also records the rules that
+// decided (Explain). Without, it records nothing and allocates nothing.
+func (r Rules) classify(m Message, now time.Time, why *[]Why) Result {
 	if m.StopReason != StopReasonError {
 		if IsOverflow(m) {
+			if why != nil {
+				*why = append(*why, usageWhy(m))
+			}
 			return Result{Class: Overflow}
+		}
+		if why != nil {
+			*why = append(*why, Why{Rule: RuleStopReason, Value: string(m.StopReason), Effect: "none"})
 		}
 		return Result{Class: None}
 	}
@@ -48,7 +61,13 @@ func (r Rules) Classify(m Message, now time.Time) Result {
 		text = m.Err.Error()
 	}
 	bits := r.scanner().scan(text)
-	typed := typedVerdict(m)
+	if bits&bitBudget != 0 && overBudget(text) {
+		bits |= bitFatal
+	}
+	typed, field := typedVerdict(m)
+	if why != nil {
+		r.explainText(why, m, text, bits, typed, field)
+	}
 	if typed != verdictThrottle && (typed == verdictOverflow || overflowBits(bits)) {
 		return Result{Class: Overflow}
 	}
@@ -58,8 +77,11 @@ func (r Rules) Classify(m Message, now time.Time) Result {
 		class = UsageLimit
 	case verdictThrottle, verdictTransient:
 		class = Retryable
-		if bits&bitUsage != 0 {
+		switch {
+		case bits&bitUsage != 0:
 			class = UsageLimit
+		case bits&bitFatal != 0:
+			class = Fatal // looks transient, but no retry fixes it
 		}
 	case verdictPermanent:
 		class = Fatal
@@ -76,9 +98,14 @@ func (r Rules) Classify(m Message, now time.Time) Result {
 		res.Class = Retryable
 	}
 	if class == Retryable || class == UsageLimit {
+		var from Rule = RuleHeaderHint
 		res.RetryAfter, res.HasRetryAfter = headerHint(m.Headers, now)
 		if !res.HasRetryAfter {
+			from = RuleTextHint
 			res.RetryAfter, res.HasRetryAfter = RetryAfter(text, now)
+		}
+		if why != nil && res.HasRetryAfter {
+			*why = append(*why, Why{Rule: from, Value: res.RetryAfter.String(), Effect: "wait"})
 		}
 	}
 	return res
@@ -92,13 +119,14 @@ func (r Rules) scanner() *scanner {
 }
 
 // textClass classifies an error (not an overflow) by its scanned text:
-// under Extended a usage limit before a retry; under Seed a retry, which is
-// a usage limit too when the usage-limit sub-rule matches.
+// under Extended a usage limit, then an error no retry fixes, then a retry;
+// under Seed a retry, which is a usage limit too when the usage-limit
+// sub-rule matches.
 func (r Rules) textClass(bits groupBits) Class {
 	switch {
 	case r == Extended && bits&bitUsage != 0:
 		return UsageLimit
-	case bits&bitRetry == 0:
+	case bits&bitFatal != 0, bits&bitRetry == 0:
 		return Fatal
 	case r == Seed && bits&bitUsage != 0:
 		return UsageLimit
@@ -110,8 +138,9 @@ func (r Rules) textClass(bits groupBits) Class {
 // whose text matches an overflow pattern and no throttle pattern, a silent
 // overflow (a "stop" whose input and cache reads exceed a known context
 // window) or a truncated one (a "length" with no output whose input and
-// cache reads reach 99% of the window). It reads text only; Classify also
-// weighs typed fields.
+// cache reads reach 99% of the window). It reads text only, with the
+// policy's overflow patterns (those both rule sets share); Classify also
+// weighs typed fields, and under Extended more overflow wordings.
 //
 // The usage checks are exact for any numbers: a negative token count
 // counts as 0, and no sum or product can overflow.
@@ -131,9 +160,10 @@ func IsOverflow(m Message) bool {
 	return false
 }
 
-// overflowBits: an overflow pattern matched and no throttle pattern did.
+// overflowBits: an overflow pattern matched (under Extended, one of its
+// own too) and no throttle pattern did.
 func overflowBits(bits groupBits) bool {
-	return bits&bitOverflow != 0 && bits&bitNotOverflow == 0
+	return bits&(bitOverflow|bitOverflowMore) != 0 && bits&bitNotOverflow == 0
 }
 
 // verdict is what the typed fields say on their own.
@@ -148,32 +178,42 @@ const (
 	verdictPermanent                // 400, 401, 403, 404, a request or auth error type
 )
 
-func typedVerdict(m Message) verdict {
+// typedField is the typed field that decided a verdict.
+type typedField uint8
+
+const (
+	fieldNone typedField = iota
+	fieldErrorType
+	fieldStatus
+	fieldErr
+)
+
+func typedVerdict(m Message) (verdict, typedField) {
 	switch strings.ToLower(m.ErrorType) {
 	case "":
 	case "insufficient_quota", "billing_hard_limit_reached", "billing_error", "enforced_spend_limit_reached":
-		return verdictQuota
+		return verdictQuota, fieldErrorType
 	case "request_too_large", "context_length_exceeded", "model_context_window_exceeded":
-		return verdictOverflow
+		return verdictOverflow, fieldErrorType
 	case "rate_limit_error", "rate_limit_exceeded", "throttlingexception", "resource_exhausted":
-		return verdictThrottle
+		return verdictThrottle, fieldErrorType
 	case "overloaded_error", "api_error", "server_error", "internal_server_error", "service_unavailable", "unavailable", "timeout":
-		return verdictTransient
+		return verdictTransient, fieldErrorType
 	case "invalid_request_error", "authentication_error", "permission_error", "not_found_error", "tool_rounds_exceeded":
-		return verdictPermanent
+		return verdictPermanent, fieldErrorType
 	}
 	switch s := m.Status; {
 	case s == 429:
-		return verdictThrottle
+		return verdictThrottle, fieldStatus
 	case s == 408 || s == 409 || (s >= 500 && s <= 599):
-		return verdictTransient
+		return verdictTransient, fieldStatus
 	case s == 400 || s == 401 || s == 403 || s == 404:
-		return verdictPermanent
+		return verdictPermanent, fieldStatus
 	}
 	if m.Err != nil && transientError(m.Err) {
-		return verdictTransient
+		return verdictTransient, fieldErr
 	}
-	return verdictNone
+	return verdictNone, fieldNone
 }
 
 // transientError reports whether err is a network or timeout failure that

@@ -446,3 +446,29 @@ func TestOverflowChecksDoNotWrap(t *testing.T) {
 		}
 	}
 }
+
+// Issue 14 item 2: an error that reads like a transient one but that no
+// retry fixes is fatal under the extended rules, even with a transient
+// status; a usage limit still comes first. The seed rules are the
+// reference's and know nothing of it.
+func TestExtendedFatalBeatsTransient(t *testing.T) {
+	tooLarge := "Request too large for gpt-4o in organization org-1 on tokens per min (TPM): Limit 30000, Requested 45000."
+	toolIDs := "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'."
+	overBudget := "Rate limit reached for model m on tokens per minute (TPM): Limit 6000, Used 0, Requested ~9000."
+	for _, c := range []struct {
+		name      string
+		m         classify.Message
+		seed, ext classify.Class
+	}{
+		{"too large, as text (the seed sees 500 in 45000)", errMsg(tooLarge), classify.Retryable, classify.Fatal},
+		{"too large in a 429", classify.Message{StopReason: classify.StopReasonError, Status: 429, ErrorMessage: tooLarge}, classify.Retryable, classify.Fatal},
+		{"tool ids after a 500", classify.Message{StopReason: classify.StopReasonError, ErrorMessage: "500 internal error: " + toolIDs}, classify.Retryable, classify.Fatal},
+		{"tool ids with a transient type", classify.Message{StopReason: classify.StopReasonError, ErrorType: "api_error", ErrorMessage: toolIDs}, classify.Retryable, classify.Fatal},
+		{"over the budget in a 429", classify.Message{StopReason: classify.StopReasonError, Status: 429, ErrorMessage: overBudget}, classify.Retryable, classify.Fatal},
+		{"within the budget", errMsg("Rate limit reached on tokens per min (TPM): Limit 30000, Used 22999, Requested 12528."), classify.Retryable, classify.Retryable},
+		{"a usage limit comes first", classify.Message{StopReason: classify.StopReasonError, Status: 403, ErrorMessage: "Model access is denied: insufficient balance"}, classify.Fatal, classify.UsageLimit},
+	} {
+		assert.Equal(t, c.seed, classify.Seed.Classify(c.m, now).Class, "seed: %s", c.name)
+		assert.Equal(t, c.ext, classify.Extended.Classify(c.m, now).Class, "extended: %s", c.name)
+	}
+}

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/require"
 
@@ -19,20 +18,22 @@ var update = flag.Bool("update", false, "rewrite the generated blocks of docs/cl
 
 const classificationDoc = "../docs/classification.md"
 
-// corpusReport renders the extended rules' agreement with the corpus, per
-// label, and every row they miss.
+// corpusReport renders the extended rules' confusion matrix on the whole
+// corpus, on each set of rows, and every row they miss.
 func corpusReport(rows []corpusRow) string {
-	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	var b, misses strings.Builder
-	agree := map[classify.Class]int{}
-	total := map[classify.Class]int{}
-	all := 0
+	all := &confusion{}
+	sets := map[string]*confusion{}
+	var order []string
 	for _, r := range rows {
-		got := classify.Extended.Classify(classify.Message{StopReason: classify.StopReasonError, ErrorMessage: r.message}, now).Class
-		total[r.label]++
-		if got == r.label {
-			agree[r.label]++
-			all++
+		got := corpusClass(r)
+		all.add(r.label, got)
+		if sets[r.set] == nil {
+			sets[r.set] = &confusion{}
+			order = append(order, r.set)
+		}
+		sets[r.set].add(r.label, got)
+		if agrees(r.label, got) {
 			continue
 		}
 		msg := r.message
@@ -42,14 +43,11 @@ func corpusReport(rows []corpusRow) string {
 		msg = strings.NewReplacer("|", `\|`, "`", "'").Replace(msg)
 		fmt.Fprintf(&misses, "| %d | %s | %s | %s | %s |\n", r.line, r.provider, r.label, got, msg)
 	}
-	b.WriteString("| label | rows | extended agrees |\n|---|---|---|\n")
-	for _, c := range classify.Classes() {
-		if total[c] > 0 {
-			fmt.Fprintf(&b, "| %s | %d | %d (%.0f%%) |\n", c, total[c], agree[c], 100*float64(agree[c])/float64(total[c]))
-		}
+	fmt.Fprintf(&b, "All %d rows:\n\n%s", all.total, all.markdown())
+	for _, name := range order {
+		fmt.Fprintf(&b, "\nThe %d rows of the set `%s`:\n\n%s", sets[name].total, name, sets[name].markdown())
 	}
-	fmt.Fprintf(&b, "| all | %d | %d (%.1f%%) |\n\n", len(rows), all, 100*float64(all)/float64(len(rows)))
-	b.WriteString("Rows the extended rules miss:\n\n| line | provider | label | classified | message |\n|---|---|---|---|---|\n")
+	b.WriteString("\nRows the extended rules miss:\n\n| line | provider | label | classified | message |\n|---|---|---|---|---|\n")
 	b.WriteString(misses.String())
 	return b.String()
 }

@@ -19,3 +19,6 @@ func PatternTables() map[string]string {
 	}
 	return tables
 }
+
+// PatternList is every pattern, in classification order.
+func PatternList() []pattern { return patterns }

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"regexp/syntax"
 	"strings"
+	"unicode"
+	"unicode/utf8"
 )
 
 // The rules are written in the syntax of the reference's JavaScript regular
@@ -22,7 +24,8 @@ import (
 //     one under "?" also excludes U+10000 and above.
 //   - \s: JavaScript's includes \v and the Unicode spaces; Go's does not.
 //
-// Only the syntax the rules use is supported: literals, ".", "\d", "\s",
+// Only the syntax the rules use is supported: literals (outside ASCII only
+// characters without case, such as CJK), ".", "\d", "\s",
 // "\b", escaped punctuation, groups, alternation, classes (negated or not)
 // without ranges of letters, the anchor ^, and the quantifiers ?, *, +. Anything else panics at init, so a
 // rule the translation does not understand cannot ship.
@@ -138,6 +141,15 @@ func translateJS(src string) string {
 			}
 		case isLetter(c):
 			b.WriteByte(lower(c))
+		case c >= 0x80 && !inClass:
+			// A character outside ASCII, as itself, when it has no case
+			// (CJK): JavaScript and Go then match it alike.
+			r, size := utf8.DecodeRuneInString(src[i:])
+			if r == utf8.RuneError || unicode.SimpleFold(r) != r {
+				panic(fmt.Sprintf("classify: pattern %q uses %q, which has case or is not UTF-8", src, r))
+			}
+			b.WriteString(src[i : i+size])
+			i += size - 1
 		case c == '{' || c == '}' || c >= 0x80:
 			panic(fmt.Sprintf("classify: pattern %q uses unsupported syntax %q", src, c))
 		default:

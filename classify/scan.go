@@ -1,6 +1,7 @@
 package classify
 
 import (
+	"fmt"
 	"regexp/syntax"
 	"strings"
 	"sync"
@@ -50,6 +51,7 @@ type entry struct {
 	seq    []atom // after the prefix
 	before []atom // zero-width atoms before the prefix (\b, ^)
 	star   bool   // seq holds a .*
+	slot   int    // with star: its index in scratch.checkedTo
 }
 
 // scanner is the automaton for one rule set.
@@ -65,6 +67,8 @@ type scanner struct {
 	outStart []uint32 // state → range in outs
 	outs     []uint16 // entry indices
 	groups   uint8    // how many groups
+	stars    int      // how many entries have a .*
+	key      int      // the longest key (0: maxKey)
 }
 
 // groupBits is the set of groups that matched.
@@ -73,19 +77,57 @@ type groupBits uint8
 // compileScanner builds the scanner for the given groups, in order: bit i
 // of the scan result is groups[i].
 func compileScanner(groups []group) *scanner {
-	sc := &scanner{groups: uint8(len(groups))}
+	var alts []alternative
 	for gi, g := range groups {
 		for _, p := range patterns {
 			if p.Group != g {
 				continue
 			}
 			for _, alt := range alternativesOf(p.Expr) {
-				sc.add(uint8(gi), alt)
+				alts = append(alts, alternative{uint8(gi), alt})
 			}
 		}
 	}
-	sc.build()
-	return sc
+	// The longest keys whose table fits, by bisection (a longer key makes a
+	// hit rarer but adds states).
+	try := func(key int) *scanner {
+		sc := &scanner{groups: uint8(len(groups)), key: key}
+		for _, a := range alts {
+			sc.add(a.group, a.re)
+		}
+		for i := range sc.entries {
+			if sc.entries[i].star {
+				sc.entries[i].slot = sc.stars
+				sc.stars++
+			}
+		}
+		if !sc.build() {
+			return nil
+		}
+		return sc
+	}
+	if sc := try(maxKey); sc != nil {
+		return sc
+	}
+	best := try(minKey)
+	if best == nil {
+		panic(fmt.Sprintf("classify: the scanner's automaton does not fit its table even with %d-byte keys", minKey))
+	}
+	for lo, hi := minKey, maxKey; hi-lo > 1; { // lo fits, hi does not
+		mid := (lo + hi) / 2
+		if sc := try(mid); sc != nil {
+			best, lo = sc, mid
+		} else {
+			hi = mid
+		}
+	}
+	return best
+}
+
+// alternative is one alternative of a pattern of the group numbered group.
+type alternative struct {
+	group uint8
+	re    *syntax.Regexp
 }
 
 // alternativesOf parses a pattern the way jsRegexps does.
@@ -103,7 +145,7 @@ func (sc *scanner) add(group uint8, alt *syntax.Regexp) {
 		panic("classify: the scanner cannot take the pattern alternative " + alt.String())
 	}
 	for _, seq := range seqs {
-		e, ok := fixedEntry(group, seq)
+		e, ok := fixedEntry(group, seq, sc.key)
 		if !ok {
 			panic("classify: the pattern alternative " + alt.String() + " has a sequence without a leading literal")
 		}
@@ -111,8 +153,18 @@ func (sc *scanner) add(group uint8, alt *syntax.Regexp) {
 	}
 }
 
-// fixedEntry turns a sequence into an entry keyed by its leading literal.
-func fixedEntry(group uint8, seq []atom) (entry, bool) {
+// maxKey and minKey bound the length of the automaton's keys, the leading
+// literals' heads: compileScanner takes the longest that lets the table fit
+// its 16-bit offsets. Past a dozen bytes a longer key hardly makes a hit
+// rarer.
+const maxKey, minKey = 16, 6
+
+// fixedEntry turns a sequence into an entry keyed by its leading literal
+// (its first key bytes; 0 means maxKey).
+func fixedEntry(group uint8, seq []atom, key int) (entry, bool) {
+	if key == 0 {
+		key = maxKey
+	}
 	i := 0
 	for i < len(seq) && (seq[i].kind == atomBoundary || seq[i].kind == atomBegin) {
 		i++
@@ -121,6 +173,13 @@ func fixedEntry(group uint8, seq []atom) (entry, bool) {
 		return entry{}, false
 	}
 	e := entry{group: group, before: seq[:i], prefix: seq[i].lit, seq: seq[i+1:]}
+	if len(e.prefix) > key {
+		// The automaton keys on the literal's head; the rest is checked
+		// with the sequence, first.
+		rest := atom{kind: atomLit, lit: e.prefix[key:]}
+		e.prefix = e.prefix[:key]
+		e.seq = append([]atom{rest}, e.seq...)
+	}
 	for _, a := range e.seq {
 		e.star = e.star || a.kind == atomStar
 	}
@@ -335,7 +394,9 @@ func inRanges(r rune, ranges []rune) bool {
 }
 
 // build makes the Aho-Corasick automaton of the entries' prefixes.
-func (sc *scanner) build() {
+// build makes the automaton; it reports false when the table does not fit
+// 16-bit offsets.
+func (sc *scanner) build() bool {
 	// Byte classes: every byte that appears in a prefix (lowered) gets its
 	// own; upper-case letters share their lower case's; the rest is 0.
 	next := uint8(1)
@@ -371,8 +432,12 @@ func (sc *scanner) build() {
 		}
 		outs[s] = append(outs[s], uint16(i))
 	}
-	// Failure links, breadth first, and the full transition table.
+	// Failure links, breadth first, and the full transition table, whose
+	// offsets (state × classes) must fit 16 bits.
 	states := len(trie)
+	if states*n > 1<<16 {
+		return false
+	}
 	sc.delta = make([]uint16, states*n)
 	fail := make([]int, states)
 	queue := []int{}
@@ -414,7 +479,7 @@ func (sc *scanner) build() {
 		renum[oldS] = newS
 	}
 	if renum[0] != 0 || states*n > 1<<16 {
-		panic("classify: the scanner's automaton does not fit its table")
+		return false
 	}
 	delta := make([]uint16, states*n)
 	for oldS := range states {
@@ -430,6 +495,7 @@ func (sc *scanner) build() {
 		sc.outs = append(sc.outs, outs[oldS]...)
 	}
 	sc.outStart[states] = uint32(len(sc.outs))
+	return true
 }
 
 // scratch is the per-call memory of a scan: for each entry with a .*, the
@@ -456,10 +522,10 @@ func (sc *scanner) scan(text string) groupBits {
 	getScratch := func() *scratch {
 		if sp == nil {
 			sp = scratchPool.Get().(*scratch)
-			if len(sp.checkedTo) < len(sc.entries) {
-				sp.checkedTo = make([]int, len(sc.entries))
+			if len(sp.checkedTo) < sc.stars {
+				sp.checkedTo = make([]int, sc.stars)
 			}
-			clear(sp.checkedTo[:len(sc.entries)])
+			clear(sp.checkedTo[:sc.stars])
 		}
 		return sp
 	}
@@ -488,6 +554,9 @@ func (sc *scanner) scan(text string) groupBits {
 				continue
 			}
 			start := pos + 1 - len(e.prefix)
+			if len(e.seq) > 0 && e.seq[0].kind == atomLit && !hasLitAt(text, pos+1, e.seq[0].lit) {
+				continue // the literal goes on past the automaton's key, and not here
+			}
 			switch {
 			case !e.star:
 				if matchFixed(e, text, start, len(text)) == matched {
@@ -495,7 +564,7 @@ func (sc *scanner) scan(text string) groupBits {
 				}
 			default:
 				sp := getScratch()
-				if start < sp.checkedTo[ei] {
+				if start < sp.checkedTo[e.slot] {
 					continue // this line is known to hold no match
 				}
 				end := lineOf(start)
@@ -503,7 +572,7 @@ func (sc *scanner) scan(text string) groupBits {
 				case matched:
 					found |= bit
 				case exhausted:
-					sp.checkedTo[ei] = end
+					sp.checkedTo[e.slot] = end
 				}
 			}
 			if found == all {

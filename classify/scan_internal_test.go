@@ -3,6 +3,7 @@ package classify
 import (
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -49,7 +50,7 @@ func oracleBits(groups []group, text string) groupBits {
 
 var (
 	seedGroups     = []group{groupOverflow, groupNotOverflow, groupSeedRetry, groupUsageFlag}
-	extendedGroups = []group{groupOverflow, groupNotOverflow, groupExtendedRetry, groupExtendedUsage}
+	extendedGroups = []group{groupOverflow, groupNotOverflow, groupExtendedRetry, groupExtendedUsage, groupExtendedOverflow, groupExtendedFatal, groupExtendedBudget}
 )
 
 // fataler is what checkAgainstOracle needs of *testing.T and *rapid.T.
@@ -83,7 +84,7 @@ func TestScannerSize(t *testing.T) {
 				stars++
 			}
 		}
-		t.Logf("%d entries (%d with .*), %d states, %d byte classes", len(sc.entries), stars, len(sc.outStart)-1, sc.nClasses)
+		t.Logf("%d entries (%d with .*), %d states, %d byte classes, keys of up to %d bytes", len(sc.entries), stars, len(sc.outStart)-1, sc.nClasses, sc.key)
 	}
 }
 
@@ -121,12 +122,16 @@ func TestScannerMatchesOracleOnCorpusAndPage(t *testing.T) {
 	}
 	checkAgainstOracle(t, string(page))
 	// The page with each pattern's example planted in it, at its start, in
-	// its middle and at its end.
-	for _, ex := range examples {
-		for _, at := range []int{0, len(page) / 2, len(page)} {
-			text := string(page[:at]) + ex[0] + string(page[at:])
-			checkAgainstOracle(t, text)
-		}
+	// its middle or at its end.
+	var planted []string
+	for expr, ex := range examples {
+		planted = append(append(planted, ex[:]...), moreExamples[expr]...)
+	}
+	slices.Sort(planted)
+	for i, ex := range planted {
+		// At the page's start, middle or end, in turn.
+		at := []int{0, len(page) / 2, len(page)}[i%3]
+		checkAgainstOracle(t, string(page[:at])+ex+string(page[at:]))
 	}
 }
 
@@ -195,11 +200,20 @@ func BenchmarkRegexpOracleSeedCorpus(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
+	// The rows of the set "original" (see corpus_test.go), so that the
+	// figure stays comparable as the corpus grows.
 	var msgs []string
-	for _, line := range strings.Split(string(data), "\n")[1:] {
-		if fields := strings.Split(line, "\t"); len(fields) >= 3 {
+	set := ""
+	for _, line := range strings.Split(string(data), "\n") {
+		if name, ok := strings.CutPrefix(line, "# rows:"); ok {
+			set = strings.TrimSpace(name)
+		}
+		if fields := strings.Split(line, "\t"); set == "original" && len(fields) == 4 {
 			msgs = append(msgs, fields[2])
 		}
+	}
+	if len(msgs) != 83 {
+		b.Fatalf("the original set has %d rows, want 83", len(msgs))
 	}
 	for b.Loop() {
 		for _, m := range msgs {

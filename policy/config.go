@@ -43,7 +43,8 @@ type RetryConfig struct {
 	// rounded up to a whole millisecond and at most MaxDelay; a hint above
 	// MaxDelayMs (when set) ends the chain at once instead.
 	HonorRetryAfter bool `json:"honorRetryAfter"`
-	// Rules is the classification rule set: seed (the default) or extended.
+	// Rules is the classification rule set: extended (the default) or seed
+	// (the reference's).
 	Rules classify.Rules `json:"rules"`
 }
 
@@ -58,10 +59,25 @@ type CompactionConfig struct {
 	KeepRecentTokens int `json:"keepRecentTokens"`
 }
 
-// DefaultConfig returns the policy's defaults: retry on, 3 retries from
-// 2000 ms, no cap, no jitter, hints not honoured, the seed rules; compaction
-// on, 16384 reserve tokens, 20000 recent tokens kept.
+// DefaultConfig returns the defaults for real use: retry on, 3 retries
+// from 2000 ms, each delay capped at 60 s, no jitter, the server's retry
+// hint honoured (a hint above the cap ends the chain unless the credential
+// switches), the extended rules; compaction on, 16384 reserve tokens, 20000
+// recent tokens kept. docs/policy.md §11 lists how it differs from
+// ReferenceConfig.
 func DefaultConfig() Config {
+	c := ReferenceConfig()
+	c.Retry.MaxDelayMs = 60000
+	c.Retry.HonorRetryAfter = true
+	c.Retry.Rules = classify.Extended
+	return c
+}
+
+// ReferenceConfig returns the reference agent's policy exactly: retry on,
+// 3 retries from 2000 ms, no cap, no jitter, hints not honoured, the seed
+// rules; compaction on, 16384 reserve tokens, 20000 recent tokens kept.
+// The command line names it "reference" (--settings reference).
+func ReferenceConfig() Config {
 	return Config{
 		Retry:      RetryConfig{Enabled: true, MaxRetries: 3, BaseDelayMs: 2000, Rules: classify.Seed},
 		Compaction: CompactionConfig{Enabled: true, ReserveTokens: 16384, KeepRecentTokens: 20000},

@@ -17,8 +17,22 @@ func TestDefaultConfig(t *testing.T) {
 	b, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{
+		"retry":{"enabled":true,"maxRetries":3,"baseDelayMs":2000,"maxDelayMs":60000,"jitter":0,"honorRetryAfter":true,"rules":"extended"},
+		"compaction":{"enabled":true,"reserveTokens":16384,"keepRecentTokens":20000}}`, string(b))
+}
+
+// The reference's policy, exactly: the reference's three keys with its
+// defaults, and the library's four keys set to what the reference does.
+func TestReferenceConfig(t *testing.T) {
+	cfg := policy.ReferenceConfig()
+	require.NoError(t, cfg.Validate())
+	b, err := json.Marshal(cfg)
+	require.NoError(t, err)
+	assert.JSONEq(t, `{
 		"retry":{"enabled":true,"maxRetries":3,"baseDelayMs":2000,"maxDelayMs":0,"jitter":0,"honorRetryAfter":false,"rules":"seed"},
 		"compaction":{"enabled":true,"reserveTokens":16384,"keepRecentTokens":20000}}`, string(b))
+	cfg.Retry.MaxDelayMs = 1
+	assert.Zero(t, policy.ReferenceConfig().Retry.MaxDelayMs, "each call returns a fresh value")
 }
 
 func TestParseConfig(t *testing.T) {

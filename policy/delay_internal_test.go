@@ -10,7 +10,7 @@ import (
 )
 
 func TestRetryDelay(t *testing.T) {
-	cfg := DefaultConfig().Retry
+	cfg := ReferenceConfig().Retry
 	for n, want := range map[int]time.Duration{1: 2 * time.Second, 2: 4 * time.Second, 3: 8 * time.Second, 10: 1024 * time.Second} {
 		assert.Equal(t, want, retryDelay(cfg, n, 0, 0, false), "attempt %d", n)
 	}
@@ -24,7 +24,7 @@ func TestRetryDelay(t *testing.T) {
 	cfg.BaseDelayMs = 0
 	assert.Zero(t, retryDelay(cfg, 40, 0, 0, false))
 
-	cfg = DefaultConfig().Retry
+	cfg = ReferenceConfig().Retry
 	cfg.MaxDelayMs = 5000
 	assert.Equal(t, 5*time.Second, retryDelay(cfg, 100, 0, 0, false))
 	cfg.Jitter = 1
@@ -32,7 +32,7 @@ func TestRetryDelay(t *testing.T) {
 	assert.InDelta(t, float64(5*time.Second), float64(retryDelay(cfg, 100, 0, 0, false)), 0)
 	assert.Equal(t, 2500*time.Millisecond, retryDelay(cfg, 100, 0.5, 0, false))
 
-	cfg = DefaultConfig().Retry
+	cfg = ReferenceConfig().Retry
 	cfg.HonorRetryAfter = true
 	assert.Equal(t, 9*time.Second, retryDelay(cfg, 1, 0, 9*time.Second, true))
 	assert.Equal(t, 2*time.Second, retryDelay(cfg, 1, 0, time.Second, true))
@@ -41,6 +41,17 @@ func TestRetryDelay(t *testing.T) {
 	assert.True(t, hintOverCap(cfg, 11*time.Second, true))
 	assert.False(t, hintOverCap(cfg, 10*time.Second, true))
 	assert.False(t, hintOverCap(cfg, time.Hour, false))
+
+	// The defaults for real use: the exponential delays under a 60 s cap,
+	// a server's hint honoured up to it, and one above it ends the chain.
+	cfg = DefaultConfig().Retry
+	for n, want := range map[int]time.Duration{1: 2 * time.Second, 3: 8 * time.Second, 5: 32 * time.Second, 6: time.Minute, 1000: time.Minute} {
+		assert.Equal(t, want, retryDelay(cfg, n, 0, 0, false), "attempt %d", n)
+	}
+	assert.Equal(t, 10*time.Second, retryDelay(cfg, 1, 0, 10*time.Second, true), "retry-after: 10 waits 10 s")
+	assert.Equal(t, 2*time.Second, retryDelay(cfg, 1, 0, time.Second, true), "a shorter hint does not shorten the backoff")
+	assert.False(t, hintOverCap(cfg, time.Minute, true))
+	assert.True(t, hintOverCap(cfg, time.Minute+time.Millisecond, true))
 }
 
 func TestCutPoint(t *testing.T) {

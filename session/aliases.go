@@ -49,6 +49,10 @@ type (
 // DefaultConfig returns the policy's defaults (see policy.DefaultConfig).
 func DefaultConfig() Config { return policy.DefaultConfig() }
 
+// ReferenceConfig returns the reference agent's policy exactly (see
+// policy.ReferenceConfig).
+func ReferenceConfig() Config { return policy.ReferenceConfig() }
+
 // ParseConfig reads settings as JSON over DefaultConfig (see
 // policy.ParseConfig).
 func ParseConfig(data []byte) (Config, error) { return policy.ParseConfig(data) }

@@ -25,7 +25,7 @@ func TestHugeDelaySaturatesInsteadOfRetryingAtOnce(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
-				cfg := session.DefaultConfig()
+				cfg := session.ReferenceConfig() // no cap on a delay
 				cfg.Retry.BaseDelayMs = c.base
 				cfg.Retry.Jitter = c.jitter
 				s, agent, rec := newSession(t, []scripted.Call{fail(service503), ok("done")},

@@ -45,6 +45,11 @@ func TestFailedMessage(t *testing.T) {
 		{"bedrock throttling", 400, h("X-Amzn-Errortype", "ThrottlingException:http://internal.amazon.com/coral/com.amazon.bedrock/"), `{"message":"Too many requests, please wait before trying again."}`, nil,
 			"400 ThrottlingException: Too many requests, please wait before trying again.", "ThrottlingException", classify.Retryable},
 		{"a status alone", 503, nil, "", nil, "503 Service Unavailable", "", classify.Retryable},
+		// Issue 14 item 3: nested bodies are unwrapped.
+		{"openrouter relaying an error object", 402, nil, `{"error":{"error":{"message":"More credits are required to run this request.","code":402},"code":402}}`, nil,
+			"402 More credits are required to run this request.", "", classify.UsageLimit},
+		{"a gateway's status as a string", 0, nil, `{"error":{"message":"Rate limit reached","type":null,"code":"429"}}`, nil,
+			"429 Rate limit reached", "", classify.Retryable},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			m := session.FailedMessage(c.status, c.header, []byte(c.body), c.err)

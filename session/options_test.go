@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -43,28 +44,33 @@ func TestUsageLimitSwitchesCredential(t *testing.T) {
 	})
 }
 
-// Without a free credential the normal delay applies, and the credential
-// is blocked for the hint, else 60 s.
+// Without a free credential the normal delay applies (under the defaults,
+// at least the hint), and the credential is blocked for the hint, else
+// 60 s.
 func TestUsageLimitWithoutFreeCredential(t *testing.T) {
 	for _, c := range []struct {
 		name  string
+		cfg   session.Config
 		text  string
 		block time.Duration
+		wait  time.Duration
 	}{
-		{"with a hint", usageLimit + "; retry-after-ms: 45000", 45 * time.Second},
-		{"without a hint", usageLimit, 60 * time.Second},
+		{"reference, with a hint", session.ReferenceConfig(), usageLimit + "; retry-after-ms: 45000", 45 * time.Second, 2 * time.Second},
+		{"reference, without a hint", session.ReferenceConfig(), usageLimit, 60 * time.Second, 2 * time.Second},
+		{"defaults, with a hint", session.DefaultConfig(), usageLimit + "; retry-after-ms: 45000", 45 * time.Second, 45 * time.Second},
+		{"defaults, without a hint", session.DefaultConfig(), usageLimit, 60 * time.Second, 2 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
 				store := session.NewMemoryCredentials(nil, session.Credential{ID: "only", Provider: "scripted", Type: "api_key"})
-				s, _, rec := newSession(t, []scripted.Call{fail(c.text), ok("done")}, session.WithCredentials(store))
+				s, _, rec := newSession(t, []scripted.Call{fail(c.text), ok("done")}, session.WithCredentials(store), session.WithConfig(c.cfg))
 				start := time.Now()
 				done := promptAsync(s, "hi")
 				synctest.Wait()
 				assert.Equal(t, start.Add(c.block), store.BlockedUntil("scripted", "only"))
 				require.NoError(t, <-done)
-				assert.Equal(t, 2*time.Second, time.Since(start))
-				assert.Equal(t, `retry_start 1/3 2000ms "`+c.text+`"`, rec.recovery()[0])
+				assert.Equal(t, c.wait, time.Since(start))
+				assert.Equal(t, fmt.Sprintf(`retry_start 1/3 %dms "%s"`, c.wait.Milliseconds(), c.text), rec.recovery()[0])
 			})
 		})
 	}
@@ -122,9 +128,15 @@ func TestHonorRetryAfter(t *testing.T) {
 		assert.Contains(t, r[1], " 4000ms ", "the backoff is longer than the hint")
 		assert.Equal(t, 9*time.Second, time.Since(start))
 	})
-	// Off by default: the hint only blocks credentials.
+	// On by default: a 429 with retry-after: 10 waits 10 s.
 	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{fail("429 rate limit; retry-after: 5"), ok("x")})
+		s, _, rec := newSession(t, []scripted.Call{fail("429 rate limit; retry-after: 10"), ok("x")})
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		assert.Contains(t, rec.recovery()[0], " 10000ms ")
+	})
+	// Off in the reference's policy: the hint only blocks credentials.
+	bubble(t, func(t *testing.T) {
+		s, _, rec := newSession(t, []scripted.Call{fail("429 rate limit; retry-after: 5"), ok("x")}, session.WithConfig(session.ReferenceConfig()))
 		require.NoError(t, s.Prompt(context.Background(), "hi"))
 		assert.Contains(t, rec.recovery()[0], " 2000ms ")
 	})
@@ -148,17 +160,17 @@ func TestHintAboveCapEndsChain(t *testing.T) {
 	})
 }
 
-// The extended rules see what the seed rules miss.
+// The extended rules (the default) see what the seed rules miss.
 func TestExtendedRulesSetting(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{fail("read ECONNRESET")})
+		cfg := session.DefaultConfig()
+		cfg.Retry.Rules = classify.Seed
+		s, _, rec := newSession(t, []scripted.Call{fail("read ECONNRESET")}, session.WithConfig(cfg))
 		require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrProvider)
 		assert.Empty(t, rec.recovery())
 	})
 	bubble(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
-		cfg.Retry.Rules = classify.Extended
-		s, _, rec := newSession(t, []scripted.Call{fail("read ECONNRESET"), ok("x")}, session.WithConfig(cfg))
+		s, _, rec := newSession(t, []scripted.Call{fail("read ECONNRESET"), ok("x")})
 		require.NoError(t, s.Prompt(context.Background(), "hi"))
 		assert.Len(t, rec.recovery(), 2)
 	})

@@ -278,6 +278,56 @@ func TestRPCBinaryBadInput(t *testing.T) {
 	assert.NotContains(t, stderr.String(), "goroutine")
 }
 
+// --settings reference runs the reference agent's policy exactly: its seed
+// rules do not retry a bare ECONNRESET, which the defaults retry. Issue
+// item 4.
+func TestRPCSettingsReference(t *testing.T) {
+	script := writeFile(t, "script.json", `{"calls":[{"stopReason":"error","errorMessage":"read ECONNRESET"},{"stopReason":"stop","text":"ok"}]}`)
+	for _, c := range []struct {
+		name    string
+		args    []string
+		retried bool
+	}{
+		{"the defaults", nil, true},
+		{"the reference", []string{"--settings", "reference"}, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ctx := guard(t)
+			cl, err := rpc.Start(binary(t), os.Stderr, append([]string{"rpc", "--script", script}, c.args...)...)
+			require.NoError(t, err)
+			t.Cleanup(func() { assert.NoError(t, cl.Close()) })
+			require.NoError(t, cl.Prompt(ctx, "hi"))
+			waitErr := cl.WaitForIdle(ctx)
+			retried := false
+			for _, ev := range eventsUntilSettled(t, ctx, cl) {
+				retried = retried || ev.Type == "auto_retry_start"
+			}
+			assert.Equal(t, c.retried, retried)
+			if c.retried {
+				assert.NoError(t, waitErr)
+			} else {
+				assert.ErrorContains(t, waitErr, "ECONNRESET")
+			}
+		})
+	}
+}
+
+func TestLoadSettings(t *testing.T) {
+	set, err := loadSettings("")
+	require.NoError(t, err)
+	assert.Equal(t, session.DefaultConfig(), set.config)
+	set, err = loadSettings("reference")
+	require.NoError(t, err)
+	assert.Equal(t, session.ReferenceConfig(), set.config)
+	// A file that happens to be called reference is reached by its path.
+	dir := t.TempDir()
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "reference"), []byte(`{"retry":{"maxRetries":7}}`), 0o600))
+	set, err = loadSettings(filepath.Join(dir, "reference"))
+	require.NoError(t, err)
+	assert.Equal(t, 7, set.config.Retry.MaxRetries)
+	assert.Equal(t, session.DefaultConfig().Retry.Rules, set.config.Retry.Rules, "a file's settings lie over the defaults")
+}
+
 func TestRPCFlagsAndFiles(t *testing.T) {
 	cases := []struct {
 		args []string

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/internal/lines"
+	"github.com/agentfsm/agentfsm/session"
 )
 
 // maxClassifyLine is the longest input line classify reads; a longer one
@@ -30,21 +31,23 @@ type classifyInput struct {
 	ContextWindow *int              `json:"contextWindow"`
 }
 
-// classifyOutput is one output line: a class (and hint), or why the line
-// could not be classified.
+// classifyOutput is one output line: a class (and hint, and with --explain
+// the rules that decided), or why the line could not be classified.
 type classifyOutput struct {
-	Class        string `json:"class,omitempty"`
-	RetryAfterMs *int64 `json:"retryAfterMs,omitempty"`
-	Line         int    `json:"line,omitempty"`
-	Error        string `json:"error,omitempty"`
+	Class        string   `json:"class,omitempty"`
+	RetryAfterMs *int64   `json:"retryAfterMs,omitempty"`
+	Why          []string `json:"why,omitempty"`
+	Line         int      `json:"line,omitempty"`
+	Error        string   `json:"error,omitempty"`
 }
 
 var stopReasons = map[string]bool{"stop": true, "toolUse": true, "length": true, "error": true, "aborted": true}
 
 func runClassify(args []string, env *environment) int {
-	fs := newFlagSet("classify", "agentfsm classify [--rules seed|extended] [--context-window N] < input")
-	rulesName := fs.String("rules", "seed", "rule `set`: seed (the reference's rules, exactly) or extended")
+	fs := newFlagSet("classify", "agentfsm classify [--rules extended|seed] [--context-window N] [--explain] < input")
+	rulesName := fs.String("rules", session.DefaultConfig().Retry.Rules.String(), "rule `set`: extended (a new session's) or seed (the reference's rules, exactly)")
 	window := fs.Int("context-window", 0, "the model's context window in `tokens`, for silent and truncated overflows (0: unknown)")
+	explain := fs.Bool("explain", false, "say, per input, how it was read and which rules decided (a \"why\" list)")
 	if code := fs.parse(args, env); code >= 0 {
 		return code
 	}
@@ -76,7 +79,7 @@ func runClassify(args []string, env *environment) int {
 			_ = out.Flush()
 			return 1
 		default:
-			res = classifyLine(line, n, rules, *window, env.now())
+			res = classifyLine(line, n, rules, *window, *explain, env.now())
 		}
 		if err := enc.Encode(res); err != nil {
 			fmt.Fprintf(env.stderr, "agentfsm classify: writing output: %v\n", err)
@@ -96,10 +99,14 @@ func runClassify(args []string, env *environment) int {
 	return 0
 }
 
-// classifyLine classifies one input line: a JSON object when it starts with
-// "{", a JSON array or string is refused as not an object, and anything else
-// is the error text of an "error" message.
-func classifyLine(line []byte, n int, rules classify.Rules, window int, now time.Time) classifyOutput {
+// classifyLine classifies one input line. A JSON object with a message's
+// own keys (stopReason, errorMessage) is a message, its fields checked
+// strictly; any other JSON object is read as a provider's error body
+// (classify.ParseBody) when it is one; a JSON array or string is refused as
+// not an object; everything else (other JSON objects, text that only
+// starts like JSON, a Python dict rendering) is the error text of an
+// "error" message.
+func classifyLine(line []byte, n int, rules classify.Rules, window int, explain bool, now time.Time) classifyOutput {
 	fail := func(format string, args ...any) classifyOutput {
 		return classifyOutput{Line: n, Error: fmt.Sprintf(format, args...)}
 	}
@@ -107,9 +114,11 @@ func classifyLine(line []byte, n int, rules classify.Rules, window int, now time
 	if len(trimmed) == 0 {
 		return fail("empty line")
 	}
-	m := classify.Message{StopReason: classify.StopReasonError, ContextWindow: window}
-	switch trimmed[0] {
-	case '{':
+	m := classify.Message{StopReason: classify.StopReasonError, ContextWindow: window, ErrorMessage: string(line)}
+	read := "read as error text"
+	switch {
+	case trimmed[0] == '{' && isMessageShape(trimmed):
+		read = "read as a message"
 		var in classifyInput
 		dec := json.NewDecoder(bytes.NewReader(trimmed))
 		dec.DisallowUnknownFields()
@@ -132,21 +141,52 @@ func classifyLine(line []byte, n int, rules classify.Rules, window int, now time
 			m.ContextWindow = *in.ContextWindow
 		}
 		m.ErrorMessage, m.Usage, m.Status, m.ErrorType, m.Headers = in.ErrorMessage, in.Usage, in.Status, in.ErrorType, in.Headers
-	case '[', '"':
+	case trimmed[0] == '{':
+		if pe, ok := classify.ParseBody(trimmed); ok {
+			read = fmt.Sprintf("read as a provider error body: %q", pe.String())
+			m.Status, m.ErrorType, m.ErrorMessage = pe.Status, pe.Type, pe.String()
+		}
+	case trimmed[0] == '[' || trimmed[0] == '"':
 		if json.Valid(trimmed) {
 			return fail("JSON value is not an object")
 		}
-		m.ErrorMessage = string(line)
-	default:
-		m.ErrorMessage = string(line)
 	}
-	res := rules.Classify(m, now)
+	var res classify.Result
+	var why []classify.Why
+	if explain {
+		res, why = rules.Explain(m, now)
+	} else {
+		res = rules.Classify(m, now)
+	}
 	out := classifyOutput{Class: res.Class.String()}
 	if res.HasRetryAfter {
 		ms := res.RetryAfter.Milliseconds()
 		out.RetryAfterMs = &ms
 	}
+	if explain {
+		out.Why = append(out.Why, read)
+		for _, w := range why {
+			out.Why = append(out.Why, w.String())
+		}
+	}
 	return out
+}
+
+// isMessageShape reports whether a line that starts with "{" is meant as a
+// message: a JSON object with the key stopReason or errorMessage, or text
+// that is not JSON but names one of them as a key (a message with a
+// mistake, which gets an error rather than a guess).
+func isMessageShape(trimmed []byte) bool {
+	if !json.Valid(trimmed) {
+		return bytes.Contains(trimmed, []byte(`"stopReason"`)) || bytes.Contains(trimmed, []byte(`"errorMessage"`))
+	}
+	var keys map[string]json.RawMessage
+	if json.Unmarshal(trimmed, &keys) != nil {
+		return false
+	}
+	_, stop := keys["stopReason"]
+	_, text := keys["errorMessage"]
+	return stop || text
 }
 
 // jsonError rewords encoding/json's errors without Go type names.

@@ -45,7 +45,7 @@ func TestClassifyCommand(t *testing.T) {
 	seed := []string{"retryable", "retryable", "none", "none", "overflow", "overflow", "fatal", "retryable", "fatal", "retryable", "fatal"}
 	ext := []string{"retryable", "retryable", "none", "none", "overflow", "overflow", "retryable", "fatal", "usage_limit", "retryable", "fatal"}
 
-	code, out, errOut := runCmd(input, "classify")
+	code, out, errOut := runCmd(input, "classify", "--rules", "seed")
 	require.Equal(t, 0, code, errOut)
 	objs := outputLines(t, out)
 	require.Len(t, objs, len(seed))
@@ -54,13 +54,17 @@ func TestClassifyCommand(t *testing.T) {
 	}
 	assert.Equal(t, float64(7000), objs[1]["retryAfterMs"])
 	assert.NotContains(t, objs[0], "retryAfterMs", "absent fields are left out")
+	assert.NotContains(t, objs[0], "why", "no explanation unless asked")
 
-	code, out, _ = runCmd(input, "classify", "--rules", "extended")
-	require.Equal(t, 0, code)
-	objs = outputLines(t, out)
-	require.Len(t, objs, len(ext))
-	for i, want := range ext {
-		assert.Equal(t, want, objs[i]["class"], "extended, line %d", i+1)
+	// The extended rules, a new session's, are the default.
+	for _, args := range [][]string{{"classify", "--rules", "extended"}, {"classify"}} {
+		code, out, _ = runCmd(input, args...)
+		require.Equal(t, 0, code)
+		objs = outputLines(t, out)
+		require.Len(t, objs, len(ext))
+		for i, want := range ext {
+			assert.Equal(t, want, objs[i]["class"], "%v, line %d", args, i+1)
+		}
 	}
 
 	// --context-window turns an over-window "stop" into a silent overflow.
@@ -85,10 +89,13 @@ func TestClassifyCommandBadInput(t *testing.T) {
 		{"JSON array", `[{"stopReason":"error"}]`, "", "not an object"},
 		{"JSON string", `"503"`, "", "not an object"},
 		{"truncated JSON", `{"stopReason":"error","errorMessage":"50`, "", "ends before the object does"},
-		{"mistyped field", `{"status":"429"}`, "", `field "status"`},
-		{"unknown field", `{"stopReasons":"error"}`, "", `unknown field "stopReasons"`},
+		{"mistyped field", `{"stopReason":"error","status":"429"}`, "", `field "status"`},
+		{"unknown field", `{"errorMessage":"x","stopReasons":"error"}`, "", `unknown field "stopReasons"`},
 		{"unknown stopReason", `{"stopReason":"crashed"}`, "", `unknown stopReason "crashed"`},
-		{"two objects", `{"status":500} {"status":400}`, "", "text after the object"},
+		{"two messages", `{"stopReason":"error"} {"stopReason":"stop"}`, "", "text after the object"},
+		// Issue item 3: an object without a message's keys is not a message.
+		{"an object of no known shape is text", `{"status":"429"}`, "retryable", ""},
+		{"two objects without a message's keys are text", `{"status":500} {"status":400}`, "retryable", ""},
 		{"invalid UTF-8 in JSON", "{\"errorMessage\":\"\xff overloaded\"}", "retryable", ""},
 		{"CRLF ending", "overloaded\r", "retryable", ""},
 	}
@@ -97,7 +104,7 @@ func TestClassifyCommandBadInput(t *testing.T) {
 		input.WriteString(c.line + "\n")
 	}
 	input.WriteString("503 at the end, no newline")
-	code, out, errOut := runCmd(input.String(), "classify")
+	code, out, errOut := runCmd(input.String(), "classify", "--rules", "seed")
 	assert.Equal(t, 0, code)
 	assert.Empty(t, errOut)
 	objs := outputLines(t, out)
@@ -116,6 +123,85 @@ func TestClassifyCommandBadInput(t *testing.T) {
 		assert.NotContains(t, obj["error"], "main.", c.name)
 	}
 	assert.Equal(t, "retryable", objs[len(cases)]["class"])
+
+	// --explain answers the same, and says why for every classified line.
+	code, out, errOut = runCmd(input.String(), "classify", "--rules", "seed", "--explain")
+	assert.Equal(t, 0, code)
+	assert.Empty(t, errOut)
+	explained := outputLines(t, out)
+	require.Len(t, explained, len(objs))
+	for i := range objs {
+		assert.Equal(t, objs[i]["class"], explained[i]["class"], "line %d", i+1)
+		assert.Equal(t, objs[i]["error"], explained[i]["error"], "line %d", i+1)
+		if objs[i]["class"] != nil {
+			assert.NotEmpty(t, explained[i]["why"], "line %d", i+1)
+		}
+	}
+}
+
+// Issue item 3: the provider error bodies users paste are read for their
+// typed fields; any other JSON object, and text that only looks like JSON,
+// is classified as text.
+func TestClassifyCommandBodies(t *testing.T) {
+	cases := []struct {
+		name, line, class, read string
+	}{
+		{"anthropic", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"},"request_id":"req_1"}`,
+			"retryable", `read as a provider error body: "overloaded_error: Overloaded"`},
+		{"anthropic, an overflow in a 400", `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 213462 tokens > 200000 maximum"}}`,
+			"overflow", `read as a provider error body: "invalid_request_error: prompt is too long: 213462 tokens > 200000 maximum"`},
+		{"anthropic, a permanent type", `{"type":"error","error":{"type":"authentication_error","message":"invalid x-api-key"}}`,
+			"fatal", `read as a provider error body: "authentication_error: invalid x-api-key"`},
+		{"openai, the code decides", `{"error":{"message":"This model's context is full.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
+			"overflow", `read as a provider error body: "context_length_exceeded: This model's context is full."`},
+		{"google, a JSON string in the message", `{"error":{"code":400,"message":"{\n  \"error\": {\n    \"code\": 503,\n    \"message\": \"The model is overloaded.\",\n    \"status\": \"UNAVAILABLE\"\n  }\n}\n","status":"Bad Request"}}`,
+			"retryable", `read as a provider error body: "503 UNAVAILABLE: The model is overloaded."`},
+		{"google, a quota per day in a 429", `{"error":{"code":429,"message":"Quota exceeded for metric: generate_content_free_tier_requests, limit: 50 per day","status":"RESOURCE_EXHAUSTED"}}`,
+			"usage_limit", `read as a provider error body: "429 RESOURCE_EXHAUSTED: Quota exceeded for metric: generate_content_free_tier_requests, limit: 50 per day"`},
+		{"bedrock", `{"message":"Too many requests, please wait before trying again."}`,
+			"retryable", `read as a provider error body: "Too many requests, please wait before trying again."`},
+		{"openrouter's upstream body", `{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long\"}}"}}}`,
+			"overflow", `read as a provider error body: "400 invalid_request_error: prompt is too long"`},
+		{"a python dict rendering is text", `{'error': {'message': 'Overloaded', 'type': 'overloaded_error'}}`, "retryable", "read as error text"},
+		{"another JSON object is text", `{"detail":"upstream connect error"}`, "retryable", "read as error text"},
+		{"an object with no text is text", `{"foo":1}`, "fatal", "read as error text"},
+	}
+	var input strings.Builder
+	for _, c := range cases {
+		input.WriteString(c.line + "\n")
+	}
+	code, out, errOut := runCmd(input.String(), "classify", "--explain")
+	require.Equal(t, 0, code, errOut)
+	objs := outputLines(t, out)
+	require.Len(t, objs, len(cases))
+	for i, c := range cases {
+		assert.Equal(t, c.class, objs[i]["class"], c.name)
+		why, _ := objs[i]["why"].([]any)
+		require.NotEmpty(t, why, c.name)
+		assert.Equal(t, c.read, why[0], c.name)
+		assert.Greater(t, len(why), 1, "%s: a rule decided", c.name)
+	}
+}
+
+// Issue item 5: --explain says which rule decided each verdict.
+func TestClassifyCommandExplain(t *testing.T) {
+	input := strings.Join([]string{
+		`{"stopReason":"error","errorMessage":"429 Too Many Requests","headers":{"Retry-After":"10"}}`,
+		`{"stopReason":"stop","usage":{"input":250000},"contextWindow":200000}`,
+		`{"stopReason":"error","status":529}`,
+		`Invalid API key`,
+	}, "\n") + "\n"
+	code, out, errOut := runCmd(input, "classify", "--explain")
+	require.Equal(t, 0, code, errOut)
+	objs := outputLines(t, out)
+	require.Len(t, objs, 4)
+	why := func(i int) []any { w, _ := objs[i]["why"].([]any); return w }
+	assert.Equal(t, []any{"read as a message", "pattern `too many requests` (extended-retry; any provider (HTTP 429)): retryable",
+		"retry hint in the headers: wait 10s"}, why(0))
+	assert.Equal(t, float64(10000), objs[0]["retryAfterMs"])
+	assert.Equal(t, []any{"read as a message", "silent overflow (stop, input 250000 + cacheRead 0 > context window 200000): overflow"}, why(1))
+	assert.Equal(t, []any{"read as a message", "HTTP status 529: transient"}, why(2))
+	assert.Equal(t, []any{"read as error text", "no pattern of the extended rules matched: fatal"}, why(3))
 }
 
 func TestClassifyCommandFlags(t *testing.T) {

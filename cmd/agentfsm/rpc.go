@@ -14,7 +14,7 @@ import (
 )
 
 func runRPC(args []string, env *environment) int {
-	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE | --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N]] [--settings FILE] [--log-level LEVEL]")
+	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE | --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N]] [--settings FILE|reference] [--log-level LEVEL]")
 	scriptPath := fs.String("script", "", "the scripted agent's `file` (default: every call succeeds)")
 	be := addBackendFlags(fs, false)
 	settingsPath := fs.String("settings", "", settingsHelp)

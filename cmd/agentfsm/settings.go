@@ -33,12 +33,19 @@ type settingsCredential struct {
 // envName is a portable environment variable name.
 var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 
-// loadSettings reads the settings file at path, the default config and no
-// credentials when path is empty. The error names the flag, the file and
-// what was wrong.
+// referenceSettings is the --settings value that names the reference
+// agent's policy instead of a file (./reference names a file of that name).
+const referenceSettings = "reference"
+
+// loadSettings reads the settings file at path: the default config and no
+// credentials when path is empty, the reference's policy when it is
+// "reference". The error names the flag, the file and what was wrong.
 func loadSettings(path string) (settings, error) {
-	if path == "" {
+	switch path {
+	case "":
 		return settings{config: session.DefaultConfig()}, nil
+	case referenceSettings:
+		return settings{config: session.ReferenceConfig()}, nil
 	}
 	data, err := os.ReadFile(path)
 	if err != nil {
@@ -129,5 +136,6 @@ func (s settings) store(provider string, lookup func(string) (string, bool)) (se
 }
 
 // settingsHelp is the --settings flag's help.
-const settingsHelp = "a settings `file`: {\"retry\":{…},\"compaction\":{…},\"credentials\":[{\"id\":\"a\",\"type\":\"api_key\",\"env\":\"KEY_A\"},…]};\n" +
-	"the credentials, when listed, are the keys a usage limit switches between, each read from its environment variable at each call"
+const settingsHelp = "a settings `file`: {\"retry\":{…},\"compaction\":{…},\"credentials\":[{\"id\":\"a\",\"type\":\"api_key\",\"env\":\"KEY_A\"},…]} over the defaults,\n" +
+	"or reference: the reference agent's policy exactly; the credentials, when listed, are the keys a usage limit\n" +
+	"switches between, each read from its environment variable at each call"

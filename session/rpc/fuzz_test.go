@@ -52,7 +52,7 @@ func FuzzServeLine(f *testing.F) {
 	const sentinel = `{"id":"sentinel","type":"get_state"}` + "\n"
 	f.Fuzz(func(t *testing.T, input []byte) {
 		synctest.Test(t, func(t *testing.T) {
-			cfg := session.DefaultConfig()
+			cfg := session.ReferenceConfig()
 			cfg.Compaction.KeepRecentTokens = 5
 			s, err := session.New(scripted.New(script), session.WithModel(scripted.DefaultModel), session.WithConfig(cfg))
 			require.NoError(t, err)

@@ -38,7 +38,7 @@ func (a *stubAgent) Run(_ context.Context, req session.RunRequest, emit func(ses
 // client matches each turn_settled to its prompt. Issue item 25.
 func TestPromptAckFollowsPreviousTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := session.New(&stubAgent{}, session.WithModel(session.Model{Provider: "stub", ID: "stub-1", ContextWindow: 200000}))
+		s, err := session.New(&stubAgent{}, session.WithModel(session.Model{Provider: "stub", ID: "stub-1", ContextWindow: 200000}), session.WithConfig(session.ReferenceConfig()))
 		require.NoError(t, err)
 		defer s.Close()
 		var out bytes.Buffer

@@ -39,7 +39,8 @@ type served struct {
 func serve(t *testing.T, calls []scripted.Call, opts ...session.Option) *served {
 	t.Helper()
 	agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: calls})
-	opts = append([]session.Option{session.WithModel(scripted.DefaultModel), session.WithSessionID("rpc-test")}, opts...)
+	// The wire is the reference's, so these tests run under its policy.
+	opts = append([]session.Option{session.WithModel(scripted.DefaultModel), session.WithSessionID("rpc-test"), session.WithConfig(session.ReferenceConfig())}, opts...)
 	s, err := session.New(agent, opts...)
 	require.NoError(t, err)
 	inR, inW := io.Pipe()
@@ -224,7 +225,7 @@ func TestClientAbortRetry(t *testing.T) {
 
 func TestClientCompactAndMessages(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
+		cfg := session.ReferenceConfig()
 		cfg.Compaction.KeepRecentTokens = 5
 		sv := serve(t, []scripted.Call{{StopReason: "stop", Text: "first answer"}}, session.WithConfig(cfg))
 		c := rpc.NewClient(sv.out, sv.in)
@@ -252,7 +253,7 @@ func TestClientCompactAndMessages(t *testing.T) {
 // is not blocked by the compact command.
 func TestAbortDuringCompact(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
+		cfg := session.ReferenceConfig()
 		cfg.Compaction.KeepRecentTokens = 5
 		blocking := summarizer(func(ctx context.Context) error { <-ctx.Done(); return context.Cause(ctx) })
 		sv := serve(t, []scripted.Call{{StopReason: "stop", Text: "answer"}}, session.WithConfig(cfg), session.WithSummarizer(blocking))
@@ -279,7 +280,7 @@ func (f summarizer) Summarize(ctx context.Context, _ session.SummaryRequest) (se
 
 func TestOverflowRecoveryOverRPC(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
+		cfg := session.ReferenceConfig()
 		cfg.Compaction.KeepRecentTokens = 5
 		sv := serve(t, []scripted.Call{
 			{StopReason: "stop", Text: "first"},
@@ -514,7 +515,7 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 // runs no further command and returns the write error. Issue item 27.
 func TestServeStopsAtFailedWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := session.New(scripted.New(scripted.Script{Model: scripted.DefaultModel}), session.WithModel(scripted.DefaultModel))
+		s, err := session.New(scripted.New(scripted.Script{Model: scripted.DefaultModel}), session.WithModel(scripted.DefaultModel), session.WithConfig(session.ReferenceConfig()))
 		require.NoError(t, err)
 		defer s.Close()
 		in := strings.NewReader(`{"id":"1","type":"get_state"}` + "\n" + `{"id":"2","type":"set_auto_retry","enabled":false}` + "\n")
@@ -532,7 +533,7 @@ func TestServeStopsAtFailedWrite(t *testing.T) {
 func TestServeStopsWhenEventsCannotBeWritten(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, err := session.New(scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{{StopReason: "stop", LatencyMs: 10000}}}),
-			session.WithModel(scripted.DefaultModel))
+			session.WithModel(scripted.DefaultModel), session.WithConfig(session.ReferenceConfig()))
 		require.NoError(t, err)
 		defer s.Close()
 		inR, inW := io.Pipe()
