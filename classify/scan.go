@@ -69,6 +69,7 @@ type scanner struct {
 	groups   uint8    // how many groups
 	stars    int      // how many entries have a .*
 	key      int      // the longest key (0: maxKey)
+	longest  int      // the longest prefix, in bytes
 }
 
 // groupBits is the set of groups that matched.
@@ -413,6 +414,9 @@ func (sc *scanner) build() bool {
 	}
 	sc.nClasses = int(next)
 	n := sc.nClasses
+	for _, e := range sc.entries {
+		sc.longest = max(sc.longest, len(e.prefix))
+	}
 
 	// The trie.
 	trie := []map[uint8]int{{}}
@@ -498,89 +502,140 @@ func (sc *scanner) build() bool {
 	return true
 }
 
-// scratch is the per-call memory of a scan: for each entry with a .*, the
-// offset before which the text is known to hold no match of it.
+// scratch is the per-call memory of a scan: for each cursor and each entry
+// with a .*, the offset before which the text is known to hold no match of
+// it (a cursor's entries start at its checked offset).
 type scratch struct {
 	checkedTo []int
 }
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{} }}
 
+// splitAt is the shortest text scanned by two cursors at once. Each step of
+// the automaton waits for the one before it (the next row is a load that
+// depends on the last); two cursors over the two halves of a text make two
+// independent chains that the processor runs side by side.
+const splitAt = 128
+
+// scanning is one scan's state, shared by its cursors.
+type scanning struct {
+	sc    *scanner
+	text  string
+	found groupBits
+	all   groupBits
+	sp    *scratch // taken from the pool by the first .* entry
+}
+
+// cursor is one pass of the automaton over a part of the text.
+type cursor struct {
+	checked int // this cursor's offset in scratch.checkedTo
+	// The line around the last hit: [lineFrom, lineTo) holds no terminator.
+	lineFrom, lineTo int
+}
+
+func (st *scanning) lineOf(c *cursor, at int) int {
+	if at < c.lineFrom || at > c.lineTo {
+		c.lineFrom, c.lineTo = at, lineEnd(st.text, at)
+	}
+	return c.lineTo
+}
+
+func (st *scanning) checkedTo() []int {
+	if st.sp == nil {
+		need := 2 * st.sc.stars
+		st.sp = scratchPool.Get().(*scratch)
+		if len(st.sp.checkedTo) < need {
+			st.sp.checkedTo = make([]int, need)
+		}
+		clear(st.sp.checkedTo[:need])
+	}
+	return st.sp.checkedTo
+}
+
+// hits checks the entries of the automaton's row whose literals end at pos,
+// as seen by cursor c, and reports whether every group has matched.
+func (st *scanning) hits(c *cursor, row, pos int) bool {
+	sc, text := st.sc, st.text
+	state := row / sc.nClasses
+	lo, hi := sc.outStart[state], sc.outStart[state+1]
+	for _, ei := range sc.outs[lo:hi] {
+		e := &sc.entries[ei]
+		bit := groupBits(1) << e.group
+		if st.found&bit != 0 {
+			continue
+		}
+		start := pos + 1 - len(e.prefix)
+		if len(e.seq) > 0 && e.seq[0].kind == atomLit && !hasLitAt(text, pos+1, e.seq[0].lit) {
+			continue // the literal goes on past the automaton's key, and not here
+		}
+		if !e.star {
+			if matchFixed(e, text, start, len(text)) == matched {
+				st.found |= bit
+			}
+		} else {
+			checked := st.checkedTo()[c.checked+e.slot:]
+			if start < checked[0] {
+				continue // this line is known to hold no match
+			}
+			end := st.lineOf(c, start)
+			switch matchFixed(e, text, start, end) {
+			case matched:
+				st.found |= bit
+			case exhausted:
+				checked[0] = end
+			}
+		}
+		if st.found == st.all {
+			return true
+		}
+	}
+	return false
+}
+
 // scan returns the groups text matches.
+//
+// A long text is read by two cursors in step: one from the start to the
+// middle, one from just before the middle (by the longest literal but one,
+// so that it sees every literal that ends at or after the middle) to the
+// end. Every literal occurrence is seen by one of them, each cursor moves
+// forward only (what the .* entries' bookkeeping needs), and the groups
+// found do not depend on the order of the hits.
 func (sc *scanner) scan(text string) groupBits {
 	if text == "" {
 		return 0
 	}
-	var found groupBits
-	all := groupBits(1)<<sc.groups - 1
-	var sp *scratch // only an entry with a .* needs it
+	st := scanning{sc: sc, text: text, all: groupBits(1)<<sc.groups - 1}
 	defer func() {
-		if sp != nil {
-			scratchPool.Put(sp)
+		if st.sp != nil {
+			scratchPool.Put(st.sp)
 		}
 	}()
-	getScratch := func() *scratch {
-		if sp == nil {
-			sp = scratchPool.Get().(*scratch)
-			if len(sp.checkedTo) < sc.stars {
-				sp.checkedTo = make([]int, sc.stars)
-			}
-			clear(sp.checkedTo[:sc.stars])
-		}
-		return sp
-	}
-	n := sc.nClasses
 	delta, classOf, outRow := sc.delta, &sc.classOf, sc.outRow
-	// The line around the last hit: [lineFrom, lineTo) holds no terminator.
-	lineFrom, lineTo := 0, -1
-	lineOf := func(at int) int {
-		if at < lineFrom || at > lineTo {
-			lineFrom, lineTo = at, lineEnd(text, at)
+	first := cursor{lineTo: -1}
+	c, row, pos := &first, 0, 0
+	if len(text) >= max(splitAt, 2*sc.longest) {
+		second := cursor{checked: sc.stars, lineTo: -1}
+		mid := len(text) / 2
+		row2, pos2 := 0, mid-(sc.longest-1)
+		for ; pos < mid; pos, pos2 = pos+1, pos2+1 {
+			row = int(delta[row+int(classOf[text[pos]])])
+			row2 = int(delta[row2+int(classOf[text[pos2]])])
+			if row >= outRow && st.hits(&first, row, pos) {
+				return st.found
+			}
+			if row2 >= outRow && st.hits(&second, row2, pos2) {
+				return st.found
+			}
 		}
-		return lineTo
+		c, row, pos = &second, row2, pos2
 	}
-	row := 0
-	for pos := 0; pos < len(text); pos++ {
+	for ; pos < len(text); pos++ {
 		row = int(delta[row+int(classOf[text[pos]])])
-		if row < outRow {
-			continue
-		}
-		state := row / n
-		lo, hi := sc.outStart[state], sc.outStart[state+1]
-		for _, ei := range sc.outs[lo:hi] {
-			e := &sc.entries[ei]
-			bit := groupBits(1) << e.group
-			if found&bit != 0 {
-				continue
-			}
-			start := pos + 1 - len(e.prefix)
-			if len(e.seq) > 0 && e.seq[0].kind == atomLit && !hasLitAt(text, pos+1, e.seq[0].lit) {
-				continue // the literal goes on past the automaton's key, and not here
-			}
-			switch {
-			case !e.star:
-				if matchFixed(e, text, start, len(text)) == matched {
-					found |= bit
-				}
-			default:
-				sp := getScratch()
-				if start < sp.checkedTo[e.slot] {
-					continue // this line is known to hold no match
-				}
-				end := lineOf(start)
-				switch matchFixed(e, text, start, end) {
-				case matched:
-					found |= bit
-				case exhausted:
-					sp.checkedTo[e.slot] = end
-				}
-			}
-			if found == all {
-				return found
-			}
+		if row >= outRow && st.hits(c, row, pos) {
+			break
 		}
 	}
-	return found
+	return st.found
 }
 
 // outcome of matching a sequence from one position.
@@ -695,30 +750,44 @@ func hasLitAt(text string, pos int, lit []byte) bool {
 
 // indexLower is the index of the lowered literal lit in s, folding s's
 // ASCII letters, or -1. It jumps between occurrences of lit's first byte
-// (in either case) with IndexByte.
+// (in either case) with IndexByte, remembering where the next occurrence of
+// each case is so that no part of s is searched twice.
 func indexLower(s string, lit []byte) int {
 	first := lit[0]
 	upper := first
 	if first >= 'a' && first <= 'z' {
 		upper = first - 'a' + 'A'
 	}
-	for i := 0; i+len(lit) <= len(s); {
-		k := strings.IndexByte(s[i:], first)
-		if upper != first {
-			if ku := strings.IndexByte(s[i:], upper); ku >= 0 && (k < 0 || ku < k) {
-				k = ku
-			}
+	last := len(s) - len(lit) // the last start that fits
+	nextLower, nextUpper := -1, -1
+	if upper == first {
+		nextUpper = len(s) // never
+	}
+	for i := 0; i <= last; {
+		if nextLower < i {
+			nextLower = indexFrom(s, first, i)
 		}
-		if k < 0 {
+		if nextUpper < i {
+			nextUpper = indexFrom(s, upper, i)
+		}
+		i = min(nextLower, nextUpper)
+		if i > last {
 			return -1
 		}
-		i += k
 		if hasLitAt(s, i, lit) {
 			return i
 		}
 		i++
 	}
 	return -1
+}
+
+// indexFrom is the index of c in s at or after from, or len(s).
+func indexFrom(s string, c byte, from int) int {
+	if k := strings.IndexByte(s[from:], c); k >= 0 {
+		return from + k
+	}
+	return len(s)
 }
 
 // lineEnd is the offset of the first line terminator at or after pos (\n,

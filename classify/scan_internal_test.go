@@ -143,6 +143,25 @@ func TestScannerMatchesOracleOnExamples(t *testing.T) {
 	}
 }
 
+// Two cursors read a long text: every example straddling the middle, at
+// every offset, in texts of lengths about the split, is still found.
+func TestScannerSeesLiteralsAcrossTheMiddle(t *testing.T) {
+	for _, n := range []int{splitAt, splitAt + 1, 2*splitAt + 3, 1000} {
+		filler := strings.Repeat("ab ", n)[:n]
+		for _, ex := range examples {
+			text := filler + ex[0]
+			if len(text) > n+len(ex[0]) {
+				continue
+			}
+			mid := (n + len(ex[0])) / 2
+			for at := max(0, mid-len(ex[0])-2); at <= min(n, mid+2); at++ {
+				checkAgainstOracle(t, filler[:at]+ex[0]+filler[at:])
+				checkAgainstOracle(t, filler[:at]+ex[0]+"\n"+ex[1]+filler[at:])
+			}
+		}
+	}
+}
+
 // scanWords are the patterns' words and pieces, so random texts often come
 // close to a match.
 var scanWords = func() []string {
@@ -165,7 +184,7 @@ var scanWords = func() []string {
 func TestScannerMatchesOracleOnRandomTexts(t *testing.T) {
 	noise := []string{" ", "", "_", "-", ".", ":", "=", "\n", "\r", "\u2028", "é", "😀", "\t", "0", "42", "(", ")", "\xff"}
 	rapid.Check(t, func(t *rapid.T) {
-		n := rapid.IntRange(0, 12).Draw(t, "n")
+		n := rapid.IntRange(0, 40).Draw(t, "n")
 		var b strings.Builder
 		for range n {
 			w := rapid.SampledFrom(scanWords).Draw(t, "word")

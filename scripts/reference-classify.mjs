@@ -6,11 +6,12 @@
 // overflow patterns with their throttle exception and the bodyless 400/413,
 // then the retry pattern set, then the usage-limit sub-rule, and the retry
 // hints of a usage-limit message (the only place the reference reads them).
-// It also prints how many messages each class got, which must equal what
-// the Go seed rules answer (scripts/bench-classify.sh compares them).
+// It also prints how many messages each class got; on the original set
+// these are the counts TestSeedAnswersTheOriginalSetAsTheReference (package
+// classify) requires of the Go seed rules.
 //
-// Usage: node scripts/reference-classify.mjs CORPUS.tsv PAGE [ROWS]
-// ROWS limits the corpus to its first ROWS data rows (the benchmarks' corpus).
+// Usage: node scripts/reference-classify.mjs CORPUS.tsv PAGE [SET]
+// SET limits the corpus to one set of rows ("original": the benchmarks' 83).
 import { readFileSync } from "node:fs";
 
 const OVERFLOW = [
@@ -75,15 +76,28 @@ function classify(text) {
   return "retryable";
 }
 
-function corpus(path, rows) {
-  const lines = readFileSync(path, "utf8").split("\n");
+// corpus reads the corpus as the Go tests do: # lines are comments, "# rows:
+// NAME" starts the set NAME, the first other line is the header, and every
+// other line is a row whose third field is the message (kept as written).
+function corpus(path, wantSet) {
+  let set = "";
+  let header = false;
   const out = [];
-  for (const line of lines.slice(1)) {
-    if (line === "" || line.startsWith("#")) continue;
+  for (const line of readFileSync(path, "utf8").split("\n")) {
+    if (line.startsWith("#")) {
+      const m = /^#\s*rows:\s*(\S+)/.exec(line);
+      if (m) set = m[1];
+      continue;
+    }
+    if (line === "") continue;
+    if (!header) {
+      header = true;
+      continue;
+    }
     const f = line.split("\t");
-    if (f.length >= 3) out.push(f[2]);
+    if (f.length === 4 && (!wantSet || set === wantSet)) out.push(f[2]);
   }
-  return rows ? out.slice(0, rows) : out;
+  return out;
 }
 
 // bench runs op until at least a second has passed, after a warm-up, and
@@ -107,12 +121,12 @@ function bench(op) {
   return best;
 }
 
-const [corpusPath, pagePath, rowsArg] = process.argv.slice(2);
+const [corpusPath, pagePath, wantSet] = process.argv.slice(2);
 if (!corpusPath || !pagePath) {
-  console.error("usage: node reference-classify.mjs CORPUS.tsv PAGE [ROWS]");
+  console.error("usage: node reference-classify.mjs CORPUS.tsv PAGE [SET]");
   process.exit(2);
 }
-const messages = corpus(corpusPath, rowsArg ? Number(rowsArg) : 0);
+const messages = corpus(corpusPath, wantSet);
 const page = readFileSync(pagePath, "utf8");
 
 const counts = {};
