@@ -68,10 +68,7 @@ const SessionID = "scenario"
 // Recovery returns ev's wire line when it is a recovery event (the events
 // Want lists), and false for the agent's own events.
 func Recovery(ev session.Event) (string, bool, error) {
-	switch ev.(type) {
-	case session.AutoRetryStart, session.AutoRetryEnd, session.AutoCompactionStart, session.AutoCompactionEnd,
-		session.StateChange, session.TurnSettled:
-	default:
+	if !RecoveryType(rpc.EventType(ev)) {
 		return "", false, nil
 	}
 	b, err := rpc.MarshalEvent(ev)
@@ -79,6 +76,16 @@ func Recovery(ev session.Event) (string, bool, error) {
 		return "", false, err
 	}
 	return string(b), true, nil
+}
+
+// RecoveryType reports whether typ, an event's wire type, is one of the
+// recovery events Want lists.
+func RecoveryType(typ string) bool {
+	switch typ {
+	case "auto_retry_start", "auto_retry_end", "auto_compaction_start", "auto_compaction_end", "state_change", "turn_settled":
+		return true
+	}
+	return false
 }
 
 func errorCall(text string) scripted.Call {
