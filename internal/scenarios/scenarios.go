@@ -31,6 +31,8 @@ type Scenario struct {
 	Credentials []session.Credential
 	// KeepRecentTokens overrides compaction.keepRecentTokens when set.
 	KeepRecentTokens int
+	// BaseDelayMs overrides retry.baseDelayMs when set.
+	BaseDelayMs int64
 	// AbortAfter, when set, aborts the session this long after the first
 	// prompt was sent.
 	AbortAfter time.Duration
@@ -47,10 +49,13 @@ var Model = scripted.DefaultModel
 func Draw() float64 { return 0.5 }
 
 // Config returns the settings sc runs under: the defaults with a jitter
-// (so the draw matters) and sc's compaction override.
+// (so the draw matters) and sc's overrides.
 func (sc Scenario) Config() session.Config {
 	cfg := session.DefaultConfig()
 	cfg.Retry.Jitter = 0.2
+	if sc.BaseDelayMs > 0 {
+		cfg.Retry.BaseDelayMs = sc.BaseDelayMs
+	}
 	if sc.KeepRecentTokens > 0 {
 		cfg.Compaction.KeepRecentTokens = sc.KeepRecentTokens
 	}
