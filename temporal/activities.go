@@ -160,7 +160,7 @@ func (a *Activities) Run(ctx context.Context, in RunInput) (RunResult, error) {
 			mu.Unlock()
 		}
 	}
-	err, panicked := a.call(ctx, req, emit)
+	panicked, err := a.call(ctx, req, emit)
 	mu.Lock()
 	defer mu.Unlock()
 	if err != nil {
@@ -171,7 +171,7 @@ func (a *Activities) Run(ctx context.Context, in RunInput) (RunResult, error) {
 }
 
 // call runs the agent, recovering a panic as its text.
-func (a *Activities) call(ctx context.Context, req session.RunRequest, emit func(session.Event)) (err error, panicked string) {
+func (a *Activities) call(ctx context.Context, req session.RunRequest, emit func(session.Event)) (panicked string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			panicked = fmt.Sprint(r)
@@ -180,7 +180,7 @@ func (a *Activities) call(ctx context.Context, req session.RunRequest, emit func
 			}
 		}
 	}()
-	return a.Agent.Run(ctx, req, emit), ""
+	return "", a.Agent.Run(ctx, req, emit)
 }
 
 // heartbeat records a heartbeat now and then until stop is called, so that

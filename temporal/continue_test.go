@@ -91,8 +91,7 @@ func TestContinueAsNewAfterEveryTurn(t *testing.T) {
 	in := start(sc)
 	runs := 0
 	for i, p := range sc.Prompts {
-		var suite testsuite.WorkflowTestSuite
-		env := suite.NewTestWorkflowEnvironment()
+		env := newEnv()
 		(&temporal.Workflow{Random: scenarios.Draw, MaxInputs: 1}).Register(env)
 		activities(sc, agent, snk).Register(env)
 		env.RegisterDelayedCallback(func() {

@@ -9,6 +9,7 @@ require (
 	github.com/stretchr/testify v1.12.1
 	go.temporal.io/api v1.64.3
 	go.temporal.io/sdk v1.51.0
+	go.uber.org/goleak v1.3.0
 )
 
 require (

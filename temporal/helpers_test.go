@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/require"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/worker"
 
 	"github.com/agentfsm/agentfsm/internal/scenarios"
 	"github.com/agentfsm/agentfsm/session"
@@ -74,13 +76,22 @@ func activities(sc scenarios.Scenario, agent session.Agent, snk temporal.Sink) *
 	return a
 }
 
+// newEnv is a test environment whose deadlock detector allows a workflow
+// step a minute, not a second: the machine running the tests may be
+// loaded, and the race detector slows every step.
+func newEnv() *testsuite.TestWorkflowEnvironment {
+	var suite testsuite.WorkflowTestSuite
+	e := suite.NewTestWorkflowEnvironment()
+	e.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: time.Minute})
+	return e
+}
+
 // playInSuite plays sc on the test environment (time skipping, no server)
 // and returns what its sink received. Each prompt is sent once the turn
 // before it settled; the session is closed after the last.
 func playInSuite(t *testing.T, sc scenarios.Scenario, wf *temporal.Workflow) (*sink, *testsuite.TestWorkflowEnvironment) {
 	t.Helper()
-	var suite testsuite.WorkflowTestSuite
-	env := suite.NewTestWorkflowEnvironment()
+	env := newEnv()
 	snk := &sink{}
 	wf.Register(env)
 	activities(sc, scripted.New(sc.Script()), snk).Register(env)

@@ -259,13 +259,20 @@ type waiter struct {
 }
 
 // turnError is err as an update's error: an application error whose type
-// is the turn_settled code of err, its message err's. nil stays nil.
+// is err's code and whose message is err's. The code is the turn_settled
+// code (docs/rpc.md) of a turn's error, else one of localCodes, else
+// "error". nil stays nil.
 func turnError(err error) error {
 	if err == nil {
 		return nil
 	}
 	code := "error"
-	if line, merr := rpc.MarshalEvent(policy.TurnSettled{Err: err}); merr == nil {
+	for _, c := range localCodes {
+		if errors.Is(err, c.err) {
+			code = c.code
+		}
+	}
+	if line, merr := rpc.MarshalEvent(policy.TurnSettled{Err: err}); code == "error" && merr == nil {
 		var w struct {
 			Code string `json:"code"`
 		}
@@ -274,6 +281,19 @@ func turnError(err error) error {
 		}
 	}
 	return sdktemporal.NewNonRetryableApplicationError(err.Error(), code, nil)
+}
+
+// localCodes are the codes of the errors an update meets that settle no
+// turn.
+var localCodes = []struct {
+	code string
+	err  error
+}{
+	{"busy", policy.ErrBusy},
+	{"nothing_to_compact", policy.ErrNothingToCompact},
+	{"already_compacted", policy.ErrAlreadyCompacted},
+	{"compaction_cancelled", policy.ErrCompactionCancelled},
+	{"closed", errClosed},
 }
 
 // restful reports whether the session can continue as new: nothing in

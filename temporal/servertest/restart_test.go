@@ -56,7 +56,7 @@ func (s *sink) recovery(t *testing.T) []string {
 
 // newWorker starts a worker of the session workflow and its activities.
 func newWorker(t *testing.T, c client.Client, queue string, acts *temporal.Activities) worker.Worker {
-	w := worker.New(c, queue, worker.Options{})
+	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: time.Minute})
 	(&temporal.Workflow{Random: scenarios.Draw}).Register(w)
 	acts.Register(w)
 	require.NoError(t, w.Start())

@@ -53,8 +53,8 @@ func run() error {
 	var c client.Client
 	var err error
 	if *address == "" {
-		srv, err := live.Start(ctx, *devserver)
-		if err != nil {
+		var srv *live.Server
+		if srv, err = live.Start(ctx, *devserver); err != nil {
 			return err
 		}
 		defer srv.Stop()
@@ -86,7 +86,7 @@ func record(ctx context.Context, c client.Client, sc scenarios.Scenario, path st
 	if len(sc.Credentials) > 0 {
 		acts.Credentials = session.NewMemoryCredentials(nil, sc.Credentials...)
 	}
-	w := worker.New(c, queue, worker.Options{})
+	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: time.Minute})
 	(&temporal.Workflow{Random: scenarios.Draw}).Register(w)
 	acts.Register(w)
 	if err := w.Start(); err != nil {
