@@ -34,7 +34,8 @@ type Scenario struct {
 	// BaseDelayMs overrides retry.baseDelayMs when set.
 	BaseDelayMs int64
 	// AbortAfter, when set, aborts the session this long after the first
-	// prompt was sent.
+	// prompt was sent: during the first backoff (a driver on a real,
+	// loaded clock waits for the backoff instead).
 	AbortAfter time.Duration
 	// Want is the recovery events the whole story gives, one wire line
 	// each.

@@ -103,11 +103,7 @@ func TestWorkerRestartMidBackoff(t *testing.T) {
 	first, err := live.Begin(ctx, c, queue, id, sc)
 	require.NoError(t, err)
 	var st rpc.State
-	for st.RetryAttempt == 0 {
-		v, err := c.QueryWorkflow(ctx, id, "", temporal.QueryState)
-		require.NoError(t, err)
-		require.NoError(t, v.Get(&st))
-	}
+	require.NoError(t, live.Await(ctx, c, id, func(s rpc.State) bool { st = s; return s.RetryAttempt > 0 }))
 	require.Equal(t, "backoff", st.State)
 	a.Stop()
 	remaining := agent.Remaining()

@@ -19,6 +19,7 @@ import (
 	"go.temporal.io/sdk/client"
 
 	"github.com/agentfsm/agentfsm/internal/scenarios"
+	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/temporal"
 )
 
@@ -138,7 +139,11 @@ func prompt(ctx context.Context, c client.Client, id string, i int, sc scenarios
 // after the other, closes the session and waits for the workflow's end.
 func Finish(ctx context.Context, c client.Client, id string, first client.WorkflowUpdateHandle, sc scenarios.Scenario) error {
 	if sc.AbortAfter > 0 {
-		time.Sleep(sc.AbortAfter)
+		// The story aborts during the first backoff: wait for it rather
+		// than for the time, which a loaded machine stretches.
+		if err := Await(ctx, c, id, func(st rpc.State) bool { return st.State == "backoff" }); err != nil {
+			return err
+		}
 		if err := c.SignalWorkflow(ctx, id, "", temporal.SignalAbort, nil); err != nil {
 			return fmt.Errorf("live: %s: abort: %w", id, err)
 		}
@@ -164,6 +169,28 @@ func Finish(ctx context.Context, c client.Client, id string, first client.Workfl
 		return fmt.Errorf("live: %s: %w", id, err)
 	}
 	return nil
+}
+
+// Await queries the session's state until ok accepts it.
+func Await(ctx context.Context, c client.Client, id string, ok func(rpc.State) bool) error {
+	for {
+		v, err := c.QueryWorkflow(ctx, id, "", temporal.QueryState)
+		if err != nil {
+			return fmt.Errorf("live: %s: get_state: %w", id, err)
+		}
+		var st rpc.State
+		if err := v.Get(&st); err != nil {
+			return fmt.Errorf("live: %s: get_state: %w", id, err)
+		}
+		if ok(st) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("live: %s: still %q: %w", id, st.State, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
 }
 
 // isTurnError reports whether err is a turn's failure, as the prompt
