@@ -20,7 +20,9 @@ import (
 type Sink interface {
 	// Deliver receives the events numbered first, first+1, ... of session
 	// sessionID. A delivery that failed is made again with the same
-	// numbers, so a sink that saw some of them skips those.
+	// numbers, so a sink that saw some of them skips those. A batch that
+	// still failed after its attempts is dropped (and logged by the
+	// workflow): the next batch's numbers then skip it.
 	Deliver(ctx context.Context, sessionID string, first int64, lines []json.RawMessage) error
 }
 
@@ -148,6 +150,7 @@ func (a *Activities) Run(ctx context.Context, in RunInput) (RunResult, error) {
 	var mu sync.Mutex
 	var res RunResult
 	emit := func(ev session.Event) {
+		activity.RecordHeartbeat(ctx) // the SDK sends at most one per interval
 		if u, ok := ev.(session.MessageUpdate); ok {
 			if a.Stream != nil {
 				a.Stream(in.SessionID, u)
