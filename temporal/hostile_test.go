@@ -167,3 +167,32 @@ func TestSignalsDuringBackoff(t *testing.T) {
 	assert.Equal(t, "provider", code(t, p1.err))
 	assert.Contains(t, snk.recovery(t), `{"type":"auto_retry_end","success":false,"attempt":1,"finalError":"overloaded_error: Overloaded"}`)
 }
+
+// A settings signal without its bool, or with something else, changes
+// nothing; one with a bool writes the setting.
+func TestSettingSignals(t *testing.T) {
+	e := env(t, scripted.New(scripted.Script{Model: scenarios.Model}), nil)
+	states := map[string]rpc.State{}
+	read := func(name string) func() {
+		return func() {
+			v, err := e.QueryWorkflow(temporal.QueryState)
+			require.NoError(t, err)
+			var st rpc.State
+			require.NoError(t, v.Get(&st))
+			states[name] = st
+		}
+	}
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalSetAutoRetry, nil) }, time.Second)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalSetAutoCompaction, "yes") }, 2*time.Second)
+	e.RegisterDelayedCallback(read("garbage"), 3*time.Second)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalSetAutoRetry, false) }, 4*time.Second)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalSetAutoCompaction, false) }, 5*time.Second)
+	e.RegisterDelayedCallback(read("off"), 6*time.Second)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(session.DefaultConfig()))
+	require.NoError(t, e.GetWorkflowError())
+	assert.True(t, states["garbage"].AutoRetryEnabled)
+	assert.True(t, states["garbage"].AutoCompactionEnabled)
+	assert.False(t, states["off"].AutoRetryEnabled)
+	assert.False(t, states["off"].AutoCompactionEnabled)
+}

@@ -21,9 +21,11 @@ const (
 	SignalAbortRetry = "abort_retry"
 	// SignalAbortCompaction cancels the compaction in flight.
 	SignalAbortCompaction = "abort_compaction"
-	// SignalSetAutoRetry writes retry.enabled (a bool).
+	// SignalSetAutoRetry writes retry.enabled (a bool; a signal without
+	// one, or with something else, is logged and changes nothing).
 	SignalSetAutoRetry = "set_auto_retry"
-	// SignalSetAutoCompaction writes compaction.enabled (a bool).
+	// SignalSetAutoCompaction writes compaction.enabled (a bool, as
+	// SignalSetAutoRetry).
 	SignalSetAutoCompaction = "set_auto_compaction"
 	// SignalClose aborts what is in flight, delivers the events left and
 	// ends the workflow.

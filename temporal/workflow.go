@@ -147,20 +147,22 @@ func (d *driver) handle(ctx workflow.Context) error {
 		return err
 	}
 	d.signals = []signal{
-		{SignalAbort, func(ctx workflow.Context, _ bool) {
+		{SignalAbort, func(ctx workflow.Context, _ *bool) {
 			d.feed(ctx, func(at time.Time) []policy.Effect { return d.engine.Abort(at, policy.ErrAborted) })
 		}},
-		{SignalAbortRetry, func(ctx workflow.Context, _ bool) { d.feed(ctx, d.engine.AbortRetry) }},
-		{SignalAbortCompaction, func(ctx workflow.Context, _ bool) { d.feed(ctx, d.engine.AbortCompaction) }},
-		{SignalSetAutoRetry, func(_ workflow.Context, on bool) { d.engine.SetRetryEnabled(on) }},
-		{SignalSetAutoCompaction, func(_ workflow.Context, on bool) { d.engine.SetCompactionEnabled(on) }},
-		{SignalClose, func(workflow.Context, bool) { d.closing = true }},
+		{SignalAbortRetry, func(ctx workflow.Context, _ *bool) { d.feed(ctx, d.engine.AbortRetry) }},
+		{SignalAbortCompaction, func(ctx workflow.Context, _ *bool) { d.feed(ctx, d.engine.AbortCompaction) }},
+		{SignalSetAutoRetry, d.setting(SignalSetAutoRetry, d.engine.SetRetryEnabled)},
+		{SignalSetAutoCompaction, d.setting(SignalSetAutoCompaction, d.engine.SetCompactionEnabled)},
+		{SignalClose, func(workflow.Context, *bool) { d.closing = true }},
 	}
 	for _, s := range d.signals {
 		ch := workflow.GetSignalChannel(ctx, s.name)
 		workflow.Go(ctx, func(ctx workflow.Context) {
 			for {
-				var on bool
+				// A payload that is not a bool (or null) is dropped, and
+				// logged, by the SDK.
+				var on *bool
 				ch.Receive(ctx, &on)
 				s.handle(ctx, on)
 			}
@@ -170,10 +172,22 @@ func (d *driver) handle(ctx workflow.Context) error {
 }
 
 // signal is a signal's handler; the bool is the signal's argument, for
-// the two that take one.
+// the two that take one (nil when it came without).
 type signal struct {
 	name   string
-	handle func(ctx workflow.Context, on bool)
+	handle func(ctx workflow.Context, on *bool)
+}
+
+// setting is the handler of a signal that writes a setting with set: one
+// that carries no bool is logged and changes nothing.
+func (d *driver) setting(name string, set func(bool)) func(workflow.Context, *bool) {
+	return func(ctx workflow.Context, on *bool) {
+		if on == nil {
+			workflow.GetLogger(ctx).Error("temporal: a signal without its bool changes nothing", "signal", name)
+			return
+		}
+		set(*on)
+	}
 }
 
 // drainSignals handles the signals already received but not yet handled,
@@ -184,7 +198,7 @@ func (d *driver) drainSignals(ctx workflow.Context) bool {
 	for _, s := range d.signals {
 		ch := workflow.GetSignalChannel(ctx, s.name)
 		for {
-			var on bool
+			var on *bool
 			if !ch.ReceiveAsync(&on) {
 				break
 			}
