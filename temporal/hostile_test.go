@@ -196,3 +196,25 @@ func TestSettingSignals(t *testing.T) {
 	assert.False(t, states["off"].AutoRetryEnabled)
 	assert.False(t, states["off"].AutoCompactionEnabled)
 }
+
+// close during a backoff aborts the turn, delivers every event and ends
+// the workflow; a prompt after it is refused as closed.
+func TestCloseDuringBackoff(t *testing.T) {
+	snk := &sink{}
+	e := env(t, scripted.New(scripted.Script{Model: scenarios.Model, Calls: []scripted.Call{
+		{StopReason: "error", ErrorMessage: "503 Service Unavailable"},
+	}}), snk)
+	var p1, p2 outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p1, "hi") }, 0)
+	e.RegisterDelayedCallback(func() {
+		e.SignalWorkflow(temporal.SignalClose, nil)
+		update(e, temporal.UpdatePrompt, "p2", &p2, "again")
+	}, time.Second)
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(session.DefaultConfig()))
+	require.NoError(t, e.GetWorkflowError())
+	assert.Equal(t, "aborted", code(t, p1.err))
+	assert.Equal(t, "closed", code(t, p2.err))
+	lines := snk.recovery(t)
+	require.NotEmpty(t, lines)
+	assert.Equal(t, `{"type":"turn_settled","success":false,"error":"session: aborted","code":"aborted"}`, lines[len(lines)-1])
+}

@@ -52,14 +52,13 @@ func run() error {
 	namespace := flag.String("namespace", "default", "the `namespace`")
 	devserver := flag.String("devserver", "", "start the devserver of this module `directory` instead of dialling -address")
 	flag.Parse()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
 
 	var c client.Client
 	var err error
 	if *devserver != "" {
 		var srv *live.Server
-		if srv, err = live.Start(ctx, *devserver); err != nil {
+		// The first build of the server takes minutes: no deadline.
+		if srv, err = live.Start(context.Background(), *devserver); err != nil {
 			return err
 		}
 		defer srv.Stop()
@@ -71,6 +70,8 @@ func run() error {
 		return err
 	}
 	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
 
 	// The worker: the workflow and the activities, with the embedder's
 	// agent, summarizer, credential store and sink.

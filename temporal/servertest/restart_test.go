@@ -67,11 +67,13 @@ func newWorker(t *testing.T, c client.Client, queue string, acts *temporal.Activ
 // stopped; worker B starts and the session goes on from the same timer,
 // with the same attempt, and no run is made twice.
 func TestWorkerRestartMidBackoff(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
-	defer cancel()
-	srv, err := live.Start(ctx, "../devserver")
+	// Building the server from a cold cache takes minutes: the test's own
+	// deadline (go test -timeout) bounds it, and five minutes the story.
+	srv, err := live.Start(t.Context(), "../devserver")
 	require.NoError(t, err)
 	defer func() { assert.NoError(t, srv.Stop()) }()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
 	c, err := srv.Dial()
 	require.NoError(t, err)
 	defer c.Close()

@@ -48,13 +48,12 @@ func run() error {
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-	defer cancel()
 	var c client.Client
 	var err error
 	if *address == "" {
 		var srv *live.Server
-		if srv, err = live.Start(ctx, *devserver); err != nil {
+		// The first build of the server takes minutes: no deadline.
+		if srv, err = live.Start(context.Background(), *devserver); err != nil {
 			return err
 		}
 		defer srv.Stop()
@@ -66,6 +65,8 @@ func run() error {
 		return err
 	}
 	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
 	if err := os.MkdirAll(*out, 0o755); err != nil {
 		return err
 	}
