@@ -24,7 +24,9 @@ type driver struct {
 	root   workflow.Context // the workflow's: what the activities and timers hang on
 	w      *Workflow
 	engine *policy.Engine
-	creds  bool
+	// setup is what the engine was made from, less its history.
+	setup policy.Setup
+	creds bool
 	// history is every entry the session wrote, in order.
 	history []policy.Entry
 	// inputs counts what this run of the workflow fed the engine.
@@ -34,6 +36,7 @@ type driver struct {
 	timerCancel workflow.CancelFunc
 	runID       policy.RunID
 	runCancel   workflow.CancelFunc
+	cancelled   policy.RunID // the last run the engine cancelled
 	compID      policy.CompactionID
 	compCancel  workflow.CancelFunc
 
@@ -71,6 +74,7 @@ func (d *driver) apply(ctx workflow.Context, effects []policy.Effect) {
 		case policy.StartRun:
 			d.startRun(ef.Run, newRunInput(d.engine, ef))
 		case policy.CancelRun:
+			d.cancelled = ef.Run
 			if d.runID == ef.Run && d.runCancel != nil {
 				d.runCancel()
 			}
@@ -134,14 +138,21 @@ func (d *driver) startRun(id policy.RunID, in RunInput) {
 	workflow.Go(d.root, func(ctx workflow.Context) {
 		var res RunResult
 		ret := policy.RunReturn{}
-		if err := f.Get(ctx, &res); err != nil {
-			// The activity itself failed: its worker was lost (a timeout),
-			// or it was cancelled before it started. The run reported
-			// nothing: the engine takes it for a run that could not start.
-			ret.Err = err
-		}
+		err := f.Get(ctx, &res)
 		if d.runID == id {
 			d.runCancel = nil
+		}
+		var timeout *sdktemporal.TimeoutError
+		if errors.As(err, &timeout) && d.cancelled != id && d.engine.Snapshot().InFlight != "" {
+			d.interrupted(ctx)
+			return
+		}
+		if err != nil {
+			// The activity failed otherwise (it was cancelled before it
+			// started, or the worker has no agent): the run reported
+			// nothing, and the engine takes it for a run that could not
+			// start.
+			ret.Err = err
 		}
 		for _, e := range res.Events {
 			ev, err := e.event()
@@ -160,6 +171,28 @@ func (d *driver) startRun(id policy.RunID, in RunInput) {
 		ret.Draw = d.draw(ctx)
 		d.feed(ctx, func(at time.Time) []policy.Effect { return d.engine.RunReturned(at, id, ret) })
 	})
+}
+
+// interrupted goes on from a run whose activity timed out: its worker was
+// lost mid-run, and what the agent reported is lost with it. The engine is
+// resumed from its own snapshot, as a session resumed in another process
+// is: the run in flight goes through the decision as a transient failure
+// of its attempt (policy.Resume), so the chain retries it within its
+// limits, and a turn in flight settles as it would have.
+func (d *driver) interrupted(ctx workflow.Context) {
+	snap := d.engine.Snapshot()
+	setup := d.setup
+	setup.History = d.history
+	engine, effects, err := policy.Resume(setup, snap, workflow.Now(ctx), d.draw(ctx))
+	if err != nil {
+		// The snapshot is the engine's own, on its own history: this
+		// cannot happen but by a defect, which the log reports.
+		workflow.GetLogger(ctx).Error("temporal: cannot resume after a lost run", "error", err)
+		return
+	}
+	d.inputs++
+	d.engine = engine
+	d.apply(ctx, effects)
 }
 
 // draw is a random number for a retry's jitter, recorded in the history.

@@ -8,7 +8,9 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
@@ -217,4 +219,42 @@ func TestCloseDuringBackoff(t *testing.T) {
 	lines := snk.recovery(t)
 	require.NotEmpty(t, lines)
 	assert.Equal(t, `{"type":"turn_settled","success":false,"error":"session: aborted","code":"aborted"}`, lines[len(lines)-1])
+}
+
+// Issue: a stopped worker loses nothing. A run whose worker is lost
+// mid-run (its activity times out) goes through the decision as a
+// transient failure of its attempt, as a session resumed in another
+// process does: the chain retries it, and the turn succeeds.
+func TestRunLostWithItsWorker(t *testing.T) {
+	snk := &sink{}
+	agent := scripted.New(scripted.Script{Model: scenarios.Model, Calls: []scripted.Call{{StopReason: "stop", Text: "done"}}})
+	e := env(t, agent, snk)
+	acts := &temporal.Activities{Agent: agent, Sink: snk}
+	calls := 0
+	e.OnActivity(temporal.ActivityRun, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in temporal.RunInput) (temporal.RunResult, error) {
+			calls++
+			if calls == 1 {
+				return temporal.RunResult{}, sdktemporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
+			}
+			return acts.Run(ctx, in)
+		})
+	var p1 outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p1, "hi") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(session.DefaultConfig()))
+	require.NoError(t, e.GetWorkflowError())
+	require.True(t, p1.done)
+	require.NoError(t, p1.err)
+	assert.Equal(t, 2, calls)
+	assert.Equal(t, []string{
+		`{"type":"state_change","from":"idle","to":"classifying","event":"agent_end"}`,
+		`{"type":"state_change","from":"classifying","to":"backoff","event":"retry"}`,
+		`{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"interrupted: the session was resumed from a snapshot"}`,
+		`{"type":"state_change","from":"backoff","to":"continuing","event":"elapsed"}`,
+		`{"type":"auto_retry_end","success":true,"attempt":1}`,
+		`{"type":"state_change","from":"continuing","to":"classifying","event":"agent_end"}`,
+		`{"type":"state_change","from":"classifying","to":"idle","event":"settle"}`,
+		`{"type":"turn_settled","success":true}`,
+	}, snk.recovery(t))
 }

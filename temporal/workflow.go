@@ -122,6 +122,8 @@ func newDriver(ctx workflow.Context, w *Workflow, in Start) (*driver, []policy.E
 		setup.Config = *in.Config
 	}
 	d := &driver{root: ctx, w: w, creds: in.Credentials, seq: in.Events, history: append([]policy.Entry(nil), in.History...)}
+	d.setup = setup
+	d.setup.History = nil
 	var effects []policy.Effect
 	var err error
 	if in.Snapshot != nil {
