@@ -191,7 +191,9 @@ func (d *driver) interrupted(ctx workflow.Context) {
 		return
 	}
 	d.inputs++
-	d.engine = engine
+	// The new engine numbers its runs and timers afresh: forget the old
+	// one's.
+	d.engine, d.cancelled = engine, 0
 	d.apply(ctx, effects)
 }
 
