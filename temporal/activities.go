@@ -1,0 +1,278 @@
+package temporal
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+
+	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/session"
+)
+
+// Sink receives a session's events, in order, each as its wire line
+// (docs/rpc.md): the recovery events and the agent's, all but the
+// message_update fragments (see Activities.Stream).
+type Sink interface {
+	// Deliver receives the events numbered first, first+1, ... of session
+	// sessionID. A delivery that failed is made again with the same
+	// numbers, so a sink that saw some of them skips those. A batch that
+	// still failed after its attempts is dropped (and logged by the
+	// workflow): the next batch's numbers then skip it.
+	Deliver(ctx context.Context, sessionID string, first int64, lines []json.RawMessage) error
+}
+
+// Activities are the session's activities: what a worker reaches outside
+// the workflow. Register them with Register on every worker of the task
+// queue. Their fields are the embedder's, as for a session.Session.
+type Activities struct {
+	// Agent runs the model; it is required.
+	Agent session.Agent
+	// Summarizer writes compaction summaries; nil is
+	// session.DigestSummarizer{}.
+	Summarizer session.Summarizer
+	// Credentials is the credential store of the sessions started with
+	// Start.Credentials; the credential of each run is read here, in the
+	// activity, and never enters the workflow.
+	Credentials session.CredentialStore
+	// Sink receives the sessions' events; nil drops them.
+	Sink Sink
+	// Stream, when set, receives each message_update fragment as the
+	// agent streams it, on the run's activity: fragments decide nothing
+	// and are not kept in the workflow.
+	Stream func(sessionID string, ev session.MessageUpdate)
+}
+
+// ActivityRegistry is where activities are registered: a worker.Worker or
+// a testsuite environment.
+type ActivityRegistry interface {
+	RegisterActivityWithOptions(a any, options activity.RegisterOptions)
+}
+
+// Register registers the activities under their names (ActivityRun and the
+// others).
+func (a *Activities) Register(r ActivityRegistry) {
+	r.RegisterActivityWithOptions(a.Run, activity.RegisterOptions{Name: ActivityRun})
+	r.RegisterActivityWithOptions(a.Summarize, activity.RegisterOptions{Name: ActivitySummarize})
+	r.RegisterActivityWithOptions(a.MarkUsageLimit, activity.RegisterOptions{Name: ActivityMarkUsageLimit})
+	r.RegisterActivityWithOptions(a.Deliver, activity.RegisterOptions{Name: ActivityDeliver})
+}
+
+// RunInput is what the workflow hands the run activity.
+type RunInput struct {
+	SessionID string           `json:"sessionId"`
+	Prompt    *policy.Message  `json:"prompt,omitempty"`
+	Context   []policy.Message `json:"context"`
+	Model     policy.Model     `json:"model"`
+}
+
+// RunResult is how a run went: the agent's events but the fragments, in
+// order, and how its Run returned.
+type RunResult struct {
+	Events []AgentEvent `json:"events"`
+	// Err is the error Run returned; empty when none.
+	Err string `json:"error,omitempty"`
+	// Panic is what the agent panicked with; empty when it did not.
+	Panic string `json:"panic,omitempty"`
+}
+
+// AgentEvent is one of the agent's events in a RunResult.
+type AgentEvent struct {
+	// Type is the event's wire type: agent_start, turn_start,
+	// message_start, message_end, turn_end or agent_end.
+	Type     string           `json:"type"`
+	Message  *policy.Message  `json:"message,omitempty"`
+	Messages []policy.Message `json:"messages"`
+}
+
+// agentEvent returns ev as an AgentEvent; false for an event that is not
+// one of the agent's.
+func agentEvent(ev session.Event) (AgentEvent, bool) {
+	switch ev := ev.(type) {
+	case session.AgentStart:
+		return AgentEvent{Type: "agent_start"}, true
+	case session.TurnStart:
+		return AgentEvent{Type: "turn_start"}, true
+	case session.MessageStart:
+		return AgentEvent{Type: "message_start", Message: &ev.Message}, true
+	case session.MessageEnd:
+		return AgentEvent{Type: "message_end", Message: &ev.Message}, true
+	case session.TurnEnd:
+		return AgentEvent{Type: "turn_end"}, true
+	case session.AgentEnd:
+		return AgentEvent{Type: "agent_end", Messages: ev.Messages}, true
+	}
+	return AgentEvent{}, false
+}
+
+// event returns the session event e stands for.
+func (e AgentEvent) event() (session.Event, error) {
+	switch {
+	case e.Type == "agent_start":
+		return session.AgentStart{}, nil
+	case e.Type == "turn_start":
+		return session.TurnStart{}, nil
+	case e.Type == "turn_end":
+		return session.TurnEnd{}, nil
+	case e.Type == "agent_end":
+		return session.AgentEnd{Messages: e.Messages}, nil
+	case e.Message == nil:
+		return nil, fmt.Errorf("temporal: agent event %q without a message", e.Type)
+	case e.Type == "message_start":
+		return session.MessageStart{Message: *e.Message}, nil
+	case e.Type == "message_end":
+		return session.MessageEnd{Message: *e.Message}, nil
+	}
+	return nil, fmt.Errorf("temporal: unknown agent event %q", e.Type)
+}
+
+// Run is the run activity: it calls the agent, heartbeating while the agent
+// streams, and returns its events. Cancelling the activity cancels the
+// run; the events the agent reports on its way out are returned all the
+// same. The agent's failure is the result's, never the activity's: the
+// engine decides what comes of it.
+func (a *Activities) Run(ctx context.Context, in RunInput) (RunResult, error) {
+	if a.Agent == nil {
+		return RunResult{}, errors.New("temporal: Activities.Agent is nil")
+	}
+	req := session.RunRequest{SessionID: in.SessionID, Prompt: in.Prompt, Context: in.Context, Model: in.Model}
+	if a.Credentials != nil && in.Model.Provider != "" {
+		if c, ok := a.Credentials.Current(in.Model.Provider, in.SessionID); ok {
+			req.Credential = &c
+		}
+	}
+	stop := heartbeat(ctx)
+	defer stop()
+	var mu sync.Mutex
+	var res RunResult
+	emit := func(ev session.Event) {
+		activity.RecordHeartbeat(ctx) // the SDK sends at most one per interval
+		if u, ok := ev.(session.MessageUpdate); ok {
+			if a.Stream != nil {
+				a.Stream(in.SessionID, u)
+			}
+			return
+		}
+		if e, ok := agentEvent(ev); ok {
+			mu.Lock()
+			res.Events = append(res.Events, e)
+			mu.Unlock()
+		}
+	}
+	panicked, err := a.call(ctx, req, emit)
+	mu.Lock()
+	defer mu.Unlock()
+	if err != nil {
+		res.Err = err.Error()
+	}
+	res.Panic = panicked
+	return res, nil
+}
+
+// call runs the agent, recovering a panic as its text.
+func (a *Activities) call(ctx context.Context, req session.RunRequest, emit func(session.Event)) (panicked string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			panicked = fmt.Sprint(r)
+			if panicked == "" {
+				panicked = "(empty panic value)"
+			}
+		}
+	}()
+	return "", a.Agent.Run(ctx, req, emit)
+}
+
+// heartbeat records a heartbeat now and then until stop is called, so that
+// a run that streams nothing for a while is not taken for a lost one, and
+// so that the activity learns of its cancellation.
+func heartbeat(ctx context.Context) (stop func()) {
+	every := time.Second
+	if t := activity.GetInfo(ctx).HeartbeatTimeout; t > 0 {
+		every = t / 3
+	}
+	activity.RecordHeartbeat(ctx)
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(every)
+		defer tick.Stop()
+		for {
+			select {
+			case <-tick.C:
+				activity.RecordHeartbeat(ctx)
+			case <-done:
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return func() { close(done); wg.Wait() }
+}
+
+// SummaryResult is a compaction's answer: the summary, or why there is
+// none.
+type SummaryResult struct {
+	Summary policy.Summary `json:"summary"`
+	Err     string         `json:"error,omitempty"`
+}
+
+// Summarize is the compaction activity: it asks the summarizer. Cancelling
+// the activity cancels the summarizer. Its failure is the result's.
+func (a *Activities) Summarize(ctx context.Context, req policy.SummaryRequest) (res SummaryResult, _ error) {
+	var sum session.Summarizer = session.DigestSummarizer{}
+	if a.Summarizer != nil {
+		sum = a.Summarizer
+	}
+	stop := heartbeat(ctx)
+	defer stop()
+	defer func() {
+		if r := recover(); r != nil {
+			res = SummaryResult{Err: fmt.Sprintf("the summarizer panicked: %v", r)}
+		}
+	}()
+	s, err := sum.Summarize(ctx, req)
+	if err != nil {
+		return SummaryResult{Err: err.Error()}, nil
+	}
+	return SummaryResult{Summary: s}, nil
+}
+
+// UsageLimit is a usage limit the workflow reports to the credential store.
+type UsageLimit struct {
+	SessionID string       `json:"sessionId"`
+	Model     policy.Model `json:"model"`
+	// Hint is how long the server asked to wait; 0 for the store's
+	// default.
+	Hint time.Duration `json:"hint"`
+}
+
+// MarkUsageLimit is the credential store's activity: it reports the usage
+// limit and answers whether the session now has another free credential.
+func (a *Activities) MarkUsageLimit(_ context.Context, u UsageLimit) (bool, error) {
+	if a.Credentials == nil {
+		return false, nil
+	}
+	return a.Credentials.MarkUsageLimitReached(u.Model.Provider, u.SessionID, u.Hint, u.Model.BaseURL), nil
+}
+
+// Delivery is a batch of events for the sink.
+type Delivery struct {
+	SessionID string            `json:"sessionId"`
+	First     int64             `json:"first"`
+	Lines     []json.RawMessage `json:"lines"`
+}
+
+// Deliver is the sink's activity.
+func (a *Activities) Deliver(ctx context.Context, d Delivery) error {
+	if a.Sink == nil {
+		return nil
+	}
+	return a.Sink.Deliver(ctx, d.SessionID, d.First, d.Lines)
+}

@@ -1,0 +1,121 @@
+// Command record plays each scenario of the shared table on a real
+// Temporal server and writes its workflow history as JSON (the form the
+// Temporal CLI writes and worker.WorkflowReplayer reads), for the replay
+// test:
+//
+//	go run ./cmd/record                      # starts the devserver itself
+//	go run ./cmd/record -address localhost:7233 -namespace default
+//
+// Run it from the temporal module's directory. It overwrites
+// testdata/histories/NAME.json, one file per scenario.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"time"
+
+	enumspb "go.temporal.io/api/enums/v1"
+	historypb "go.temporal.io/api/history/v1"
+	"go.temporal.io/api/temporalproto"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/worker"
+
+	"github.com/agentfsm/agentfsm/internal/scenarios"
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/temporal"
+	"github.com/agentfsm/agentfsm/temporal/internal/live"
+)
+
+func main() {
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "record:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	address := flag.String("address", "", "a server's `host:port`; empty starts the devserver")
+	namespace := flag.String("namespace", "default", "the `namespace` on -address")
+	devserver := flag.String("devserver", "devserver", "the devserver module's `directory`")
+	out := flag.String("out", filepath.Join("testdata", "histories"), "where the histories go (a `directory`)")
+	flag.Parse()
+	if flag.NArg() > 0 {
+		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	var c client.Client
+	var err error
+	if *address == "" {
+		var srv *live.Server
+		// The first build of the server takes minutes: no deadline.
+		if srv, err = live.Start(context.Background(), *devserver); err != nil {
+			return err
+		}
+		defer srv.Stop()
+		c, err = srv.Dial()
+	} else {
+		c, err = client.Dial(client.Options{HostPort: *address, Namespace: *namespace})
+	}
+	if err != nil {
+		return err
+	}
+	defer c.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	for _, sc := range scenarios.All() {
+		if err := record(ctx, c, sc, filepath.Join(*out, sc.Name+".json")); err != nil {
+			return fmt.Errorf("%s: %w", sc.Name, err)
+		}
+		fmt.Println("recorded", sc.Name)
+	}
+	return nil
+}
+
+// record plays sc on a worker of its own and writes its history to path.
+func record(ctx context.Context, c client.Client, sc scenarios.Scenario, path string) error {
+	queue := "record-" + sc.Name
+	id := fmt.Sprintf("record-%s-%d", sc.Name, time.Now().UnixNano())
+	acts := &temporal.Activities{Agent: scripted.New(sc.Script())}
+	if len(sc.Credentials) > 0 {
+		acts.Credentials = session.NewMemoryCredentials(nil, sc.Credentials...)
+	}
+	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: time.Minute})
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(w)
+	acts.Register(w)
+	if err := w.Start(); err != nil {
+		return err
+	}
+	defer w.Stop()
+	first, err := live.Begin(ctx, c, queue, id, sc)
+	if err != nil {
+		return err
+	}
+	if err := live.Finish(ctx, c, id, first, sc); err != nil {
+		return err
+	}
+	hist := &historypb.History{}
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		if err != nil {
+			return err
+		}
+		hist.Events = append(hist.Events, ev)
+	}
+	if len(hist.Events) == 0 {
+		return errors.New("the history is empty")
+	}
+	data, err := temporalproto.CustomJSONMarshalOptions{Indent: "  "}.Marshal(hist)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(path, append(data, '\n'), 0o644)
+}

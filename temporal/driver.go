@@ -1,0 +1,329 @@
+package temporal
+
+import (
+	"encoding/json"
+	"errors"
+	mrand "math/rand/v2"
+	"time"
+
+	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/session/rpc"
+)
+
+// driver carries out the engine's effects in the workflow, as package
+// session's executor does in process: a run is an activity, the backoff a
+// timer, a summary an activity, the credential store's answer an activity,
+// the history a slice of the workflow's state, the events a queue the
+// sink's activity drains in order. Coroutines of the workflow feed it one
+// input at a time (they never run at once), and each input is taken at
+// the workflow's time.
+type driver struct {
+	root   workflow.Context // the workflow's: what the activities and timers hang on
+	w      *Workflow
+	engine *policy.Engine
+	// setup is what the engine was made from, less its history.
+	setup policy.Setup
+	creds bool
+	// history is every entry the session wrote, in order.
+	history []policy.Entry
+	// inputs counts what this run of the workflow fed the engine.
+	inputs int
+
+	timerID     policy.TimerID
+	timerCancel workflow.CancelFunc
+	runID       policy.RunID
+	runCancel   workflow.CancelFunc
+	cancelled   policy.RunID // the last run the engine cancelled
+	compID      policy.CompactionID
+	compCancel  workflow.CancelFunc
+
+	// turn waits for the turn in flight, manual for a manual compaction.
+	turn   *waiter
+	manual *waiter
+
+	// events are the lines not yet handed to the sink; seq numbers the
+	// first of them; delivering reports a delivery in progress.
+	events     []json.RawMessage
+	seq        int64
+	delivering bool
+
+	signals []signal
+	closing bool
+}
+
+// feed gives the engine one input, at the workflow's time, and carries out
+// its effects. ctx is the running coroutine's.
+func (d *driver) feed(ctx workflow.Context, input func(at time.Time) []policy.Effect) {
+	d.inputs++
+	d.apply(ctx, input(workflow.Now(ctx)))
+}
+
+// apply carries out effects, in order. An answer the engine waits for at
+// once (an append it awaits) is fed back once the batch is done, since
+// feeding the engine reuses the slice the batch is in.
+func (d *driver) apply(ctx workflow.Context, effects []policy.Effect) {
+	var feedback []func(time.Time) []policy.Effect
+	for i := range effects {
+		ef := &effects[i]
+		switch ef.Kind {
+		case policy.Emit:
+			d.emit(ctx, ef.Event)
+		case policy.StartRun:
+			d.startRun(ef.Run, newRunInput(d.engine, ef))
+		case policy.CancelRun:
+			d.cancelled = ef.Run
+			if d.runID == ef.Run && d.runCancel != nil {
+				d.runCancel()
+			}
+		case policy.StartTimer:
+			d.startTimer(ctx, ef.Timer, ef.Deadline)
+		case policy.StopTimer:
+			d.stopTimer()
+		case policy.StartCompaction:
+			d.startCompaction(ef.Compaction, *ef.Request)
+		case policy.CancelCompaction:
+			if d.compID == ef.Compaction && d.compCancel != nil {
+				d.compCancel()
+			}
+		case policy.Append:
+			// The history is the workflow's own: an append cannot fail.
+			d.history = append(d.history, ef.Entries...)
+			if ef.Await {
+				feedback = append(feedback, func(at time.Time) []policy.Effect { return d.engine.Appended(at, nil) })
+			}
+		case policy.MarkUsageLimit:
+			d.markUsageLimit(ef.Hint)
+		case policy.FinishTurn:
+			if t := d.turn; t != nil {
+				t.done, t.err = true, ef.Err
+				d.turn = nil
+			}
+		case policy.FinishCompact:
+			if c := d.manual; c != nil {
+				c.done, c.err = true, ef.Err
+				if ef.Result != nil {
+					c.result = *ef.Result
+				}
+				d.manual = nil
+			}
+		}
+	}
+	for _, f := range feedback {
+		d.feed(ctx, f)
+	}
+}
+
+// newRunInput is the run activity's input for a StartRun effect: the one
+// place that reads the runtime context the effect carries.
+func newRunInput(e *policy.Engine, ef *policy.Effect) RunInput {
+	return RunInput{SessionID: e.SessionID(), Prompt: ef.Prompt, Context: ef.Context, Model: e.Model()}
+}
+
+// startRun starts run id's activity. Temporal never retries it (the
+// engine decides what a failed run comes to); a cancelled run's activity
+// is waited for, so the events the agent reports on its way out arrive.
+func (d *driver) startRun(id policy.RunID, in RunInput) {
+	ctx, cancel := workflow.WithCancel(d.root)
+	d.runID, d.runCancel = id, cancel
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: orDefault(d.w.RunTimeout, 10*time.Minute),
+		HeartbeatTimeout:    orDefault(d.w.HeartbeatTimeout, 30*time.Second),
+		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 1},
+		WaitForCancellation: true,
+	})
+	f := workflow.ExecuteActivity(ctx, ActivityRun, in)
+	workflow.Go(d.root, func(ctx workflow.Context) {
+		var res RunResult
+		ret := policy.RunReturn{}
+		err := f.Get(ctx, &res)
+		if d.runID == id {
+			d.runCancel = nil
+		}
+		var timeout *sdktemporal.TimeoutError
+		if errors.As(err, &timeout) && d.cancelled != id && d.engine.Snapshot().InFlight != "" {
+			d.interrupted(ctx)
+			return
+		}
+		if err != nil {
+			// The activity failed otherwise (it was cancelled before it
+			// started, or the worker has no agent): the run reported
+			// nothing, and the engine takes it for a run that could not
+			// start.
+			ret.Err = err
+		}
+		for _, e := range res.Events {
+			ev, err := e.event()
+			if err != nil {
+				workflow.GetLogger(ctx).Error("temporal: dropped an agent event", "error", err)
+				continue
+			}
+			d.feed(ctx, func(at time.Time) []policy.Effect { return d.engine.RunEvent(at, id, ev) })
+		}
+		if res.Err != "" {
+			ret.Err = errors.New(res.Err)
+		}
+		if res.Panic != "" {
+			ret.Panic = res.Panic
+		}
+		ret.Draw = d.draw(ctx)
+		d.feed(ctx, func(at time.Time) []policy.Effect { return d.engine.RunReturned(at, id, ret) })
+	})
+}
+
+// interrupted goes on from a run whose activity timed out: its worker was
+// lost mid-run, and what the agent reported is lost with it. The engine is
+// resumed from its own snapshot, as a session resumed in another process
+// is: the run in flight goes through the decision as a transient failure
+// of its attempt (policy.Resume), so the chain retries it within its
+// limits, and a turn in flight settles as it would have.
+func (d *driver) interrupted(ctx workflow.Context) {
+	snap := d.engine.Snapshot()
+	setup := d.setup
+	setup.History = d.history
+	engine, effects, err := policy.Resume(setup, snap, workflow.Now(ctx), d.draw(ctx))
+	if err != nil {
+		// The snapshot is the engine's own, on its own history: this
+		// cannot happen but by a defect, which the log reports.
+		workflow.GetLogger(ctx).Error("temporal: cannot resume after a lost run", "error", err)
+		return
+	}
+	d.inputs++
+	// The new engine numbers its runs and timers afresh: forget the old
+	// one's.
+	d.engine, d.cancelled = engine, 0
+	d.apply(ctx, effects)
+}
+
+// draw is a random number for a retry's jitter, recorded in the history.
+func (d *driver) draw(ctx workflow.Context) float64 {
+	random := d.w.Random
+	if random == nil {
+		random = mrand.Float64
+	}
+	var r float64
+	if err := workflow.SideEffect(ctx, func(workflow.Context) any { return random() }).Get(&r); err != nil {
+		return 0
+	}
+	return r
+}
+
+// startTimer arms the backoff's timer for deadline, replacing any armed
+// one. It fires as the engine's timer id: at the deadline, by the
+// workflow's clock.
+func (d *driver) startTimer(ctx workflow.Context, id policy.TimerID, deadline time.Time) {
+	d.stopTimer()
+	tctx, cancel := workflow.WithCancel(d.root)
+	d.timerID, d.timerCancel = id, cancel
+	f := workflow.NewTimer(tctx, max(deadline.Sub(workflow.Now(ctx)), 0))
+	workflow.Go(d.root, func(ctx workflow.Context) {
+		if err := f.Get(ctx, nil); err != nil {
+			return // stopped
+		}
+		if d.timerID == id {
+			d.timerCancel = nil
+		}
+		// The timer is for this deadline: the workflow's clock is not
+		// before it when it fires.
+		d.feed(ctx, func(at time.Time) []policy.Effect { return d.engine.TimerFired(later(at, deadline), id) })
+	})
+}
+
+func (d *driver) stopTimer() {
+	if d.timerCancel != nil {
+		d.timerCancel()
+		d.timerCancel = nil
+	}
+}
+
+// startCompaction starts compaction id's summary activity.
+func (d *driver) startCompaction(id policy.CompactionID, req policy.SummaryRequest) {
+	ctx, cancel := workflow.WithCancel(d.root)
+	d.compID, d.compCancel = id, cancel
+	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: orDefault(d.w.SummaryTimeout, 5*time.Minute),
+		HeartbeatTimeout:    orDefault(d.w.HeartbeatTimeout, 30*time.Second),
+		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	f := workflow.ExecuteActivity(ctx, ActivitySummarize, req)
+	workflow.Go(d.root, func(ctx workflow.Context) {
+		var res SummaryResult
+		err := f.Get(ctx, &res)
+		if d.compID == id {
+			d.compCancel = nil
+		}
+		if err == nil && res.Err != "" {
+			err = errors.New(res.Err)
+		}
+		d.feed(ctx, func(at time.Time) []policy.Effect { return d.engine.CompactionFinished(at, id, res.Summary, err) })
+	})
+}
+
+// markUsageLimit asks the credential store's activity about a usage limit
+// and feeds its answer; a store that cannot be reached switched nothing.
+func (d *driver) markUsageLimit(hint time.Duration) {
+	ctx := workflow.WithActivityOptions(d.root, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		// Marking a limit twice would block a second credential.
+		RetryPolicy: &sdktemporal.RetryPolicy{MaximumAttempts: 1},
+	})
+	f := workflow.ExecuteActivity(ctx, ActivityMarkUsageLimit, UsageLimit{SessionID: d.engine.SessionID(), Model: d.engine.Model(), Hint: hint})
+	workflow.Go(d.root, func(ctx workflow.Context) {
+		var switched bool
+		if err := f.Get(ctx, &switched); err != nil {
+			workflow.GetLogger(ctx).Error("temporal: the credential store failed", "error", err)
+			switched = false
+		}
+		d.feed(ctx, func(at time.Time) []policy.Effect { return d.engine.UsageLimitAnswered(at, switched) })
+	})
+}
+
+// emit queues ev's wire line for the sink.
+func (d *driver) emit(ctx workflow.Context, ev policy.Event) {
+	line, err := rpc.MarshalEvent(ev)
+	if err != nil {
+		workflow.GetLogger(ctx).Error("temporal: an event has no wire form", "error", err)
+		return
+	}
+	d.events = append(d.events, line)
+}
+
+// deliver is the coroutine that hands the queued events to the sink's
+// activity, in order, one delivery at a time. A delivery that still fails
+// after its retries is dropped (and logged), so that a broken sink cannot
+// hold the session.
+func (d *driver) deliver(ctx workflow.Context) {
+	actx := workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 10},
+	})
+	for {
+		if err := workflow.Await(ctx, func() bool { return len(d.events) > 0 }); err != nil {
+			return
+		}
+		batch := Delivery{SessionID: d.engine.SessionID(), First: d.seq, Lines: d.events}
+		d.events = nil
+		d.delivering = true
+		if err := workflow.ExecuteActivity(actx, ActivityDeliver, batch).Get(ctx, nil); err != nil {
+			workflow.GetLogger(ctx).Error("temporal: events not delivered", "first", batch.First, "count", len(batch.Lines), "error", err)
+		}
+		d.seq += int64(len(batch.Lines))
+		d.delivering = false
+	}
+}
+
+func orDefault(d, def time.Duration) time.Duration {
+	if d > 0 {
+		return d
+	}
+	return def
+}
+
+func later(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
+}

@@ -1,0 +1,338 @@
+package temporal
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/session/rpc"
+	"github.com/agentfsm/agentfsm/states"
+)
+
+// Workflow is the session workflow as a worker runs it: its fields are
+// the worker's settings, none of which is part of the workflow's history.
+// The zero value is ready to use. Register it with Register on every
+// worker of the task queue.
+type Workflow struct {
+	// Random draws each retry's jitter, in [0, 1); the default is
+	// math/rand/v2's Float64. Its draws are recorded as side effects, so
+	// a replay sees the same ones.
+	Random func() float64
+	// RunTimeout bounds one agent run; the default is 10 minutes.
+	RunTimeout time.Duration
+	// HeartbeatTimeout is how long a run or a summary may go without a
+	// heartbeat before its worker is taken for lost; the default is 30 s.
+	HeartbeatTimeout time.Duration
+	// SummaryTimeout bounds one compaction's summary; the default is 5
+	// minutes.
+	SummaryTimeout time.Duration
+	// MaxInputs is how many inputs (prompts, run ends, timers, answers)
+	// a workflow run feeds the engine before it continues as new, at the
+	// next moment no turn is in flight (or earlier, when the server
+	// suggests it); the default is 1000.
+	MaxInputs int
+}
+
+// WorkflowRegistry is where workflows are registered: a worker.Worker or a
+// testsuite environment.
+type WorkflowRegistry interface {
+	RegisterWorkflowWithOptions(w any, options workflow.RegisterOptions)
+}
+
+// Register registers the session workflow as WorkflowName.
+func (w *Workflow) Register(r WorkflowRegistry) {
+	r.RegisterWorkflowWithOptions(w.Session, workflow.RegisterOptions{Name: WorkflowName})
+}
+
+// Start is the session workflow's input.
+type Start struct {
+	// SessionID is the session's identity; empty means the workflow's
+	// ID.
+	SessionID string `json:"sessionId,omitempty"`
+	// Model is the model the session talks to.
+	Model policy.Model `json:"model"`
+	// Config is the session's settings; nil means policy.DefaultConfig().
+	Config *policy.Config `json:"config,omitempty"`
+	// Credentials tells the session that the workers' Activities have a
+	// credential store: a usage limit then asks it for another
+	// credential.
+	Credentials bool `json:"credentials,omitempty"`
+	// History is the session's history so far, oldest first: a session
+	// started on it goes on from its runtime context.
+	History []policy.Entry `json:"history,omitempty"`
+	// Snapshot and Events are set when a session continues as new: the
+	// engine's state (on History), and how many events were delivered.
+	Snapshot *policy.Snapshot `json:"snapshot,omitempty"`
+	Events   int64            `json:"events,omitempty"`
+}
+
+// errClosed is the error of an update sent after close.
+var errClosed = errors.New("temporal: the session is closed")
+
+// Session is the session workflow: it runs until the close signal,
+// continuing as new between turns to keep its history short.
+func (w *Workflow) Session(ctx workflow.Context, in Start) error {
+	d, effects, err := newDriver(ctx, w, in)
+	if err != nil {
+		return sdktemporal.NewNonRetryableApplicationError(err.Error(), "invalid_start", err)
+	}
+	if err := d.handle(ctx); err != nil {
+		return err
+	}
+	workflow.Go(ctx, d.deliver)
+	d.apply(ctx, effects)
+	for {
+		if err := workflow.Await(ctx, func() bool { return d.closing || d.restful() && d.tooLong(ctx) }); err != nil {
+			return err
+		}
+		if !d.closing {
+			// Nothing is in flight, and no signal waits (see drainSignals):
+			// the next run starts from here.
+			if err := workflow.Await(ctx, func() bool {
+				return d.closing || workflow.AllHandlersFinished(ctx) && len(d.events) == 0 && !d.delivering
+			}); err != nil {
+				return err
+			}
+			if d.drainSignals(ctx) || d.closing || !d.restful() {
+				continue
+			}
+			return workflow.NewContinueAsNewError(ctx, WorkflowName, d.next())
+		}
+		d.apply(ctx, d.engine.Abort(workflow.Now(ctx), errClosed))
+		return workflow.Await(ctx, func() bool {
+			return d.engine.Quiet() && workflow.AllHandlersFinished(ctx) && len(d.events) == 0 && !d.delivering
+		})
+	}
+}
+
+// newDriver makes the session's engine from in: new, or resumed from its
+// snapshot.
+func newDriver(ctx workflow.Context, w *Workflow, in Start) (*driver, []policy.Effect, error) {
+	info := workflow.GetInfo(ctx)
+	setup := policy.Setup{SessionID: in.SessionID, Model: in.Model, Config: policy.DefaultConfig(), Credentials: in.Credentials, History: in.History}
+	if setup.SessionID == "" {
+		setup.SessionID = info.WorkflowExecution.ID
+	}
+	if in.Config != nil {
+		setup.Config = *in.Config
+	}
+	d := &driver{root: ctx, w: w, creds: in.Credentials, seq: in.Events, history: append([]policy.Entry(nil), in.History...)}
+	d.setup = setup
+	d.setup.History = nil
+	var effects []policy.Effect
+	var err error
+	if in.Snapshot != nil {
+		d.engine, effects, err = policy.Resume(setup, *in.Snapshot, workflow.Now(ctx), 0)
+	} else {
+		d.engine, err = policy.New(setup)
+	}
+	if err != nil {
+		return nil, nil, fmt.Errorf("temporal: session %q: %w", setup.SessionID, err)
+	}
+	return d, effects, nil
+}
+
+// handle sets up the query, the updates and the signals.
+func (d *driver) handle(ctx workflow.Context) error {
+	if err := workflow.SetQueryHandler(ctx, QueryState, d.state); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandler(ctx, UpdatePrompt, d.prompt); err != nil {
+		return err
+	}
+	if err := workflow.SetUpdateHandler(ctx, UpdateCompact, d.compact); err != nil {
+		return err
+	}
+	d.signals = []signal{
+		{SignalAbort, func(ctx workflow.Context, _ *bool) {
+			d.feed(ctx, func(at time.Time) []policy.Effect { return d.engine.Abort(at, policy.ErrAborted) })
+		}},
+		{SignalAbortRetry, func(ctx workflow.Context, _ *bool) { d.feed(ctx, d.engine.AbortRetry) }},
+		{SignalAbortCompaction, func(ctx workflow.Context, _ *bool) { d.feed(ctx, d.engine.AbortCompaction) }},
+		{SignalSetAutoRetry, d.setting(SignalSetAutoRetry, d.engine.SetRetryEnabled)},
+		{SignalSetAutoCompaction, d.setting(SignalSetAutoCompaction, d.engine.SetCompactionEnabled)},
+		{SignalClose, func(workflow.Context, *bool) { d.closing = true }},
+	}
+	for _, s := range d.signals {
+		ch := workflow.GetSignalChannel(ctx, s.name)
+		workflow.Go(ctx, func(ctx workflow.Context) {
+			for {
+				// A payload that is not a bool (or null) is dropped, and
+				// logged, by the SDK.
+				var on *bool
+				ch.Receive(ctx, &on)
+				s.handle(ctx, on)
+			}
+		})
+	}
+	return nil
+}
+
+// signal is a signal's handler; the bool is the signal's argument, for
+// the two that take one (nil when it came without).
+type signal struct {
+	name   string
+	handle func(ctx workflow.Context, on *bool)
+}
+
+// setting is the handler of a signal that writes a setting with set: one
+// that carries no bool is logged and changes nothing.
+func (d *driver) setting(name string, set func(bool)) func(workflow.Context, *bool) {
+	return func(ctx workflow.Context, on *bool) {
+		if on == nil {
+			workflow.GetLogger(ctx).Error("temporal: a signal without its bool changes nothing", "signal", name)
+			return
+		}
+		set(*on)
+	}
+}
+
+// drainSignals handles the signals already received but not yet handled,
+// and reports whether there were any: a run that continues as new must
+// leave none behind.
+func (d *driver) drainSignals(ctx workflow.Context) bool {
+	handled := false
+	for _, s := range d.signals {
+		ch := workflow.GetSignalChannel(ctx, s.name)
+		for {
+			var on *bool
+			if !ch.ReceiveAsync(&on) {
+				break
+			}
+			handled = true
+			s.handle(ctx, on)
+		}
+	}
+	return handled
+}
+
+// state answers the get_state query.
+func (d *driver) state() (rpc.State, error) {
+	st := d.engine.Status()
+	return rpc.State{
+		SessionID: d.engine.SessionID(), Model: d.engine.Model(), IsStreaming: st.Streaming, IsCompacting: st.Compacting,
+		IsRetrying: st.Retrying, RetryAttempt: st.Attempt, AutoRetryEnabled: st.RetryEnabled,
+		AutoCompactionEnabled: st.CompactionEnabled, MessageCount: st.MessageCount, State: string(st.State),
+	}, nil
+}
+
+// prompt is the prompt update: it starts a turn and completes when the
+// turn settles.
+func (d *driver) prompt(ctx workflow.Context, text string) error {
+	if d.closing {
+		return turnError(errClosed)
+	}
+	effects, err := d.engine.Prompt(workflow.Now(ctx), text)
+	if err != nil {
+		return turnError(err)
+	}
+	d.inputs++
+	t := &waiter{}
+	d.turn = t
+	d.apply(ctx, effects)
+	if err := workflow.Await(ctx, func() bool { return t.done }); err != nil {
+		return err
+	}
+	return turnError(t.err)
+}
+
+// compact is the compact update: a manual compaction.
+func (d *driver) compact(ctx workflow.Context, instructions string) (policy.Compaction, error) {
+	if d.closing {
+		return policy.Compaction{}, turnError(errClosed)
+	}
+	effects, err := d.engine.Compact(workflow.Now(ctx), instructions)
+	d.inputs++
+	var c *waiter
+	if err == nil {
+		c = &waiter{}
+		d.manual = c
+	}
+	d.apply(ctx, effects)
+	if err != nil {
+		return policy.Compaction{}, turnError(err)
+	}
+	if err := workflow.Await(ctx, func() bool { return c.done }); err != nil {
+		return policy.Compaction{}, err
+	}
+	if c.err != nil {
+		return policy.Compaction{}, turnError(c.err)
+	}
+	return c.result, nil
+}
+
+// waiter is an update waiting for the engine: a turn or a manual
+// compaction.
+type waiter struct {
+	done   bool
+	err    error
+	result policy.Compaction
+}
+
+// turnError is err as an update's error: an application error whose type
+// is err's code and whose message is err's. The code is the turn_settled
+// code (docs/rpc.md) of a turn's error, else one of localCodes, else
+// "error". nil stays nil.
+func turnError(err error) error {
+	if err == nil {
+		return nil
+	}
+	code := "error"
+	for _, c := range localCodes {
+		if errors.Is(err, c.err) {
+			code = c.code
+		}
+	}
+	if line, merr := rpc.MarshalEvent(policy.TurnSettled{Err: err}); code == "error" && merr == nil {
+		var w struct {
+			Code string `json:"code"`
+		}
+		if json.Unmarshal(line, &w) == nil && w.Code != "" {
+			code = w.Code
+		}
+	}
+	return sdktemporal.NewNonRetryableApplicationError(err.Error(), code, nil)
+}
+
+// localCodes are the codes of the errors an update meets that settle no
+// turn.
+var localCodes = []struct {
+	code string
+	err  error
+}{
+	{"busy", policy.ErrBusy},
+	{"nothing_to_compact", policy.ErrNothingToCompact},
+	{"already_compacted", policy.ErrAlreadyCompacted},
+	{"compaction_cancelled", policy.ErrCompactionCancelled},
+	{"closed", errClosed},
+}
+
+// restful reports whether the session can continue as new: nothing in
+// flight, no turn and no manual compaction waiting, the machine idle.
+func (d *driver) restful() bool {
+	return d.engine.Quiet() && d.turn == nil && d.manual == nil && d.engine.Status().State == states.Idle
+}
+
+// tooLong reports whether this run of the workflow has fed the engine
+// enough to continue as new.
+func (d *driver) tooLong(ctx workflow.Context) bool {
+	limit := d.w.MaxInputs
+	if limit <= 0 {
+		limit = 1000
+	}
+	return d.inputs >= limit || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
+}
+
+// next is the input of the run that continues this one: the engine's
+// snapshot on a history cut down to what rebuilds it.
+func (d *driver) next() Start {
+	snap := d.engine.Snapshot()
+	history := shorten(d.history, d.engine.Messages())
+	snap.History = len(history)
+	return Start{SessionID: d.engine.SessionID(), Model: d.engine.Model(), Config: &snap.Config, Credentials: d.creds, History: history, Snapshot: &snap, Events: d.seq}
+}
