@@ -206,6 +206,10 @@ func (a AgentSummarizer) transcriptBudget(model Model, maxChars int) int {
 	return max(half*4-maxChars, minTranscriptChars)
 }
 
+// closingTags escapes, in what the conversation says, the tags that close
+// the prompt's blocks, so that no message can end its block early.
+var closingTags = strings.NewReplacer("</conversation>", "<\\/conversation>", "</previous-summary>", "<\\/previous-summary>")
+
 // summaryPrompt is the user message that asks for the summary, to be at
 // most maxChars characters, its transcript and previous summary within
 // budget characters.
@@ -222,9 +226,9 @@ func summaryPrompt(req SummaryRequest, maxChars, budget int) string {
 			entries = append(entries, e)
 		}
 	}
-	prev := strings.Join(previous, "\n\n")
+	prev := closingTags.Replace(strings.Join(previous, "\n\n"))
 	sb.WriteString("<conversation>\n")
-	sb.WriteString(fitTranscript(entries, budget-len(prev)))
+	sb.WriteString(closingTags.Replace(fitTranscript(entries, budget-len(prev))))
 	sb.WriteString("</conversation>\n\n")
 	if len(previous) > 0 {
 		sb.WriteString("<previous-summary>\n" + prev + "\n</previous-summary>\n\n")
