@@ -78,6 +78,9 @@ type RunResult struct {
 	Err string `json:"error,omitempty"`
 	// Panic is what the agent panicked with; empty when it did not.
 	Panic string `json:"panic,omitempty"`
+	// Credential is the ID of the credential the run called its provider
+	// with (never its secret); empty when the store offered none.
+	Credential string `json:"credential,omitempty"`
 }
 
 // AgentEvent is one of the agent's events in a RunResult.
@@ -149,6 +152,9 @@ func (a *Activities) Run(ctx context.Context, in RunInput) (RunResult, error) {
 	defer stop()
 	var mu sync.Mutex
 	var res RunResult
+	if req.Credential != nil {
+		res.Credential = req.Credential.ID
+	}
 	emit := func(ev session.Event) {
 		activity.RecordHeartbeat(ctx) // the SDK sends at most one per interval
 		if u, ok := ev.(session.MessageUpdate); ok {

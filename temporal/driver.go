@@ -168,6 +168,7 @@ func (d *driver) startRun(id policy.RunID, in RunInput) {
 		if res.Panic != "" {
 			ret.Panic = res.Panic
 		}
+		ret.Credential = res.Credential
 		ret.Draw = d.draw(ctx)
 		d.feed(ctx, func(at time.Time) []policy.Effect { return d.engine.RunReturned(at, id, ret) })
 	})

@@ -167,7 +167,7 @@ func TestSignalsDuringBackoff(t *testing.T) {
 	e.ExecuteWorkflow(temporal.WorkflowName, startOf(session.DefaultConfig()))
 	require.NoError(t, e.GetWorkflowError())
 	assert.Equal(t, "provider", code(t, p1.err))
-	assert.Contains(t, snk.recovery(t), `{"type":"auto_retry_end","success":false,"attempt":1,"finalError":"overloaded_error: Overloaded"}`)
+	assert.Contains(t, snk.recovery(t), `{"type":"auto_retry_end","success":false,"attempt":1,"finalError":"overloaded_error: Overloaded","outcome":"failed","errorClass":"retryable"}`)
 }
 
 // A settings signal without its bool, or with something else, changes
@@ -250,9 +250,9 @@ func TestRunLostWithItsWorker(t *testing.T) {
 	assert.Equal(t, []string{
 		`{"type":"state_change","from":"idle","to":"classifying","event":"agent_end"}`,
 		`{"type":"state_change","from":"classifying","to":"backoff","event":"retry"}`,
-		`{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"interrupted: the session was resumed from a snapshot"}`,
+		`{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"interrupted: the session was resumed from a snapshot","errorClass":"retryable","provider":"scripted","model":"scripted-1"}`,
 		`{"type":"state_change","from":"backoff","to":"continuing","event":"elapsed"}`,
-		`{"type":"auto_retry_end","success":true,"attempt":1}`,
+		`{"type":"auto_retry_end","success":true,"attempt":1,"outcome":"recovered"}`,
 		`{"type":"state_change","from":"continuing","to":"classifying","event":"agent_end"}`,
 		`{"type":"state_change","from":"classifying","to":"idle","event":"settle"}`,
 		`{"type":"turn_settled","success":true}`,

@@ -27,7 +27,10 @@ func history(t *testing.T, sc scenarios.Scenario) []policy.Entry {
 			_ = s.Prompt(context.Background(), p)
 		}
 		require.NoError(t, s.Close())
-		out = h.Entries()
+		for e, err := range h.Entries() {
+			require.NoError(t, err)
+			out = append(out, e)
+		}
 	})
 	return out
 }
