@@ -93,7 +93,7 @@ func TestWorkerRestartMidBackoff(t *testing.T) {
 		require.NoError(t, err)
 		sc.Want = want
 	})
-	require.Contains(t, sc.Want, `{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":4500,"errorMessage":"503 Service Unavailable"}`)
+	require.Contains(t, sc.Want, `{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":4500,"errorMessage":"503 Service Unavailable","errorClass":"retryable","provider":"scripted","model":"scripted-1"}`)
 	// One agent behind both workers: its script is used up once, so a run
 	// made twice would take a call meant for the next.
 	agent := scripted.New(sc.Script())
