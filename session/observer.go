@@ -2,6 +2,7 @@ package session
 
 import (
 	"context"
+	"errors"
 	"fmt"
 )
 
@@ -14,8 +15,9 @@ import (
 // The session calls its observers on its own goroutine, one call at a time
 // and in order, before any subscriber receives the event: an observer must
 // return quickly, and must call none of the session's methods but ID,
-// Model and the getters of Status (the others wait for that goroutine, so
-// they would wait forever). An observer shared by several sessions is
+// Model and the getters of Status (the others wait for that goroutine: from
+// an observer they return ErrObserverCall, or do nothing when they return
+// no error). An observer shared by several sessions is
 // called by each of them concurrently. A panic in an observer is recovered
 // and logged (WithLogger); the call then counts as having returned the
 // context it was given.
@@ -125,4 +127,16 @@ func (s *Session) recoverObserver() {
 	if r := recover(); r != nil {
 		s.logPanic("observer", r)
 	}
+}
+
+// ErrObserverCall is what a session method that waits for the session's
+// goroutine returns when an observer calls it, on that goroutine (the
+// methods without an error do nothing): the call would wait for ever.
+var ErrObserverCall = errors.New("session: called from an observer, on the session's own goroutine, which it would wait for")
+
+// onLoop reports whether the caller is the goroutine running the loop's
+// queue while observers may be called on it. Only a session with
+// observers reads the goroutine's ID (a stack read).
+func (s *Session) onLoop() bool {
+	return len(s.observers) > 0 && s.loopG.Load() == goid()
 }

@@ -293,3 +293,56 @@ func TestObserverMayReadTheGetters(t *testing.T) {
 		assert.Equal(t, "g scripted-1 idle 0", g.seen[len(g.seen)-1])
 	})
 }
+
+// reentrantObserver calls back into its session from every call, as an
+// observer must not: each method that waits for the session's goroutine.
+type reentrantObserver struct {
+	s    *session.Session
+	errs []error
+}
+
+func (o *reentrantObserver) call() {
+	if o.s == nil {
+		return
+	}
+	_ = o.s.Config()
+	_ = o.s.Messages()
+	_, snapErr := o.s.Snapshot()
+	_, compactErr := o.s.Compact(context.Background(), "")
+	o.errs = append(o.errs, snapErr, compactErr, o.s.Prompt(context.Background(), "again"), o.s.Close())
+	o.s.Abort()
+	o.s.AbortRetry()
+	o.s.SetAutoRetryEnabled(true)
+}
+
+func (o *reentrantObserver) StartTurn(ctx context.Context, _ string, _ session.Model) context.Context {
+	o.call()
+	return ctx
+}
+
+func (o *reentrantObserver) StartRun(ctx context.Context, _ session.RunRequest) (context.Context, func(error)) {
+	o.call()
+	return ctx, func(error) { o.call() }
+}
+
+func (o *reentrantObserver) Observe(context.Context, session.Event) { o.call() }
+
+// An observer that calls back into its session, against its contract, gets
+// ErrObserverCall (or nothing happens) instead of waiting for ever for the
+// goroutine it runs on; the turn goes on, and Close still closes.
+func TestObserverCallingBackGetsAnErrorNotADeadlock(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		o := &reentrantObserver{}
+		s, _, rec := newSession(t, []scripted.Call{fail(service503), ok("done")}, session.WithObserver(o))
+		o.s = s
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		assert.Equal(t, []string{`retry_start 1/3 2000ms "503 Service Unavailable"`, "retry_end ok 1"}, rec.recovery())
+		require.NotEmpty(t, o.errs)
+		for _, err := range o.errs {
+			require.ErrorIs(t, err, session.ErrObserverCall)
+		}
+		o.s = nil
+		require.NoError(t, s.Close())
+		require.ErrorIs(t, s.Prompt(context.Background(), "after"), session.ErrClosed)
+	})
+}

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	mrand "math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/agentfsm/agentfsm/policy"
@@ -49,6 +50,9 @@ type Session struct {
 	closed    bool
 	done      chan struct{} // closed by Close, once the loop is stopped
 	closeOnce sync.Once
+	// loopG is the ID of the goroutine running the queue, 0 when none
+	// does; kept only when there are observers (see onLoop).
+	loopG atomic.Uint64
 
 	subs subscribers
 
@@ -491,6 +495,9 @@ func (s *Session) History() History { return s.history }
 // rest of the call in progress runs after Close returns. Nor does it wait
 // for another subscriber whose function is inside Close too.
 func (s *Session) Close() error {
+	if s.onLoop() {
+		return ErrObserverCall
+	}
 	s.closeOnce.Do(func() {
 		// Nothing here waits for a subscriber, so a concurrent Close
 		// waiting for this one to finish cannot be waited for in turn.
@@ -509,6 +516,9 @@ func (s *Session) Close() error {
 
 // do runs f on the loop and waits for it.
 func (s *Session) do(f func()) error {
+	if s.onLoop() {
+		return ErrObserverCall
+	}
 	finished := make(chan struct{})
 	if !s.post(func() {
 		f()
@@ -543,6 +553,10 @@ func (s *Session) post(f func()) bool {
 // drain is the loop's goroutine: it runs the queued closures one at a
 // time, then exits when the queue is empty.
 func (s *Session) drain() {
+	if len(s.observers) > 0 {
+		s.loopG.Store(goid())
+		defer s.loopG.Store(0)
+	}
 	for {
 		s.qmu.Lock()
 		if len(s.queue) == 0 {
