@@ -53,23 +53,11 @@ func run() error {
 	devserver := flag.String("devserver", "", "start the devserver of this module `directory` instead of dialling -address")
 	flag.Parse()
 
-	var c client.Client
-	var err error
-	if *devserver != "" {
-		var srv *live.Server
-		// The first build of the server takes minutes: no deadline.
-		if srv, err = live.Start(context.Background(), *devserver); err != nil {
-			return err
-		}
-		defer srv.Stop()
-		c, err = srv.Dial()
-	} else {
-		c, err = client.Dial(client.Options{HostPort: *address, Namespace: *namespace})
-	}
+	c, closeAll, err := live.Connect(*devserver, *address, *namespace)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeAll()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 

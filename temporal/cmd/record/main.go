@@ -48,23 +48,15 @@ func run() error {
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
 	}
-	var c client.Client
-	var err error
-	if *address == "" {
-		var srv *live.Server
-		// The first build of the server takes minutes: no deadline.
-		if srv, err = live.Start(context.Background(), *devserver); err != nil {
-			return err
-		}
-		defer srv.Stop()
-		c, err = srv.Dial()
-	} else {
-		c, err = client.Dial(client.Options{HostPort: *address, Namespace: *namespace})
+	dev := *devserver
+	if *address != "" {
+		dev = ""
 	}
+	c, closeAll, err := live.Connect(dev, *address, *namespace)
 	if err != nil {
 		return err
 	}
-	defer c.Close()
+	defer closeAll()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
 	if err := os.MkdirAll(*out, 0o755); err != nil {

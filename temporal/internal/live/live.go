@@ -112,6 +112,28 @@ func (s *Server) Dial() (client.Client, error) {
 	return c, nil
 }
 
+// Connect starts the devserver of the directory devserver and dials it,
+// or, when devserver is empty, dials the server at address in namespace.
+// closeAll closes the client and stops the devserver it started.
+func Connect(devserver, address, namespace string) (c client.Client, closeAll func(), err error) {
+	if devserver == "" {
+		if c, err = client.Dial(client.Options{HostPort: address, Namespace: namespace}); err != nil {
+			return nil, nil, fmt.Errorf("live: %w", err)
+		}
+		return c, c.Close, nil
+	}
+	// The first build of the server takes minutes: no deadline.
+	srv, err := Start(context.Background(), devserver)
+	if err != nil {
+		return nil, nil, err
+	}
+	if c, err = srv.Dial(); err != nil {
+		_ = srv.Stop()
+		return nil, nil, err
+	}
+	return c, func() { c.Close(); _ = srv.Stop() }, nil
+}
+
 // Begin starts sc's workflow as id on taskQueue and sends its first
 // prompt; it returns the prompt's update, accepted.
 func Begin(ctx context.Context, c client.Client, taskQueue, id string, sc scenarios.Scenario) (client.WorkflowUpdateHandle, error) {
