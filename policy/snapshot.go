@@ -52,17 +52,24 @@ const (
 // part of it: its caller is in this process.
 func (e *Engine) Snapshot() Snapshot {
 	s := Snapshot{
-		Version: SnapshotVersion, SessionID: e.id, Config: e.cfg, State: e.state,
-		Attempt: e.attempt, EpisodeCompacted: e.episodeCompacted, History: e.ctx.nextSeq, Turn: e.turn != nil,
+		Version: SnapshotVersion, SessionID: e.id, Config: e.cfg, State: e.state(),
+		Attempt: e.attempt, History: e.ctx.nextSeq, Turn: e.turn != nil,
+		EpisodeCompacted: e.turn != nil && e.turn.episodeCompacted,
 	}
 	if w := e.wait; w.pending() {
 		d := w.deadline
 		s.Deadline = &d
 	}
 	switch {
-	case e.run != nil && e.run.continuation, e.pending != nil && s.State == states.Continuing:
+	case e.pending != nil && e.pending.continuation:
+		// The decision waits on the credential store: the run is as good
+		// as in flight, and is decided on again as interrupted.
+		s.State, s.InFlight = states.Continuing, inFlightContinuation
+	case e.pending != nil:
+		s.State, s.InFlight = states.Idle, inFlightRun
+	case e.run != nil && e.run.continuation:
 		s.InFlight = inFlightContinuation
-	case e.run != nil, e.pending != nil:
+	case e.run != nil:
 		s.InFlight = inFlightRun
 	case e.comp != nil && !e.comp.manual:
 		s.InFlight = inFlightCompaction
@@ -133,19 +140,20 @@ func Resume(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, []
 	if e.machine, err = fsm.DefaultIn(snap.State); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
-	e.state = snap.State
-	e.attempt, e.episodeCompacted = snap.Attempt, snap.EpisodeCompacted
+	e.attempt = snap.Attempt
 	e.begin()
 	if snap.Turn {
-		e.turn = &turn{}
+		e.turn = &turn{episodeCompacted: snap.EpisodeCompacted}
 	}
 	switch snap.InFlight {
 	case inFlightRun, inFlightContinuation:
 		r := &run{id: RunID(e.ticket()), continuation: snap.InFlight == inFlightContinuation, emitted: true}
 		e.failRun(at, r, &interruptedError{})
-		e.decide(at, r.last, transitions.RunEnded, draw)
+		e.decide(at, r.last, transitions.RunEnded, draw, r.continuation)
 	case inFlightCompaction:
-		e.endCompactionFailed(&compaction{reason: snap.Compaction, check: snap.CompactionCheck}, errInterrupted)
+		c := &compaction{reason: snap.Compaction, check: snap.CompactionCheck}
+		c.willRetry = c.reason == ReasonOverflow && !c.check
+		e.compactionFailed(at, c, errInterrupted)
 	}
 	if snap.Deadline != nil {
 		e.startWait(*snap.Deadline)

@@ -142,8 +142,8 @@ func TestResumeInterruptedRun(t *testing.T) {
 	r := d.resumed(t, t0.Add(time.Minute), 0)
 	assert.Equal(t, []string{
 		"state continuing>classifying agent_end",
-		"state classifying>exhausted exhaust",
 		"retry_end false 1 interrupted: the session was resumed from a snapshot",
+		"state classifying>exhausted exhaust",
 		"state exhausted>idle reset",
 		"turn_settled false",
 	}, r.events)
@@ -156,8 +156,8 @@ func TestResumeInterruptedRun(t *testing.T) {
 	r = d.resumed(t, t0, 0)
 	assert.Equal(t, []string{
 		"state idle>classifying agent_end",
-		"state classifying>backoff retry",
 		"retry_start 1/3 2000ms",
+		"state classifying>backoff retry",
 	}, r.events)
 }
 
