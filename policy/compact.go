@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-		"github.com/agentfsm/agentfsm/transitions"
+	"github.com/agentfsm/agentfsm/transitions"
 )
 
 // CompactionReason says why a compaction ran.

@@ -1,7 +1,7 @@
 package policy
 
 import (
-		"errors"
+	"errors"
 	"fmt"
 	"time"
 
@@ -192,4 +192,3 @@ func (e *Engine) ticket() uint64 {
 	e.tickets++
 	return e.tickets
 }
-
