@@ -55,6 +55,15 @@ func FuzzResumeSnapshot(f *testing.F) {
 		`"jitter":0,"honorRetryAfter":true,"rules":"extended"},"compaction":{"enabled":true,"reserveTokens":16384,"keepRecentTokens":5}},` +
 		`"state":"compacting","attempt":0,"history":4,"inFlight":"compaction","compaction":"threshold","compactionCheck":true,"turn":true,` +
 		`"prompt":{"id":"user-9","role":"user","content":"again","timestamp":1},"tickets":3}`))
+	for _, tail := range []string{
+		`"state":"continuing","attempt":1,"history":4,"inFlight":"continuation","turn":true,"tickets":5}`,
+		`"state":"idle","attempt":0,"history":4,"inFlight":"continuation","aborted":true,"turn":true,"tickets":5}`,
+		`"state":"compacting","attempt":0,"episodeCompacted":true,"history":4,"inFlight":"compaction","compaction":"overflow","turn":true,"tickets":4}`,
+		`"state":"idle","attempt":0,"history":4,"inFlight":"run","turn":true,"tickets":2}`,
+	} {
+		f.Add([]byte(`{"version":1,"sessionId":"s","config":{"retry":{"enabled":true,"maxRetries":3,"baseDelayMs":2000,"maxDelayMs":60000,` +
+			`"jitter":0.5,"honorRetryAfter":true,"rules":"seed"},"compaction":{"enabled":true,"reserveTokens":16384,"keepRecentTokens":5}},` + tail))
+	}
 	f.Add([]byte(`null`))
 	f.Add([]byte(`{"version":1}`))
 	f.Fuzz(func(t *testing.T, data []byte) {
