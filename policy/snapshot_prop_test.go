@@ -33,7 +33,6 @@ type walker struct {
 	await     bool // an Append waits for Appended
 	finished  int  // FinishTurn effects seen
 	failAppnd bool // the next Append that awaits nothing fails
-	appendErr bool // an Append failed: Appended(err) is owed
 	prompts   []string
 }
 
