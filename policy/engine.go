@@ -184,7 +184,12 @@ func (e *Engine) end(at time.Time) []Effect {
 		// no machine either: the retry, or whatever ends the wait, builds
 		// it again (a retry costs far more), while one idle keeps it for
 		// the decision after its next run.
-		e.out, e.entries, e.ctx.appended = nil, nil, nil
+		e.out, e.entries = nil, nil
+		if e.ctx.appendedN == 0 {
+			// What this input appended is kept for Appended, which
+			// undoes it if the append fails.
+			e.ctx.appended = nil
+		}
 		if e.state == states.Backoff {
 			e.machine = nil
 		}
