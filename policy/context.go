@@ -285,16 +285,17 @@ func (e *Engine) lastAssistant() *Message {
 // behind it, and a session reopened on it does not see them). A compaction
 // whose entry failed to append fails, and changes nothing.
 func (e *Engine) Appended(at time.Time, err error) []Effect {
+	// What the last input appended: begin forgets it.
+	appended, appendedN := e.ctx.appended, e.ctx.appendedN
 	e.begin()
 	if err != nil {
 		c := &e.ctx
-		for _, id := range c.appended {
+		for _, id := range appended {
 			if _, ok := c.seq[id]; ok {
 				c.seq[id] = 0 // in no history: as old as can be
 			}
 		}
-		c.nextSeq -= c.appendedN
-		c.appended, c.appendedN = c.appended[:0], 0
+		c.nextSeq -= appendedN
 		if cp := e.comp; cp != nil && cp.committing {
 			c.compactionSeq = cp.previousSeq
 		}

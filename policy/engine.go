@@ -177,7 +177,12 @@ func (e *Engine) end(at time.Time) []Effect {
 	if e.Quiet() {
 		// A session that waits (for a prompt, or out a backoff) keeps no
 		// buffer: the next input makes a new one.
-		e.out, e.entries, e.ctx.appended, e.raised = nil, nil, nil, nil
+		e.out, e.entries, e.raised = nil, nil, nil
+		if e.ctx.appendedN == 0 {
+			// What this input appended is kept for Appended, which
+			// undoes it if the append fails.
+			e.ctx.appended = nil
+		}
 	}
 	return out
 }

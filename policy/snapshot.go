@@ -1,9 +1,13 @@
 package policy
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/agentfsm/agentfsm/fsm"
 	"github.com/agentfsm/agentfsm/states"
@@ -16,7 +20,12 @@ const SnapshotVersion = 1
 
 // Snapshot is an Engine's state as a serializable value: what Resume needs,
 // with the session's history, to go on in another process. It refers to
-// history by position and copies no message, and it holds no secret.
+// history by position and holds no secret; the one message it copies is a
+// prompt not yet in history (Prompt).
+//
+// Resume refuses a snapshot that breaks the engine's invariants (see
+// Resume); decoded from JSON, a snapshot must hold every field Snapshot
+// always writes (see UnmarshalJSON).
 type Snapshot struct {
 	Version   int    `json:"version"`
 	SessionID string `json:"sessionId"`
@@ -30,15 +39,27 @@ type Snapshot struct {
 	History int `json:"history"`
 	// Deadline is when the backoff in progress ends (state backoff).
 	Deadline *time.Time `json:"deadline,omitempty"`
-	// Run is what was in flight: "run" (the user's), "continuation",
+	// InFlight is what was in flight: "run" (the user's), "continuation",
 	// "compaction", or empty when nothing was.
 	InFlight string `json:"inFlight,omitempty"`
+	// Aborted reports that Abort cancelled what was in flight, which had
+	// not yet ended: the session is idle, waiting for it.
+	Aborted bool `json:"aborted,omitempty"`
 	// Compaction is the reason of the compaction in flight, and
 	// CompactionCheck whether it was the check before a prompt's.
 	Compaction      CompactionReason `json:"compaction,omitempty"`
 	CompactionCheck bool             `json:"compactionCheck,omitempty"`
 	// Turn reports a user's turn in flight.
 	Turn bool `json:"turn,omitempty"`
+	// Prompt is the user's message of the turn in flight while it waits
+	// for the check before it (CompactionCheck): it is in no history yet,
+	// and the resumed engine sends it once the check is over.
+	Prompt *Message `json:"prompt,omitempty"`
+	// Tickets is the last RunID, TimerID or CompactionID the engine gave
+	// out: the resumed engine numbers on after it, so that no identity of
+	// the snapshotted engine is given out again. 0 in a snapshot written
+	// before it was recorded.
+	Tickets uint64 `json:"tickets,omitempty"`
 }
 
 // What a Snapshot's InFlight names.
@@ -55,25 +76,39 @@ func (e *Engine) Snapshot() Snapshot {
 		Version: SnapshotVersion, SessionID: e.id, Config: e.cfg, State: e.state(),
 		Attempt: e.attempt, History: e.ctx.nextSeq, Turn: e.turn != nil,
 		EpisodeCompacted: e.turn != nil && e.turn.episodeCompacted,
+		Tickets:          e.tickets,
 	}
 	if w := e.wait; w.pending() {
 		d := w.deadline
 		s.Deadline = &d
 	}
 	switch {
-	case e.pending != nil && e.pending.continuation:
+	case e.pending != nil:
 		// The decision waits on the credential store: the run is as good
 		// as in flight, and is decided on again as interrupted.
-		s.State, s.InFlight = states.Continuing, inFlightContinuation
-	case e.pending != nil:
 		s.State, s.InFlight = states.Idle, inFlightRun
-	case e.run != nil && e.run.continuation:
-		s.InFlight = inFlightContinuation
+		if e.pending.continuation {
+			s.State, s.InFlight = states.Continuing, inFlightContinuation
+		}
 	case e.run != nil:
 		s.InFlight = inFlightRun
-	case e.comp != nil && !e.comp.manual:
+		if e.run.continuation {
+			s.InFlight = inFlightContinuation
+		}
+		s.Aborted = e.run.aborted
+	case e.comp != nil && e.comp.manual:
+		// Its caller is in this process: the resumed engine is at rest.
+		s.State = states.Idle
+	case e.comp != nil:
 		s.InFlight = inFlightCompaction
 		s.Compaction, s.CompactionCheck = e.comp.reason, e.comp.check
+		// Abort leaves only a compaction past cancelling (its entry being
+		// appended) in flight, and the machine idle.
+		s.Aborted = s.State == states.Idle
+	}
+	if t := e.turn; t != nil && t.prompt != nil {
+		p := *t.prompt
+		s.Prompt = &p
 	}
 	return s
 }
@@ -101,53 +136,79 @@ func (*interruptedError) Unwrap() error { return errInterrupted }
 // the same attempt. A run in flight is resumed as interrupted: it goes
 // through the decision as a transient failure of its attempt, so the
 // chain's limits still hold (draw is the jitter's random number for that
-// decision); a compaction in flight ends as failed. A turn in flight
-// settles as it would have, with no caller waiting.
+// decision); one Abort had cancelled ends as aborted and decides nothing. A
+// compaction in flight ends as failed; a prompt that waited for it (the
+// check before a prompt) is then sent. A turn in flight settles as it
+// would have, with no caller waiting.
 //
-// The snapshot's Config and session ID win over setup's. A snapshot of
-// another version, of another session or with more history than setup
-// holds is refused with an error matching ErrSnapshot.
+// The snapshot's Config and session ID win over setup's. Resume refuses,
+// with an error matching ErrSnapshot that names the field at fault, a
+// snapshot of another version or of another session, one whose history
+// does not match setup's, and one that breaks the engine's invariants (see
+// docs/session.md, "Snapshots"): among them an invalid config, a state a
+// snapshot is never taken in, an attempt that does not go with the state
+// (0 when idle or compacting, at least 1 in backoff, never above
+// retry.maxRetries), a deadline without a backoff, a check before a prompt
+// without its prompt, and identities with no room left to number on.
 func Resume(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, []Effect, error) {
+	if err := snap.check(); err != nil {
+		return nil, nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
+	}
 	switch {
-	case snap.Version != SnapshotVersion:
-		return nil, nil, fmt.Errorf("%w: version %d (this version reads %d)", ErrSnapshot, snap.Version, SnapshotVersion)
 	case setup.SessionID != "" && setup.SessionID != snap.SessionID:
 		return nil, nil, fmt.Errorf("%w: it is session %q's, not %q's", ErrSnapshot, snap.SessionID, setup.SessionID)
 	case setup.Before < 0:
 		return nil, nil, fmt.Errorf("%w: negative Before %d", ErrSnapshot, setup.Before)
 	case snap.History > setup.Before+len(setup.History):
-		return nil, nil, fmt.Errorf("%w: it counts %d history entries, the history has %d", ErrSnapshot, snap.History, setup.Before+len(setup.History))
-	case snap.History < setup.Before+len(setup.History) && snap.InFlight == "":
-		return nil, nil, fmt.Errorf("%w: the history moved on after it (%d entries, the snapshot counts %d)", ErrSnapshot, setup.Before+len(setup.History), snap.History)
-	case snap.Attempt < 0:
-		return nil, nil, fmt.Errorf("%w: negative attempt %d", ErrSnapshot, snap.Attempt)
+		return nil, nil, fmt.Errorf("%w: history: it counts %d history entries, the history has %d", ErrSnapshot, snap.History, setup.Before+len(setup.History))
+	case snap.History < setup.Before+len(setup.History) && (snap.InFlight == "" || snap.InFlight == inFlightCompaction):
+		return nil, nil, fmt.Errorf("%w: history: the history moved on after it (%d entries, the snapshot counts %d)", ErrSnapshot, setup.Before+len(setup.History), snap.History)
+	}
+	// What a run in flight wrote after the snapshot is its messages (and a
+	// removal its decision made): a compaction there is the history of a
+	// session that went on past the snapshot.
+	for i, en := range setup.History[max(0, snap.History-setup.Before):] {
+		if en.Type == EntryCompaction {
+			return nil, nil, fmt.Errorf("%w: history: the history moved on after it (entry %d, after the %d it counts, is a compaction)", ErrSnapshot, max(snap.History, setup.Before)+i+1, snap.History)
+		}
 	}
 	setup.SessionID, setup.Config = snap.SessionID, snap.Config
 	e, err := New(setup)
 	if err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
-	want := map[states.State]string{
-		states.Idle: "", states.Backoff: "", states.Continuing: inFlightContinuation, states.Compacting: inFlightCompaction,
-	}
-	inFlight, ok := want[snap.State]
-	if !ok || (snap.InFlight != inFlight && !(snap.State == states.Idle && snap.InFlight == inFlightRun)) {
-		return nil, nil, fmt.Errorf("%w: state %q with %q in flight", ErrSnapshot, snap.State, snap.InFlight)
-	}
-	if (snap.State == states.Backoff) != (snap.Deadline != nil) {
-		return nil, nil, fmt.Errorf("%w: state %q and a deadline do not go together", ErrSnapshot, snap.State)
+	if p := snap.Prompt; p != nil {
+		if e.ctx.taken(p.ID) {
+			return nil, nil, fmt.Errorf("%w: prompt: id %q is already in the history", ErrSnapshot, p.ID)
+		}
 	}
 	if e.machine, err = fsm.DefaultIn(snap.State); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	e.attempt = snap.Attempt
+	e.tickets = snap.Tickets
 	e.begin()
 	if snap.Turn {
 		e.turn = &turn{episodeCompacted: snap.EpisodeCompacted}
+		if snap.Aborted {
+			e.turn.err = ErrAborted
+		}
+		if p := snap.Prompt; p != nil {
+			m := *p
+			e.turn.prompt = &m
+			// The prompt's ID was given out before the snapshot: new IDs
+			// count on after it.
+			e.ctx.ids = max(e.ctx.ids, idNumber(m.ID))
+		}
 	}
 	switch snap.InFlight {
 	case inFlightRun, inFlightContinuation:
 		r := &run{id: RunID(e.ticket()), continuation: snap.InFlight == inFlightContinuation, emitted: true}
+		if snap.Aborted {
+			// Abort had cancelled it: it ends and decides nothing.
+			e.endRun(r)
+			break
+		}
 		e.failRun(at, r, &interruptedError{})
 		e.decide(at, r.last, transitions.RunEnded, draw, r.continuation)
 	case inFlightCompaction:
@@ -159,4 +220,163 @@ func Resume(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, []
 		e.startWait(*snap.Deadline)
 	}
 	return e, e.end(at), nil
+}
+
+// maxTickets bounds a snapshot's Tickets: a counter above it would wrap to
+// 0, the identity of nothing, long before a session could use it up.
+const maxTickets = 1 << 53
+
+// check reports the first invariant of the engine s breaks, naming its
+// field. The states an input leaves the engine in are idle, backoff,
+// continuing and compacting (classifying, exhausted and cancelled last no
+// longer than the input that enters them); in each, what may be in flight,
+// the retry counter and the rest are bound as below.
+func (s Snapshot) check() error {
+	if s.Version != SnapshotVersion {
+		return fmt.Errorf("version %d (this version reads %d)", s.Version, SnapshotVersion)
+	}
+	if s.SessionID == "" {
+		return errors.New("sessionId: empty")
+	}
+	if err := s.Config.Validate(); err != nil {
+		return fmt.Errorf("config: %w", err)
+	}
+	if s.History < 0 {
+		return fmt.Errorf("history: negative %d", s.History)
+	}
+	if s.Tickets > maxTickets {
+		return fmt.Errorf("tickets: %d leaves no room to number runs, timers and compactions on (at most %d)", s.Tickets, uint64(maxTickets))
+	}
+	switch s.State {
+	case states.Idle, states.Backoff, states.Continuing, states.Compacting:
+	default:
+		return fmt.Errorf("state: %q is not one a snapshot is taken in (idle, backoff, continuing or compacting)", s.State)
+	}
+	want := map[states.State]string{
+		states.Backoff: "", states.Continuing: inFlightContinuation, states.Compacting: inFlightCompaction,
+	}
+	switch {
+	case s.InFlight != "" && s.InFlight != inFlightRun && s.InFlight != inFlightContinuation && s.InFlight != inFlightCompaction:
+		return fmt.Errorf("inFlight: unknown %q (want run, continuation, compaction or none)", s.InFlight)
+	case s.Aborted && (s.State != states.Idle || s.InFlight == ""):
+		return fmt.Errorf("aborted: in state %q with %q in flight (Abort leaves the session idle, waiting for what it cancelled)", s.State, s.InFlight)
+	case s.State == states.Idle && s.InFlight != "" && s.InFlight != inFlightRun && !s.Aborted:
+		// Only Abort leaves a continuation or a compaction in flight while
+		// the machine is idle.
+		return fmt.Errorf("inFlight: %q in flight in state idle, not aborted", s.InFlight)
+	case s.State != states.Idle && s.InFlight != want[s.State]:
+		return fmt.Errorf("inFlight: %q in flight in state %q", s.InFlight, s.State)
+	}
+	switch {
+	case (s.State == states.Backoff) != (s.Deadline != nil):
+		return fmt.Errorf("deadline: state %q and a deadline do not go together (a deadline is a backoff's)", s.State)
+	case s.Attempt < 0:
+		return fmt.Errorf("attempt: negative %d", s.Attempt)
+	case s.Attempt > s.Config.Retry.MaxRetries:
+		return fmt.Errorf("attempt: %d is above retry.maxRetries %d", s.Attempt, s.Config.Retry.MaxRetries)
+	case s.Attempt != 0 && (s.State == states.Idle || s.State == states.Compacting):
+		return fmt.Errorf("attempt: %d in state %q (a retry chain is active only in backoff or continuing)", s.Attempt, s.State)
+	case s.Attempt == 0 && s.State == states.Backoff:
+		return errors.New("attempt: 0 in state backoff (a backoff waits for a retry, attempt 1 or more)")
+	}
+	if s.EpisodeCompacted && !s.Turn {
+		return errors.New("episodeCompacted: set with no turn in flight (an overflow episode is a turn's)")
+	}
+	if s.InFlight != inFlightCompaction {
+		if s.Compaction != "" || s.CompactionCheck {
+			return fmt.Errorf("compaction: reason %q (check %v) with no compaction in flight", s.Compaction, s.CompactionCheck)
+		}
+	} else {
+		switch {
+		case s.Compaction != ReasonOverflow && s.Compaction != ReasonThreshold:
+			return fmt.Errorf("compaction: reason %q of an automatic compaction (want overflow or threshold)", s.Compaction)
+		case s.Aborted:
+		case s.EpisodeCompacted != (s.Compaction == ReasonOverflow && !s.CompactionCheck):
+			// An overflow's recovery marks its episode; a threshold
+			// compaction follows a success, which clears it, and the
+			// check before a prompt follows Prompt, which clears it too.
+			return fmt.Errorf("episodeCompacted: %v during a %s compaction (check %v)", s.EpisodeCompacted, s.Compaction, s.CompactionCheck)
+		}
+	}
+	return s.checkPrompt()
+}
+
+// checkPrompt checks the turn and its prompt: the check before a prompt
+// holds the turn's prompt, which nothing else does.
+func (s Snapshot) checkPrompt() error {
+	waiting := s.CompactionCheck && !s.Aborted // Abort drops the prompt
+	switch {
+	case s.CompactionCheck && !s.Turn:
+		return errors.New("turn: none while the check before a prompt is in flight")
+	case waiting && s.Prompt == nil:
+		return errors.New("prompt: missing while the check before it is in flight: the turn would go on without it")
+	case !waiting && s.Prompt != nil:
+		return errors.New("prompt: set with no check before it in flight")
+	case s.Prompt == nil:
+		return nil
+	}
+	p := s.Prompt
+	switch {
+	case p.Role != RoleUser:
+		return fmt.Errorf("prompt: role %q (want user)", p.Role)
+	case p.ID == "" || !utf8.ValidString(p.ID):
+		return fmt.Errorf("prompt: id %q is not a message ID", p.ID)
+	}
+	if err := p.checkContent(); err != nil {
+		return fmt.Errorf("prompt: %w", err)
+	}
+	return nil
+}
+
+// UnmarshalJSON reads a snapshot as Snapshot writes it. Every field it
+// always writes (version, sessionId, config and each of its settings,
+// state, attempt, history) must be there, under that key, and not null: a
+// snapshot cut short is refused rather than read with zero values (a
+// config left out would turn retry and compaction off). Its errors match
+// ErrSnapshot and name the field. What it reads, Resume still checks.
+func (s *Snapshot) UnmarshalJSON(data []byte) error {
+	type plain Snapshot
+	if err := requireFields(data, "", reflect.TypeFor[plain]()); err != nil {
+		return fmt.Errorf("%w: %w", ErrSnapshot, err)
+	}
+	var p plain
+	if err := json.Unmarshal(data, &p); err != nil {
+		return fmt.Errorf("%w: %w", ErrSnapshot, err)
+	}
+	*s = Snapshot(p)
+	return nil
+}
+
+// requireFields checks that data, the JSON of a struct of type t, holds
+// every field of t that is written even when zero (no omitempty), not
+// null, and so on down the fields that are structs themselves. prefix is
+// the dotted path of t's fields.
+func requireFields(data []byte, prefix string, t reflect.Type) error {
+	what := "the snapshot"
+	if prefix != "" {
+		what = strings.TrimSuffix(prefix, ".")
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(data, &obj); err != nil || obj == nil {
+		return fmt.Errorf("%s: not a JSON object", what)
+	}
+	for f := range t.Fields() {
+		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name == "" || name == "-" || strings.Contains(opts, "omitempty") {
+			continue
+		}
+		raw, ok := obj[name]
+		switch {
+		case !ok:
+			return fmt.Errorf("%s%s: missing", prefix, name)
+		case string(raw) == "null":
+			return fmt.Errorf("%s%s: null", prefix, name)
+		}
+		if f.Type.Kind() == reflect.Struct {
+			if err := requireFields(raw, prefix+name+".", f.Type); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

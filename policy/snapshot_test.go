@@ -2,7 +2,9 @@ package policy_test
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -304,4 +306,222 @@ func TestResumeAtAQuietPointIsExact(t *testing.T) {
 		assert.Equal(t, whole.e.Status(), resumed.e.Status())
 		assert.Equal(t, whole.e.Messages(), resumed.e.Messages())
 	})
+}
+
+// big is an answer whose usage is over the test model's compaction
+// threshold.
+func big() policy.Message {
+	m := answer(classify.StopReasonStop, "a long answer, some forty characters long")
+	m.Usage = &policy.Usage{Input: 190000}
+	return m
+}
+
+// checking is a driver whose session has a prompt waiting for the check
+// before it: a threshold compaction of the context the last run left.
+func checking(t *testing.T) *driver {
+	cfg := policy.DefaultConfig()
+	cfg.Compaction.KeepRecentTokens = 5
+	d := newDriver(t, cfg)
+	d.e.SetCompactionEnabled(false)
+	for _, text := range []string{"first", "then"} {
+		effects, err := d.e.Prompt(t0, text)
+		require.NoError(t, err)
+		d.feed(effects)
+		d.answerRun(t0, big(), 0)
+	}
+	d.e.SetCompactionEnabled(true)
+	effects, err := d.e.Prompt(t0, "second")
+	require.NoError(t, err)
+	require.Equal(t, []string{"compaction_start threshold", "start_compaction 3 cut=3 kept=1", "state idle>compacting check_threshold"}, describe(effects))
+	d.feed(effects)
+	return d
+}
+
+// A snapshot taken while a prompt waits for the check before it keeps the
+// prompt: the resumed engine ends the check's compaction as interrupted,
+// then sends the prompt, which history records and the turn settles on. It
+// was lost: the turn settled as a success with no prompt sent.
+func TestResumeSendsThePromptTheCheckHeld(t *testing.T) {
+	d := checking(t)
+	r := d.resumed(t, t0.Add(time.Second), 0)
+	require.NotZero(t, r.run, "the prompt's run starts")
+	last := r.history[len(r.history)-1]
+	require.Equal(t, policy.EntryMessage, last.Type)
+	assert.Equal(t, policy.RoleUser, last.Message.Role)
+	assert.Equal(t, "second", last.Message.Text())
+	assert.False(t, r.settled, "the turn waits for its run")
+	r.answerRun(t0.Add(time.Second), answer(classify.StopReasonStop, "done"), 0)
+	assert.True(t, r.settled)
+	assert.Equal(t, "done", r.e.Messages()[len(r.e.Messages())-1].Text())
+
+	// Resumed twice from one snapshot, each engine sends the prompt once,
+	// under the ID it had, and numbers new IDs after it.
+	r2 := d.resumed(t, t0.Add(time.Second), 0)
+	assert.Equal(t, last.ID, r2.history[len(r2.history)-1].ID)
+	r2.answerRun(t0.Add(time.Second), answer(classify.StopReasonStop, "done"), 0)
+	msgs := r2.e.Messages()
+	assert.Greater(t, idNumberOf(msgs[len(msgs)-1].ID), idNumberOf(last.ID))
+}
+
+func idNumberOf(id string) int {
+	var n int
+	_, _ = fmt.Sscanf(id[strings.LastIndexByte(id, '-')+1:], "%d", &n)
+	return n
+}
+
+// A snapshot of the check before a prompt without its prompt (as this
+// package wrote it before it carried the prompt) is refused: resumed, the
+// turn would settle without the prompt ever sent.
+func TestResumeRefusesACheckWithoutItsPrompt(t *testing.T) {
+	d := checking(t)
+	data, err := json.Marshal(d.e.Snapshot())
+	require.NoError(t, err)
+	var raw map[string]any
+	require.NoError(t, json.Unmarshal(data, &raw))
+	require.Contains(t, raw, "prompt")
+	delete(raw, "prompt")
+	data, err = json.Marshal(raw)
+	require.NoError(t, err)
+	var old policy.Snapshot
+	require.NoError(t, json.Unmarshal(data, &old))
+	_, _, err = policy.Resume(policy.Setup{Model: testModel, History: d.history}, old, t0, 0)
+	require.ErrorIs(t, err, policy.ErrSnapshot)
+	assert.ErrorContains(t, err, "prompt: missing")
+}
+
+// A run Abort cancelled, snapshotted before it returned, resumes as
+// aborted: it decides nothing and the turn fails with ErrAborted. A user's
+// run was resumed as interrupted and retried; a continuation's snapshot
+// (idle, with the continuation in flight) was refused.
+func TestResumeAfterAbortDecidesNothing(t *testing.T) {
+	d := newDriver(t, policy.DefaultConfig())
+	effects, err := d.e.Prompt(t0, "hi")
+	require.NoError(t, err)
+	d.feed(effects)
+	d.feed(d.e.Abort(t0, policy.ErrAborted))
+	r := d.resumed(t, t0, 0)
+	assert.NotContains(t, strings.Join(r.events, "\n"), "retry_start")
+	assert.Equal(t, []string{"turn_settled false"}, r.events)
+	assert.Equal(t, "idle", string(r.e.Status().State))
+	assert.Zero(t, r.timer)
+
+	d = newDriver(t, policy.DefaultConfig())
+	effects, err = d.e.Prompt(t0, "hi")
+	require.NoError(t, err)
+	d.feed(effects)
+	d.answerRun(t0, answer(classify.StopReasonError, "503"), 0)
+	d.fire() // the continuation is in flight
+	d.feed(d.e.Abort(t0, policy.ErrAborted))
+	r = d.resumed(t, t0.Add(time.Minute), 0)
+	assert.Equal(t, []string{"turn_settled false"}, r.events)
+	assert.Equal(t, policy.Status{State: "idle", RetryEnabled: true, CompactionEnabled: true, MessageCount: len(d.e.Messages())}, r.e.Status())
+}
+
+// An append that failed is undone: the engine counts only the entries the
+// history has, so its snapshot resumes on that history. The undo read what
+// the input before it had appended after forgetting it, and undid nothing.
+func TestFailedAppendIsUndone(t *testing.T) {
+	e := newEngine(t, nil)
+	_, err := e.Prompt(t0, "hi")
+	require.NoError(t, err)
+	e.Appended(t0, errors.New("disk full"))
+	require.Equal(t, 0, e.Snapshot().History, "the prompt's entry is in no history")
+	_, _, err = policy.Resume(policy.Setup{Model: testModel}, e.Snapshot(), t0, 0)
+	require.NoError(t, err)
+}
+
+// Resume refuses a snapshot that breaks the engine's invariants, naming the
+// field: among them a resumed idle engine with attempt 1 started its next
+// chain at attempt 2, with a 4 s delay.
+func TestResumeRefusesBrokenInvariants(t *testing.T) {
+	d := newDriver(t, policy.DefaultConfig())
+	effects, _ := d.e.Prompt(t0, "hi")
+	d.feed(effects)
+	d.answerRun(t0, answer(classify.StopReasonStop, "done"), 0)
+	idle := d.e.Snapshot()
+	effects, _ = d.e.Prompt(t0, "again")
+	d.feed(effects)
+	d.answerRun(t0, answer(classify.StopReasonError, "503"), 0)
+	backoff := d.e.Snapshot()
+	require.Equal(t, 1, backoff.Attempt)
+	deadline := t0
+	for name, c := range map[string]struct {
+		snap  policy.Snapshot
+		mod   func(*policy.Snapshot)
+		field string
+	}{
+		"idle with attempt 1":            {idle, func(s *policy.Snapshot) { s.Attempt = 1 }, "attempt: 1 in state \"idle\""},
+		"backoff with attempt 0":         {backoff, func(s *policy.Snapshot) { s.Attempt = 0 }, "attempt: 0 in state backoff"},
+		"an attempt above maxRetries":    {backoff, func(s *policy.Snapshot) { s.Attempt = 4 }, "attempt: 4 is above retry.maxRetries 3"},
+		"maxRetries below the attempt":   {backoff, func(s *policy.Snapshot) { s.Config.Retry.MaxRetries = 0 }, "attempt: 1 is above retry.maxRetries 0"},
+		"an invalid config":              {idle, func(s *policy.Snapshot) { s.Config.Compaction.ReserveTokens = -1 }, "config: session: invalid settings: compaction.reserveTokens"},
+		"a deadline with no backoff":     {idle, func(s *policy.Snapshot) { s.Deadline = &deadline }, "deadline: state \"idle\""},
+		"a negative history":             {idle, func(s *policy.Snapshot) { s.History = -1 }, "history: negative -1"},
+		"no session":                     {idle, func(s *policy.Snapshot) { s.SessionID = "" }, "sessionId: empty"},
+		"a transient state":              {idle, func(s *policy.Snapshot) { s.State = "classifying" }, "state: \"classifying\""},
+		"an unknown thing in flight":     {idle, func(s *policy.Snapshot) { s.InFlight = "nap" }, "inFlight: unknown \"nap\""},
+		"a continuation while idle":      {idle, func(s *policy.Snapshot) { s.InFlight = "continuation" }, "inFlight: \"continuation\" in flight in state idle"},
+		"a compaction reason, none runs": {idle, func(s *policy.Snapshot) { s.Compaction = "threshold" }, "compaction: reason \"threshold\""},
+		"a check with no turn":           {idle, func(s *policy.Snapshot) { s.CompactionCheck = true }, "compaction: reason \"\" (check true)"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			snap := c.snap
+			c.mod(&snap)
+			history := d.history
+			if snap.History >= 0 && snap.History < len(history) {
+				history = history[:snap.History]
+			}
+			_, _, err := policy.Resume(policy.Setup{Model: testModel, History: history}, snap, t0, 0)
+			require.ErrorIs(t, err, policy.ErrSnapshot)
+			assert.ErrorContains(t, err, c.field)
+		})
+	}
+}
+
+// A snapshot read from JSON must hold every field Snapshot writes: one
+// without its config (or a setting of it) is refused, naming it, rather
+// than read as retry and compaction off.
+func TestSnapshotJSONNeedsEveryField(t *testing.T) {
+	good, err := json.Marshal(newEngine(t, nil).Snapshot())
+	require.NoError(t, err)
+	var back policy.Snapshot
+	require.NoError(t, json.Unmarshal(good, &back))
+	for _, c := range []struct{ path, says string }{
+		{"config", "config: missing"},
+		{"config.retry", "config.retry: missing"},
+		{"config.retry.maxRetries", "config.retry.maxRetries: missing"},
+		{"config.compaction.enabled", "config.compaction.enabled: missing"},
+		{"version", "version: missing"},
+		{"state", "state: missing"},
+		{"sessionId", "sessionId: missing"},
+	} {
+		var raw map[string]any
+		require.NoError(t, json.Unmarshal(good, &raw))
+		obj, keys := raw, strings.Split(c.path, ".")
+		for _, k := range keys[:len(keys)-1] {
+			obj = obj[k].(map[string]any)
+		}
+		delete(obj, keys[len(keys)-1])
+		data, err := json.Marshal(raw)
+		require.NoError(t, err)
+		err = json.Unmarshal(data, &back)
+		require.ErrorIs(t, err, policy.ErrSnapshot, c.path)
+		assert.ErrorContains(t, err, c.says)
+	}
+	for data, says := range map[string]string{
+		`null`:                     "the snapshot: not a JSON object",
+		`[]`:                       "the snapshot: not a JSON object",
+		`{"config": null}`:         "version: missing",
+		`{"version": "1"}`:         "sessionId: missing",
+		string(good[:len(good)-1]): "unexpected end",
+	} {
+		err := json.Unmarshal([]byte(data), &back)
+		require.Error(t, err, data)
+		assert.ErrorContains(t, err, says, data)
+	}
+	var cfgNull map[string]any
+	require.NoError(t, json.Unmarshal(good, &cfgNull))
+	cfgNull["config"] = nil
+	data, _ := json.Marshal(cfgNull)
+	assert.ErrorContains(t, json.Unmarshal(data, &back), "config: null")
 }

@@ -88,3 +88,52 @@ func TestResumeAfterTheDeadlineRacesNothing(t *testing.T) {
 		assert.Equal(t, 0, r.RetryAttempt())
 	})
 }
+
+// A session snapshotted while a prompt waits for the check before it (a
+// threshold compaction, here never answered), then stopped, sends that
+// prompt once resumed: history records it, the agent gets it, the turn
+// settles on its run. The prompt was lost, and the turn went on without it.
+func TestSnapshotKeepsThePromptTheCheckHeld(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		history := &session.MemoryHistory{}
+		s, agent, _ := newSession(t, []scripted.Call{ok("first")}, smallKeep(), session.WithHistory(history),
+			session.WithSummarizer(blockingSummarizer))
+		warmUp(t, s)
+		agent.Append(scripted.Call{StopReason: "stop", Usage: usage(180000), LatencyMs: 1000})
+		done := promptAsync(s, "second question, long enough too")
+		time.Sleep(500 * time.Millisecond)
+		s.Abort() // the big answer ends aborted: the check before the next prompt compacts
+		require.ErrorIs(t, <-done, session.ErrAborted)
+		done = promptAsync(s, "third question, waiting for its check")
+		synctest.Wait()
+		require.Equal(t, states.Compacting, s.State())
+		snap, err := s.Snapshot()
+		require.NoError(t, err)
+		data, err := json.Marshal(snap)
+		require.NoError(t, err)
+		require.NoError(t, s.Close())
+		require.Error(t, <-done)
+
+		var back session.Snapshot
+		require.NoError(t, json.Unmarshal(data, &back))
+		next := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{ok("answered")}})
+		r, err := session.New(next, session.WithModel(scripted.DefaultModel), session.WithHistory(history), session.WithSnapshot(back))
+		require.NoError(t, err)
+		defer r.Close()
+		synctest.Wait()
+		assert.Equal(t, 0, next.Remaining(), "the prompt's run called the model")
+		msgs := r.Messages()
+		require.GreaterOrEqual(t, len(msgs), 2)
+		assert.Equal(t, "third question, waiting for its check", msgs[len(msgs)-2].Text())
+		assert.Equal(t, "answered", msgs[len(msgs)-1].Text())
+		entries := readAll(t, history)
+		var prompts []string
+		for _, e := range entries {
+			if e.Type == session.EntryMessage && e.Message.Role == session.RoleUser {
+				prompts = append(prompts, e.Message.Text())
+			}
+		}
+		assert.Contains(t, prompts, "third question, waiting for its check")
+		assert.Equal(t, states.Idle, r.State())
+	})
+}

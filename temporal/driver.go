@@ -192,8 +192,8 @@ func (d *driver) interrupted(ctx workflow.Context) {
 		return
 	}
 	d.inputs++
-	// The new engine numbers its runs and timers afresh: forget the old
-	// one's.
+	// The new engine numbers its runs and timers on after the old one's
+	// (the snapshot's Tickets): forget which of them was cancelled.
 	d.engine, d.cancelled = engine, 0
 	d.apply(ctx, effects)
 }

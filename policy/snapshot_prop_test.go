@@ -1,0 +1,411 @@
+package policy_test
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"pgregory.net/rapid"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/policy"
+)
+
+// walker drives an engine as a driver would, but lets every answer the
+// engine waits for (a run's events and end, the timer, the summary, the
+// credential store, an awaited append) come whenever its caller chooses,
+// so that a snapshot can be taken between any two inputs.
+type walker struct {
+	e       *policy.Engine
+	history []policy.Entry
+	at      time.Time
+
+	run       policy.RunID // the run in flight, 0 for none
+	runPrompt string       // its prompt's text, "" for a continuation
+	timer     policy.TimerID
+	deadline  time.Time
+	comp      policy.CompactionID
+	manual    bool // the compaction in flight is Compact's
+	usage     bool // MarkUsageLimit waits for its answer
+	await     bool // an Append waits for Appended
+	finished  int  // FinishTurn effects seen
+	failAppnd bool // the next Append that awaits nothing fails
+	prompts   []string
+}
+
+func newWalker(e *policy.Engine, history []policy.Entry, at time.Time) *walker {
+	return &walker{e: e, history: append([]policy.Entry(nil), history...), at: at}
+}
+
+// apply carries out effects, then feeds back a failed append's report,
+// which the engine takes only at once.
+func (w *walker) apply(effects []policy.Effect) error {
+	failed := false
+	for _, ef := range effects {
+		switch ef.Kind {
+		case policy.StartRun:
+			w.run, w.runPrompt = ef.Run, ""
+			if ef.Prompt != nil {
+				w.runPrompt = ef.Prompt.Text()
+				w.prompts = append(w.prompts, w.runPrompt)
+			}
+		case policy.StartTimer:
+			w.timer, w.deadline = ef.Timer, ef.Deadline
+		case policy.StopTimer:
+			w.timer = 0
+		case policy.StartCompaction:
+			w.comp = ef.Compaction
+		case policy.CancelCompaction:
+			if w.comp == ef.Compaction {
+				w.comp = 0
+			}
+		case policy.Append:
+			if !ef.Await && w.failAppnd {
+				w.failAppnd, failed = false, true
+				continue
+			}
+			w.history = append(w.history, ef.Entries...)
+			if ef.Await {
+				w.await = true
+			}
+		case policy.MarkUsageLimit:
+			w.usage = true
+		case policy.FinishTurn:
+			w.finished++
+		case policy.FinishCompact:
+			w.manual, w.comp = false, 0
+		}
+	}
+	if failed {
+		return w.apply(w.e.Appended(w.at, errors.New("disk full")))
+	}
+	return nil
+}
+
+// the answers a run may end with.
+var walkAnswers = []policy.Message{
+	answer(classify.StopReasonStop, "done"),
+	answer(classify.StopReasonError, "503 Service Unavailable"),
+	answer(classify.StopReasonError, "prompt is too long"),
+	answer(classify.StopReasonError, "invalid api key"),
+	answer(classify.StopReasonError, "429 usage limit reached for this billing period"),
+	answer(classify.StopReasonAborted, ""),
+	{Role: policy.RoleAssistant, StopReason: classify.StopReasonStop, Content: policy.TextContent("big"), Provider: "p", Model: "m", Usage: &policy.Usage{Input: 190000}},
+}
+
+// step takes one input, chosen by pick among those that apply now.
+// pick(n) returns a number in [0, n).
+func (w *walker) step(pick func(n int) int) error {
+	w.at = w.at.Add(time.Duration(pick(4)) * time.Second)
+	var inputs []func() error
+	if w.run != 0 {
+		run := w.run
+		inputs = append(inputs, func() error { // one call and the end
+			m := walkAnswers[pick(len(walkAnswers))]
+			for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: m}, policy.MessageEnd{Message: m}, policy.AgentEnd{}} {
+				if err := w.apply(w.e.RunEvent(w.at, run, ev)); err != nil {
+					return err
+				}
+			}
+			w.run = 0
+			return w.apply(w.e.RunReturned(w.at, run, policy.RunReturn{Draw: float64(pick(10)) / 10}))
+		}, func() error { // the run could not start, or failed midway
+			w.run = 0
+			if pick(2) == 0 {
+				_ = w.apply(w.e.RunEvent(w.at, run, policy.AgentStart{}))
+			}
+			return w.apply(w.e.RunReturned(w.at, run, policy.RunReturn{Err: errors.New("connection reset")}))
+		})
+	}
+	if w.timer != 0 {
+		inputs = append(inputs, func() error {
+			w.at = later(w.at, w.deadline)
+			id := w.timer
+			w.timer = 0
+			return w.apply(w.e.TimerFired(w.at, id))
+		})
+	}
+	if w.comp != 0 && !w.await {
+		inputs = append(inputs, func() error {
+			id := w.comp
+			var err error
+			if pick(3) == 0 {
+				err = errors.New("summarizer down")
+			}
+			w.comp = 0
+			if err == nil && w.e.CompactionInFlight() == id {
+				w.comp = id // its entry is being appended
+			}
+			if err := w.apply(w.e.CompactionFinished(w.at, id, policy.Summary{Text: "summary"}, err)); err != nil {
+				return err
+			}
+			if !w.await {
+				w.comp = 0
+			}
+			return nil
+		})
+	}
+	if w.usage {
+		inputs = append(inputs, func() error {
+			w.usage = false
+			return w.apply(w.e.UsageLimitAnswered(w.at, pick(2) == 0))
+		})
+	}
+	if w.await {
+		inputs = append(inputs, func() error {
+			w.await, w.comp = false, 0
+			return w.apply(w.e.Appended(w.at, nil))
+		})
+	}
+	inputs = append(inputs,
+		func() error {
+			w.failAppnd = pick(8) == 0
+			effects, err := w.e.Prompt(w.at, fmt.Sprint("question ", len(w.prompts)))
+			if err != nil && !errors.Is(err, policy.ErrBusy) {
+				return err
+			}
+			return w.apply(effects)
+		},
+		func() error { return w.apply(w.e.Abort(w.at, policy.ErrAborted)) },
+		func() error { return w.apply(w.e.AbortRetry(w.at)) },
+		func() error { return w.apply(w.e.AbortCompaction(w.at)) },
+		func() error {
+			effects, err := w.e.Compact(w.at, "")
+			if err == nil {
+				w.manual = true
+			}
+			return w.apply(effects)
+		},
+		func() error { w.e.SetRetryEnabled(pick(4) != 0); return nil },
+		func() error { w.e.SetCompactionEnabled(pick(4) != 0); return nil },
+	)
+	return inputs[pick(len(inputs))]()
+}
+
+// settle answers whatever the engine waits for, every run with a success,
+// until it is at rest, then checks that it takes a prompt and settles it
+// with the prompt sent: the engine works.
+func (w *walker) settle() error {
+	ok := func(n int) int { return 0 }
+	rest := func() bool {
+		st := w.e.Status()
+		return w.e.Quiet() && st.State == "idle" && w.timer == 0 && !w.await && !w.usage
+	}
+	for steps := 0; !rest(); steps++ {
+		if steps > 200 {
+			return fmt.Errorf("the engine never comes to rest: %+v", w.e.Status())
+		}
+		switch {
+		case w.await:
+			w.await, w.comp = false, 0
+			if err := w.apply(w.e.Appended(w.at, nil)); err != nil {
+				return err
+			}
+		case w.usage:
+			w.usage = false
+			if err := w.apply(w.e.UsageLimitAnswered(w.at, false)); err != nil {
+				return err
+			}
+		case w.run != 0, w.timer != 0, w.comp != 0:
+			w.failAppnd = false
+			// The first input step offers is the run's success, the
+			// timer, or the summary.
+			if err := w.step(ok); err != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("the engine waits for nothing the driver owes it, and is not at rest: %+v", w.e.Status())
+		}
+	}
+	before, sent := w.finished, len(w.prompts)
+	effects, err := w.e.Prompt(w.at, "are you there")
+	if err != nil {
+		return fmt.Errorf("a prompt at rest: %w", err)
+	}
+	if err := w.apply(effects); err != nil {
+		return err
+	}
+	for steps := 0; w.finished == before; steps++ {
+		if steps > 200 {
+			return fmt.Errorf("the turn never settles: %+v", w.e.Status())
+		}
+		if w.run == 0 && w.timer == 0 && w.comp == 0 && !w.await && !w.usage {
+			return fmt.Errorf("the turn waits for nothing and does not settle: %+v", w.e.Status())
+		}
+		if err := w.step(ok); err != nil {
+			return err
+		}
+	}
+	if len(w.prompts) != sent+1 || w.prompts[sent] != "are you there" {
+		return fmt.Errorf("the turn settled without sending its prompt (sent %q)", w.prompts[sent:])
+	}
+	return nil
+}
+
+func later(a, b time.Time) time.Time {
+	if a.Before(b) {
+		return b
+	}
+	return a
+}
+
+// roundTrip passes snap through JSON, as another process reads it.
+func roundTrip(snap policy.Snapshot) (policy.Snapshot, error) {
+	data, err := json.Marshal(snap)
+	if err != nil {
+		return policy.Snapshot{}, err
+	}
+	var back policy.Snapshot
+	return back, json.Unmarshal(data, &back)
+}
+
+// breakers are mutations of one field of a snapshot, each breaking an
+// invariant of the engine when it applies (ok), with the field the refusal
+// must name.
+var breakers = []struct {
+	name, field string
+	mod         func(s *policy.Snapshot) bool
+}{
+	{"idle with an attempt", "attempt", func(s *policy.Snapshot) bool {
+		s.Attempt = 1
+		return s.State == "idle" && s.Config.Retry.MaxRetries > 0
+	}},
+	{"compacting with an attempt", "attempt", func(s *policy.Snapshot) bool {
+		s.Attempt = 1
+		return s.State == "compacting" && s.Config.Retry.MaxRetries > 0
+	}},
+	{"backoff with attempt 0", "attempt", func(s *policy.Snapshot) bool { s.Attempt = 0; return s.State == "backoff" }},
+	{"an attempt above maxRetries", "attempt", func(s *policy.Snapshot) bool {
+		s.Attempt = s.Config.Retry.MaxRetries + 1
+		return true
+	}},
+	{"a negative attempt", "attempt", func(s *policy.Snapshot) bool { s.Attempt = -1; return true }},
+	{"fewer retries than the attempt", "attempt", func(s *policy.Snapshot) bool {
+		s.Config.Retry.MaxRetries = s.Attempt - 1
+		return s.Attempt > 0
+	}},
+	{"an invalid config", "config", func(s *policy.Snapshot) bool { s.Config.Retry.Jitter = 2; return true }},
+	{"a deadline without a backoff", "deadline", func(s *policy.Snapshot) bool {
+		d := t0
+		s.Deadline = &d
+		return s.State != "backoff"
+	}},
+	{"a backoff without its deadline", "deadline", func(s *policy.Snapshot) bool { s.Deadline = nil; return s.State == "backoff" }},
+	{"tickets with no room left", "tickets", func(s *policy.Snapshot) bool { s.Tickets = 1 << 62; return true }},
+	{"a state a snapshot is never in", "state", func(s *policy.Snapshot) bool { s.State = "classifying"; return true }},
+	{"an unknown thing in flight", "inFlight", func(s *policy.Snapshot) bool { s.InFlight = "dance"; return true }},
+	{"nothing in flight while continuing", "inFlight", func(s *policy.Snapshot) bool {
+		s.InFlight = ""
+		return s.State == "continuing"
+	}},
+	{"a negative history", "history", func(s *policy.Snapshot) bool { s.History = -1; return true }},
+	{"a newer version", "version", func(s *policy.Snapshot) bool { s.Version = 2; return true }},
+	{"no session", "sessionId", func(s *policy.Snapshot) bool { s.SessionID = ""; return true }},
+	{"a check without its prompt", "prompt", func(s *policy.Snapshot) bool {
+		s.Prompt = nil
+		return s.CompactionCheck && !s.Aborted
+	}},
+	{"a prompt with no check", "prompt", func(s *policy.Snapshot) bool {
+		ok := s.Prompt == nil && !s.CompactionCheck
+		s.Prompt = &policy.Message{ID: "user-999", Role: policy.RoleUser, Content: policy.TextContent("x")}
+		return ok
+	}},
+	{"a prompt that is not the user's", "prompt", func(s *policy.Snapshot) bool {
+		if s.Prompt == nil {
+			return false
+		}
+		p := *s.Prompt
+		p.Role = policy.RoleAssistant
+		s.Prompt = &p
+		return true
+	}},
+	{"a compaction reason with none in flight", "compaction", func(s *policy.Snapshot) bool {
+		s.Compaction = policy.ReasonThreshold
+		return s.InFlight != "compaction"
+	}},
+	{"a manual compaction's reason", "compaction", func(s *policy.Snapshot) bool {
+		s.Compaction = policy.ReasonManual
+		return s.InFlight == "compaction"
+	}},
+	{"aborted with nothing in flight", "aborted", func(s *policy.Snapshot) bool { s.Aborted = true; return s.InFlight == "" }},
+	{"aborted in backoff or continuing", "aborted", func(s *policy.Snapshot) bool {
+		s.Aborted = true
+		return s.State == "backoff" || s.State == "continuing"
+	}},
+}
+
+// refusedFor reports whether err is a refusal that names field.
+func refusedFor(err error, field string) bool {
+	return errors.Is(err, policy.ErrSnapshot) && strings.Contains(err.Error(), ": "+field)
+}
+
+// Every snapshot the engine takes, at any point of any run of random
+// inputs (a backoff, a compaction, the check before a prompt, a credential
+// store's answer owed, an awaited append, after Abort), resumes, through
+// JSON, on the history written so far, into an engine that works; and every
+// mutation of one of its fields that breaks an invariant is refused, naming
+// that field. The walk goes on, at random, on the resumed engine: a resumed
+// engine's snapshots resume too.
+func TestEverySnapshotResumes(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		cfg := policy.DefaultConfig()
+		cfg.Retry.MaxRetries = rapid.IntRange(0, 3).Draw(t, "maxRetries")
+		cfg.Compaction.KeepRecentTokens = rapid.SampledFrom([]int{5, 20000}).Draw(t, "keepRecentTokens")
+		creds := rapid.Bool().Draw(t, "credentials")
+		e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: cfg, Credentials: creds})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := newWalker(e, nil, t0)
+		n := 0
+		pick := func(k int) int {
+			n++
+			return rapid.IntRange(0, k-1).Draw(t, fmt.Sprint("pick", n))
+		}
+		steps := rapid.IntRange(1, 40).Draw(t, "steps")
+		for i := range steps {
+			if err := w.step(pick); err != nil {
+				t.Fatalf("step %d: %v", i, err)
+			}
+			if !rapid.Bool().Draw(t, fmt.Sprint("snapshot", i)) {
+				continue
+			}
+			snap, err := roundTrip(w.e.Snapshot())
+			if err != nil {
+				t.Fatalf("step %d: the snapshot does not read back: %v", i, err)
+			}
+			resume := func(s policy.Snapshot) (*walker, error) {
+				r, effects, err := policy.Resume(policy.Setup{Model: testModel, History: w.history, Credentials: creds}, s, w.at, 0.5)
+				if err != nil {
+					return nil, err
+				}
+				rw := newWalker(r, w.history, w.at)
+				return rw, rw.apply(effects)
+			}
+			r, err := resume(snap)
+			if err != nil {
+				t.Fatalf("step %d: the engine's own snapshot %+v is refused: %v", i, snap, err)
+			}
+			if err := r.settle(); err != nil {
+				t.Fatalf("step %d: resumed from %+v: %v", i, snap, err)
+			}
+			for _, b := range breakers {
+				bad := snap
+				if !b.mod(&bad) {
+					continue
+				}
+				if _, err := resume(bad); !refusedFor(err, b.field) {
+					t.Fatalf("step %d: %s (%+v) is not refused naming %s: %v", i, b.name, bad, b.field, err)
+				}
+			}
+			if rapid.Bool().Draw(t, fmt.Sprint("go on resumed", i)) {
+				if w, err = resume(snap); err != nil {
+					t.Fatalf("step %d: a second resume from one snapshot: %v", i, err)
+				}
+			}
+		}
+	})
+}
