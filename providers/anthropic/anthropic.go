@@ -436,7 +436,7 @@ func safeAPIError(e *sdk.Error) error {
 	if e.StatusCode == http.StatusOK {
 		return errors.New("anthropic: an error event in the stream")
 	}
-	msg := fmt.Sprintf("%d %s", e.StatusCode, http.StatusText(e.StatusCode))
+	msg := strings.TrimSpace(fmt.Sprintf("%d %s", e.StatusCode, http.StatusText(e.StatusCode)))
 	if e.Request != nil && e.Request.URL != nil {
 		msg = fmt.Sprintf("%s %q: %s", e.Request.Method, e.Request.URL.Redacted(), msg)
 	}

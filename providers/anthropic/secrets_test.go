@@ -205,3 +205,28 @@ func TestHugeErrorBodyIsBounded(t *testing.T) {
 		runtime.KeepAlive(s)
 	})
 }
+
+// TestRedirectWithKeyHoldsNoKey: a server that redirects again and again
+// to a URL holding the key (query-escaped) makes the client give up with
+// an error naming that URL; the session redacts it from the message, the
+// turn's error and the history.
+func TestRedirectWithKeyHoldsNoKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Redirect(w, r, "/v1/messages?k="+url.QueryEscape(keyA), http.StatusTemporaryRedirect)
+		})
+		a := anthropic.New(anthropic.Options{BaseURL: "http://anthropic.test", HTTPClient: providertest.Client(handler),
+			Secrets: session.EnvSecrets{Lookup: lookup}})
+		cfg := fastConfig()
+		cfg.Retry.MaxRetries = 1
+		s := newSession(t, a, cfg)
+		rec := watch(s)
+		err := s.Prompt(context.Background(), "hi")
+		require.Error(t, err)
+		dump := leakDump(t, rec.all(), []error{err}, s, "")
+		assert.NotContains(t, dump, keyA)
+		assert.NotContains(t, dump, url.QueryEscape(keyA))
+		assert.Contains(t, dump, "redirects")
+		assert.Contains(t, dump, session.Redacted)
+	})
+}
