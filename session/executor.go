@@ -142,12 +142,19 @@ func (s *Session) startRun(id policy.RunID, prompt *Message, msgs []Message) {
 		req.Credential = &c
 	}
 	base, end := s.startObservedRun(req)
-	ctx, cancel := context.WithCancelCause(base)
+	ctx, cancel := context.WithCancelCause(s.secrets.with(base))
 	s.x.runID, s.x.runCancel = id, cancel
 	go func() {
-		emit := func(ev Event) { s.post(func() { s.apply(s.x.engine.RunEvent(time.Now(), id, ev)) }) }
+		// What the run reports is redacted here, before the engine sees
+		// it: nothing the session emits, appends, logs or returns can hold
+		// a secret the agent noted (NoteSecret).
+		red := &runRedaction{r: s.secrets}
+		post := func(ev Event) { s.post(func() { s.apply(s.x.engine.RunEvent(time.Now(), id, ev)) }) }
+		emit := func(ev Event) { red.each(ev, post) }
 		ret := s.runAgent(ctx, req, emit)
 		cancel(nil)
+		ret.Err = s.secrets.error(ret.Err)
+		ret.Panic = s.secrets.panicValue(ret.Panic)
 		s.post(func() {
 			if s.x.runID == id {
 				s.x.runCancel = nil // nothing left to cancel
@@ -187,13 +194,14 @@ func (s *Session) startCompaction(id policy.CompactionID, req SummaryRequest) {
 	if c, ok := s.currentCredential(); ok {
 		req.Credential = &c
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(s.secrets.with(context.Background()))
 	s.x.compID, s.x.compCancel = id, cancel
 	go func() {
 		sum, err := s.summarize(ctx, req)
 		if ctx.Err() != nil {
 			err = context.Cause(ctx)
 		}
+		sum.Text, err = s.secrets.text(sum.Text), s.secrets.error(err)
 		cancel(nil)
 		s.post(func() {
 			if s.x.compID == id {
@@ -249,5 +257,5 @@ func (s *Session) markUsageLimit(hint time.Duration) (switched bool) {
 
 // logPanic reports a panic in the embedder's code, with its stack.
 func (s *Session) logPanic(who string, value any) {
-	s.logger.Error("session: recovered a panic", "in", who, "panic", fmt.Sprint(value), "stack", string(debug.Stack()))
+	s.logger.Error("session: recovered a panic", "in", who, "panic", s.secrets.text(fmt.Sprint(value)), "stack", s.secrets.text(string(debug.Stack())))
 }

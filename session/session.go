@@ -36,6 +36,8 @@ type Session struct {
 	random     func() float64
 	logger     *slog.Logger
 	observers  []Observer
+	// secrets are the secrets the session's runs noted (NoteSecret).
+	secrets *redactor
 	// setup and resume are what the options chose, until New has made the
 	// engine from them.
 	setup  *policy.Setup
@@ -163,6 +165,7 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 		summarizer: DigestSummarizer{},
 		random:     mrand.Float64,
 		logger:     discardLogger,
+		secrets:    &redactor{},
 		done:       make(chan struct{}),
 		setup:      &policy.Setup{Config: DefaultConfig()},
 	}
