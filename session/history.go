@@ -255,7 +255,9 @@ func fileKind(m os.FileMode) string {
 }
 
 // load reads the open file backwards, from its last line to its tail's
-// first, checking each, then repairs its last line.
+// first, checking each, then repairs its end: it drops a last line cut
+// short and the lines of an append cut short before it, or gives a last
+// line that lost only its newline its newline back.
 func (h *FileHistory) load() error {
 	fi, err := h.f.Stat()
 	if err != nil {
@@ -268,27 +270,41 @@ func (h *FileHistory) load() error {
 	if err != nil {
 		return fmt.Errorf("session: reading history %s: %w", h.path, err)
 	}
-	keepLast := false
+	st := scanState{cut: size, phase: phaseStepEnd}
 	if last != nil {
-		if len(bytes.TrimSpace(last)) == 0 {
-			keepLast = true
-		} else if _, _, err := decodeLine(last); err == nil {
-			keepLast = true
-			h.count++ // counted here; the scan below starts before it
+		l, err := decodeLine(last)
+		switch {
+		case len(bytes.TrimSpace(last)) == 0:
+			st.newline = true // unless an append cut short ends before it
+		case err == nil && !l.More:
+			st.newline, st.phase = true, phaseCompaction
+			st.seen++ // counted here; the scan below starts before it
+			st.compaction(l, lastAt)
+		case err == nil:
+			// A whole entry whose append goes on past the end of the
+			// file: the append was cut short.
+			st.cut = lastAt
+		case json.Valid(last):
+			// A complete JSON value, not an entry this version knows: not
+			// a write cut short, which never ends a value. Refused, as it
+			// is when its newline is there.
+			return h.corrupt(lastAt, len(last), err)
+		default:
+			st.cut = lastAt // cut short by a crash
 		}
 	}
-	if err := h.scan(lines); err != nil {
+	if err := h.scan(lines, &st); err != nil {
 		return err
 	}
 	switch {
-	case last == nil:
-		h.size = size
-	case keepLast:
+	case st.cut < size:
+		h.size = st.cut
+		err = repairTail(h.f, size, func(f historyFile) error { return f.Truncate(st.cut) })
+	case st.newline:
 		h.size = size + 1
-		err = repairTail(h.f, func(f historyFile) error { _, err := f.Write([]byte("\n")); return err })
+		err = repairTail(h.f, size, func(f historyFile) error { _, err := f.Write([]byte("\n")); return err })
 	default:
-		h.size = lastAt
-		err = repairTail(h.f, func(f historyFile) error { return f.Truncate(lastAt) })
+		h.size = size
 	}
 	if err != nil {
 		return fmt.Errorf("session: repairing history %s: %w", h.path, err)
@@ -296,50 +312,93 @@ func (h *FileHistory) load() error {
 	return nil
 }
 
-// scan reads the complete lines backwards to the latest compaction's first
-// kept entry, or to the start when it cannot tell where that is, and sets
-// the tail and the count of entries.
-func (h *FileHistory) scan(lines *backLines) error {
-	const (
-		findCompaction = iota
-		findKept
-		readAll
-	)
-	phase := findCompaction
-	seen := h.count // entries read from the end, the last line's included
-	var kept string
-	var atCompaction, compactionIndex int
+// The phases of reading a file backwards.
+const (
+	// phaseStepEnd: dropping the lines at the end of the file of an append
+	// cut short (each marked More), up to the last line of a whole one.
+	phaseStepEnd = iota
+	// phaseCompaction: counting entries back to the latest compaction.
+	phaseCompaction
+	// phaseKept: counting entries back to the latest compaction's first
+	// kept entry.
+	phaseKept
+	// phaseAll: counting every entry, to the start of the file.
+	phaseAll
+)
+
+// scanState is where reading a file backwards has got to.
+type scanState struct {
+	phase int
+	// cut is where the file is to end: the lines from there on are
+	// dropped. newline: its last line gets its newline back instead.
+	cut     int64
+	newline bool
+	// seen counts the entries kept, read from the end.
+	seen int
+	// kept is the ID of the latest compaction's first kept entry, and
+	// atCompaction and compactionIndex the entries seen up to that
+	// compaction and the index it records.
+	kept                          string
+	atCompaction, compactionIndex int
+}
+
+// compaction takes note of line l, at offset at, as the latest compaction
+// when it is a compaction and none was found yet. Its index is used only
+// when the offset recorded with it is where the line is: an edit of the
+// file before it (a line deleted, added, or of another length) moves the
+// line, and the file is then read whole, so that the count of entries is
+// the file's, never the index's alone. A line without both (written by
+// hand, or by a version that did not record them) is read whole too.
+func (st *scanState) compaction(l fileLine, at int64) {
+	if st.phase != phaseCompaction || l.Type != EntryCompaction {
+		return
+	}
+	st.phase = phaseAll
+	if l.Index != nil && l.Offset != nil && *l.Offset == at {
+		st.phase, st.kept, st.atCompaction, st.compactionIndex = phaseKept, l.Compaction.FirstKeptEntryID, st.seen, *l.Index
+	}
+}
+
+// scan reads the complete lines backwards: past those of an append cut
+// short at the end, then to the latest compaction's first kept entry, or
+// to the start when it cannot tell where that is, and sets the tail and
+// the count of entries.
+func (h *FileHistory) scan(lines *backLines, st *scanState) error {
 	for {
 		line, at, err := lines.prev()
 		if err != nil {
 			return fmt.Errorf("session: reading history %s: %w", h.path, err)
 		}
 		if line == nil {
-			h.tailAt, h.tailBefore, h.count = 0, 0, seen
+			h.tailAt, h.tailBefore, h.count = 0, 0, st.seen
 			return nil
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		e, index, err := decodeLine(line)
+		l, err := decodeLine(line)
 		if err != nil {
 			return h.corrupt(at, len(line), err)
 		}
-		seen++
-		switch {
-		case phase == findCompaction && e.Type == EntryCompaction:
-			phase = readAll
-			if index != nil {
-				phase, kept, atCompaction, compactionIndex = findKept, e.Compaction.FirstKeptEntryID, seen, *index
+		if st.phase == phaseStepEnd {
+			if l.More {
+				st.cut = at
+				continue
 			}
-		case phase == findKept && e.ID == kept && e.Type == EntryCompaction:
-			phase = readAll // it keeps an earlier summary: read it all
-		case phase == findKept && e.ID == kept && e.Type == EntryMessage:
-			if before := compactionIndex - (seen - atCompaction); before >= 0 {
-				h.tailAt, h.tailBefore, h.count = at, before, before+seen
+			st.phase = phaseCompaction
+		}
+		st.seen++
+		switch {
+		case st.phase == phaseCompaction:
+			st.compaction(l, at)
+		case st.phase == phaseKept && l.ID == st.kept && l.Type == EntryCompaction:
+			st.phase = phaseAll // it keeps an earlier summary: read it all
+		case st.phase == phaseKept && l.ID == st.kept && l.Type == EntryMessage:
+			if before := st.compactionIndex - (st.seen - st.atCompaction); before >= 0 {
+				h.tailAt, h.tailBefore, h.count = at, before, before+st.seen
 				return nil
 			}
-			phase = readAll // the position recorded does not add up
+			st.phase = phaseAll // the position recorded does not add up
 		}
 	}
 }
@@ -357,40 +416,57 @@ func (h *FileHistory) corrupt(at int64, n int, err error) error {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		if _, _, lerr := decodeLine(line); lerr != nil {
+		if _, lerr := decodeLine(line); lerr != nil {
 			return fmt.Errorf("%w %s: line %d: %v", ErrCorruptHistory, h.path, i, lerr)
 		}
 	}
 	return fmt.Errorf("%w %s: the line at byte %d: %v", ErrCorruptHistory, h.path, at, err)
 }
 
-// repairTail applies fix to the file's last line and syncs it.
-func repairTail(f historyFile, fix func(historyFile) error) error {
-	if err := fix(f); err != nil {
-		return err
+// repairTail applies fix to the end of the file, of size bytes, and syncs
+// it. When either fails, it truncates the file back to size, so that a
+// refused file is left as it was (a truncation that failed has changed
+// nothing).
+func repairTail(f historyFile, size int64, fix func(historyFile) error) error {
+	err := fix(f)
+	if err == nil {
+		if err = f.Sync(); err == nil {
+			return nil
+		}
 	}
-	return f.Sync()
+	if undo := f.Truncate(size); undo != nil {
+		return fmt.Errorf("%w; undoing it failed: %w", err, undo)
+	}
+	return err
 }
 
-// fileLine is an entry as a line of the file: a compaction's line also
-// holds its index (the number of entries before it), so that opening the
-// file can count the entries without reading them.
+// fileLine is an entry as a line of the file. A compaction's line also
+// holds its index (the number of entries before it) and its offset (where
+// the line starts in the file), so that opening the file can count the
+// entries before it without reading them, and tell when the file before it
+// was edited. Every line of an append but its last is marked More, so that
+// opening the file can drop an append cut short whole.
 type fileLine struct {
 	Entry
-	Index *int `json:"index,omitempty"`
+	Index  *int   `json:"index,omitempty"`
+	Offset *int64 `json:"offset,omitempty"`
+	More   bool   `json:"more,omitempty"`
 }
 
-// decodeLine decodes and checks one line, and returns the index a
-// compaction's line records.
-func decodeLine(line []byte) (Entry, *int, error) {
+// decodeLine decodes and checks one line.
+func decodeLine(line []byte) (fileLine, error) {
 	var l fileLine
 	if err := json.Unmarshal(line, &l); err != nil {
-		return Entry{}, nil, fmt.Errorf("invalid JSON: %v", err)
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) || !json.Valid(line) {
+			return fileLine{}, fmt.Errorf("invalid JSON: %v", err)
+		}
+		return fileLine{}, fmt.Errorf("not an entry: %v", err)
 	}
 	if err := l.Entry.Validate(); err != nil {
-		return Entry{}, nil, err
+		return fileLine{}, err
 	}
-	return l.Entry, l.Index, nil
+	return l, nil
 }
 
 // checkEntry is Entry.Validate for Append: its error matches ErrInvalidEntry.
@@ -419,15 +495,20 @@ func (h *FileHistory) Append(entries ...Entry) error {
 	case h.broken != nil:
 		return fmt.Errorf("session: history %s refuses appends since one could not be undone (reopen it): %w", h.path, h.broken)
 	}
-	lines, err := h.encode(entries)
-	if err != nil {
-		return err
-	}
-	// The size to go back to is the file's, not the one kept: the same
-	// when the file has one writer, as it should.
+	// The size to go back to is the file's, which is the one kept unless
+	// a writer that ignores the lock changed the file.
 	fi, err := h.f.Stat()
 	if err != nil {
 		return fmt.Errorf("session: appending to history %s: %w", h.path, err)
+	}
+	if fi.Size() != h.size {
+		if err := h.adopt(fi.Size()); err != nil {
+			return err
+		}
+	}
+	lines, err := h.encode(entries)
+	if err != nil {
+		return err
 	}
 	if err := h.write(lines); err != nil {
 		if undo := h.undo(fi.Size()); undo != nil {
@@ -436,12 +517,48 @@ func (h *FileHistory) Append(entries ...Entry) error {
 		}
 		return fmt.Errorf("session: appending to history %s: %w", h.path, err)
 	}
-	h.size = fi.Size() + int64(len(lines))
+	h.size += int64(len(lines))
 	h.count += len(entries)
 	return nil
 }
 
-// encode writes entries as lines, each compaction's with its index.
+// adopt takes in the lines another writer, one that ignores the lock,
+// added since the file was last read or written, so that the count of
+// entries (and the index of the next compaction) stays the file's: size
+// is the file's size now. It refuses, changing nothing, a file that
+// shrank, or whose new bytes are not whole entries, each on a line of its
+// own: the next append would land on a line cut short.
+func (h *FileHistory) adopt(size int64) error {
+	if size < h.size {
+		return fmt.Errorf("session: history %s shrank from %d to %d bytes under it (another writer?): reopen it", h.path, h.size, size)
+	}
+	n := 0
+	for line, err := range linesOf(h.f, h.path, h.size, size) {
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if _, err := decodeLine(line); err != nil {
+			return fmt.Errorf("%w %s: a line another writer added: %v", ErrCorruptHistory, h.path, err)
+		}
+		n++
+	}
+	last := make([]byte, 1)
+	if _, err := h.f.ReadAt(last, size-1); err != nil {
+		return fmt.Errorf("session: reading history %s: %w", h.path, err)
+	}
+	if last[0] != '\n' {
+		return fmt.Errorf("%w %s: another writer left its last line without a newline", ErrCorruptHistory, h.path)
+	}
+	h.size, h.count = size, h.count+n
+	return nil
+}
+
+// encode writes entries as lines, at the end of the file, of h.size bytes:
+// each compaction's line with its index and its offset, and every line but
+// the last marked More.
 func (h *FileHistory) encode(entries []Entry) ([]byte, error) {
 	var buf bytes.Buffer
 	// Without HTML escaping: a tool call's arguments are written as they
@@ -449,10 +566,10 @@ func (h *FileHistory) encode(entries []Entry) ([]byte, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	for i, e := range entries {
-		l := fileLine{Entry: e}
+		l := fileLine{Entry: e, More: i < len(entries)-1}
 		if e.Type == EntryCompaction {
-			index := h.count + i
-			l.Index = &index
+			index, offset := h.count+i, h.size+int64(buf.Len())
+			l.Index, l.Offset = &index, &offset
 		}
 		if err := enc.Encode(l); err != nil {
 			return nil, fmt.Errorf("session: encoding history entry %q: %w", e.ID, err)
@@ -497,9 +614,11 @@ func (h *FileHistory) Entries() iter.Seq2[Entry, error] {
 				if len(bytes.TrimSpace(line)) == 0 {
 					continue
 				}
-				if e, _, err = decodeLine(line); err != nil {
+				var l fileLine
+				if l, err = decodeLine(line); err != nil {
 					err = fmt.Errorf("%w %s: line %d: %v", ErrCorruptHistory, h.path, n, err)
 				}
+				e = l.Entry
 			}
 			if !yield(e, err) || err != nil {
 				return
@@ -517,12 +636,12 @@ func (h *FileHistory) Tail() (before int, entries []Entry, err error) {
 	at, before, end := h.tailAt, h.tailBefore, h.size
 	h.mu.Unlock()
 	for line, err := range h.lines(at, end) {
-		var e Entry
 		if err == nil && len(bytes.TrimSpace(line)) > 0 {
-			if e, _, err = decodeLine(line); err != nil {
+			var l fileLine
+			if l, err = decodeLine(line); err != nil {
 				err = h.corrupt(at, len(line), err)
 			}
-			entries = append(entries, e)
+			entries = append(entries, l.Entry)
 		}
 		if err != nil {
 			return 0, nil, err
@@ -535,8 +654,14 @@ func (h *FileHistory) Tail() (before int, entries []Entry, err error) {
 // lines yields the lines of the file from offset from to end, without
 // their newlines.
 func (h *FileHistory) lines(from, end int64) iter.Seq2[[]byte, error] {
+	return linesOf(h.reader(), h.path, from, end)
+}
+
+// linesOf yields the lines of f, the file at path, from offset from to
+// end, without their newlines.
+func linesOf(f io.ReaderAt, path string, from, end int64) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
-		r := bufio.NewReaderSize(io.NewSectionReader(h.reader(), from, end-from), 64<<10)
+		r := bufio.NewReaderSize(io.NewSectionReader(f, from, end-from), 64<<10)
 		for {
 			line, err := r.ReadSlice('\n')
 			if errors.Is(err, bufio.ErrBufferFull) {
@@ -554,7 +679,7 @@ func (h *FileHistory) lines(from, end int64) iter.Seq2[[]byte, error] {
 			case err == io.EOF:
 				err = nil // the last line, read up to end
 			case err != nil:
-				yield(nil, fmt.Errorf("session: reading history %s: %w", h.path, err))
+				yield(nil, fmt.Errorf("session: reading history %s: %w", path, err))
 				return
 			}
 			if !yield(bytes.TrimSuffix(line, []byte("\n")), nil) {
