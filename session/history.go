@@ -9,6 +9,7 @@ import (
 	"io"
 	"iter"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -132,15 +133,26 @@ func (h *MemoryHistory) Tail() (before int, entries []Entry, err error) {
 // The file has one writer at a time: OpenFileHistory takes an advisory lock
 // on it (flock(2), where the platform has it) that Close releases. Lines are
 // appended with O_APPEND, the entries of one Append in one write and one
-// sync. An Append that fails, at its write or at its sync, truncates the
-// file back to its size before the append, so the file is exactly as it
-// was; when even that fails, the FileHistory refuses every later Append
-// (each would land after the partial line), and reopening the file drops
-// the partial line as a crash's.
+// sync, every line of it but the last marked "more". An Append that fails,
+// at its write or at its sync, truncates the file back to its size before
+// the append, so the file is exactly as it was; when even that fails, the
+// FileHistory refuses every later Append (each would land after the partial
+// line), and reopening the file drops the partial append as a crash's.
+//
+// A writer that ignores the lock is not stopped, but an Append notices
+// what it did: it counts the whole entries that writer added, and refuses
+// (with an error naming the file, writing nothing) to land after a line
+// left without its newline or that is not an entry, or on a file that
+// shrank. Nor does Append write to a file its path no longer names (an
+// editor saved the path by renaming a new file over it, or it was
+// deleted): what it wrote would be lost.
 type FileHistory struct {
 	mu   sync.Mutex
 	path string
-	f    historyFile
+	// abs is path made absolute when the file was opened: what Append
+	// checks still names the file.
+	abs string
+	f   historyFile
 	// broken is why the file can no longer be appended to: a failed
 	// append that could not be undone.
 	broken error
@@ -169,8 +181,8 @@ type historyFile interface {
 
 // Errors of OpenFileHistory.
 var (
-	// ErrCorruptHistory: a line before the file's last is not a valid
-	// entry.
+	// ErrCorruptHistory: a line of the file is not a valid entry, and is
+	// not what a write cut short leaves (see OpenFileHistory).
 	ErrCorruptHistory = errors.New("session: corrupt history file")
 	// ErrHistoryLocked: another FileHistory, in this process or another,
 	// has the file open.
@@ -184,22 +196,34 @@ var (
 //
 // It reads the file backwards from its end to the latest compaction's
 // first kept entry, and no further: what a session started on it replays
-// (see Tail). A file without a compaction, or whose latest compaction was
-// written by a version that did not record its position, is read whole.
+// (see Tail). It counts the entries before that from the index the
+// compaction's line records, when the line is at the offset it records
+// too; a file edited before the line (which moves it), or whose latest
+// compaction does not record both (a file without a compaction, one
+// written by hand or by an earlier version), is read whole.
 //
-// A last line cut short by a crash (no newline at its end, and not a whole
-// entry) is dropped, and the file truncated to the lines before it; a last
-// line that lost only its newline (a whole entry, or blank) gets it back.
-// Every complete line is kept. A line before the last, among those read,
-// that is not a valid entry is an error naming it (ErrCorruptHistory), and
-// the file is left as it was; one among those not read is reported by
-// Entries when it gets there.
+// Only what a write cut short by a crash leaves is dropped: a last line
+// without its newline that is not a complete JSON value, and before it the
+// lines of the same append (each marked "more"), down to the last line of
+// a whole append; the file is truncated to match. A last line that lost
+// only its newline (a whole entry that ends its append, or blank) gets it
+// back. Every other line is kept. A line among those read that is not a
+// valid entry is an error naming it (ErrCorruptHistory), and the file is
+// left as it was: so is a last line without its newline that is a
+// complete JSON value but no entry (one of a newer version, or JSON of
+// another shape), which a crash cannot leave. A damaged line among those
+// not read is reported by Entries when it gets there.
 func OpenFileHistory(path string) (*FileHistory, error) {
 	f, err := openHistoryFile(path)
 	if err != nil {
 		return nil, err
 	}
-	h := &FileHistory{path: path, f: f}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("session: opening history: %w", err)
+	}
+	h := &FileHistory{path: path, abs: abs, f: f}
 	if err := h.load(); err != nil {
 		f.Close()
 		return nil, err
@@ -501,6 +525,9 @@ func (h *FileHistory) Append(entries ...Entry) error {
 	if err != nil {
 		return fmt.Errorf("session: appending to history %s: %w", h.path, err)
 	}
+	if err := h.samePath(fi); err != nil {
+		return err
+	}
 	if fi.Size() != h.size {
 		if err := h.adopt(fi.Size()); err != nil {
 			return err
@@ -519,6 +546,21 @@ func (h *FileHistory) Append(entries ...Entry) error {
 	}
 	h.size += int64(len(lines))
 	h.count += len(entries)
+	return nil
+}
+
+// samePath checks that the file's path still names the open file, whose
+// FileInfo is fi: an editor that saved the file by renaming a new one over
+// it, or a user who deleted it, left the open file without a name, and
+// what was appended to it would be lost.
+func (h *FileHistory) samePath(fi os.FileInfo) error {
+	pi, err := os.Stat(h.abs)
+	switch {
+	case err != nil:
+		return fmt.Errorf("session: history %s is gone from its path (deleted or moved?): %w", h.path, err)
+	case !os.SameFile(fi, pi):
+		return fmt.Errorf("session: history %s was replaced by another file under it (another writer?): reopen it", h.path)
+	}
 	return nil
 }
 

@@ -2,6 +2,7 @@ package session_test
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -148,4 +149,135 @@ func idsOf(entries []session.Entry) []string {
 		ids = append(ids, e.ID)
 	}
 	return ids
+}
+
+// An append of several entries (one step of a session: a message and its
+// removal, a compaction and what it records) cut short at any byte, as a
+// crash or a full disk whose undo failed leaves it, is dropped whole on
+// reopening: none of its entries is kept, even those whose lines are
+// complete, unless only the final newline is missing. The entries before
+// it are all kept, and the next append lands on a line of its own.
+func TestFileHistoryAppendCutShortIsDroppedWhole(t *testing.T) {
+	dir := t.TempDir()
+	full := filepath.Join(dir, "full.jsonl")
+	h, err := session.OpenFileHistory(full)
+	require.NoError(t, err)
+	require.NoError(t, h.Append(msgEntry("a", "first")))
+	before, err := os.ReadFile(full)
+	require.NoError(t, err)
+	step := []session.Entry{msgEntry("b", "failed"), {Type: session.EntryRemoval, ID: "b", Timestamp: 1},
+		{Type: session.EntryCompaction, ID: "c", Timestamp: 2, Compaction: &session.Compaction{Reason: session.ReasonManual, Summary: "s", FirstKeptEntryID: "a"}},
+		msgEntry("d", "after")}
+	require.NoError(t, h.Append(step...))
+	require.NoError(t, h.Close())
+	data, err := os.ReadFile(full)
+	require.NoError(t, err)
+
+	for cut := len(before); cut < len(data); cut++ {
+		path := filepath.Join(dir, fmt.Sprintf("cut%d.jsonl", cut))
+		require.NoError(t, os.WriteFile(path, data[:cut], 0o600))
+		h, err := session.OpenFileHistory(path)
+		require.NoError(t, err, "cut at %d", cut)
+		want := []string{"a"}
+		if cut == len(data)-1 {
+			want = []string{"a", "b", "b", "c", "d"} // only the newline lost
+		}
+		require.Equal(t, want, idsOf(readAll(t, h)), "cut at %d", cut)
+		require.NoError(t, h.Append(msgEntry("e", "after the crash")))
+		require.NoError(t, h.Close())
+		snapshot, entries := historyCount(t, path)
+		require.Equal(t, len(want)+1, entries, "cut at %d, reopened", cut)
+		require.Equal(t, entries, snapshot, "cut at %d, reopened", cut)
+	}
+}
+
+// A writer that ignores the lock and appends whole lines meanwhile: the
+// FileHistory counts them, so that the index of its next compaction, and
+// the count a reopened session gives its snapshots, stay the file's.
+func TestFileHistoryCountsAnotherWritersLines(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	h, err := session.OpenFileHistory(path)
+	require.NoError(t, err)
+	require.NoError(t, h.Append(msgEntry("a", "first"), msgEntry("b", "second")))
+	other, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	require.NoError(t, err)
+	_, err = other.WriteString(`{"type":"message","id":"x","timestamp":1,"message":{"id":"x","role":"user","timestamp":1}}` + "\n\n")
+	require.NoError(t, err)
+	require.NoError(t, other.Close())
+	require.NoError(t, h.Append(session.Entry{Type: session.EntryCompaction, ID: "c", Timestamp: 2,
+		Compaction: &session.Compaction{Reason: session.ReasonManual, Summary: "s", FirstKeptEntryID: "b"}}, msgEntry("d", "after")))
+	assert.Equal(t, []string{"a", "b", "x", "c", "d"}, idsOf(readAll(t, h)))
+	require.NoError(t, h.Close())
+	snapshot, entries := historyCount(t, path)
+	assert.Equal(t, 5, entries)
+	assert.Equal(t, 5, snapshot)
+}
+
+// A writer that ignores the lock and leaves the file in a state an append
+// cannot follow (a last line without its newline, a line that is not an
+// entry, a file cut shorter): the append is refused with an error naming
+// the file, and writes nothing.
+func TestFileHistoryRefusesAppendAfterAnotherWritersDamage(t *testing.T) {
+	for name, damage := range map[string]func(path string) error{
+		"a line without its newline": func(path string) error {
+			return appendTo(path, `{"type":"message","id":"x","timestamp":1,"message":{"id":"x","role":"user","timestamp":1}}`)
+		},
+		"a line cut short":    func(path string) error { return appendTo(path, `{"type":"mess`) },
+		"a line not an entry": func(path string) error { return appendTo(path, "[1,2]\n") },
+		"the file cut shorter": func(path string) error {
+			fi, err := os.Stat(path)
+			if err != nil {
+				return err
+			}
+			return os.Truncate(path, fi.Size()-10)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "h.jsonl")
+			h, err := session.OpenFileHistory(path)
+			require.NoError(t, err)
+			defer h.Close()
+			require.NoError(t, h.Append(msgEntry("a", "first"), msgEntry("b", "second")))
+			require.NoError(t, damage(path))
+			damaged, err := os.ReadFile(path)
+			require.NoError(t, err)
+			err = h.Append(msgEntry("c", "third"))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), path)
+			after, err := os.ReadFile(path)
+			require.NoError(t, err)
+			assert.Equal(t, string(damaged), string(after), "the refused append wrote nothing")
+		})
+	}
+}
+
+func appendTo(path, s string) error {
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return err
+	}
+	_, err = f.WriteString(s)
+	return errors.Join(err, f.Close())
+}
+
+// A FileHistory closed is done with: Close again is harmless, an append
+// fails with os.ErrClosed naming the file and writes nothing, and the file
+// reopens (in a new FileHistory) with every entry.
+func TestFileHistoryAfterClose(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	h, err := session.OpenFileHistory(path)
+	require.NoError(t, err)
+	require.NoError(t, h.Append(msgEntry("a", "first")))
+	require.NoError(t, h.Close())
+	require.NoError(t, h.Close(), "closing twice")
+	err = h.Append(msgEntry("b", "second"))
+	require.ErrorIs(t, err, os.ErrClosed)
+	assert.Contains(t, err.Error(), path)
+
+	h2, err := session.OpenFileHistory(path)
+	require.NoError(t, err)
+	defer h2.Close()
+	require.ErrorIs(t, h.Append(msgEntry("b", "second")), os.ErrClosed, "the old one stays closed")
+	require.NoError(t, h2.Append(msgEntry("c", "third")))
+	assert.Equal(t, []string{"a", "c"}, idsOf(readAll(t, h2)))
 }
