@@ -323,10 +323,11 @@ func (h *FileHistory) load() error {
 	switch {
 	case st.cut < size:
 		h.size = st.cut
-		err = repairTail(h.f, size, func(f historyFile) error { return f.Truncate(st.cut) })
+		err = repairTail(h.f, func(f historyFile) error { return f.Truncate(st.cut) }, nil)
 	case st.newline:
 		h.size = size + 1
-		err = repairTail(h.f, size, func(f historyFile) error { _, err := f.Write([]byte("\n")); return err })
+		err = repairTail(h.f, func(f historyFile) error { _, err := f.Write([]byte("\n")); return err },
+			func(f historyFile) error { return f.Truncate(size) })
 	default:
 		h.size = size
 	}
@@ -447,19 +448,21 @@ func (h *FileHistory) corrupt(at int64, n int, err error) error {
 	return fmt.Errorf("%w %s: the line at byte %d: %v", ErrCorruptHistory, h.path, at, err)
 }
 
-// repairTail applies fix to the end of the file, of size bytes, and syncs
-// it. When either fails, it truncates the file back to size, so that a
-// refused file is left as it was (a truncation that failed has changed
-// nothing).
-func repairTail(f historyFile, size int64, fix func(historyFile) error) error {
+// repairTail applies fix to the end of the file and syncs it. When either
+// fails and undo is not nil, it undoes the fix, so that a refused file is
+// left as it was. (A truncation needs no undo: it changed nothing when it
+// failed, and when only its sync failed it dropped what a crash left.)
+func repairTail(f historyFile, fix, undo func(historyFile) error) error {
 	err := fix(f)
 	if err == nil {
 		if err = f.Sync(); err == nil {
 			return nil
 		}
 	}
-	if undo := f.Truncate(size); undo != nil {
-		return fmt.Errorf("%w; undoing it failed: %w", err, undo)
+	if undo != nil {
+		if uerr := undo(f); uerr != nil {
+			return fmt.Errorf("%w; undoing it failed: %w", err, uerr)
+		}
 	}
 	return err
 }

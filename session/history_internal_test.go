@@ -294,3 +294,22 @@ func TestFileHistoryRepairThatFailsIsUndone(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, content, string(after), "the refused file is left as it was")
 }
+
+// Opening a file whose last line was cut short drops it; when that
+// truncation cannot be synced, the open fails naming the file, and the
+// file holds its whole lines, nothing added in place of the dropped one.
+func TestFileHistoryDropThatCannotSyncAddsNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	whole := `{"type":"message","id":"a","timestamp":1,"message":{"id":"a","role":"user","timestamp":1}}` + "\n"
+	require.NoError(t, os.WriteFile(path, []byte(whole+`{"type":"mess`), 0o600))
+	f, err := openHistoryFile(path)
+	require.NoError(t, err)
+	h := &FileHistory{path: path, f: &faultyFile{File: f, failSync: syscall.EIO}}
+	err = h.load()
+	require.ErrorIs(t, err, syscall.EIO)
+	assert.Contains(t, err.Error(), path)
+	require.NoError(t, h.Close())
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, whole, string(after))
+}
