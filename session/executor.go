@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/agentfsm/agentfsm/policy"
@@ -125,7 +124,7 @@ func (s *Session) timerFired() {
 // failure.
 func (s *Session) append(entries []policy.Entry) error {
 	if err := s.history.Append(entries...); err != nil {
-		s.logger.Error("session: history append failed", "error", err)
+		logError(s.logger, "session: history append failed", func() []any { return []any{"error", err} })
 		return err
 	}
 	return nil
@@ -245,9 +244,4 @@ func (s *Session) markUsageLimit(hint time.Duration) (switched bool) {
 	}()
 	m := s.x.engine.Model()
 	return s.creds.MarkUsageLimitReached(m.Provider, s.x.engine.SessionID(), hint, m.BaseURL)
-}
-
-// logPanic reports a panic in the embedder's code, with its stack.
-func (s *Session) logPanic(who string, value any) {
-	s.logger.Error("session: recovered a panic", "in", who, "panic", fmt.Sprint(value), "stack", string(debug.Stack()))
 }

@@ -45,7 +45,7 @@ type Observer interface {
 
 // WithObserver adds an observer. Given more than once, the observers are
 // called in the order given, and each StartTurn and StartRun is given the
-// context the previous observer returned.
+// context the previous observer returned. A nil o makes New fail.
 func WithObserver(o Observer) Option {
 	return func(s *Session) error {
 		if o == nil {

@@ -1,9 +1,7 @@
 package session
 
 import (
-	"fmt"
 	"log/slog"
-	"reflect"
 	"runtime"
 	"sync"
 )
@@ -371,7 +369,7 @@ func (s *subscriber) call(ev Event) (alive bool) {
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			s.logger.Error("session: a subscriber panicked", "event", reflect.TypeOf(ev).Name(), "panic", fmt.Sprint(r))
+			logSubscriberPanic(s.logger, ev, r)
 			alive = true
 		}
 	}()
