@@ -145,26 +145,37 @@ func (s *Session) startRun(id policy.RunID, prompt *Message, msgs []Message) {
 	s.x.runID, s.x.runCancel = id, cancel
 	go func() {
 		emit := func(ev Event) { s.post(func() { s.apply(s.x.engine.RunEvent(time.Now(), id, ev)) }) }
-		ret := s.runAgent(ctx, req, emit)
-		cancel(nil)
-		s.post(func() {
-			if s.x.runID == id {
-				s.x.runCancel = nil // nothing left to cancel
-			}
-			ret.Draw = s.random()
-			if req.Credential != nil {
-				ret.Credential = req.Credential.ID
-			}
-			if end != nil {
-				err := ret.Err
-				if ret.Panic != nil {
-					err = fmt.Errorf("the agent panicked: %v", ret.Panic)
-				}
-				end(err)
-			}
-			s.apply(s.x.engine.RunReturned(time.Now(), id, ret))
-		})
+		// Deferred, so that a Run that calls runtime.Goexit, which no
+		// recover stops, still ends as one that panicked.
+		ret := policy.RunReturn{Panic: errGoexit}
+		defer func() { s.runReturned(id, req, cancel, end, ret) }()
+		ret = s.runAgent(ctx, req, emit)
 	}()
+}
+
+// runReturned hands the end of run id, which returned ret, to the loop.
+func (s *Session) runReturned(id policy.RunID, req RunRequest, cancel context.CancelCauseFunc, end func(error), ret policy.RunReturn) {
+	if ret.Panic == errGoexit {
+		s.logPanic("agent", ret.Panic)
+	}
+	cancel(nil)
+	s.post(func() {
+		if s.x.runID == id {
+			s.x.runCancel = nil // nothing left to cancel
+		}
+		ret.Draw = s.random()
+		if req.Credential != nil {
+			ret.Credential = req.Credential.ID
+		}
+		if end != nil {
+			err := ret.Err
+			if ret.Panic != nil {
+				err = fmt.Errorf("the agent panicked: %v", ret.Panic)
+			}
+			end(err)
+		}
+		s.apply(s.x.engine.RunReturned(time.Now(), id, ret))
+	})
 }
 
 // runAgent calls the agent; a panic is recovered, logged with its stack,
@@ -189,17 +200,28 @@ func (s *Session) startCompaction(id policy.CompactionID, req SummaryRequest) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	s.x.compID, s.x.compCancel = id, cancel
 	go func() {
-		sum, err := s.summarize(ctx, req)
-		if ctx.Err() != nil {
-			err = context.Cause(ctx)
-		}
-		cancel(nil)
-		s.post(func() {
-			if s.x.compID == id {
-				s.x.compCancel = nil
+		// Deferred, so that a summarizer that calls runtime.Goexit, which
+		// no recover stops, still ends as one that panicked.
+		var sum Summary
+		err := fmt.Errorf("the summarizer panicked: %w", errGoexit)
+		goexit := true
+		defer func() {
+			if goexit {
+				s.logPanic("summarizer", errGoexit)
 			}
-			s.apply(s.x.engine.CompactionFinished(time.Now(), id, sum, err))
-		})
+			if ctx.Err() != nil {
+				err = context.Cause(ctx)
+			}
+			cancel(nil)
+			s.post(func() {
+				if s.x.compID == id {
+					s.x.compCancel = nil
+				}
+				s.apply(s.x.engine.CompactionFinished(time.Now(), id, sum, err))
+			})
+		}()
+		sum, err = s.summarize(ctx, req)
+		goexit = false
 	}()
 }
 
