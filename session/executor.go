@@ -121,8 +121,14 @@ func (s *Session) timerFired() {
 }
 
 // append writes entries to history, in order, in one Append; it logs a
-// failure.
-func (s *Session) append(entries []policy.Entry) error {
+// failure. A History that panics is recovered, logged, and fails the write.
+func (s *Session) append(entries []policy.Entry) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.logPanic("history", r)
+			err = fmt.Errorf("session: the history panicked: %v", r)
+		}
+	}()
 	if err := s.history.Append(entries...); err != nil {
 		logError(s.logger, "session: history append failed", func() []any { return []any{"error", err} })
 		return err
