@@ -2,7 +2,9 @@ package session_test
 
 import (
 	"context"
+	"log/slog"
 	"runtime"
+	"strings"
 	"sync"
 	"testing"
 
@@ -20,7 +22,9 @@ import (
 // goroutine that no longer exists.
 func TestSubscriberGoexitKeepsDelivering(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		s, _, _ := newSession(t, []scripted.Call{ok("one"), ok("two")})
+		var log syncBuffer
+		s, _, _ := newSession(t, []scripted.Call{ok("one"), ok("two")},
+			session.WithLogger(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{ReplaceAttr: dropTime}))))
 		var mu sync.Mutex
 		var got []string
 		s.Subscribe(func(ev session.Event) {
@@ -43,6 +47,8 @@ func TestSubscriberGoexitKeepsDelivering(t *testing.T) {
 		half := len(turn) / 2
 		assert.Equal(t, turn[:half], turn[half:], "both turns delivered whole, in order")
 		assert.Equal(t, "TurnSettled", turn[len(turn)-1])
+		assert.Equal(t, strings.Repeat(`level=ERROR msg="session: a subscriber panicked" event=AgentStart panic="runtime.Goexit was called"`+"\n"+
+			`level=ERROR msg="session: a subscriber panicked" event=TurnSettled panic="runtime.Goexit was called"`+"\n", 2), log.String(), "each Goexit is logged")
 		require.NoError(t, s.Close())
 	})
 }

@@ -386,7 +386,8 @@ func (s *subscriber) deliverBatch(batch []Event, next, dropped *int) {
 }
 
 // call runs the subscriber's function on ev, recovering a panic so that it
-// neither stops the session nor this subscriber's later events. It reports
+// neither stops the session nor this subscriber's later events (a
+// runtime.Goexit is logged too; deliver takes care of the rest). It reports
 // false when the subscriber was removed meanwhile.
 func (s *subscriber) call(ev Event) (alive bool) {
 	s.mu.Lock()
@@ -395,12 +396,16 @@ func (s *subscriber) call(ev Event) (alive bool) {
 	if stopped {
 		return false
 	}
+	returned := false
 	defer func() {
 		if r := recover(); r != nil {
 			logSubscriberPanic(s.logger, ev, r)
 			alive = true
+		} else if !returned {
+			logSubscriberPanic(s.logger, ev, errGoexit) // deliver carries on
 		}
 	}()
 	s.fn(ev)
+	returned = true
 	return true
 }
