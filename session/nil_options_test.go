@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"log/slog"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -22,6 +23,7 @@ func TestNilOptionsAreRefused(t *testing.T) {
 		{session.WithSummarizer(nil), "session: nil Summarizer"},
 		{session.WithRandom(nil), "session: nil random source (WithRandom)"},
 		{session.WithLogger(nil), "session: nil Logger"},
+		{session.WithLogger(&slog.Logger{}), "session: Logger with a nil Handler (a zero slog.Logger)"},
 		{session.WithObserver(nil), "session: nil Observer"},
 	} {
 		t.Run(c.want, func(t *testing.T) {

@@ -165,8 +165,8 @@ func WithRandom(f func() float64) Option {
 
 // WithLogger sets where the session reports what it cannot return as an
 // error (a subscriber, an agent, a summarizer or a credential store that
-// panicked, a history write that failed). The default discards; a nil l
-// makes New fail.
+// panicked, a history write that failed). The default discards; a nil l,
+// or one without a handler (the zero slog.Logger), makes New fail.
 //
 // The lines are logged at level Error, each on a goroutine of its own that
 // the session waits for: a handler that panics, with any value, or calls
@@ -179,6 +179,9 @@ func WithLogger(l *slog.Logger) Option {
 	return func(s *Session) error {
 		if l == nil {
 			return errors.New("session: nil Logger")
+		}
+		if l.Handler() == nil {
+			return errors.New("session: Logger with a nil Handler (a zero slog.Logger)")
 		}
 		s.logger = l
 		return nil
