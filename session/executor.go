@@ -169,7 +169,7 @@ func (s *Session) runReturned(id policy.RunID, req RunRequest, cancel context.Ca
 		if s.x.runID == id {
 			s.x.runCancel = nil // nothing left to cancel
 		}
-		ret.Draw = s.random()
+		ret.Draw = s.draw()
 		if req.Credential != nil {
 			ret.Credential = req.Credential.ID
 		}
@@ -182,6 +182,18 @@ func (s *Session) runReturned(id policy.RunID, req RunRequest, cancel context.Ca
 		}
 		s.apply(s.x.engine.RunReturned(time.Now(), id, ret))
 	})
+}
+
+// draw returns the random source's next number (WithRandom). A source
+// that panics is recovered, logged, and gives 0: no jitter.
+func (s *Session) draw() (r float64) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.logPanic("random source", v)
+			r = 0
+		}
+	}()
+	return s.random()
 }
 
 // runAgent calls the agent; a panic is recovered, logged with its stack,

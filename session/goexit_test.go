@@ -3,6 +3,8 @@ package session_test
 import (
 	"context"
 	"log/slog"
+	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"sync"
@@ -110,5 +112,30 @@ func TestSummarizerGoexitFailsTheCompaction(t *testing.T) {
 		require.NoError(t, s.Prompt(context.Background(), "again"))
 		_, err = s.Compact(context.Background(), "")
 		assert.ErrorContains(t, err, "runtime.Goexit was called", "a manual compaction fails the same way")
+	})
+}
+
+// TestPanickingRandomSourceIsRecovered: the random source (WithRandom) is
+// embedder code the session calls on its own goroutine as a run ends; a
+// panic there is recovered and logged, and the retry waits without jitter,
+// instead of killing the process. The scenario runs in a child process, so
+// that a regression fails this test rather than the whole test binary.
+func TestPanickingRandomSourceIsRecovered(t *testing.T) {
+	if os.Getenv("AGENTFSM_ATTACK_CHILD") != "1" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestPanickingRandomSourceIsRecovered$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "AGENTFSM_ATTACK_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		assert.NoError(t, err, "a panicking random source must not kill the process; child said:\n%.1500s", out)
+		assert.Contains(t, string(out), "--- PASS: TestPanickingRandomSourceIsRecovered", "the child ran the scenario")
+		return
+	}
+	bubble(t, func(t *testing.T) {
+		var log syncBuffer
+		s, _, rec := newSession(t, []scripted.Call{fail(service503), ok("done")},
+			session.WithRandom(func() float64 { panic("no entropy") }),
+			session.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		assert.Equal(t, []string{`retry_start 1/3 2000ms "503 Service Unavailable"`, "retry_end ok 1"}, rec.recovery())
+		assert.Contains(t, log.String(), "in=\"random source\" panic=\"no entropy\"")
 	})
 }

@@ -152,7 +152,8 @@ func WithSummarizer(sum Summarizer) Option {
 
 // WithRandom sets the source of the retry jitter: a function returning
 // values in [0, 1). The default is math/rand/v2's Float64. A nil f makes
-// New fail.
+// New fail. f is called on the session's goroutine; one that panics is
+// recovered and logged (WithLogger), and that draw is 0.
 func WithRandom(f func() float64) Option {
 	return func(s *Session) error {
 		if f == nil {
@@ -237,7 +238,7 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 	s.setup.Before, s.setup.History = before, entries
 	var effects []policy.Effect
 	if s.resume != nil {
-		s.x.engine, effects, err = policy.Resume(*s.setup, *s.resume, time.Now(), s.random())
+		s.x.engine, effects, err = policy.Resume(*s.setup, *s.resume, time.Now(), s.draw())
 		if err == nil {
 			s.setup.SessionID, s.setup.Config = s.resume.SessionID, s.resume.Config
 		}
