@@ -165,9 +165,11 @@ func WithRandom(f func() float64) Option {
 }
 
 // WithLogger sets where the session reports what it cannot return as an
-// error (a subscriber, an agent, a summarizer or a credential store that
-// panicked, a history write that failed). The default discards; a nil l,
-// or one without a handler (the zero slog.Logger), makes New fail.
+// error: a panic it recovered in a subscriber, an agent, a summarizer, an
+// observer, a credential store, a history or the random source; a
+// runtime.Goexit in a subscriber, an agent or a summarizer; a history
+// write that failed. The default discards; a nil l, or one without a
+// handler (the zero slog.Logger), makes New fail.
 //
 // The lines are logged at level Error, each on a goroutine of its own that
 // the session waits for: a handler that panics, with any value, or calls
