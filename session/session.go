@@ -175,9 +175,9 @@ func WithRandom(f func() float64) Option {
 // the session waits for: a handler that panics, with any value, or calls
 // runtime.Goexit loses that line and nothing else. The handler is called
 // while the session's own goroutine, a subscriber's, or the agent's or the
-// summarizer's waits for it: it must return, and must not call the
-// session's methods that wait (Prompt, Abort, Compact, Flush, Close and
-// the setters), which would wait for it in turn.
+// summarizer's waits for it: it must return, and must call none of the
+// session's methods but ID, Model and the getters of Status (the others
+// may wait for the goroutine that waits for the handler).
 func WithLogger(l *slog.Logger) Option {
 	return func(s *Session) error {
 		if l == nil {
