@@ -42,7 +42,8 @@ func newRig(t *testing.T, calls []scripted.Call, opts ...session.Option) *rig {
 	r := &rig{t: t, start: time.Now(), spans: tracetest.NewInMemoryExporter(), reader: sdkmetric.NewManualReader()}
 	r.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(r.spans))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
-	obs := otelsession.New(otelsession.WithTracerProvider(r.tp), otelsession.WithMeterProvider(mp))
+	obs, err := otelsession.New(otelsession.WithTracerProvider(r.tp), otelsession.WithMeterProvider(mp))
+	require.NoError(t, err)
 	agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: calls})
 	s, err := session.New(agent, append([]session.Option{session.WithModel(scripted.DefaultModel), session.WithSessionID("s1"),
 		session.WithObserver(obs)}, opts...)...)
@@ -313,7 +314,8 @@ func TestOneObserverManySessions(t *testing.T) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 		reader := sdkmetric.NewManualReader()
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-		obs := otelsession.New(otelsession.WithTracerProvider(tp), otelsession.WithMeterProvider(mp))
+		obs, err := otelsession.New(otelsession.WithTracerProvider(tp), otelsession.WithMeterProvider(mp))
+		require.NoError(t, err)
 		const n = 8
 		done := make(chan error, n)
 		for i := range n {
@@ -360,7 +362,9 @@ func TestTwoObserversOnOneSession(t *testing.T) {
 			exporters[i] = tracetest.NewInMemoryExporter()
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporters[i]))
 			defer tp.Shutdown(context.Background())
-			opts = append(opts, session.WithObserver(otelsession.New(otelsession.WithTracerProvider(tp), otelsession.WithMeterProvider(nil))))
+			obs, err := otelsession.New(otelsession.WithTracerProvider(tp))
+			require.NoError(t, err)
+			opts = append(opts, session.WithObserver(obs))
 		}
 		agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{fail("503"), ok("done")}})
 		s, err := session.New(agent, append(opts, session.WithModel(scripted.DefaultModel))...)
@@ -472,8 +476,10 @@ func TestAbortAtAnyPointEndsEverySpan(t *testing.T) {
 			agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{
 				ok("first answer"), slowly(fail("503")), slowly(fail(tooLong)), slowly(ok("recovered")),
 			}})
+			obs, err := otelsession.New(otelsession.WithTracerProvider(tp))
+			require.NoError(t, err)
 			s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithConfig(cfg), session.WithSummarizer(slowSummary),
-				session.WithObserver(otelsession.New(otelsession.WithTracerProvider(tp))))
+				session.WithObserver(obs))
 			require.NoError(t, err)
 			defer s.Close()
 			require.NoError(t, s.Prompt(context.Background(), "first question, long enough to matter"))
@@ -496,4 +502,19 @@ func TestAbortAtAnyPointEndsEverySpan(t *testing.T) {
 			assert.Equal(t, 2, turns, "abort at %v", at)
 		})
 	}
+}
+
+// TestNilProvidersAreRefused: a nil provider is refused as every option of
+// the module refuses nil (session.WithObserver's rule), not silently taken
+// for the global one.
+func TestNilProvidersAreRefused(t *testing.T) {
+	obs, err := otelsession.New(otelsession.WithTracerProvider(nil))
+	assert.EqualError(t, err, "otelsession: nil TracerProvider")
+	assert.Nil(t, obs)
+	obs, err = otelsession.New(otelsession.WithMeterProvider(nil))
+	assert.EqualError(t, err, "otelsession: nil MeterProvider")
+	assert.Nil(t, obs)
+	obs, err = otelsession.New()
+	require.NoError(t, err)
+	assert.NotNil(t, obs, "without options, the global providers")
 }
