@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentfsm/agentfsm/internal/wiretext"
 )
 
 // runtimeContext is the runtime context (the messages the next model call
@@ -286,6 +288,7 @@ func (e *Engine) lastAssistant() *Message {
 // whose entry failed to append fails, and changes nothing.
 func (e *Engine) Appended(at time.Time, err error) []Effect {
 	e.begin()
+	err = wiretext.Error(err) // a history's error may name a file
 	if err != nil {
 		c := &e.ctx
 		for _, id := range c.appended {

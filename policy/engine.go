@@ -91,6 +91,9 @@ func New(s Setup) (*Engine, error) {
 	if s.SessionID == "" {
 		return nil, errors.New("policy: empty session ID")
 	}
+	if err := validSetup(s); err != nil {
+		return nil, err
+	}
 	if err := s.Config.Validate(); err != nil {
 		return nil, err
 	}

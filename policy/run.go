@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -71,6 +72,7 @@ func (e *Engine) RunEvent(at time.Time, id RunID, ev Event) []Effect {
 		return e.end(at)
 	}
 	r.emitted = true
+	ev = validEvent(ev)
 	switch ev := ev.(type) {
 	case MessageStart:
 		if ev.Message.Role == RoleAssistant {
@@ -141,8 +143,8 @@ func (e *Engine) RunReturned(at time.Time, id RunID, ret RunReturn) []Effect {
 		return e.end(at)
 	}
 	e.run = nil
-	e.credential = ret.Credential
-	err := ret.Err
+	e.credential = wiretext.String(ret.Credential)
+	err := wiretext.Error(ret.Err)
 	switch {
 	case r.aborted:
 		e.endRun(r)
@@ -190,6 +192,7 @@ func (e *Engine) endRun(r *run) {
 // failRun reports err as the run's last message, an error from the
 // session's model, and ends the run.
 func (e *Engine) failRun(at time.Time, r *run, err error) {
+	err = wiretext.Error(err) // a panic's value, say
 	m := Message{ID: e.ctx.newID("msg"), Role: RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: err.Error(),
 		Provider: e.model.Provider, Model: e.model.ID, Timestamp: at.UnixMilli(), Err: err}
 	e.emit(MessageStart{Message: m})
