@@ -30,6 +30,9 @@ type Agent interface {
 	// AgentEnd ends in an error message made of its error; an assistant
 	// message without Provider and Model is the session's model's; a panic
 	// is recovered and becomes a fatal, non-retryable error of the run.
+	// Text that is not valid UTF-8, in any field of any message or event
+	// or in the run's error, is made valid as the session takes it: each
+	// bad byte becomes U+FFFD (docs/session.md, "Text").
 	Run(ctx context.Context, req RunRequest, emit func(Event)) error
 }
 
