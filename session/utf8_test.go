@@ -314,3 +314,81 @@ func TestSetupTextMustBeUTF8(t *testing.T) {
 	_, err = session.New(playing(), session.WithModel(session.Model{Provider: "p", ID: "m\xfe"}))
 	assert.ErrorContains(t, err, `model ID "m\xfe" is not valid UTF-8`)
 }
+
+// An agent's message that cannot be written at all (a block of an unknown
+// type, tool call arguments that are not a JSON object) is refused as the
+// agent's error: the run is cancelled and ends in a fatal error message
+// saying why, which history and RPC can write. Before, the message stayed
+// in the runtime context while history refused it, its events could not be
+// encoded (the RPC server wrote an "internal" line in their place), and
+// every later get_messages failed (round two, item 12).
+func TestUnwritableMessageIsTheAgentsError(t *testing.T) {
+	for _, c := range []struct {
+		name  string
+		block session.Block
+		says  string
+	}{
+		{"arguments an array", session.Block{Type: session.BlockToolCall, ID: "c", Name: "n", Arguments: json.RawMessage(`[1]`)},
+			`tool call "c": arguments are not a JSON object`},
+		{"arguments with a raw NUL", session.Block{Type: session.BlockToolCall, ID: "c", Name: "n", Arguments: json.RawMessage("{\"a\":\"\x00\"}")},
+			`tool call "c": arguments are not a JSON object`},
+		{"unknown type", session.Block{Type: "audio\xff"}, "unknown content block type \"audio\uFFFD\""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				m := session.Message{ID: "a1", Role: session.RoleAssistant, StopReason: "toolUse", Content: []session.Block{session.TextBlock("ok"), c.block}}
+				partial := session.Message{Role: session.RoleAssistant, Content: []session.Block{
+					{Type: session.BlockToolCall, ID: "c", Name: "n", Arguments: json.RawMessage(`{"pa`)}}}
+				cancelled := make(chan struct{})
+				run := func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+					emit(session.AgentStart{})
+					emit(session.TurnStart{})
+					emit(session.MessageStart{Message: partial})
+					emit(session.MessageUpdate{Message: partial, Delta: session.Delta{Kind: "toolCall", Index: 0, Text: `{"pa`}})
+					emit(session.MessageEnd{Message: m})
+					<-ctx.Done()
+					close(cancelled)
+					emit(session.MessageEnd{Message: session.Message{Role: session.RoleToolResult, ToolCallID: "c", Content: session.TextContent("late")}})
+					emit(session.AgentEnd{Messages: []session.Message{m}})
+					return nil
+				}
+				path := filepath.Join(t.TempDir(), "h.jsonl")
+				h, err := session.OpenFileHistory(path)
+				require.NoError(t, err)
+				defer h.Close()
+				s, rec := newSessionOn(t, playing(run), session.WithHistory(h))
+				err = s.Prompt(context.Background(), "go")
+				require.ErrorIs(t, err, session.ErrProvider)
+				assert.NotErrorIs(t, err, session.ErrHistory)
+				assert.Contains(t, err.Error(), "the agent's assistant message \"a1\" cannot be written: block 1: "+c.says)
+				<-cancelled
+
+				msgs := s.Messages()
+				require.Len(t, msgs, 2, "the prompt and the error: neither the refused message nor what came after it")
+				assert.Equal(t, "error", string(msgs[1].StopReason))
+				var out bytes.Buffer
+				require.NoError(t, rpc.Serve(context.Background(), s, strings.NewReader(`{"type":"get_messages"}`+"\n"), &out))
+				checkLines(t, "rpc", out.Bytes())
+				assert.Contains(t, out.String(), `"command":"get_messages","success":true`)
+				for _, ev := range rec.events() {
+					line, err := rpc.MarshalEvent(ev)
+					require.NoError(t, err, "%#v", ev)
+					checkLines(t, rpc.EventType(ev), line)
+				}
+				msgs[1].Err = nil // never written
+				assert.Equal(t, msgs, readMessages(t, h), "history holds what the context holds")
+			})
+		})
+	}
+}
+
+// readMessages is the messages of h's message entries.
+func readMessages(t *testing.T, h session.History) []session.Message {
+	var out []session.Message
+	for _, e := range readAll(t, h) {
+		if e.Type == session.EntryMessage {
+			out = append(out, *e.Message)
+		}
+	}
+	return out
+}
