@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"io/fs"
+	"strings"
 	"testing"
 	"unicode/utf8"
 
@@ -131,4 +132,23 @@ func FuzzJSON(f *testing.F) {
 			t.Fatalf("JSON(%q) = %q decodes to another value", in, out)
 		}
 	})
+}
+
+// BenchmarkJSON is the cost of the rule on valid arguments of 4 KiB, the
+// common case: one pass, no copy.
+func BenchmarkJSON(b *testing.B) {
+	raw := []byte(`{"path":"main.go","content":"` + strings.Repeat(`héllo \"wörld\" \u00e9 `, 160) + `"}`)
+	b.SetBytes(int64(len(raw)))
+	for b.Loop() {
+		wiretext.JSON(raw)
+	}
+}
+
+// BenchmarkString is the same for a valid string of 4 KiB.
+func BenchmarkString(b *testing.B) {
+	s := strings.Repeat("héllo wörld, ", 315)
+	b.SetBytes(int64(len(s)))
+	for b.Loop() {
+		wiretext.String(s)
+	}
 }
