@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transitions"
 )
@@ -219,7 +220,7 @@ func (e *Engine) Compact(at time.Time, instructions string) ([]Effect, error) {
 	default:
 		if c, ok := e.prepareCompaction(ReasonManual); ok {
 			c.manual = true
-			e.runCompaction(c, instructions)
+			e.runCompaction(c, wiretext.String(instructions))
 		} else {
 			err = ErrNothingToCompact
 		}
@@ -244,8 +245,13 @@ func (e *Engine) CompactionFinished(at time.Time, id CompactionID, sum Summary, 
 	if c == nil || c.id != id || c.committing {
 		return e.end(at) // cancelled meanwhile, already reported
 	}
+	err = wiretext.Error(err)
 	if err == nil && len(c.kept) == 0 {
 		err = ErrNothingToCompact
+	}
+	if err == nil {
+		sum.Text = wiretext.String(sum.Text)
+		sum.Details, err = validDetails(sum.Details)
 	}
 	if err != nil {
 		e.comp = nil

@@ -191,6 +191,8 @@ func TestFileHistoryCompactionFormat(t *testing.T) {
 // TestFileHistoryRefusesDetailsJSONCannotEncode: a compaction whose
 // summarizer's details JSON cannot encode fails with an error that says so,
 // and leaves the file and the runtime context as they were. Issue item 5.
+// (The session refuses such details as the summary comes in, whatever its
+// history; the file history refuses them on its own too.)
 func TestFileHistoryRefusesDetailsJSONCannotEncode(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
 	h, err := session.OpenFileHistory(path)
@@ -206,6 +208,9 @@ func TestFileHistoryRefusesDetailsJSONCannotEncode(t *testing.T) {
 	require.NoError(t, err)
 	msgs := s.Messages()
 	_, err = s.Compact(context.Background(), "")
+	require.ErrorContains(t, err, "the summary's details cannot be written as JSON")
+	require.ErrorContains(t, err, "chan int")
+	err = h.Append(session.Entry{Type: session.EntryCompaction, ID: "k", Compaction: &session.Compaction{Summary: "s", Details: make(chan int)}})
 	require.ErrorContains(t, err, "encoding history entry")
 	require.ErrorContains(t, err, "chan int")
 	after, err := os.ReadFile(path)

@@ -94,12 +94,14 @@ func WithConfig(cfg Config) Option {
 
 // WithModel sets the model the session talks to: its provider and ID (so a
 // usage limit can switch credentials and an overflow can be told to be the
-// current model's) and its context window.
+// current model's) and its context window. A provider, ID or base URL
+// that is not valid UTF-8 makes New fail.
 func WithModel(m Model) Option {
 	return func(s *Session) error { s.setup.Model = m; return nil }
 }
 
-// WithSessionID sets the session's identity; the default is random.
+// WithSessionID sets the session's identity; the default is random. An ID
+// that is empty or not valid UTF-8 makes New fail.
 func WithSessionID(id string) Option {
 	return func(s *Session) error {
 		if id == "" {

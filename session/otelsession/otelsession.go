@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
 )
@@ -227,7 +228,9 @@ func (o *Observer) StartRun(ctx context.Context, req session.RunRequest) (contex
 		KeyOperation.String("chat"), KeyConversation.String(req.SessionID),
 		KeyContinuation.Bool(req.Prompt == nil), KeyAttempt.Int(t.attempt))
 	if req.Credential != nil {
-		attrs = append(attrs, KeyCredential.String(req.Credential.ID))
+		// The store's own ID, which an OTLP exporter cannot send unless
+		// it is valid UTF-8.
+		attrs = append(attrs, KeyCredential.String(wiretext.String(req.Credential.ID)))
 	}
 	r := &run{}
 	ctx, r.span = o.tracer.Start(ctx, SpanRun, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
@@ -235,7 +238,7 @@ func (o *Observer) StartRun(ctx context.Context, req session.RunRequest) (contex
 	return ctx, func(err error) {
 		r.ended, r.endedAt = true, time.Now()
 		if err != nil {
-			r.failed, r.errorText = true, err.Error()
+			r.failed, r.errorText = true, wiretext.String(err.Error()) // the agent's own error
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -517,4 +518,63 @@ func TestNilProvidersAreRefused(t *testing.T) {
 	obs, err = otelsession.New()
 	require.NoError(t, err)
 	assert.NotNil(t, obs, "without options, the global providers")
+}
+
+// TestTextIsValidUTF8: a credential ID and an error that are not valid
+// UTF-8 reach no span or metric as they are (an OTLP exporter cannot
+// encode such a string, and drops the batch): every attribute and status
+// is valid UTF-8, with U+FFFD for each bad byte.
+func TestTextIsValidUTF8(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := session.NewMemoryCredentials(nil,
+			session.Credential{ID: "A\xff", Provider: "scripted", Type: "api_key"},
+			session.Credential{ID: "B\xfe", Provider: "scripted", Type: "api_key"})
+		r := newRig(t, []scripted.Call{fail("usage limit reached \xff"), fail("boom \xfe"), ok("done")}, session.WithCredentials(store))
+		require.Error(t, r.prompt("hi"))
+		stubs := r.spans.GetSpans()
+		require.NotEmpty(t, stubs)
+		var named bool
+		for _, s := range stubs {
+			assert.True(t, utf8.ValidString(s.Status.Description), "%s: status %q", s.Name, s.Status.Description)
+			for _, kv := range s.Attributes {
+				v := kv.Value.String()
+				assert.True(t, utf8.ValidString(v), "%s: %s=%q", s.Name, kv.Key, v)
+				named = named || kv.Key == otelsession.KeyCredential && strings.HasSuffix(v, "\uFFFD")
+			}
+		}
+		assert.True(t, named, "the credential is named, in valid text")
+		for _, l := range r.metricLines() {
+			assert.True(t, utf8.ValidString(l), "metric %q", l)
+		}
+	})
+}
+
+// failingAgent is an Agent whose run cannot start, with an error whose
+// text is not valid UTF-8.
+type failingAgent struct{}
+
+func (failingAgent) Run(context.Context, session.RunRequest, func(session.Event)) error {
+	return errors.New("dial tcp: \xff")
+}
+
+// TestRunErrorIsValidUTF8: the agent's own error, not valid UTF-8, sets
+// the run span's status in valid text.
+func TestRunErrorIsValidUTF8(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		spans := tracetest.NewInMemoryExporter()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+		defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
+		obs, err := otelsession.New(otelsession.WithTracerProvider(tp))
+		require.NoError(t, err)
+		s, err := session.New(failingAgent{}, session.WithModel(scripted.DefaultModel), session.WithObserver(obs))
+		require.NoError(t, err)
+		defer s.Close()
+		require.Error(t, s.Prompt(context.Background(), "hi"))
+		var seen bool
+		for _, st := range spans.GetSpans() {
+			assert.True(t, utf8.ValidString(st.Status.Description), "%s: status %q", st.Name, st.Status.Description)
+			seen = seen || strings.Contains(st.Status.Description, "dial tcp: \uFFFD")
+		}
+		assert.True(t, seen, "a span says why the run failed")
+	})
 }
