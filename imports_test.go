@@ -18,7 +18,7 @@ const module = "github.com/agentfsm/agentfsm"
 // and coreDeps.
 var core = map[string]bool{
 	"classify": true, "states": true, "transitions": true, "fsm": true, "policy": true,
-	"session": true, "session/rpc": true, "internal/lines": true, "session/eventlog": true,
+	"session": true, "session/rpc": true, "internal/lines": true, "internal/wiretext": true, "session/eventlog": true,
 }
 
 var coreDeps = map[string]bool{"github.com/looplab/fsm": true}
@@ -33,6 +33,7 @@ var testOnly = map[string]bool{"internal/providertest": true}
 // command.
 var layers = map[string]int{
 	"internal/lines":        0,
+	"internal/wiretext":     0,
 	"classify":              0,
 	"states":                0,
 	"transitions":           1,

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/internal/wiretext"
 )
 
 // BlockType says what a content block holds.
@@ -36,6 +37,12 @@ const (
 //	{"type":"toolCall","id":"…","name":"…","arguments":{…}}
 //
 // A block of another type is an error to decode.
+//
+// Its JSON is valid UTF-8, whatever its fields hold: a string's bytes
+// that are not UTF-8 are written as U+FFFD (as encoding/json writes any
+// string), and so are the arguments' (see Arguments); reading gives the
+// same. A session holds its agent's blocks to this rule as it takes them
+// (docs/session.md), so what it keeps is what it writes.
 type Block struct {
 	Type BlockType
 
@@ -55,7 +62,12 @@ type Block struct {
 	// ID, Name and Arguments are a tool call's. Arguments is a JSON
 	// object, kept as its bytes: written as they are (nil is written as
 	// {}) and read back compacted, with key order, number spellings and
-	// string escapes untouched. The session's own encoders (history, RPC)
+	// string escapes untouched, but for the text rule of every line the
+	// library writes: inside its strings, a byte that is not UTF-8 and
+	// the escape of a lone surrogate (\ud800 without its pair) are
+	// written as \ufffd, and U+2028 and U+2029 as \u2028 and \u2029
+	// (what encoding/json does to a string; the value read is the same).
+	// The session's own encoders (history, RPC)
 	// write them exactly; json.Marshal escapes <, > and & in them as
 	// \u003c, \u003e and \u0026 (the same JSON, other bytes), so to keep
 	// the bytes use a json.Encoder with SetEscapeHTML(false).
@@ -113,7 +125,7 @@ func (b Block) MarshalJSON() ([]byte, error) {
 		if !isObject(args) {
 			return nil, fmt.Errorf("policy: tool call %q: arguments are not a JSON object", b.ID)
 		}
-		return marshalJSON(toolCallJSON{b.Type, b.ID, b.Name, args})
+		return marshalJSON(toolCallJSON{b.Type, b.ID, b.Name, wiretext.JSON(args)})
 	}
 	return nil, fmt.Errorf("policy: unknown content block type %q", b.Type)
 }
@@ -157,7 +169,7 @@ func (b *Block) UnmarshalJSON(data []byte) error {
 		if err := json.Compact(&args, v.Arguments); err != nil {
 			return err
 		}
-		*b = Block{Type: v.Type, ID: v.ID, Name: v.Name, Arguments: args.Bytes()}
+		*b = Block{Type: v.Type, ID: v.ID, Name: v.Name, Arguments: wiretext.JSON(args.Bytes())}
 	default:
 		return fmt.Errorf("policy: unknown content block type %q", head.Type)
 	}
@@ -263,7 +275,10 @@ type messageJSON struct {
 
 // MarshalJSON writes m in the reference's shape: its content as blocks, or
 // as a string when StringContent says so and the content is at most one
-// text block without a signature; a tool result's isError always.
+// text block without a signature; a tool result's isError always. Its text
+// is valid UTF-8 (see Block); two header names that differ only in bytes
+// that are not UTF-8 are written once, with the value of the later name in
+// byte order.
 func (m Message) MarshalJSON() ([]byte, error) {
 	var content any = m.Content
 	switch {
@@ -281,7 +296,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	w := messageJSON{
 		ID: m.ID, Role: m.Role, Content: raw, ToolCallID: m.ToolCallID, ToolName: m.ToolName,
 		StopReason: m.StopReason, ErrorMessage: m.ErrorMessage, Usage: m.Usage, Provider: m.Provider, Model: m.Model,
-		Timestamp: m.Timestamp, HTTPStatus: m.HTTPStatus, ErrorType: m.ErrorType, Headers: m.Headers,
+		Timestamp: m.Timestamp, HTTPStatus: m.HTTPStatus, ErrorType: m.ErrorType, Headers: validHeaders(m.Headers, &cleaner{}),
 	}
 	if m.Role == RoleToolResult || m.ToolError {
 		w.IsError = &m.ToolError

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -222,7 +223,7 @@ func (e *Engine) Compact(at time.Time, instructions string) ([]Effect, error) {
 		return e.end(at), ErrBusy
 	}
 	f := transitions.Facts{Signal: transitions.CompactCalled, AlreadyCompacted: e.ctx.compactionSeq > 0 && e.ctx.compactionSeq == e.ctx.nextSeq}
-	if !e.fire(&step{at: at, facts: f, instructions: instructions}) {
+	if !e.fire(&step{at: at, facts: f, instructions: wiretext.String(instructions)}) {
 		return e.end(at), ErrBusy
 	}
 	out := e.end(at)
@@ -251,8 +252,13 @@ func (e *Engine) CompactionFinished(at time.Time, id CompactionID, sum Summary, 
 	if c == nil || c.id != id || c.committing {
 		return e.end(at) // cancelled meanwhile, already reported
 	}
+	err = wiretext.Error(err)
 	if err == nil && len(c.kept) == 0 {
 		err = ErrNothingToCompact
+	}
+	if err == nil {
+		sum.Text = wiretext.String(sum.Text)
+		sum.Details, err = validDetails(sum.Details)
 	}
 	if err != nil {
 		e.comp = nil

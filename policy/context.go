@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/agentfsm/agentfsm/internal/wiretext"
 )
 
 // runtimeContext is the runtime context (the messages the next model call
@@ -288,6 +290,7 @@ func (e *Engine) Appended(at time.Time, err error) []Effect {
 	// What the last input appended: begin forgets it.
 	appended, appendedN := e.ctx.appended, e.ctx.appendedN
 	e.begin()
+	err = wiretext.Error(err) // a history's error may name a file
 	if err != nil {
 		c := &e.ctx
 		for _, id := range appended {

@@ -40,7 +40,7 @@ func (e *Engine) facts(at time.Time, m *Message, sig transitions.Signal) (transi
 	}
 	var v verdict
 	switch m.Err.(type) {
-	case *panicError:
+	case *panicError, *invalidMessageError:
 		v.Result = classify.Result{Class: classify.Fatal}
 	case *interruptedError:
 		v.Result = classify.Result{Class: classify.Retryable}

@@ -79,11 +79,15 @@ type Setup struct {
 	Before int
 }
 
-// New makes an Engine, idle, from s. It fails on an invalid Config or a
-// history holding an invalid entry.
+// New makes an Engine, idle, from s. It fails on an invalid Config, a
+// session ID or model whose text is not valid UTF-8, or a history holding
+// an invalid entry.
 func New(s Setup) (*Engine, error) {
 	if s.SessionID == "" {
 		return nil, errors.New("policy: empty session ID")
+	}
+	if err := validSetup(s); err != nil {
+		return nil, err
 	}
 	if err := s.Config.Validate(); err != nil {
 		return nil, err

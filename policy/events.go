@@ -36,7 +36,10 @@ type (
 		Delta   Delta
 	}
 	// MessageEnd: a message is complete. The session appends it to the
-	// runtime context and to history.
+	// runtime context and to history; one that cannot be written (a block
+	// of an unknown type, tool call arguments that are not a JSON object)
+	// is refused as the agent's error instead (see Agent in package
+	// session).
 	MessageEnd struct {
 		Message Message
 	}

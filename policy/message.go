@@ -45,7 +45,8 @@ type Message struct {
 	ID   string
 	Role Role
 	// Content is the message's content blocks, kept byte for byte through
-	// retries, compaction, history and snapshots. A user message holds
+	// retries, compaction, history and snapshots, once the engine has
+	// taken them under its text rule (valid UTF-8; see Block). A user message holds
 	// text and images; an assistant message text, thinking and tool
 	// calls; a tool result text and images.
 	Content []Block

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -71,12 +72,24 @@ func (e *Engine) RunEvent(at time.Time, id RunID, ev Event) []Effect {
 		return e.end(at)
 	}
 	r.emitted = true
+	ev = validEvent(ev)
 	switch ev := ev.(type) {
 	case MessageStart:
 		if ev.Message.Role == RoleAssistant {
 			r.started = true
 		}
+		ev.Message.Content = writableBlocks(ev.Message.Content)
+		e.emit(ev)
+		return e.end(at)
+	case MessageUpdate:
+		ev.Message.Content = writableBlocks(ev.Message.Content)
+		e.emit(ev)
+		return e.end(at)
 	case MessageEnd:
+		if err := ev.Message.checkContent(); err != nil {
+			e.refuse(at, r, ev.Message, err)
+			return e.end(at)
+		}
 		ev.Message = e.complete(at, ev.Message)
 		if ev.Message.Role == RoleAssistant {
 			r.started = true
@@ -86,7 +99,7 @@ func (e *Engine) RunEvent(at time.Time, id RunID, ev Event) []Effect {
 		return e.end(at)
 	case AgentEnd:
 		r.ended = true
-		if ev.Messages == nil {
+		if ev.Messages == nil || !writable(ev.Messages) {
 			ev.Messages = cloneMessages(r.messages)
 		}
 		e.emit(ev)
@@ -138,7 +151,8 @@ func (e *Engine) RunReturned(at time.Time, id RunID, ret RunReturn) []Effect {
 		return e.end(at)
 	}
 	e.run = nil
-	e.credential = ret.Credential
+	e.credential = wiretext.String(ret.Credential)
+	ret.Err = wiretext.Error(ret.Err)
 	if r.aborted {
 		e.endRun(r)
 		return e.end(at)
@@ -192,6 +206,7 @@ func (e *Engine) endRun(r *run) {
 // failRun reports err as the run's last message, an error from the
 // session's model, and ends the run.
 func (e *Engine) failRun(at time.Time, r *run, err error) {
+	err = wiretext.Error(err) // a panic's value, say
 	m := Message{ID: e.ctx.newID("msg"), Role: RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: err.Error(),
 		Provider: e.model.Provider, Model: e.model.ID, Timestamp: at.UnixMilli(), Err: err}
 	e.emit(MessageStart{Message: m})
@@ -199,6 +214,62 @@ func (e *Engine) failRun(at time.Time, r *run, err error) {
 	e.onMessageEnd(at, r, m)
 	r.ended = true
 	e.emit(AgentEnd{Messages: cloneMessages(r.messages)})
+}
+
+// refuse ends run r on a message m of its agent that cannot be written
+// (a block of an unknown type, tool call arguments that are not a JSON
+// object): m is not kept, the run is cancelled and ends in an error
+// message saying why, and the decision settles on that error, never
+// retrying it. The run's later events are dropped.
+func (e *Engine) refuse(at time.Time, r *run, m Message, why error) {
+	r.started = true // the agent made a model call: its message is the proof
+	e.effect(Effect{Kind: CancelRun, Run: r.id, Cause: errRefused})
+	e.failRun(at, r, &invalidMessageError{id: m.ID, role: m.Role, err: why})
+}
+
+// errRefused is the cause of a run cancelled because its agent sent a
+// message that cannot be written.
+var errRefused = errors.New("the agent sent a message that cannot be written")
+
+// invalidMessageError is the error of a run whose agent sent a message that
+// cannot be written: it is never retried.
+type invalidMessageError struct {
+	id   string
+	role Role
+	err  error
+}
+
+func (i *invalidMessageError) Error() string {
+	if i.id == "" {
+		return fmt.Sprintf("policy: the agent's %s message cannot be written: %v", i.role, i.err)
+	}
+	return fmt.Sprintf("policy: the agent's %s message %q cannot be written: %v", i.role, i.id, i.err)
+}
+
+// writable reports whether every message of ms can be written.
+func writable(ms []Message) bool {
+	for _, m := range ms {
+		if m.checkContent() != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// writableBlocks is bs without the blocks that cannot be written, for a
+// message in progress (MessageStart, MessageUpdate), which is only shown:
+// bs itself when all can be.
+func writableBlocks(bs []Block) []Block {
+	if (Message{Content: bs}).checkContent() == nil {
+		return bs
+	}
+	out := make([]Block, 0, len(bs))
+	for _, b := range bs {
+		if (Message{Content: []Block{b}}).checkContent() == nil {
+			out = append(out, b)
+		}
+	}
+	return out
 }
 
 // panicError is the error of a run whose agent panicked: it is never

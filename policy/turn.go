@@ -5,6 +5,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -37,7 +38,7 @@ func (e *Engine) Prompt(at time.Time, text string) ([]Effect, error) {
 		return nil, ErrBusy
 	}
 	e.begin()
-	e.turn = &turn{prompt: &Message{ID: e.ctx.newID("user"), Role: RoleUser, Content: TextContent(text), Timestamp: at.UnixMilli()}}
+	e.turn = &turn{prompt: &Message{ID: e.ctx.newID("user"), Role: RoleUser, Content: TextContent(wiretext.String(text)), Timestamp: at.UnixMilli()}}
 	if last := e.lastAssistant(); last != nil {
 		e.decide(at, last, transitions.PromptCheck, 0, false)
 	}

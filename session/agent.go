@@ -29,7 +29,13 @@ type Agent interface {
 	// start, whatever it emitted); a started run that returns without
 	// AgentEnd ends in an error message made of its error; an assistant
 	// message without Provider and Model is the session's model's; a panic
-	// is recovered and becomes a fatal, non-retryable error of the run.
+	// is recovered and becomes a fatal, non-retryable error of the run, and
+	// so does a message that cannot be written (a block of an unknown type,
+	// tool call arguments that are not a JSON object), whose run is then
+	// cancelled.
+	// Text that is not valid UTF-8, in any field of any message or event
+	// or in the run's error, is made valid as the session takes it: each
+	// bad byte becomes U+FFFD (docs/session.md, "Text").
 	Run(ctx context.Context, req RunRequest, emit func(Event)) error
 }
 

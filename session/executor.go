@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"runtime/debug"
 	"time"
 
 	"github.com/agentfsm/agentfsm/policy"
@@ -122,10 +121,16 @@ func (s *Session) timerFired() {
 }
 
 // append writes entries to history, in order, in one Append; it logs a
-// failure.
-func (s *Session) append(entries []policy.Entry) error {
+// failure. A History that panics is recovered, logged, and fails the write.
+func (s *Session) append(entries []policy.Entry) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.logPanic("history", r)
+			err = fmt.Errorf("session: the history panicked: %v", r)
+		}
+	}()
 	if err := s.history.Append(entries...); err != nil {
-		s.logger.Error("session: history append failed", "error", err)
+		logError(s.logger, "session: history append failed", func() []any { return []any{"error", err} })
 		return err
 	}
 	return nil
@@ -142,30 +147,60 @@ func (s *Session) startRun(id policy.RunID, prompt *Message, msgs []Message) {
 		req.Credential = &c
 	}
 	base, end := s.startObservedRun(req)
-	ctx, cancel := context.WithCancelCause(base)
+	ctx, cancel := context.WithCancelCause(s.secrets.with(base))
 	s.x.runID, s.x.runCancel = id, cancel
 	go func() {
-		emit := func(ev Event) { s.post(func() { s.apply(s.x.engine.RunEvent(time.Now(), id, ev)) }) }
-		ret := s.runAgent(ctx, req, emit)
-		cancel(nil)
-		s.post(func() {
-			if s.x.runID == id {
-				s.x.runCancel = nil // nothing left to cancel
-			}
-			ret.Draw = s.random()
-			if req.Credential != nil {
-				ret.Credential = req.Credential.ID
-			}
-			if end != nil {
-				err := ret.Err
-				if ret.Panic != nil {
-					err = fmt.Errorf("the agent panicked: %v", ret.Panic)
-				}
-				end(err)
-			}
-			s.apply(s.x.engine.RunReturned(time.Now(), id, ret))
-		})
+		// What the run reports is redacted here, before the engine sees
+		// it: nothing the session emits, appends, logs or returns can hold
+		// a secret the agent noted (NoteSecret).
+		red := &runRedaction{r: s.secrets}
+		post := func(ev Event) { s.post(func() { s.apply(s.x.engine.RunEvent(time.Now(), id, ev)) }) }
+		emit := func(ev Event) { red.each(ev, post) }
+		// Deferred, so that a Run that calls runtime.Goexit, which no
+		// recover stops, still ends as one that panicked.
+		ret := policy.RunReturn{Panic: errGoexit}
+		defer func() { s.runReturned(id, req, cancel, end, ret) }()
+		ret = s.runAgent(ctx, req, emit)
 	}()
+}
+
+// runReturned hands the end of run id, which returned ret, to the loop.
+func (s *Session) runReturned(id policy.RunID, req RunRequest, cancel context.CancelCauseFunc, end func(error), ret policy.RunReturn) {
+	if ret.Panic == errGoexit {
+		s.logPanic("agent", ret.Panic)
+	}
+	cancel(nil)
+	ret.Err = s.secrets.error(ret.Err)
+	ret.Panic = s.secrets.panicValue(ret.Panic)
+	s.post(func() {
+		if s.x.runID == id {
+			s.x.runCancel = nil // nothing left to cancel
+		}
+		ret.Draw = s.draw()
+		if req.Credential != nil {
+			ret.Credential = req.Credential.ID
+		}
+		if end != nil {
+			err := ret.Err
+			if ret.Panic != nil {
+				err = fmt.Errorf("the agent panicked: %v", ret.Panic)
+			}
+			end(err)
+		}
+		s.apply(s.x.engine.RunReturned(time.Now(), id, ret))
+	})
+}
+
+// draw returns the random source's next number (WithRandom). A source
+// that panics is recovered, logged, and gives 0: no jitter.
+func (s *Session) draw() (r float64) {
+	defer func() {
+		if v := recover(); v != nil {
+			s.logPanic("random source", v)
+			r = 0
+		}
+	}()
+	return s.random()
 }
 
 // runAgent calls the agent; a panic is recovered, logged with its stack,
@@ -187,20 +222,33 @@ func (s *Session) startCompaction(id policy.CompactionID, req SummaryRequest) {
 	if c, ok := s.currentCredential(); ok {
 		req.Credential = &c
 	}
-	ctx, cancel := context.WithCancelCause(context.Background())
+	ctx, cancel := context.WithCancelCause(s.secrets.with(context.Background()))
 	s.x.compID, s.x.compCancel = id, cancel
 	go func() {
-		sum, err := s.summarize(ctx, req)
-		if ctx.Err() != nil {
-			err = context.Cause(ctx)
-		}
-		cancel(nil)
-		s.post(func() {
-			if s.x.compID == id {
-				s.x.compCancel = nil
+		// Deferred, so that a summarizer that calls runtime.Goexit, which
+		// no recover stops, still ends as one that panicked.
+		var sum Summary
+		err := fmt.Errorf("the summarizer panicked: %w", errGoexit)
+		goexit := true
+		defer func() {
+			if goexit {
+				s.logPanic("summarizer", errGoexit)
 			}
-			s.apply(s.x.engine.CompactionFinished(time.Now(), id, sum, err))
-		})
+			if ctx.Err() != nil {
+				err = context.Cause(ctx)
+			}
+			// The summary is redacted as a run's results are.
+			sum.Text, err = s.secrets.text(sum.Text), s.secrets.error(err)
+			cancel(nil)
+			s.post(func() {
+				if s.x.compID == id {
+					s.x.compCancel = nil
+				}
+				s.apply(s.x.engine.CompactionFinished(time.Now(), id, sum, err))
+			})
+		}()
+		sum, err = s.summarize(ctx, req)
+		goexit = false
 	}()
 }
 
@@ -245,9 +293,4 @@ func (s *Session) markUsageLimit(hint time.Duration) (switched bool) {
 	}()
 	m := s.x.engine.Model()
 	return s.creds.MarkUsageLimitReached(m.Provider, s.x.engine.SessionID(), hint, m.BaseURL)
-}
-
-// logPanic reports a panic in the embedder's code, with its stack.
-func (s *Session) logPanic(who string, value any) {
-	s.logger.Error("session: recovered a panic", "in", who, "panic", fmt.Sprint(value), "stack", string(debug.Stack()))
 }

@@ -2,9 +2,13 @@ package session
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"net/http"
+	"slices"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/agentfsm/agentfsm/classify"
 )
@@ -25,23 +29,20 @@ import (
 //     classifier as a type, which it reads before the text;
 //   - Headers keeps the headers that carry retry hints (retry-after,
 //     retry-after-ms, x-ratelimit-*, anthropic-ratelimit-*) and request IDs,
-//     with lower-case names;
+//     with lower-case names: the first value of each, cut to
+//     MaxHeaderValue bytes, and at most MaxHeaders of them (the retry
+//     hints and request IDs first, then by name);
 //   - ErrorMessage is short: "529 overloaded_error: Overloaded", the body's
 //     text when it is not a known shape (cut to 500 characters), or err's;
+//     whatever the body, at most MaxErrorMessage bytes, cut on a UTF-8
+//     boundary and ended with "…" when cut. The classifier reads the body's
+//     type and message, which come first;
 //   - Err is err.
 //
 // The message has no ID, provider, model or time: the session fills them.
 func FailedMessage(status int, header http.Header, body []byte, err error) Message {
 	m := Message{Role: RoleAssistant, StopReason: classify.StopReasonError, HTTPStatus: status, Err: err}
-	for name, values := range header {
-		lower := strings.ToLower(name)
-		if len(values) > 0 && keptHeader(lower) {
-			if m.Headers == nil {
-				m.Headers = map[string]string{}
-			}
-			m.Headers[lower] = values[0]
-		}
-	}
+	m.Headers = keptHeaders(header)
 	if t := m.Headers["x-amzn-errortype"]; t != "" {
 		m.ErrorType, _, _ = strings.Cut(t, ":")
 	}
@@ -74,7 +75,7 @@ func FailedMessage(status int, header http.Header, body []byte, err error) Messa
 	case m.HTTPStatus != 0:
 		parts = append(parts, http.StatusText(m.HTTPStatus))
 	}
-	m.ErrorMessage = strings.TrimSuffix(strings.Join(parts, " "), ":")
+	m.ErrorMessage = clipBytes(strings.TrimSuffix(strings.Join(parts, " "), ":"), MaxErrorMessage)
 	if m.ErrorMessage == "" {
 		m.ErrorMessage = "the model call failed"
 	}
@@ -98,6 +99,67 @@ func detailsCode(body []byte) string {
 	return strings.TrimSpace(b.Error.Details.ErrorCode)
 }
 
+// MaxErrorMessage is the longest ErrorMessage FailedMessage makes, in
+// bytes.
+const MaxErrorMessage = 2048
+
+// MaxHeaders is the most headers FailedMessage keeps, and MaxHeaderValue
+// the longest value, in bytes, it keeps of one.
+const (
+	MaxHeaders     = 64
+	MaxHeaderValue = 256
+)
+
+// keptHeaders are the headers of header that FailedMessage keeps, nil when
+// none: the retry hints and request IDs first, then the rate-limit headers
+// by name, up to MaxHeaders, each value cut to MaxHeaderValue bytes.
+func keptHeaders(header http.Header) map[string]string {
+	var first, rest []string
+	values := map[string]string{}
+	for name, vs := range header {
+		lower := strings.ToLower(name)
+		if len(vs) == 0 || !keptHeader(lower) {
+			continue
+		}
+		if _, dup := values[lower]; dup {
+			continue // a non-canonical spelling of a name already kept
+		}
+		values[lower] = vs[0]
+		if strings.HasPrefix(lower, "x-ratelimit-") || strings.HasPrefix(lower, "anthropic-ratelimit-") {
+			rest = append(rest, lower)
+		} else {
+			first = append(first, lower)
+		}
+	}
+	if len(values) == 0 {
+		return nil
+	}
+	slices.Sort(first)
+	slices.Sort(rest)
+	out := map[string]string{}
+	for _, name := range append(first, rest...) {
+		if len(out) == MaxHeaders {
+			break
+		}
+		out[name] = clipBytes(values[name], MaxHeaderValue)
+	}
+	return out
+}
+
+// clipBytes cuts s to at most n bytes, on a UTF-8 boundary, ending it with
+// "…" (counted in the n) when cut.
+func clipBytes(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	const ellipsis = "…"
+	cut := n - len(ellipsis)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + ellipsis
+}
+
 // keptHeader reports whether a header (lower-case name) is one the
 // classifier or a reader of the error needs.
 func keptHeader(name string) bool {
@@ -114,4 +176,41 @@ func clipText(s string, n int) string {
 		return string(r[:n]) + "…"
 	}
 	return s
+}
+
+// MaxErrorBody is the most of an error response's body, in bytes, that
+// the adapters of this module read (LimitErrorBody): the provider's error
+// type and message come first, and a body past this is cut there.
+const MaxErrorBody = 1 << 20
+
+// LimitErrorBody makes the body of resp, when its status is an error
+// (400 and above), end after n bytes: a reader of it sees io.EOF there,
+// and closing it closes the connection, so a huge or endless error body
+// costs at most n bytes. Other responses are left as they are. An adapter
+// calls it on each response before its client reads the body.
+func LimitErrorBody(resp *http.Response, n int64) {
+	if resp == nil || resp.Body == nil || resp.StatusCode < 400 {
+		return
+	}
+	resp.Body = limitedBody{Reader: io.LimitReader(resp.Body, n), Closer: resp.Body}
+}
+
+type limitedBody struct {
+	io.Reader
+	io.Closer
+}
+
+// ClipError returns err, or, when its text is longer than MaxErrorMessage
+// bytes, a plain error of that text cut as FailedMessage cuts
+// ErrorMessage: a huge error (an SDK's holding a whole body) is not kept
+// alive in a message, at the price of what errors.Is and errors.As
+// reached through it.
+func ClipError(err error) error {
+	if err == nil {
+		return nil
+	}
+	if text := err.Error(); len(text) > MaxErrorMessage {
+		return errors.New(clipBytes(text, MaxErrorMessage))
+	}
+	return err
 }

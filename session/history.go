@@ -9,6 +9,7 @@ import (
 	"io"
 	"iter"
 	"os"
+	"path/filepath"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -132,15 +133,26 @@ func (h *MemoryHistory) Tail() (before int, entries []Entry, err error) {
 // The file has one writer at a time: OpenFileHistory takes an advisory lock
 // on it (flock(2), where the platform has it) that Close releases. Lines are
 // appended with O_APPEND, the entries of one Append in one write and one
-// sync. An Append that fails, at its write or at its sync, truncates the
-// file back to its size before the append, so the file is exactly as it
-// was; when even that fails, the FileHistory refuses every later Append
-// (each would land after the partial line), and reopening the file drops
-// the partial line as a crash's.
+// sync, every line of it but the last marked "more". An Append that fails,
+// at its write or at its sync, truncates the file back to its size before
+// the append, so the file is exactly as it was; when even that fails, the
+// FileHistory refuses every later Append (each would land after the partial
+// line), and reopening the file drops the partial append as a crash's.
+//
+// A writer that ignores the lock is not stopped, but an Append notices
+// what it did: it counts the whole entries that writer added, and refuses
+// (with an error naming the file, writing nothing) to land after a line
+// left without its newline or that is not an entry, or on a file that
+// shrank. Nor does Append write to a file its path no longer names (an
+// editor saved the path by renaming a new file over it, or it was
+// deleted): what it wrote would be lost.
 type FileHistory struct {
 	mu   sync.Mutex
 	path string
-	f    historyFile
+	// abs is path made absolute when the file was opened: what Append
+	// checks still names the file.
+	abs string
+	f   historyFile
 	// broken is why the file can no longer be appended to: a failed
 	// append that could not be undone.
 	broken error
@@ -169,8 +181,8 @@ type historyFile interface {
 
 // Errors of OpenFileHistory.
 var (
-	// ErrCorruptHistory: a line before the file's last is not a valid
-	// entry.
+	// ErrCorruptHistory: a line of the file is not a valid entry, and is
+	// not what a write cut short leaves (see OpenFileHistory).
 	ErrCorruptHistory = errors.New("session: corrupt history file")
 	// ErrHistoryLocked: another FileHistory, in this process or another,
 	// has the file open.
@@ -184,22 +196,34 @@ var (
 //
 // It reads the file backwards from its end to the latest compaction's
 // first kept entry, and no further: what a session started on it replays
-// (see Tail). A file without a compaction, or whose latest compaction was
-// written by a version that did not record its position, is read whole.
+// (see Tail). It counts the entries before that from the index the
+// compaction's line records, when the line is at the offset it records
+// too; a file edited before the line (which moves it), or whose latest
+// compaction does not record both (a file without a compaction, one
+// written by hand or by an earlier version), is read whole.
 //
-// A last line cut short by a crash (no newline at its end, and not a whole
-// entry) is dropped, and the file truncated to the lines before it; a last
-// line that lost only its newline (a whole entry, or blank) gets it back.
-// Every complete line is kept. A line before the last, among those read,
-// that is not a valid entry is an error naming it (ErrCorruptHistory), and
-// the file is left as it was; one among those not read is reported by
-// Entries when it gets there.
+// Only what a write cut short by a crash leaves is dropped: a last line
+// without its newline that is not a complete JSON value, and before it the
+// lines of the same append (each marked "more"), down to the last line of
+// a whole append; the file is truncated to match. A last line that lost
+// only its newline (a whole entry that ends its append, or blank) gets it
+// back. Every other line is kept. A line among those read that is not a
+// valid entry is an error naming it (ErrCorruptHistory), and the file is
+// left as it was: so is a last line without its newline that is a
+// complete JSON value but no entry (one of a newer version, or JSON of
+// another shape), which a crash cannot leave. A damaged line among those
+// not read is reported by Entries when it gets there.
 func OpenFileHistory(path string) (*FileHistory, error) {
 	f, err := openHistoryFile(path)
 	if err != nil {
 		return nil, err
 	}
-	h := &FileHistory{path: path, f: f}
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("session: opening history: %w", err)
+	}
+	h := &FileHistory{path: path, abs: abs, f: f}
 	if err := h.load(); err != nil {
 		f.Close()
 		return nil, err
@@ -255,7 +279,9 @@ func fileKind(m os.FileMode) string {
 }
 
 // load reads the open file backwards, from its last line to its tail's
-// first, checking each, then repairs its last line.
+// first, checking each, then repairs its end: it drops a last line cut
+// short and the lines of an append cut short before it, or gives a last
+// line that lost only its newline its newline back.
 func (h *FileHistory) load() error {
 	fi, err := h.f.Stat()
 	if err != nil {
@@ -268,27 +294,42 @@ func (h *FileHistory) load() error {
 	if err != nil {
 		return fmt.Errorf("session: reading history %s: %w", h.path, err)
 	}
-	keepLast := false
+	st := scanState{cut: size, phase: phaseStepEnd}
 	if last != nil {
-		if len(bytes.TrimSpace(last)) == 0 {
-			keepLast = true
-		} else if _, _, err := decodeLine(last); err == nil {
-			keepLast = true
-			h.count++ // counted here; the scan below starts before it
+		l, err := decodeLine(last)
+		switch {
+		case len(bytes.TrimSpace(last)) == 0:
+			st.newline = true // unless an append cut short ends before it
+		case err == nil && !l.More:
+			st.newline, st.phase = true, phaseCompaction
+			st.seen++ // counted here; the scan below starts before it
+			st.compaction(l, lastAt)
+		case err == nil:
+			// A whole entry whose append goes on past the end of the
+			// file: the append was cut short.
+			st.cut = lastAt
+		case json.Valid(last):
+			// A complete JSON value, not an entry this version knows: not
+			// a write cut short, which never ends a value. Refused, as it
+			// is when its newline is there.
+			return h.corrupt(lastAt, len(last), err)
+		default:
+			st.cut = lastAt // cut short by a crash
 		}
 	}
-	if err := h.scan(lines); err != nil {
+	if err := h.scan(lines, &st); err != nil {
 		return err
 	}
 	switch {
-	case last == nil:
-		h.size = size
-	case keepLast:
+	case st.cut < size:
+		h.size = st.cut
+		err = repairTail(h.f, func(f historyFile) error { return f.Truncate(st.cut) }, nil)
+	case st.newline:
 		h.size = size + 1
-		err = repairTail(h.f, func(f historyFile) error { _, err := f.Write([]byte("\n")); return err })
+		err = repairTail(h.f, func(f historyFile) error { _, err := f.Write([]byte("\n")); return err },
+			func(f historyFile) error { return f.Truncate(size) })
 	default:
-		h.size = lastAt
-		err = repairTail(h.f, func(f historyFile) error { return f.Truncate(lastAt) })
+		h.size = size
 	}
 	if err != nil {
 		return fmt.Errorf("session: repairing history %s: %w", h.path, err)
@@ -296,50 +337,93 @@ func (h *FileHistory) load() error {
 	return nil
 }
 
-// scan reads the complete lines backwards to the latest compaction's first
-// kept entry, or to the start when it cannot tell where that is, and sets
-// the tail and the count of entries.
-func (h *FileHistory) scan(lines *backLines) error {
-	const (
-		findCompaction = iota
-		findKept
-		readAll
-	)
-	phase := findCompaction
-	seen := h.count // entries read from the end, the last line's included
-	var kept string
-	var atCompaction, compactionIndex int
+// The phases of reading a file backwards.
+const (
+	// phaseStepEnd: dropping the lines at the end of the file of an append
+	// cut short (each marked More), up to the last line of a whole one.
+	phaseStepEnd = iota
+	// phaseCompaction: counting entries back to the latest compaction.
+	phaseCompaction
+	// phaseKept: counting entries back to the latest compaction's first
+	// kept entry.
+	phaseKept
+	// phaseAll: counting every entry, to the start of the file.
+	phaseAll
+)
+
+// scanState is where reading a file backwards has got to.
+type scanState struct {
+	phase int
+	// cut is where the file is to end: the lines from there on are
+	// dropped. newline: its last line gets its newline back instead.
+	cut     int64
+	newline bool
+	// seen counts the entries kept, read from the end.
+	seen int
+	// kept is the ID of the latest compaction's first kept entry, and
+	// atCompaction and compactionIndex the entries seen up to that
+	// compaction and the index it records.
+	kept                          string
+	atCompaction, compactionIndex int
+}
+
+// compaction takes note of line l, at offset at, as the latest compaction
+// when it is a compaction and none was found yet. Its index is used only
+// when the offset recorded with it is where the line is: an edit of the
+// file before it (a line deleted, added, or of another length) moves the
+// line, and the file is then read whole, so that the count of entries is
+// the file's, never the index's alone. A line without both (written by
+// hand, or by a version that did not record them) is read whole too.
+func (st *scanState) compaction(l fileLine, at int64) {
+	if st.phase != phaseCompaction || l.Type != EntryCompaction {
+		return
+	}
+	st.phase = phaseAll
+	if l.Index != nil && l.Offset != nil && *l.Offset == at {
+		st.phase, st.kept, st.atCompaction, st.compactionIndex = phaseKept, l.Compaction.FirstKeptEntryID, st.seen, *l.Index
+	}
+}
+
+// scan reads the complete lines backwards: past those of an append cut
+// short at the end, then to the latest compaction's first kept entry, or
+// to the start when it cannot tell where that is, and sets the tail and
+// the count of entries.
+func (h *FileHistory) scan(lines *backLines, st *scanState) error {
 	for {
 		line, at, err := lines.prev()
 		if err != nil {
 			return fmt.Errorf("session: reading history %s: %w", h.path, err)
 		}
 		if line == nil {
-			h.tailAt, h.tailBefore, h.count = 0, 0, seen
+			h.tailAt, h.tailBefore, h.count = 0, 0, st.seen
 			return nil
 		}
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		e, index, err := decodeLine(line)
+		l, err := decodeLine(line)
 		if err != nil {
 			return h.corrupt(at, len(line), err)
 		}
-		seen++
-		switch {
-		case phase == findCompaction && e.Type == EntryCompaction:
-			phase = readAll
-			if index != nil {
-				phase, kept, atCompaction, compactionIndex = findKept, e.Compaction.FirstKeptEntryID, seen, *index
+		if st.phase == phaseStepEnd {
+			if l.More {
+				st.cut = at
+				continue
 			}
-		case phase == findKept && e.ID == kept && e.Type == EntryCompaction:
-			phase = readAll // it keeps an earlier summary: read it all
-		case phase == findKept && e.ID == kept && e.Type == EntryMessage:
-			if before := compactionIndex - (seen - atCompaction); before >= 0 {
-				h.tailAt, h.tailBefore, h.count = at, before, before+seen
+			st.phase = phaseCompaction
+		}
+		st.seen++
+		switch {
+		case st.phase == phaseCompaction:
+			st.compaction(l, at)
+		case st.phase == phaseKept && l.ID == st.kept && l.Type == EntryCompaction:
+			st.phase = phaseAll // it keeps an earlier summary: read it all
+		case st.phase == phaseKept && l.ID == st.kept && l.Type == EntryMessage:
+			if before := st.compactionIndex - (st.seen - st.atCompaction); before >= 0 {
+				h.tailAt, h.tailBefore, h.count = at, before, before+st.seen
 				return nil
 			}
-			phase = readAll // the position recorded does not add up
+			st.phase = phaseAll // the position recorded does not add up
 		}
 	}
 }
@@ -357,40 +441,59 @@ func (h *FileHistory) corrupt(at int64, n int, err error) error {
 		if len(bytes.TrimSpace(line)) == 0 {
 			continue
 		}
-		if _, _, lerr := decodeLine(line); lerr != nil {
+		if _, lerr := decodeLine(line); lerr != nil {
 			return fmt.Errorf("%w %s: line %d: %v", ErrCorruptHistory, h.path, i, lerr)
 		}
 	}
 	return fmt.Errorf("%w %s: the line at byte %d: %v", ErrCorruptHistory, h.path, at, err)
 }
 
-// repairTail applies fix to the file's last line and syncs it.
-func repairTail(f historyFile, fix func(historyFile) error) error {
-	if err := fix(f); err != nil {
-		return err
+// repairTail applies fix to the end of the file and syncs it. When either
+// fails and undo is not nil, it undoes the fix, so that a refused file is
+// left as it was. (A truncation needs no undo: it changed nothing when it
+// failed, and when only its sync failed it dropped what a crash left.)
+func repairTail(f historyFile, fix, undo func(historyFile) error) error {
+	err := fix(f)
+	if err == nil {
+		if err = f.Sync(); err == nil {
+			return nil
+		}
 	}
-	return f.Sync()
+	if undo != nil {
+		if uerr := undo(f); uerr != nil {
+			return fmt.Errorf("%w; undoing it failed: %w", err, uerr)
+		}
+	}
+	return err
 }
 
-// fileLine is an entry as a line of the file: a compaction's line also
-// holds its index (the number of entries before it), so that opening the
-// file can count the entries without reading them.
+// fileLine is an entry as a line of the file. A compaction's line also
+// holds its index (the number of entries before it) and its offset (where
+// the line starts in the file), so that opening the file can count the
+// entries before it without reading them, and tell when the file before it
+// was edited. Every line of an append but its last is marked More, so that
+// opening the file can drop an append cut short whole.
 type fileLine struct {
 	Entry
-	Index *int `json:"index,omitempty"`
+	Index  *int   `json:"index,omitempty"`
+	Offset *int64 `json:"offset,omitempty"`
+	More   bool   `json:"more,omitempty"`
 }
 
-// decodeLine decodes and checks one line, and returns the index a
-// compaction's line records.
-func decodeLine(line []byte) (Entry, *int, error) {
+// decodeLine decodes and checks one line.
+func decodeLine(line []byte) (fileLine, error) {
 	var l fileLine
 	if err := json.Unmarshal(line, &l); err != nil {
-		return Entry{}, nil, fmt.Errorf("invalid JSON: %v", err)
+		var syntax *json.SyntaxError
+		if errors.As(err, &syntax) || !json.Valid(line) {
+			return fileLine{}, fmt.Errorf("invalid JSON: %v", err)
+		}
+		return fileLine{}, fmt.Errorf("not an entry: %v", err)
 	}
 	if err := l.Entry.Validate(); err != nil {
-		return Entry{}, nil, err
+		return fileLine{}, err
 	}
-	return l.Entry, l.Index, nil
+	return l, nil
 }
 
 // checkEntry is Entry.Validate for Append: its error matches ErrInvalidEntry.
@@ -419,15 +522,23 @@ func (h *FileHistory) Append(entries ...Entry) error {
 	case h.broken != nil:
 		return fmt.Errorf("session: history %s refuses appends since one could not be undone (reopen it): %w", h.path, h.broken)
 	}
-	lines, err := h.encode(entries)
-	if err != nil {
-		return err
-	}
-	// The size to go back to is the file's, not the one kept: the same
-	// when the file has one writer, as it should.
+	// The size to go back to is the file's, which is the one kept unless
+	// a writer that ignores the lock changed the file.
 	fi, err := h.f.Stat()
 	if err != nil {
 		return fmt.Errorf("session: appending to history %s: %w", h.path, err)
+	}
+	if err := h.samePath(fi); err != nil {
+		return err
+	}
+	if fi.Size() != h.size {
+		if err := h.adopt(fi.Size()); err != nil {
+			return err
+		}
+	}
+	lines, err := h.encode(entries)
+	if err != nil {
+		return err
 	}
 	if err := h.write(lines); err != nil {
 		if undo := h.undo(fi.Size()); undo != nil {
@@ -436,12 +547,63 @@ func (h *FileHistory) Append(entries ...Entry) error {
 		}
 		return fmt.Errorf("session: appending to history %s: %w", h.path, err)
 	}
-	h.size = fi.Size() + int64(len(lines))
+	h.size += int64(len(lines))
 	h.count += len(entries)
 	return nil
 }
 
-// encode writes entries as lines, each compaction's with its index.
+// samePath checks that the file's path still names the open file, whose
+// FileInfo is fi: an editor that saved the file by renaming a new one over
+// it, or a user who deleted it, left the open file without a name, and
+// what was appended to it would be lost.
+func (h *FileHistory) samePath(fi os.FileInfo) error {
+	pi, err := os.Stat(h.abs)
+	switch {
+	case err != nil:
+		return fmt.Errorf("session: history %s is gone from its path (deleted or moved?): %w", h.path, err)
+	case !os.SameFile(fi, pi):
+		return fmt.Errorf("session: history %s was replaced by another file under it (another writer?): reopen it", h.path)
+	}
+	return nil
+}
+
+// adopt takes in the lines another writer, one that ignores the lock,
+// added since the file was last read or written, so that the count of
+// entries (and the index of the next compaction) stays the file's: size
+// is the file's size now. It refuses, changing nothing, a file that
+// shrank, or whose new bytes are not whole entries, each on a line of its
+// own: the next append would land on a line cut short.
+func (h *FileHistory) adopt(size int64) error {
+	if size < h.size {
+		return fmt.Errorf("session: history %s shrank from %d to %d bytes under it (another writer?): reopen it", h.path, h.size, size)
+	}
+	n := 0
+	for line, err := range linesOf(h.f, h.path, h.size, size) {
+		if err != nil {
+			return err
+		}
+		if len(bytes.TrimSpace(line)) == 0 {
+			continue
+		}
+		if _, err := decodeLine(line); err != nil {
+			return fmt.Errorf("%w %s: a line another writer added: %v", ErrCorruptHistory, h.path, err)
+		}
+		n++
+	}
+	last := make([]byte, 1)
+	if _, err := h.f.ReadAt(last, size-1); err != nil {
+		return fmt.Errorf("session: reading history %s: %w", h.path, err)
+	}
+	if last[0] != '\n' {
+		return fmt.Errorf("%w %s: another writer left its last line without a newline", ErrCorruptHistory, h.path)
+	}
+	h.size, h.count = size, h.count+n
+	return nil
+}
+
+// encode writes entries as lines, at the end of the file, of h.size bytes:
+// each compaction's line with its index and its offset, and every line but
+// the last marked More.
 func (h *FileHistory) encode(entries []Entry) ([]byte, error) {
 	var buf bytes.Buffer
 	// Without HTML escaping: a tool call's arguments are written as they
@@ -449,10 +611,10 @@ func (h *FileHistory) encode(entries []Entry) ([]byte, error) {
 	enc := json.NewEncoder(&buf)
 	enc.SetEscapeHTML(false)
 	for i, e := range entries {
-		l := fileLine{Entry: e}
+		l := fileLine{Entry: e, More: i < len(entries)-1}
 		if e.Type == EntryCompaction {
-			index := h.count + i
-			l.Index = &index
+			index, offset := h.count+i, h.size+int64(buf.Len())
+			l.Index, l.Offset = &index, &offset
 		}
 		if err := enc.Encode(l); err != nil {
 			return nil, fmt.Errorf("session: encoding history entry %q: %w", e.ID, err)
@@ -497,9 +659,11 @@ func (h *FileHistory) Entries() iter.Seq2[Entry, error] {
 				if len(bytes.TrimSpace(line)) == 0 {
 					continue
 				}
-				if e, _, err = decodeLine(line); err != nil {
+				var l fileLine
+				if l, err = decodeLine(line); err != nil {
 					err = fmt.Errorf("%w %s: line %d: %v", ErrCorruptHistory, h.path, n, err)
 				}
+				e = l.Entry
 			}
 			if !yield(e, err) || err != nil {
 				return
@@ -517,12 +681,12 @@ func (h *FileHistory) Tail() (before int, entries []Entry, err error) {
 	at, before, end := h.tailAt, h.tailBefore, h.size
 	h.mu.Unlock()
 	for line, err := range h.lines(at, end) {
-		var e Entry
 		if err == nil && len(bytes.TrimSpace(line)) > 0 {
-			if e, _, err = decodeLine(line); err != nil {
+			var l fileLine
+			if l, err = decodeLine(line); err != nil {
 				err = h.corrupt(at, len(line), err)
 			}
-			entries = append(entries, e)
+			entries = append(entries, l.Entry)
 		}
 		if err != nil {
 			return 0, nil, err
@@ -535,8 +699,14 @@ func (h *FileHistory) Tail() (before int, entries []Entry, err error) {
 // lines yields the lines of the file from offset from to end, without
 // their newlines.
 func (h *FileHistory) lines(from, end int64) iter.Seq2[[]byte, error] {
+	return linesOf(h.reader(), h.path, from, end)
+}
+
+// linesOf yields the lines of f, the file at path, from offset from to
+// end, without their newlines.
+func linesOf(f io.ReaderAt, path string, from, end int64) iter.Seq2[[]byte, error] {
 	return func(yield func([]byte, error) bool) {
-		r := bufio.NewReaderSize(io.NewSectionReader(h.reader(), from, end-from), 64<<10)
+		r := bufio.NewReaderSize(io.NewSectionReader(f, from, end-from), 64<<10)
 		for {
 			line, err := r.ReadSlice('\n')
 			if errors.Is(err, bufio.ErrBufferFull) {
@@ -554,7 +724,7 @@ func (h *FileHistory) lines(from, end int64) iter.Seq2[[]byte, error] {
 			case err == io.EOF:
 				err = nil // the last line, read up to end
 			case err != nil:
-				yield(nil, fmt.Errorf("session: reading history %s: %w", h.path, err))
+				yield(nil, fmt.Errorf("session: reading history %s: %w", path, err))
 				return
 			}
 			if !yield(bytes.TrimSuffix(line, []byte("\n")), nil) {

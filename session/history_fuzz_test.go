@@ -2,6 +2,8 @@ package session_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -35,8 +37,9 @@ var blocksHistory = strings.Join([]string{
 // FuzzOpenFileHistory opens arbitrary bytes as a history file. It must
 // never panic. A refusal is ErrCorruptHistory naming the file and the line,
 // and leaves the file as it was. An accepted file is left as it was but
-// for the documented tail repair (a last line without its newline dropped,
-// or a newline added); reopening it gives the same entries and changes
+// for the documented tail repair (a last line cut short dropped, and the
+// lines marked "more" of an append cut short before it, or a newline
+// added), and a complete JSON value is never dropped; reopening it gives the same entries and changes
 // nothing more; it takes an append; and a session starts on it.
 func FuzzOpenFileHistory(f *testing.F) {
 	f.Add([]byte(validHistory))
@@ -62,6 +65,42 @@ func FuzzOpenFileHistory(f *testing.F) {
 		f.Add([]byte(withIndex + lines[0]))
 	}
 
+	// The compaction's line with its index and offset (as written now),
+	// and the file edited before it.
+	compactionAt := len(validHistory) - len(lines[5])
+	for _, at := range []int{compactionAt, compactionAt - 1, compactionAt + 7} {
+		withOffset := strings.Replace(validHistory, `"tokensBefore":3}}`, fmt.Sprintf(`"tokensBefore":3},"index":5,"offset":%d}`, at), 1)
+		f.Add([]byte(withOffset))
+		f.Add([]byte(strings.Replace(withOffset, lines[2], "", 1)))
+		f.Add([]byte(lines[0] + withOffset))
+		f.Add([]byte("\n" + withOffset))
+	}
+	// A last line that is a complete JSON value but no entry, without its
+	// newline and with it, and cut short.
+	for _, last := range []string{
+		`{"type":"branch","id":"b","timestamp":7}`,
+		`{"type":"message","id":"b","timestamp":7,"message":{"id":"b","role":"user","content":[{"type":"audio"}],"timestamp":7}}`,
+		`5`, `-1e9`, `[1,[2]]`, `null`, `true`, `{}`, `"s"`, `"` + strings.Repeat("x", 70000) + `"`, ` {} `,
+	} {
+		f.Add([]byte(validHistory + last))
+		f.Add([]byte(validHistory + last + "\n"))
+		f.Add([]byte(validHistory + last[:len(last)/2]))
+	}
+	// The lines of an append marked "more": whole, cut at a line's end, cut
+	// short, or followed by a blank line.
+	step := `{"type":"message","id":"s1","timestamp":7,"message":{"id":"s1","role":"user","content":"x","timestamp":7},"more":true}` + "\n" +
+		`{"type":"removal","id":"s1","timestamp":7,"more":true}` + "\n" +
+		`{"type":"removal","id":"user-1","timestamp":7}` + "\n"
+	for cut := 0; cut <= len(step); cut += 11 {
+		f.Add([]byte(validHistory + step[:cut]))
+	}
+	stepLines := strings.SplitAfter(step, "\n")
+	f.Add([]byte(validHistory + stepLines[0] + stepLines[1]))
+	f.Add([]byte(validHistory + stepLines[0] + stepLines[1] + "  \n"))
+	f.Add([]byte(validHistory + stepLines[0] + "  "))
+	f.Add([]byte(validHistory + strings.TrimSuffix(step, "\n")))
+	f.Add([]byte(stepLines[0] + validHistory))
+
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(t.TempDir(), "h.jsonl")
 		require.NoError(t, os.WriteFile(path, data, 0o600))
@@ -77,13 +116,21 @@ func FuzzOpenFileHistory(f *testing.F) {
 		}
 		entries := readAll(t, h)
 		require.NoError(t, h.Close())
-		lastNewline := bytes.LastIndexByte(data, '\n')
 		switch {
 		case bytes.Equal(after, data):
 		case len(data) > 0 && data[len(data)-1] != '\n' && bytes.Equal(after, append(bytes.Clone(data), '\n')):
 			// A whole last entry got its newline back.
-		case bytes.Equal(after, data[:lastNewline+1]):
-			// A cut-short last line was dropped.
+		case bytes.HasPrefix(data, after) && (len(after) == 0 || after[len(after)-1] == '\n'):
+			// A last line cut short was dropped, and the lines of an
+			// append cut short before it: each marked "more", or blank.
+			dropped := bytes.Split(data[len(after):], []byte("\n"))
+			torn := dropped[len(dropped)-1]
+			require.False(t, json.Valid(torn) && !more(torn) && len(bytes.TrimSpace(torn)) > 0,
+				"a complete JSON value dropped: %q", torn)
+			for _, line := range dropped[:len(dropped)-1] {
+				require.True(t, more(line) || len(bytes.TrimSpace(line)) == 0, "a complete line dropped: %q", line)
+			}
+			require.True(t, len(torn) > 0 || len(dropped) > 1)
 		default:
 			t.Fatalf("the file changed beyond its tail:\nbefore %q\nafter  %q", data, after)
 		}
@@ -106,4 +153,13 @@ func FuzzOpenFileHistory(f *testing.F) {
 		require.Equal(t, append(entries, extra), readAll(t, h))
 		require.NoError(t, h.Close())
 	})
+}
+
+// more tells whether line is a whole JSON object marked "more": a line of an
+// append that goes on after it.
+func more(line []byte) bool {
+	var l struct {
+		More bool `json:"more"`
+	}
+	return json.Unmarshal(line, &l) == nil && l.More
 }

@@ -209,7 +209,8 @@ func bigHistory(t *testing.T, path string) (firstKept string) {
 // kept entry on, not the whole file, and a session started on it has the
 // runtime context, the entry count and the ID counter that reading all of
 // it gives (issue item 2). A file whose compaction does not record its
-// index, as written before, is read whole and gives the same.
+// index, as written before, or that was edited before the compaction, is
+// read whole and gives the same, its count of entries the file's.
 func TestFileHistoryReopenReadsOnlyTheTail(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
 	firstKept := bigHistory(t, path)
@@ -219,9 +220,17 @@ func TestFileHistoryReopenReadsOnlyTheTail(t *testing.T) {
 	tail := len(data) - bytes.Index(data, []byte(`{"type":"message","id":"`+firstKept+`"`))
 	require.Less(t, tail, 16<<10)
 
-	for _, index := range []bool{true, false} {
-		if !index {
+	for _, file := range []string{"as written", "without index", "edited before the compaction"} {
+		index := file == "as written"
+		count := 20_010
+		switch file {
+		case "without index":
 			require.NoError(t, os.WriteFile(path, regexp.MustCompile(`,"index":\d+`).ReplaceAll(data, nil), 0o600))
+		case "edited before the compaction":
+			// The first line deleted: the compaction is no longer at its
+			// offset, nor is its index the count of entries before it.
+			require.NoError(t, os.WriteFile(path, data[bytes.IndexByte(data, '\n')+1:], 0o600))
+			count--
 		}
 		h, err := OpenFileHistory(path)
 		require.NoError(t, err)
@@ -238,13 +247,13 @@ func TestFileHistoryReopenReadsOnlyTheTail(t *testing.T) {
 			assert.LessOrEqual(t, read, int64(2*tail+64<<10), "read from the first kept entry on (twice at most: opening, then the session's start)")
 			t.Logf("%d bytes, %d from the first kept entry on: %d bytes read", len(data), tail, read)
 		} else {
-			assert.GreaterOrEqual(t, read, int64(len(data))-1<<20, "an old file is read whole")
+			assert.GreaterOrEqual(t, read, int64(len(data))-1<<20, "%s: read whole", file)
 		}
 		assert.Equal(t, []string{"compaction-20005", firstKept, "msg-20002", "user-20003", "msg-20004", "user-20007", "msg-20008", "user-20009"},
 			messageIDsOf(s.Messages()), "the runtime context replaying the whole history gives")
 		snap, err := s.Snapshot()
 		require.NoError(t, err)
-		assert.Equal(t, 20_010, snap.History, "the entry count")
+		assert.Equal(t, count, snap.History, "%s: the entry count", file)
 		require.NoError(t, s.Prompt(context.Background(), "next"))
 		msgs := s.Messages()
 		assert.Equal(t, []string{"user-20010", "msg-20011"}, messageIDsOf(msgs[len(msgs)-2:]), "numbered after every ID of the history")
@@ -265,4 +274,42 @@ type agentFunc func(context.Context, RunRequest, func(Event)) error
 
 func (f agentFunc) Run(ctx context.Context, req RunRequest, emit func(Event)) error {
 	return f(ctx, req, emit)
+}
+
+// Opening a file whose last entry lost its newline writes the newline
+// back; when that cannot be synced, the newline is taken back out, and the
+// refused file is left as it was.
+func TestFileHistoryRepairThatFailsIsUndone(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	content := `{"type":"message","id":"a","timestamp":1,"message":{"id":"a","role":"user","timestamp":1}}`
+	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
+	f, err := openHistoryFile(path)
+	require.NoError(t, err)
+	h := &FileHistory{path: path, f: &faultyFile{File: f, failSync: syscall.EIO}}
+	err = h.load()
+	require.ErrorIs(t, err, syscall.EIO)
+	assert.Contains(t, err.Error(), path)
+	require.NoError(t, h.Close())
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, content, string(after), "the refused file is left as it was")
+}
+
+// Opening a file whose last line was cut short drops it; when that
+// truncation cannot be synced, the open fails naming the file, and the
+// file holds its whole lines, nothing added in place of the dropped one.
+func TestFileHistoryDropThatCannotSyncAddsNothing(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "h.jsonl")
+	whole := `{"type":"message","id":"a","timestamp":1,"message":{"id":"a","role":"user","timestamp":1}}` + "\n"
+	require.NoError(t, os.WriteFile(path, []byte(whole+`{"type":"mess`), 0o600))
+	f, err := openHistoryFile(path)
+	require.NoError(t, err)
+	h := &FileHistory{path: path, f: &faultyFile{File: f, failSync: syscall.EIO}}
+	err = h.load()
+	require.ErrorIs(t, err, syscall.EIO)
+	assert.Contains(t, err.Error(), path)
+	require.NoError(t, h.Close())
+	after, err := os.ReadFile(path)
+	require.NoError(t, err)
+	assert.Equal(t, whole, string(after))
 }

@@ -176,8 +176,8 @@ func TestFileHistoryCompactionFormat(t *testing.T) {
 	require.NoError(t, h.Close())
 	data, err := os.ReadFile(path)
 	require.NoError(t, err)
-	assert.Equal(t, old+`{"type":"compaction","id":"c2","timestamp":3,"compaction":{"reason":"manual","summary":"t","firstKeptEntryId":"a","tokensBefore":9,"details":{"files":["a.go"]}},"index":2}`+"\n", string(data),
-		"written as before, details last, then the line's index")
+	assert.Equal(t, old+fmt.Sprintf(`{"type":"compaction","id":"c2","timestamp":3,"compaction":{"reason":"manual","summary":"t","firstKeptEntryId":"a","tokensBefore":9,"details":{"files":["a.go"]}},"index":2,"offset":%d}`, len(old))+"\n", string(data),
+		"written as before, details last, then the line's index and offset")
 
 	h, err = session.OpenFileHistory(path)
 	require.NoError(t, err)
@@ -191,6 +191,8 @@ func TestFileHistoryCompactionFormat(t *testing.T) {
 // TestFileHistoryRefusesDetailsJSONCannotEncode: a compaction whose
 // summarizer's details JSON cannot encode fails with an error that says so,
 // and leaves the file and the runtime context as they were. Issue item 5.
+// (The session refuses such details as the summary comes in, whatever its
+// history; the file history refuses them on its own too.)
 func TestFileHistoryRefusesDetailsJSONCannotEncode(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
 	h, err := session.OpenFileHistory(path)
@@ -206,6 +208,9 @@ func TestFileHistoryRefusesDetailsJSONCannotEncode(t *testing.T) {
 	require.NoError(t, err)
 	msgs := s.Messages()
 	_, err = s.Compact(context.Background(), "")
+	require.ErrorContains(t, err, "the summary's details cannot be written as JSON")
+	require.ErrorContains(t, err, "chan int")
+	err = h.Append(session.Entry{Type: session.EntryCompaction, ID: "k", Compaction: &session.Compaction{Summary: "s", Details: make(chan int)}})
 	require.ErrorContains(t, err, "encoding history entry")
 	require.ErrorContains(t, err, "chan int")
 	after, err := os.ReadFile(path)
@@ -221,8 +226,8 @@ func TestFileHistoryDamageBeforeTheTail(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
 	content := `{"type":"message","id":"a","timestamp":1,"message":{"id":"a","role":"user","timestamp":1}}` + "\n" +
 		`{"type":"message","id":"b",` + "\n" +
-		`{"type":"message","id":"c","timestamp":1,"message":{"id":"c","role":"user","timestamp":1}}` + "\n" +
-		`{"type":"compaction","id":"k","timestamp":2,"compaction":{"reason":"manual","summary":"s","firstKeptEntryId":"c","tokensBefore":0},"index":3}` + "\n"
+		`{"type":"message","id":"c","timestamp":1,"message":{"id":"c","role":"user","timestamp":1}}` + "\n"
+	content += fmt.Sprintf(`{"type":"compaction","id":"k","timestamp":2,"compaction":{"reason":"manual","summary":"s","firstKeptEntryId":"c","tokensBefore":0},"index":3,"offset":%d}`, len(content)) + "\n"
 	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
 	h, err := session.OpenFileHistory(path)
 	require.NoError(t, err, "the damaged line is before the tail")

@@ -180,3 +180,52 @@ func otherProcess(mode, path string) {
 	os.Stdout.WriteString("report: opened\n")
 	_, _ = io.Copy(io.Discard, os.Stdin)
 }
+
+// A file replaced under an open FileHistory (an editor saves by renaming a
+// new file over the path) or deleted: an append would go to a file no name
+// reaches, lost on reopening. It is refused with an error naming the file,
+// and the file the path names now is left as it is.
+func TestFileHistoryRefusesAppendToAReplacedFile(t *testing.T) {
+	for _, how := range []string{"replaced", "deleted", "moved"} {
+		t.Run(how, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "h.jsonl")
+			h, err := session.OpenFileHistory(path)
+			require.NoError(t, err)
+			defer h.Close()
+			require.NoError(t, h.Append(msgEntry("a", "first")))
+			data, err := os.ReadFile(path)
+			require.NoError(t, err)
+			switch how {
+			case "replaced":
+				edited := filepath.Join(dir, "h.jsonl~")
+				require.NoError(t, os.WriteFile(edited, data, 0o600))
+				require.NoError(t, os.Rename(edited, path))
+			case "deleted":
+				require.NoError(t, os.Remove(path))
+			case "moved":
+				require.NoError(t, os.Rename(path, filepath.Join(dir, "elsewhere.jsonl")))
+			}
+			err = h.Append(msgEntry("b", "second"))
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), path)
+			if how == "replaced" {
+				after, err := os.ReadFile(path)
+				require.NoError(t, err)
+				assert.Equal(t, string(data), string(after))
+			}
+		})
+	}
+}
+
+// Changing directory after opening a history by a relative path does not
+// make its appends refused: the path is checked as it was when opened.
+func TestFileHistoryRelativePathSurvivesChdir(t *testing.T) {
+	dir := t.TempDir()
+	t.Chdir(dir)
+	h, err := session.OpenFileHistory("h.jsonl")
+	require.NoError(t, err)
+	defer h.Close()
+	t.Chdir(t.TempDir())
+	require.NoError(t, h.Append(msgEntry("a", "first")))
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"os/exec"
 	"sync"
@@ -15,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/states"
 )
 
@@ -376,6 +378,44 @@ func TestHostileAbortDuringCheckBeforePrompt(t *testing.T) {
 		for _, m := range s.Messages() {
 			assert.NotEqual(t, "third question", m.Text(), "the prompt was not sent")
 		}
+		require.NoError(t, s.Prompt(context.Background(), "again"))
+	})
+}
+
+// panickingHistory is a MemoryHistory whose Append panics on its first
+// call.
+type panickingHistory struct {
+	session.MemoryHistory
+	once sync.Once
+}
+
+func (h *panickingHistory) Append(es ...session.Entry) error {
+	h.once.Do(func() { panic("history broke") })
+	return h.MemoryHistory.Append(es...)
+}
+
+// TestHostileHistoryPanicIsRecovered: a History is embedder code the
+// session calls on its loop's goroutine, like a CredentialStore; a panic
+// in its Append is recovered, logged, and fails the write as an error
+// would (the turn fails), instead of killing the process. The scenario
+// runs in a child process, so that a regression fails this test rather
+// than the whole test binary.
+func TestHostileHistoryPanicIsRecovered(t *testing.T) {
+	if os.Getenv("AGENTFSM_ATTACK_CHILD") != "1" {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHostileHistoryPanicIsRecovered$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "AGENTFSM_ATTACK_CHILD=1")
+		out, err := cmd.CombinedOutput()
+		assert.NoError(t, err, "a panicking history must not kill the process; child said:\n%.1500s", out)
+		assert.Contains(t, string(out), "--- PASS: TestHostileHistoryPanicIsRecovered", "the child ran the scenario")
+		return
+	}
+	bubble(t, func(t *testing.T) {
+		var log syncBuffer
+		s, _, _ := newSession(t, []scripted.Call{ok("one"), ok("two")}, session.WithHistory(&panickingHistory{}),
+			session.WithLogger(slog.New(slog.NewTextHandler(&log, nil))))
+		err := s.Prompt(context.Background(), "hi")
+		assert.ErrorContains(t, err, "session: the history panicked: history broke")
+		assert.Contains(t, log.String(), "history broke", "logged")
 		require.NoError(t, s.Prompt(context.Background(), "again"))
 	})
 }

@@ -20,7 +20,8 @@ import (
 // no error). An observer shared by several sessions is
 // called by each of them concurrently. A panic in an observer is recovered
 // and logged (WithLogger); the call then counts as having returned the
-// context it was given.
+// context it was given. An observer must not call runtime.Goexit: it would
+// end the session's goroutine in the middle of its work.
 type Observer interface {
 	// StartTurn is called as a turn begins, with the caller's context
 	// stripped of its deadline and cancellation: Prompt's, or
@@ -45,7 +46,7 @@ type Observer interface {
 
 // WithObserver adds an observer. Given more than once, the observers are
 // called in the order given, and each StartTurn and StartRun is given the
-// context the previous observer returned.
+// context the previous observer returned. A nil o makes New fail.
 func WithObserver(o Observer) Option {
 	return func(s *Session) error {
 		if o == nil {

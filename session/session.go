@@ -36,6 +36,8 @@ type Session struct {
 	random     func() float64
 	logger     *slog.Logger
 	observers  []Observer
+	// secrets are the secrets the session's runs noted (NoteSecret).
+	secrets *redactor
 	// setup and resume are what the options chose, until New has made the
 	// engine from them.
 	setup  *policy.Setup
@@ -71,6 +73,11 @@ type Status = policy.Status
 type Snapshot = policy.Snapshot
 
 // Option configures New.
+//
+// An option given nil (a nil History, CredentialStore, Summarizer, random
+// source, Logger or Observer) is refused like any invalid option: New
+// fails with an error that names it. To keep a default, leave the option
+// out.
 type Option func(*Session) error
 
 // WithConfig sets the settings; the default is DefaultConfig. An invalid
@@ -87,12 +94,14 @@ func WithConfig(cfg Config) Option {
 
 // WithModel sets the model the session talks to: its provider and ID (so a
 // usage limit can switch credentials and an overflow can be told to be the
-// current model's) and its context window.
+// current model's) and its context window. A provider, ID or base URL
+// that is not valid UTF-8 makes New fail.
 func WithModel(m Model) Option {
 	return func(s *Session) error { s.setup.Model = m; return nil }
 }
 
-// WithSessionID sets the session's identity; the default is random.
+// WithSessionID sets the session's identity; the default is random. An ID
+// that is empty or not valid UTF-8 makes New fail.
 func WithSessionID(id string) Option {
 	return func(s *Session) error {
 		if id == "" {
@@ -109,34 +118,81 @@ func WithSessionID(id string) Option {
 // into the runtime context the session that wrote them had when it last
 // wrote (the latest compaction's summary, the messages it kept and those
 // after it, less the ones removed), and gives its messages IDs that no
-// entry there has.
+// entry there has. A nil h makes New fail.
 func WithHistory(h History) Option {
-	return func(s *Session) error { s.history = h; return nil }
+	return func(s *Session) error {
+		if h == nil {
+			return errors.New("session: nil History")
+		}
+		s.history = h
+		return nil
+	}
 }
 
 // WithCredentials sets the credential store used for usage limits; without
-// one the usage-limit branch only waits.
+// one the usage-limit branch only waits. A nil c makes New fail (leave the
+// option out for a session without credentials).
 func WithCredentials(c CredentialStore) Option {
-	return func(s *Session) error { s.creds = c; return nil }
+	return func(s *Session) error {
+		if c == nil {
+			return errors.New("session: nil CredentialStore")
+		}
+		s.creds = c
+		return nil
+	}
 }
 
 // WithSummarizer sets the summarizer compactions use; the default is
-// DigestSummarizer{}.
+// DigestSummarizer{}. A nil sum makes New fail.
 func WithSummarizer(sum Summarizer) Option {
-	return func(s *Session) error { s.summarizer = sum; return nil }
+	return func(s *Session) error {
+		if sum == nil {
+			return errors.New("session: nil Summarizer")
+		}
+		s.summarizer = sum
+		return nil
+	}
 }
 
 // WithRandom sets the source of the retry jitter: a function returning
-// values in [0, 1). The default is math/rand/v2's Float64.
+// values in [0, 1). The default is math/rand/v2's Float64. A nil f makes
+// New fail. f is called on the session's goroutine; one that panics is
+// recovered and logged (WithLogger), and that draw is 0.
 func WithRandom(f func() float64) Option {
-	return func(s *Session) error { s.random = f; return nil }
+	return func(s *Session) error {
+		if f == nil {
+			return errors.New("session: nil random source (WithRandom)")
+		}
+		s.random = f
+		return nil
+	}
 }
 
 // WithLogger sets where the session reports what it cannot return as an
-// error (a subscriber, an agent, a summarizer or a credential store that
-// panicked, a history write that failed). The default discards.
+// error: a panic it recovered in a subscriber, an agent, a summarizer, an
+// observer, a credential store, a history or the random source; a
+// runtime.Goexit in a subscriber, an agent or a summarizer; a history
+// write that failed. The default discards; a nil l, or one without a
+// handler (the zero slog.Logger), makes New fail.
+//
+// The lines are logged at level Error, each on a goroutine of its own that
+// the session waits for: a handler that panics, with any value, or calls
+// runtime.Goexit loses that line and nothing else. The handler is called
+// while the session's own goroutine, a subscriber's, or the agent's or the
+// summarizer's waits for it: it must return, and must call none of the
+// session's methods but ID, Model and the getters of Status (the others
+// may wait for the goroutine that waits for the handler).
 func WithLogger(l *slog.Logger) Option {
-	return func(s *Session) error { s.logger = l; return nil }
+	return func(s *Session) error {
+		if l == nil {
+			return errors.New("session: nil Logger")
+		}
+		if l.Handler() == nil {
+			return errors.New("session: Logger with a nil Handler (a zero slog.Logger)")
+		}
+		s.logger = l
+		return nil
+	}
 }
 
 // WithSnapshot makes New resume the session a Snapshot was taken of, on its
@@ -163,6 +219,7 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 		summarizer: DigestSummarizer{},
 		random:     mrand.Float64,
 		logger:     discardLogger,
+		secrets:    &redactor{},
 		done:       make(chan struct{}),
 		setup:      &policy.Setup{Config: DefaultConfig()},
 	}
@@ -188,7 +245,7 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 	s.setup.Before, s.setup.History = before, entries
 	var effects []policy.Effect
 	if s.resume != nil {
-		s.x.engine, effects, err = policy.Resume(*s.setup, *s.resume, time.Now(), s.random())
+		s.x.engine, effects, err = policy.Resume(*s.setup, *s.resume, time.Now(), s.draw())
 		if err == nil {
 			s.setup.SessionID, s.setup.Config = s.resume.SessionID, s.resume.Config
 		}

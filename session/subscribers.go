@@ -1,9 +1,7 @@
 package session
 
 import (
-	"fmt"
 	"log/slog"
-	"reflect"
 	"runtime"
 	"sync"
 )
@@ -310,9 +308,29 @@ func (s *subscriber) waitIdle() {
 
 // deliver hands queued events to the function until the queue is empty.
 // It records its goroutine's ID first, so that the function's calls into
-// the session can be told from anyone else's.
+// the session can be told from anyone else's. A function that ends the
+// goroutine with runtime.Goexit, which no recover stops, hands what is
+// left of the batch back to the queue, and a fresh goroutine delivers it.
 func (s *subscriber) deliver() {
 	id := goid()
+	var (
+		batch   []Event
+		next    int // batch[next:] is still to deliver
+		dropped int
+		normal  bool
+	)
+	defer func() {
+		if normal {
+			return
+		}
+		s.mu.Lock()
+		if !s.stopped {
+			s.queue = append(batch[next:len(batch):len(batch)], s.queue...)
+			s.dropped += dropped
+		}
+		s.mu.Unlock()
+		go s.deliver() // s.running stays true: this one takes over
+	}()
 	for {
 		s.mu.Lock()
 		s.goid = id
@@ -324,28 +342,35 @@ func (s *subscriber) deliver() {
 				s.idle = nil
 			}
 			s.mu.Unlock()
+			normal = true
 			return
 		}
-		batch := s.queue
+		batch, next = s.queue, 0
 		s.queue = s.spare[:0]
 		s.spare = nil
-		dropped := s.dropped
+		dropped = s.dropped
 		s.dropped = 0
 		s.mu.Unlock()
-		s.deliverBatch(batch, dropped)
+		s.deliverBatch(batch, &next, &dropped)
 		s.mu.Lock()
 		clear(batch) // let the events go
 		if s.spare == nil {
 			s.spare = batch[:0]
 		}
 		s.mu.Unlock()
+		batch = nil
 	}
 }
 
-// deliverBatch calls the function on each event of batch, until the
-// subscriber is stopped (which releases the barriers left).
-func (s *subscriber) deliverBatch(batch []Event, dropped int) {
-	for _, ev := range batch {
+// deliverBatch calls the function on each event of batch from *next on,
+// then tells of *dropped events, until the subscriber is stopped (which
+// releases the barriers left). It moves *next past each event before the
+// call and zeroes *dropped before telling, so that a call that never
+// returns (runtime.Goexit) leaves them saying what is left.
+func (s *subscriber) deliverBatch(batch []Event, next, dropped *int) {
+	for *next < len(batch) {
+		ev := batch[*next]
+		*next++
 		if ev == nil {
 			s.passBarrier()
 			continue
@@ -354,13 +379,15 @@ func (s *subscriber) deliverBatch(batch []Event, dropped int) {
 			return
 		}
 	}
-	if dropped > 0 {
-		s.call(EventsDropped{Count: dropped})
+	if n := *dropped; n > 0 {
+		*dropped = 0
+		s.call(EventsDropped{Count: n})
 	}
 }
 
 // call runs the subscriber's function on ev, recovering a panic so that it
-// neither stops the session nor this subscriber's later events. It reports
+// neither stops the session nor this subscriber's later events (a
+// runtime.Goexit is logged too; deliver takes care of the rest). It reports
 // false when the subscriber was removed meanwhile.
 func (s *subscriber) call(ev Event) (alive bool) {
 	s.mu.Lock()
@@ -369,12 +396,16 @@ func (s *subscriber) call(ev Event) (alive bool) {
 	if stopped {
 		return false
 	}
+	returned := false
 	defer func() {
 		if r := recover(); r != nil {
-			s.logger.Error("session: a subscriber panicked", "event", reflect.TypeOf(ev).Name(), "panic", fmt.Sprint(r))
+			logSubscriberPanic(s.logger, ev, r)
 			alive = true
+		} else if !returned {
+			logSubscriberPanic(s.logger, ev, errGoexit) // deliver carries on
 		}
 	}()
 	s.fn(ev)
+	returned = true
 	return true
 }

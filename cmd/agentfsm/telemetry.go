@@ -91,8 +91,11 @@ func (t *telemetry) start(env *environment, service string) error {
 	}))
 	t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(spans), sdktrace.WithResource(res))
 	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(metrics)), sdkmetric.WithResource(res))
-	t.observers = []session.Option{session.WithObserver(otelsession.New(
-		otelsession.WithTracerProvider(t.tp), otelsession.WithMeterProvider(t.mp)))}
+	obs, err := otelsession.New(otelsession.WithTracerProvider(t.tp), otelsession.WithMeterProvider(t.mp))
+	if err != nil {
+		return err
+	}
+	t.observers = []session.Option{session.WithObserver(obs)}
 	return nil
 }
 

@@ -206,6 +206,8 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 	if err != nil {
 		return fmt.Errorf("anthropic: %w", err)
 	}
+	// A server that echoes the key back gets it redacted by the session.
+	session.NoteSecret(ctx, key)
 	tools, err := a.toolParams()
 	if err != nil {
 		return err
@@ -222,6 +224,7 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 		option.WithoutEnvironmentDefaults(),
 		option.WithAPIKey(key),
 		option.WithMaxRetries(0),
+		option.WithMiddleware(limitErrorBody),
 	}
 	if a.opts.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(a.opts.BaseURL))
@@ -390,12 +393,27 @@ func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.Message
 	return msg
 }
 
+// limitErrorBody is the middleware that bounds an error response's body
+// to session.MaxErrorBody bytes before the SDK reads it whole.
+func limitErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	resp, err := next(req)
+	session.LimitErrorBody(resp, session.MaxErrorBody)
+	return resp, err
+}
+
 // failed is the message of a call that failed with err: an HTTP error, an
 // error event in the stream, or the transport's error.
+//
+// The message's Err is never the SDK's error: that one holds the request,
+// whose header holds the key, and the whole body. It is an error of the
+// same text less the body (which ErrorMessage sums up), the request's URL
+// with any password masked.
 func failed(err error) session.Message {
 	var apiErr *sdk.Error
 	if !errors.As(err, &apiErr) {
-		return session.FailedMessage(0, nil, nil, err)
+		// A stream error event whose data is not JSON comes back as an
+		// error holding all of it: ClipError bounds it.
+		return session.FailedMessage(0, nil, nil, session.ClipError(err))
 	}
 	var header http.Header
 	if apiErr.Response != nil {
@@ -409,7 +427,23 @@ func failed(err error) session.Message {
 	}
 	// The body's error.details.error_code, when there is one, is the
 	// message's error type: it tells a spend limit from a rate limit.
-	return session.FailedMessage(status, header, []byte(apiErr.RawJSON()), err)
+	return session.FailedMessage(status, header, []byte(apiErr.RawJSON()), safeAPIError(apiErr))
+}
+
+// safeAPIError is the text of the SDK's error without the body, holding
+// nothing of the request or the response.
+func safeAPIError(e *sdk.Error) error {
+	if e.StatusCode == http.StatusOK {
+		return errors.New("anthropic: an error event in the stream")
+	}
+	msg := strings.TrimSpace(fmt.Sprintf("%d %s", e.StatusCode, http.StatusText(e.StatusCode)))
+	if e.Request != nil && e.Request.URL != nil {
+		msg = fmt.Sprintf("%s %q: %s", e.Request.Method, e.Request.URL.Redacted(), msg)
+	}
+	if e.RequestID != "" {
+		msg += fmt.Sprintf(" (Request-ID: %s)", e.RequestID)
+	}
+	return session.ClipError(errors.New("anthropic: " + msg))
 }
 
 // stopReason maps the API's stop reason to the session's, with the error

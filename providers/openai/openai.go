@@ -196,6 +196,8 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 	if err != nil {
 		return fmt.Errorf("openai: resolving the API key: %w", err)
 	}
+	// A server that echoes the key back gets it redacted by the session.
+	session.NoteSecret(ctx, key)
 	tools, err := a.toolParams()
 	if err != nil {
 		return err
@@ -256,7 +258,7 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 // clientOptions are the SDK's options for a run with key: the set
 // options after the environment's, so they win.
 func (a *Agent) clientOptions(key string) []option.RequestOption {
-	opts := []option.RequestOption{option.WithMaxRetries(0), option.WithAPIKey(key)}
+	opts := []option.RequestOption{option.WithMaxRetries(0), option.WithAPIKey(key), option.WithMiddleware(limitErrorBody)}
 	if a.opts.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(a.opts.BaseURL))
 	}
@@ -264,6 +266,14 @@ func (a *Agent) clientOptions(key string) []option.RequestOption {
 		opts = append(opts, option.WithHTTPClient(a.opts.HTTPClient))
 	}
 	return opts
+}
+
+// limitErrorBody is the middleware that bounds an error response's body
+// to session.MaxErrorBody bytes before the SDK reads it whole.
+func limitErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+	resp, err := next(req)
+	session.LimitErrorBody(resp, session.MaxErrorBody)
+	return resp, err
 }
 
 // toolParams are the tools as the API takes them.

@@ -200,7 +200,7 @@ func failed(resp *http.Response, err error) session.Message {
 	case errors.As(err, &apiErr):
 		var body []byte
 		if apiErr.Response != nil && apiErr.Response.Body != nil {
-			body, _ = io.ReadAll(io.LimitReader(apiErr.Response.Body, 1<<20))
+			body, _ = io.ReadAll(io.LimitReader(apiErr.Response.Body, session.MaxErrorBody))
 		}
 		if len(bytes.TrimSpace(body)) == 0 && apiErr.RawJSON() != "" {
 			body = []byte(`{"error":` + apiErr.RawJSON() + `}`)
@@ -214,13 +214,13 @@ func failed(resp *http.Response, err error) session.Message {
 		// error, and the response holds the rest.
 		var body []byte
 		if resp.Body != nil {
-			body, _ = io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+			body, _ = io.ReadAll(io.LimitReader(resp.Body, session.MaxErrorBody))
 		}
 		return session.FailedMessage(resp.StatusCode, resp.Header, body, fmt.Errorf("openai: HTTP %d", resp.StatusCode))
 	case errors.As(err, &streamErr):
 		return session.FailedMessage(0, headerOf(resp), streamErr.Event.Data, errors.New("openai: an error event in the stream"))
 	}
-	return session.FailedMessage(0, headerOf(resp), nil, fmt.Errorf("openai: reading the stream: %w", err))
+	return session.FailedMessage(0, headerOf(resp), nil, session.ClipError(fmt.Errorf("openai: reading the stream: %w", err)))
 }
 
 func headerOf(resp *http.Response) http.Header {

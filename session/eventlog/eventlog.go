@@ -59,10 +59,14 @@ func WithContent() Option { return func(lg *logger) { lg.content = true } }
 // Subscribe logs every event of s to l, from now on, until the returned
 // function is called. Each line's message is the event's wire type
 // (rpc.EventType: "auto_retry_start", ...) and every line has s's ID as
-// KeySession; a nil l is slog.Default(). It is an ordinary subscriber (Session.Subscribe): it logs on
-// a goroutine of its own, in order, and a slow handler delays only it.
+// KeySession; a nil l, or one without a handler (the zero slog.Logger), is
+// slog.Default(). It is an ordinary subscriber (Session.Subscribe): it logs
+// on a goroutine of its own, in order, and a slow handler delays only it; a
+// handler that panics, or calls runtime.Goexit, loses that line (the
+// session recovers it, and reports it to its own logger, see
+// session.WithLogger) and the next events are still logged.
 func Subscribe(s *session.Session, l *slog.Logger, opts ...Option) (unsubscribe func()) {
-	if l == nil {
+	if l == nil || l.Handler() == nil {
 		l = slog.Default()
 	}
 	lg := &logger{l: l.With(KeySession, s.ID())}

@@ -246,19 +246,26 @@ func TestUnsubscribe(t *testing.T) {
 	})
 }
 
-// TestNilLoggerIsTheDefault: a nil logger logs to slog.Default() instead
-// of panicking.
+// TestNilLoggerIsTheDefault: a nil logger, or the zero slog.Logger (which
+// has no handler), logs to slog.Default() instead of panicking.
 func TestNilLoggerIsTheDefault(t *testing.T) {
-	synctest.Test(t, func(t *testing.T) {
-		l, out := logger(slog.LevelInfo)
-		prev := slog.Default()
-		slog.SetDefault(l)
-		defer slog.SetDefault(prev)
-		s := newSession(t, []scripted.Call{ok("a")})
-		defer eventlog.Subscribe(s, nil)()
-		require.NoError(t, s.Prompt(context.Background(), "one"))
-		assert.Equal(t, []string{"INFO turn_settled turn.outcome=success"}, lines(t, out))
-	})
+	for _, c := range []struct {
+		name string
+		l    *slog.Logger
+	}{{"nil", nil}, {"zero", &slog.Logger{}}} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				l, out := logger(slog.LevelInfo)
+				prev := slog.Default()
+				slog.SetDefault(l)
+				defer slog.SetDefault(prev)
+				s := newSession(t, []scripted.Call{ok("a")})
+				defer eventlog.Subscribe(s, c.l)()
+				require.NoError(t, s.Prompt(context.Background(), "one"))
+				assert.Equal(t, []string{"INFO turn_settled turn.outcome=success"}, lines(t, out))
+			})
+		})
+	}
 }
 
 // streamer is an agent whose answer streams in two fragments.

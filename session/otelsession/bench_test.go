@@ -24,6 +24,10 @@ func BenchmarkTurn(b *testing.B) {
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	defer tp.Shutdown(context.Background())
 	defer mp.Shutdown(context.Background())
+	obs, err := otelsession.New(otelsession.WithTracerProvider(tp), otelsession.WithMeterProvider(mp))
+	if err != nil {
+		b.Fatal(err)
+	}
 	cases := []struct {
 		name  string
 		opts  []session.Option
@@ -33,7 +37,7 @@ func BenchmarkTurn(b *testing.B) {
 		{"eventlog", nil, func(s *session.Session) func() {
 			return eventlog.Subscribe(s, slog.New(slog.NewTextHandler(io.Discard, &slog.HandlerOptions{Level: slog.LevelDebug})))
 		}},
-		{"otelsession", []session.Option{session.WithObserver(otelsession.New(otelsession.WithTracerProvider(tp), otelsession.WithMeterProvider(mp)))}, nil},
+		{"otelsession", []session.Option{session.WithObserver(obs)}, nil},
 	}
 	for _, c := range cases {
 		b.Run(c.name, func(b *testing.B) {

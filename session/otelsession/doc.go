@@ -4,7 +4,9 @@
 // counters of retries, retry chains and compactions, the backoff waits
 // and the tokens used. One option turns it on:
 //
-//	s, err := session.New(agent, session.WithObserver(otelsession.New()))
+//	obs, err := otelsession.New()
+//	...
+//	s, err := session.New(agent, session.WithObserver(obs))
 //
 // It is a session.Observer, so the core packages import no OpenTelemetry.
 // Attributes follow the OpenTelemetry semantic conventions for generative

@@ -25,8 +25,13 @@ func Example() {
 	}})
 	cfg := session.DefaultConfig()
 	cfg.Retry.BaseDelayMs = 1
+	obs, err := otelsession.New(otelsession.WithTracerProvider(tp))
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithConfig(cfg),
-		session.WithObserver(otelsession.New(otelsession.WithTracerProvider(tp))))
+		session.WithObserver(obs))
 	if err != nil {
 		fmt.Println(err)
 		return

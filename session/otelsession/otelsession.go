@@ -2,6 +2,7 @@ package otelsession
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -12,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
 )
@@ -80,44 +82,51 @@ type Observer struct {
 
 var _ session.Observer = (*Observer)(nil)
 
-// Option configures New.
-type Option func(*options)
+// Option configures New. An option given nil is refused: New fails with
+// an error that names it. To keep a default, leave the option out.
+type Option func(*options) error
 
 type options struct {
 	tp trace.TracerProvider
 	mp metric.MeterProvider
 }
 
-// WithTracerProvider sets where the spans go; the default (also for nil)
-// is the global TracerProvider (otel.GetTracerProvider).
+// WithTracerProvider sets where the spans go; the default is the global
+// TracerProvider (otel.GetTracerProvider). A nil tp makes New fail.
 func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(o *options) {
-		if tp != nil {
-			o.tp = tp
+	return func(o *options) error {
+		if tp == nil {
+			return errors.New("otelsession: nil TracerProvider")
 		}
+		o.tp = tp
+		return nil
 	}
 }
 
-// WithMeterProvider sets where the metrics go; the default (also for nil)
-// is the global MeterProvider (otel.GetMeterProvider).
+// WithMeterProvider sets where the metrics go; the default is the global
+// MeterProvider (otel.GetMeterProvider). A nil mp makes New fail.
 func WithMeterProvider(mp metric.MeterProvider) Option {
-	return func(o *options) {
-		if mp != nil {
-			o.mp = mp
+	return func(o *options) error {
+		if mp == nil {
+			return errors.New("otelsession: nil MeterProvider")
 		}
+		o.mp = mp
+		return nil
 	}
 }
 
-// New returns an Observer. An instrument the meter cannot make is reported
+// New returns an Observer, or the error of an invalid option. An instrument the meter cannot make is reported
 // to otel.Handle, as OpenTelemetry's own instrumentation does, and records
 // nothing.
 //
 // The tokens histogram has the buckets the GenAI semantic conventions
 // advise for gen_ai.client.token.usage.
-func New(opts ...Option) *Observer {
+func New(opts ...Option) (*Observer, error) {
 	o := options{tp: otel.GetTracerProvider(), mp: otel.GetMeterProvider()}
 	for _, opt := range opts {
-		opt(&o)
+		if err := opt(&o); err != nil {
+			return nil, err
+		}
 	}
 	meter := o.mp.Meter(ScopeName)
 	obs := &Observer{tracer: o.tp.Tracer(ScopeName)}
@@ -148,7 +157,7 @@ func New(opts ...Option) *Observer {
 		otel.Handle(err)
 		obs.tokens = noop.Int64Histogram{}
 	}
-	return obs
+	return obs, nil
 }
 
 // turn is what the observer knows of a turn in flight. The session calls
@@ -219,7 +228,9 @@ func (o *Observer) StartRun(ctx context.Context, req session.RunRequest) (contex
 		KeyOperation.String("chat"), KeyConversation.String(req.SessionID),
 		KeyContinuation.Bool(req.Prompt == nil), KeyAttempt.Int(t.attempt))
 	if req.Credential != nil {
-		attrs = append(attrs, KeyCredential.String(req.Credential.ID))
+		// The store's own ID, which an OTLP exporter cannot send unless
+		// it is valid UTF-8.
+		attrs = append(attrs, KeyCredential.String(wiretext.String(req.Credential.ID)))
 	}
 	r := &run{}
 	ctx, r.span = o.tracer.Start(ctx, SpanRun, trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(attrs...))
@@ -227,7 +238,7 @@ func (o *Observer) StartRun(ctx context.Context, req session.RunRequest) (contex
 	return ctx, func(err error) {
 		r.ended, r.endedAt = true, time.Now()
 		if err != nil {
-			r.failed, r.errorText = true, err.Error()
+			r.failed, r.errorText = true, wiretext.String(err.Error()) // the agent's own error
 		}
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -42,7 +43,8 @@ func newRig(t *testing.T, calls []scripted.Call, opts ...session.Option) *rig {
 	r := &rig{t: t, start: time.Now(), spans: tracetest.NewInMemoryExporter(), reader: sdkmetric.NewManualReader()}
 	r.tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(r.spans))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(r.reader))
-	obs := otelsession.New(otelsession.WithTracerProvider(r.tp), otelsession.WithMeterProvider(mp))
+	obs, err := otelsession.New(otelsession.WithTracerProvider(r.tp), otelsession.WithMeterProvider(mp))
+	require.NoError(t, err)
 	agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: calls})
 	s, err := session.New(agent, append([]session.Option{session.WithModel(scripted.DefaultModel), session.WithSessionID("s1"),
 		session.WithObserver(obs)}, opts...)...)
@@ -313,7 +315,8 @@ func TestOneObserverManySessions(t *testing.T) {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
 		reader := sdkmetric.NewManualReader()
 		mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-		obs := otelsession.New(otelsession.WithTracerProvider(tp), otelsession.WithMeterProvider(mp))
+		obs, err := otelsession.New(otelsession.WithTracerProvider(tp), otelsession.WithMeterProvider(mp))
+		require.NoError(t, err)
 		const n = 8
 		done := make(chan error, n)
 		for i := range n {
@@ -360,7 +363,9 @@ func TestTwoObserversOnOneSession(t *testing.T) {
 			exporters[i] = tracetest.NewInMemoryExporter()
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exporters[i]))
 			defer tp.Shutdown(context.Background())
-			opts = append(opts, session.WithObserver(otelsession.New(otelsession.WithTracerProvider(tp), otelsession.WithMeterProvider(nil))))
+			obs, err := otelsession.New(otelsession.WithTracerProvider(tp))
+			require.NoError(t, err)
+			opts = append(opts, session.WithObserver(obs))
 		}
 		agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{fail("503"), ok("done")}})
 		s, err := session.New(agent, append(opts, session.WithModel(scripted.DefaultModel))...)
@@ -472,8 +477,10 @@ func TestAbortAtAnyPointEndsEverySpan(t *testing.T) {
 			agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{
 				ok("first answer"), slowly(fail("503")), slowly(fail(tooLong)), slowly(ok("recovered")),
 			}})
+			obs, err := otelsession.New(otelsession.WithTracerProvider(tp))
+			require.NoError(t, err)
 			s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithConfig(cfg), session.WithSummarizer(slowSummary),
-				session.WithObserver(otelsession.New(otelsession.WithTracerProvider(tp))))
+				session.WithObserver(obs))
 			require.NoError(t, err)
 			defer s.Close()
 			require.NoError(t, s.Prompt(context.Background(), "first question, long enough to matter"))
@@ -496,4 +503,78 @@ func TestAbortAtAnyPointEndsEverySpan(t *testing.T) {
 			assert.Equal(t, 2, turns, "abort at %v", at)
 		})
 	}
+}
+
+// TestNilProvidersAreRefused: a nil provider is refused as every option of
+// the module refuses nil (session.WithObserver's rule), not silently taken
+// for the global one.
+func TestNilProvidersAreRefused(t *testing.T) {
+	obs, err := otelsession.New(otelsession.WithTracerProvider(nil))
+	assert.EqualError(t, err, "otelsession: nil TracerProvider")
+	assert.Nil(t, obs)
+	obs, err = otelsession.New(otelsession.WithMeterProvider(nil))
+	assert.EqualError(t, err, "otelsession: nil MeterProvider")
+	assert.Nil(t, obs)
+	obs, err = otelsession.New()
+	require.NoError(t, err)
+	assert.NotNil(t, obs, "without options, the global providers")
+}
+
+// TestTextIsValidUTF8: a credential ID and an error that are not valid
+// UTF-8 reach no span or metric as they are (an OTLP exporter cannot
+// encode such a string, and drops the batch): every attribute and status
+// is valid UTF-8, with U+FFFD for each bad byte.
+func TestTextIsValidUTF8(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		store := session.NewMemoryCredentials(nil,
+			session.Credential{ID: "A\xff", Provider: "scripted", Type: "api_key"},
+			session.Credential{ID: "B\xfe", Provider: "scripted", Type: "api_key"})
+		r := newRig(t, []scripted.Call{fail("usage limit reached \xff"), fail("boom \xfe"), ok("done")}, session.WithCredentials(store))
+		require.Error(t, r.prompt("hi"))
+		stubs := r.spans.GetSpans()
+		require.NotEmpty(t, stubs)
+		var named bool
+		for _, s := range stubs {
+			assert.True(t, utf8.ValidString(s.Status.Description), "%s: status %q", s.Name, s.Status.Description)
+			for _, kv := range s.Attributes {
+				v := kv.Value.String()
+				assert.True(t, utf8.ValidString(v), "%s: %s=%q", s.Name, kv.Key, v)
+				named = named || kv.Key == otelsession.KeyCredential && strings.HasSuffix(v, "\uFFFD")
+			}
+		}
+		assert.True(t, named, "the credential is named, in valid text")
+		for _, l := range r.metricLines() {
+			assert.True(t, utf8.ValidString(l), "metric %q", l)
+		}
+	})
+}
+
+// failingAgent is an Agent whose run cannot start, with an error whose
+// text is not valid UTF-8.
+type failingAgent struct{}
+
+func (failingAgent) Run(context.Context, session.RunRequest, func(session.Event)) error {
+	return errors.New("dial tcp: \xff")
+}
+
+// TestRunErrorIsValidUTF8: the agent's own error, not valid UTF-8, sets
+// the run span's status in valid text.
+func TestRunErrorIsValidUTF8(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		spans := tracetest.NewInMemoryExporter()
+		tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+		defer func() { require.NoError(t, tp.Shutdown(context.Background())) }()
+		obs, err := otelsession.New(otelsession.WithTracerProvider(tp))
+		require.NoError(t, err)
+		s, err := session.New(failingAgent{}, session.WithModel(scripted.DefaultModel), session.WithObserver(obs))
+		require.NoError(t, err)
+		defer s.Close()
+		require.Error(t, s.Prompt(context.Background(), "hi"))
+		var seen bool
+		for _, st := range spans.GetSpans() {
+			assert.True(t, utf8.ValidString(st.Status.Description), "%s: status %q", st.Name, st.Status.Description)
+			seen = seen || strings.Contains(st.Status.Description, "dial tcp: \uFFFD")
+		}
+		assert.True(t, seen, "a span says why the run failed")
+	})
 }

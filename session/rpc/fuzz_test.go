@@ -17,7 +17,8 @@ import (
 
 // FuzzServeLine feeds arbitrary input to the server, followed by a
 // get_state line, with a scripted session behind it. The server never
-// panics; every output line is valid JSON in valid UTF-8; every line but a
+// panics; every output line is valid JSON in valid UTF-8, with no raw
+// U+2028 or U+2029 (which JavaScript reads as line breaks); every line but a
 // blank one (JSON whitespace only: spaces, tabs, carriage returns; docs/rpc.md)
 // gets exactly one response; and the server keeps reading: the get_state
 // after the input is answered.
@@ -35,6 +36,7 @@ func FuzzServeLine(f *testing.F) {
 		`{"id":"e","type":""}`,
 		"{\"id\":\"\xff\",\"type\":\"get\xffstate\"}",
 		"{\"id\":{\"k\xfe\":[\"\xc3\",1e400]},\"type\":\"abort_retry\"}",
+		"{\"id\":\"\u2028\\ud800\",\"type\":\"prompt\",\"message\":\"a\u2029\\udc00\xff\"}",
 		`{"id":7,"type":"set_auto_retry","enabled":"yes"}`,
 		`{"type":"prompt","message":"one"}` + "\n" + `{"type":"prompt","message":"two"}`,
 		`{"type":"prompt","message":"hi"}` + "\r\n" + `{"type":"abort"}` + "\r\n" + `{"type":"get_messages"}`,
@@ -73,6 +75,7 @@ func FuzzServeLine(f *testing.F) {
 			for line := range bytes.SplitSeq(bytes.TrimSuffix(out.Bytes(), []byte("\n")), []byte("\n")) {
 				require.True(t, json.Valid(line), "not JSON: %q", line)
 				require.True(t, utf8.Valid(line), "not UTF-8: %q", line)
+				require.False(t, bytes.ContainsAny(line, "\u2028\u2029"), "a raw line separator: %q", line)
 				var obj struct {
 					ID      json.RawMessage `json:"id"`
 					Type    string          `json:"type"`

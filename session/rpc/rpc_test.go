@@ -448,6 +448,10 @@ func TestEveryReplyIsValidJSON(t *testing.T) {
 				map[string]any{"id": "\uFFFD\uFFFD", "success": true}},
 			{"id object with invalid UTF-8 in a key and a value", "{\"id\":{\"k\xfe\":[\"\xc3\",1e400]},\"type\":\"abort_retry\"}\n",
 				map[string]any{"id": map[string]any{"k\uFFFD": []any{"\uFFFD", json.Number("1e400")}}, "success": true}},
+			{"id with a raw line separator", "{\"id\":[\"a\u2028b\u2029\"],\"type\":\"abort_retry\"}\n",
+				map[string]any{"id": []any{"a\u2028b\u2029"}, "success": true}},
+			{"id with a lone surrogate", `{"id":{"\ud800":"\udc00x\ud83d\ude00"},"type":"abort_retry"}` + "\n",
+				map[string]any{"id": map[string]any{"\uFFFD": "\uFFFDx\U0001F600"}, "success": true}},
 			{"type with invalid UTF-8", "{\"id\":\"t\",\"type\":\"get\xffstate\"}\n",
 				map[string]any{"id": "t", "command": "get\uFFFDstate", "success": false, "error": "Unknown command: get\uFFFDstate"}},
 			{"a form feed", "\f\n",
@@ -473,6 +477,8 @@ func TestEveryReplyIsValidJSON(t *testing.T) {
 			require.NoError(t, err)
 			assert.True(t, json.Valid(line), "%s: not JSON: %q", c.name, line)
 			assert.True(t, utf8.Valid(line), "%s: not UTF-8: %q", c.name, line)
+			assert.False(t, bytes.ContainsAny(line, "\u2028\u2029"), "%s: a raw line separator: %q", c.name, line)
+			assert.False(t, bytes.Contains(line, []byte(`\ud800`)) || bytes.Contains(line, []byte(`"\udc00`)), "%s: a lone surrogate: %q", c.name, line)
 			var got map[string]any
 			dec := json.NewDecoder(bytes.NewReader(line))
 			dec.UseNumber()

@@ -11,9 +11,9 @@ import (
 	"maps"
 	"slices"
 	"sync"
-	"unicode/utf8"
 
 	"github.com/agentfsm/agentfsm/internal/lines"
+	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/session"
 )
 
@@ -274,7 +274,7 @@ func (srv *server) handle(ctx context.Context, line []byte, tooLong bool) {
 		parseFail("a command must be a JSON object")
 		return
 	}
-	cmd := command{ID: validUTF8(raw["id"])}
+	cmd := command{ID: wiretext.JSON(raw["id"])} // echoed under the text rule
 	switch t, ok := raw["type"]; {
 	case !ok || string(t) == "null":
 		srv.fail(cmd, "unknown", `missing field "type"`)
@@ -296,27 +296,6 @@ func (srv *server) handle(ctx context.Context, line []byte, tooLong bool) {
 		return
 	}
 	h.run(ctx, srv, cmd, raw)
-}
-
-// validUTF8 returns the JSON value b with each byte that is not valid UTF-8
-// replaced by U+FFFD, as decoding a JSON string does. In valid JSON such
-// bytes can only be inside strings, so the result is valid JSON, and valid
-// UTF-8: what an echoed id must be.
-func validUTF8(b []byte) []byte {
-	if utf8.Valid(b) {
-		return b
-	}
-	out := make([]byte, 0, len(b)+8)
-	for len(b) > 0 {
-		r, n := utf8.DecodeRune(b)
-		if r == utf8.RuneError && n == 1 {
-			out = utf8.AppendRune(out, utf8.RuneError)
-		} else {
-			out = append(out, b[:n]...)
-		}
-		b = b[n:]
-	}
-	return out
 }
 
 func (srv *server) ok(cmd command, data any) {

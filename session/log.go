@@ -1,0 +1,52 @@
+package session
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"runtime/debug"
+)
+
+// errGoexit is what the session records of embedder code that called
+// runtime.Goexit where it was to return: a panic that cannot be recovered.
+var errGoexit = errors.New("runtime.Goexit was called")
+
+// logError hands one line to l's handler at level Error, on a goroutine of
+// its own that it waits for, under a recover: a handler that panics (with
+// any value, nil included) or calls runtime.Goexit loses its line, never
+// the caller's goroutine, which may be the session's own or one that is
+// recovering another panic. attrs is called on that goroutine too, so that
+// what formats an embedder's value (a String or Error method) is
+// contained as well. A discarding logger costs nothing.
+func logError(l *slog.Logger, msg string, attrs func() []any) {
+	if l == discardLogger {
+		return
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() { _ = recover() }()
+		l.Error(msg, attrs()...)
+	}()
+	<-done
+}
+
+// logPanic reports a panic in the embedder's code, with its stack.
+func (s *Session) logPanic(who string, value any) {
+	if s.logger == discardLogger {
+		return
+	}
+	stack := debug.Stack() // the panicking goroutine's, taken here
+	logError(s.logger, "session: recovered a panic", func() []any {
+		// Redacted: a panic's value or stack may quote a noted secret.
+		return []any{"in", who, "panic", s.secrets.text(fmt.Sprint(value)), "stack", s.secrets.text(string(stack))}
+	})
+}
+
+// logSubscriberPanic reports a subscriber's panic on ev.
+func logSubscriberPanic(l *slog.Logger, ev Event, value any) {
+	logError(l, "session: a subscriber panicked", func() []any {
+		return []any{"event", reflect.TypeOf(ev).Name(), "panic", fmt.Sprint(value)}
+	})
+}

@@ -1,0 +1,264 @@
+package session_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/rpc"
+	"github.com/agentfsm/agentfsm/session/scripted"
+)
+
+const echoedKey = "sk-echo-7Hq2/x+Zp9wL4=="
+
+// keyError is an SDK's error that holds the key in a field and in its
+// text, as a server that echoes the key makes one.
+type keyError struct {
+	key     string
+	timeout bool
+}
+
+func (e *keyError) Error() string   { return "401 invalid key " + e.key }
+func (e *keyError) Timeout() bool   { return e.timeout }
+func (e *keyError) Temporary() bool { return e.timeout }
+
+// echoAgent notes its key, then reports what a hostile server sent back:
+// the key in text split across deltas, in thinking, in a tool call's
+// arguments, in the error message and type, in a header, URL-escaped and
+// JSON-escaped, and in the Go error it gives. The run returns an error
+// holding the key too.
+type echoAgent struct {
+	key   string
+	calls int
+}
+
+func (a *echoAgent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+	session.NoteSecret(ctx, a.key)
+	a.calls++
+	half := len(a.key) / 2
+	head := session.Message{Role: session.RoleAssistant, Provider: req.Model.Provider, Model: req.Model.ID}
+	emit(session.AgentStart{})
+	emit(session.TurnStart{})
+	emit(session.MessageStart{Message: head})
+	for _, d := range []string{"your key is ", a.key[:3], a.key[3:half], a.key[half:], " and s", "o on"} {
+		emit(session.MessageUpdate{Message: head, Delta: session.Delta{Kind: "text", Text: d}})
+	}
+	emit(session.MessageUpdate{Message: head, Delta: session.Delta{Kind: "thinking", Index: 1, Text: "k=" + url.QueryEscape(a.key)}})
+	jsonKey, _ := json.Marshal(a.key)
+	m := head
+	m.ID = "m-" + a.key
+	m.StopReason = "error"
+	m.ErrorMessage = "401 authentication_error: invalid x-api-key " + a.key
+	m.ErrorType = "authentication_error"
+	m.HTTPStatus = 401
+	m.Headers = map[string]string{"request-id": "req-" + url.PathEscape(a.key)}
+	m.Err = fmt.Errorf("anthropic: %w", &keyError{key: a.key, timeout: true})
+	m.Content = []session.Block{
+		session.TextBlock("your key is " + a.key + " and so on"),
+		{Type: session.BlockThinking, Thinking: "k=" + url.QueryEscape(a.key), ThinkingSignature: a.key},
+		{Type: session.BlockToolCall, ID: "t1", Name: "read", Arguments: json.RawMessage(`{"k":` + string(jsonKey) + `}`)},
+	}
+	emit(session.MessageEnd{Message: m})
+	emit(session.TurnEnd{})
+	emit(session.AgentEnd{Messages: []session.Message{m}})
+	return fmt.Errorf("echo: the run saw %s", a.key)
+}
+
+// secretForms are the forms of key no output may hold.
+func secretForms(key string) []string {
+	j, _ := json.Marshal(key)
+	return []string{key, url.QueryEscape(key), url.PathEscape(key), string(j[1 : len(j)-1])}
+}
+
+// lockedBuf is a log sink safe for the session's goroutines.
+type lockedBuf struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuf) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuf) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// TestEchoedSecretIsRedactedEverywhere: a key the server echoes back, in
+// any field of what a run reports, is in no event (Go form, JSON, the RPC
+// wire form), history line, log line or turn error, and errors.As reaches
+// nothing that holds it; the classifier still reads the error's facts.
+func TestEchoedSecretIsRedactedEverywhere(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		path := filepath.Join(t.TempDir(), "history.jsonl")
+		h, err := session.OpenFileHistory(path)
+		require.NoError(t, err)
+		defer h.Close()
+		logs := &lockedBuf{}
+		agent := &echoAgent{key: echoedKey}
+		s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithHistory(h),
+			session.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+		require.NoError(t, err)
+		defer s.Close()
+		rec := record(s)
+
+		turnErr := s.Prompt(context.Background(), "hello")
+		require.Error(t, turnErr)
+		require.ErrorIs(t, turnErr, session.ErrProvider, "an authentication error is fatal, as before")
+		evs := rec.events()
+
+		var all strings.Builder
+		var texts, thinking strings.Builder
+		for _, ev := range evs {
+			fmt.Fprintf(&all, "%#v\n%+v\n", ev, ev)
+			b, err := json.Marshal(ev)
+			require.NoError(t, err)
+			all.Write(b)
+			if wire, err := rpc.MarshalEvent(ev); err == nil {
+				all.Write(wire)
+			}
+			if u, ok := ev.(session.MessageUpdate); ok {
+				if u.Delta.Kind == "text" {
+					texts.WriteString(u.Delta.Text)
+				} else {
+					thinking.WriteString(u.Delta.Text)
+				}
+			}
+			if e, ok := ev.(session.MessageEnd); ok && e.Message.Err != nil {
+				fmt.Fprintf(&all, "%v %+v\n", e.Message.Err, e.Message.Err)
+				var ke *keyError
+				assert.False(t, errors.As(e.Message.Err, &ke), "the message's error hands out the key's holder")
+				var ne net.Error
+				require.True(t, errors.As(e.Message.Err, &ne), "a net.Error stays one")
+				assert.True(t, ne.Timeout())
+			}
+		}
+		fmt.Fprintf(&all, "%v\n%+v\n%#v\n", turnErr, turnErr, turnErr)
+		var ke *keyError
+		assert.False(t, errors.As(turnErr, &ke), "the turn's error hands out the key's holder")
+		for _, m := range s.Messages() {
+			fmt.Fprintf(&all, "%+v\n", m)
+		}
+		require.NoError(t, h.Close())
+		data, err := os.ReadFile(path)
+		require.NoError(t, err)
+		all.Write(data)
+		all.WriteString(logs.String())
+		for _, form := range secretForms(echoedKey) {
+			assert.NotContains(t, all.String(), form)
+		}
+		assert.Equal(t, "your key is "+session.Redacted+" and so on", texts.String(),
+			"the deltas, split key and all, add up to the redacted text")
+		assert.Equal(t, "k="+session.Redacted, thinking.String())
+		assert.Contains(t, turnErr.Error(), session.Redacted)
+		last := s.Messages()[len(s.Messages())-1]
+		assert.Equal(t, `{"k":"`+session.Redacted+`"}`, string(last.Content[2].Arguments))
+		assert.Equal(t, 401, last.HTTPStatus)
+	})
+}
+
+// TestStartFailureAndPanicAreRedacted: the error of a run that could not
+// start, and an agent's panic (its log line and the turn's error), hold no
+// noted secret.
+func TestStartFailureAndPanicAreRedacted(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		logs := &lockedBuf{}
+		var panics bool
+		agent := agentFunc(func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+			session.NoteSecret(ctx, echoedKey)
+			if panics {
+				panic("bad key " + echoedKey)
+			}
+			return errors.New("cannot start with " + echoedKey)
+		})
+		s, err := session.New(agent, session.WithModel(scripted.DefaultModel),
+			session.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+		require.NoError(t, err)
+		defer s.Close()
+		rec := record(s)
+		err1 := s.Prompt(context.Background(), "one")
+		require.ErrorIs(t, err1, session.ErrStartFailed)
+		panics = true
+		err2 := s.Prompt(context.Background(), "two")
+		require.Error(t, err2)
+		var all strings.Builder
+		fmt.Fprintf(&all, "%+v %+v %s", err1, err2, logs.String())
+		for _, ev := range rec.events() {
+			b, _ := json.Marshal(ev)
+			fmt.Fprintf(&all, "%+v %s", ev, b)
+		}
+		assert.Contains(t, all.String(), session.Redacted)
+		assert.NotContains(t, all.String(), echoedKey)
+	})
+}
+
+type agentFunc func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error
+
+func (f agentFunc) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+	return f(ctx, req, emit)
+}
+
+// TestShortSecretIsNotRedacted: a "key" shorter than MinSecretLen (a
+// local server's placeholder) leaves the text alone.
+func TestShortSecretIsNotRedacted(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		agent := &echoAgent{key: "ollama1"}
+		s, err := session.New(agent, session.WithModel(scripted.DefaultModel))
+		require.NoError(t, err)
+		defer s.Close()
+		require.Error(t, s.Prompt(context.Background(), "hi"))
+		assert.Contains(t, s.Messages()[1].ErrorMessage, "ollama1")
+	})
+}
+
+// TestFailedMessageBounds: a huge error message, header value or number of
+// headers is cut to the documented bounds, on a UTF-8 boundary, keeping
+// the retry hints and the error's type.
+func TestFailedMessageBounds(t *testing.T) {
+	msg := strings.Repeat("é", 3*session.MaxErrorMessage) // two bytes each
+	body, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": "overloaded_error", "message": "x" + msg}})
+	header := map[string][]string{"Retry-After": {"7"}, "Request-Id": {strings.Repeat("r", 10*session.MaxHeaderValue)}}
+	for i := range 500 {
+		header[fmt.Sprintf("X-Ratelimit-N%03d", i)] = []string{"1"}
+	}
+	m := session.FailedMessage(529, header, body, nil)
+	assert.LessOrEqual(t, len(m.ErrorMessage), session.MaxErrorMessage)
+	assert.True(t, utf8.ValidString(m.ErrorMessage))
+	assert.True(t, strings.HasPrefix(m.ErrorMessage, "529 overloaded_error: xé"))
+	assert.True(t, strings.HasSuffix(m.ErrorMessage, "é…"))
+	assert.Equal(t, "overloaded_error", m.ErrorType)
+	assert.Len(t, m.Headers, session.MaxHeaders)
+	assert.Equal(t, "7", m.Headers["retry-after"])
+	assert.Len(t, m.Headers["request-id"], session.MaxHeaderValue)
+	assert.Equal(t, "1", m.Headers["x-ratelimit-n000"])
+
+	long := errors.New(strings.Repeat("ü", session.MaxErrorMessage))
+	m = session.FailedMessage(0, nil, nil, long)
+	assert.LessOrEqual(t, len(m.ErrorMessage), session.MaxErrorMessage)
+	assert.True(t, utf8.ValidString(m.ErrorMessage))
+	clipped := session.ClipError(long)
+	assert.LessOrEqual(t, len(clipped.Error()), session.MaxErrorMessage)
+	assert.True(t, utf8.ValidString(clipped.Error()))
+	short := io.ErrUnexpectedEOF
+	assert.Same(t, short, session.ClipError(short))
+}
