@@ -134,7 +134,7 @@ func TestCancelledContextNeverWedges(t *testing.T) {
 		transitions.AgentEnd, transitions.Refuse, transitions.AgentEnd, transitions.Unrecovered,
 		transitions.CheckOverflow, transitions.RecoveryFailed, transitions.CheckThreshold, transitions.Cancel, transitions.Reset,
 		transitions.Compact, transitions.CancelCompaction, transitions.Reset, transitions.AgentEnd, transitions.Retry,
-		transitions.Compact, transitions.CompactionEnd, transitions.AgentEnd, transitions.RetryNow, transitions.CancelRetry,
+		transitions.CompactInBackoff, transitions.CompactionEnd, transitions.AgentEnd, transitions.RetryNow, transitions.CancelRetry,
 		transitions.Reset,
 		transitions.AgentEnd, transitions.Retry, transitions.Elapsed, transitions.AgentEnd, transitions.Settle,
 	}

@@ -63,7 +63,7 @@ func TestEngineCompactDuringBackoff(t *testing.T) {
 		"stop_timer",
 		"retry_end false 1 Retry cancelled",
 		"start_compaction 4 cut=1 kept=2",
-		"state backoff>compacting compact",
+		"state backoff>compacting compact_in_backoff",
 		"turn_settled false",
 		"finish_turn session: retry cancelled",
 	}, describe(effects))

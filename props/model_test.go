@@ -559,7 +559,7 @@ func (h *harness) Check(t *rapid.T) {
 // not counted.
 func modelled(ev transitions.Event, from states.State) bool {
 	switch ev {
-	case transitions.RetryNow, transitions.Compact:
+	case transitions.RetryNow, transitions.Compact, transitions.CompactInBackoff:
 		return false
 	case transitions.Cancel:
 		return from != states.Classifying

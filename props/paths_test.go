@@ -180,11 +180,10 @@ func play(path []step) scenario {
 		case transitions.Overflow:
 			sc.failSum = next == transitions.RecoveryFailed
 		case transitions.Compact:
-			if st.from == states.Idle {
-				sc.compact = true
-			} else {
-				sc.actions = append(sc.actions, action{st.from, compactNow})
-			}
+			sc.compact = true
+			sc.slowSum = next == transitions.Cancel || next == transitions.CancelCompaction
+		case transitions.CompactInBackoff:
+			sc.actions = append(sc.actions, action{st.from, compactNow})
 			sc.slowSum = next == transitions.Cancel || next == transitions.CancelCompaction
 		case transitions.Elapsed, transitions.Resume:
 			// The continuation's call: slow when the path leaves it by a

@@ -28,13 +28,15 @@ const (
 	CheckThreshold Event = "check_threshold"
 	Elapsed        Event = "elapsed"
 	Compact        Event = "compact"
-	CompactRefused Event = "compact_refused"
-	Resume         Event = "resume"
-	CompactionEnd  Event = "compaction_end"
-	RecoveryFailed Event = "recovery_failed"
-	Abort          Event = "abort"
-	Cancel         Event = "cancel"
-	CancelRetry    Event = "cancel_retry"
+	// CompactInBackoff: Compact during a backoff ends the chain first.
+	CompactInBackoff Event = "compact_in_backoff"
+	CompactRefused   Event = "compact_refused"
+	Resume           Event = "resume"
+	CompactionEnd    Event = "compaction_end"
+	RecoveryFailed   Event = "recovery_failed"
+	Abort            Event = "abort"
+	Cancel           Event = "cancel"
+	CancelRetry      Event = "cancel_retry"
 	// CancelCompaction: AbortCompaction stopped the compaction in flight.
 	CancelCompaction Event = "cancel_compaction"
 	Reset            Event = "reset"
@@ -305,7 +307,8 @@ var table = Rules{
 	{Elapsed, from(backoff), continuing, guardCurrentTimerFired, do(StartContinuation)},
 
 	// A compaction asked for, and a compaction's end.
-	{Compact, from(idle, backoff), compacting, guardCompactRequested, do(StopTimer, EndChainCancelled, FailTurnRetryCancelled, StartManualCompaction)},
+	{Compact, from(idle), compacting, guardCompactRequested, do(StartManualCompaction)},
+	{CompactInBackoff, from(backoff), compacting, guardCompactRequested, do(StopTimer, EndChainCancelled, FailTurnRetryCancelled, StartManualCompaction)},
 	{CompactRefused, from(idle, backoff), Stay, guardAlreadyCompacted, do(RefuseCompaction)},
 	{Resume, from(compacting), continuing, guardCompactedWillRetry, do(StartContinuation)},
 	{CompactionEnd, from(compacting), idle, guardCompactionEnded, nil},

@@ -120,7 +120,10 @@ func specNext(s states.State, f tr.Facts) (tr.Event, []tr.Action, bool) {
 		case tr.AbortCalled:
 			return tr.Cancel, cancelActions, true
 		case tr.CompactCalled:
-			return compact(f)
+			if f.AlreadyCompacted {
+				return tr.CompactRefused, []tr.Action{tr.RefuseCompaction}, true
+			}
+			return tr.CompactInBackoff, []tr.Action{tr.StopTimer, tr.EndChainCancelled, tr.FailTurnRetryCancelled, tr.StartManualCompaction}, true
 		}
 	case states.Compacting:
 		switch f.Signal {
@@ -148,12 +151,12 @@ func specNext(s states.State, f tr.Facts) (tr.Event, []tr.Action, bool) {
 // cancelActions are what Abort does wherever something is in flight.
 var cancelActions = []tr.Action{tr.FailTurnAborted, tr.CancelRun, tr.DropDecision, tr.StopTimer, tr.EndChainCancelled, tr.StopCompaction, tr.DropPrompt}
 
-// compact is Compact() in idle or during a backoff.
+// compact is Compact() in idle.
 func compact(f tr.Facts) (tr.Event, []tr.Action, bool) {
 	if f.AlreadyCompacted {
 		return tr.CompactRefused, []tr.Action{tr.RefuseCompaction}, true
 	}
-	return tr.Compact, []tr.Action{tr.StopTimer, tr.EndChainCancelled, tr.FailTurnRetryCancelled, tr.StartManualCompaction}, true
+	return tr.Compact, []tr.Action{tr.StartManualCompaction}, true
 }
 
 // applies reports whether r applies in state s with facts f.
@@ -293,7 +296,7 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		{"an earlier backoff's timer", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.TimerFired }), "", ""},
 		{"AbortRetry in backoff", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.AbortRetryCalled }), tr.CancelRetry, states.Cancelled},
 		{"Abort in backoff", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.AbortCalled }), tr.Cancel, states.Cancelled},
-		{"Compact in backoff", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.CompactCalled }), tr.Compact, states.Compacting},
+		{"Compact in backoff", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.CompactCalled }), tr.CompactInBackoff, states.Compacting},
 		{"Compact in backoff, already compacted", states.Backoff, with(func(f *tr.Facts) { f.Signal, f.AlreadyCompacted = tr.CompactCalled, true }), tr.CompactRefused, states.Backoff},
 		{"AbortCompaction in backoff", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.AbortCompactionCalled }), "", ""},
 		{"Abort in continuing", states.Continuing, with(func(f *tr.Facts) { f.Signal = tr.AbortCalled }), tr.Cancel, states.Cancelled},
@@ -358,7 +361,8 @@ func TestTableMatchesSpec(t *testing.T) {
 		tr.CheckOverflow:    {[]states.State{idle}, compacting, "overflowRecoverable"},
 		tr.CheckThreshold:   {[]states.State{idle}, compacting, "overThreshold"},
 		tr.Elapsed:          {[]states.State{backoff}, continuing, "currentTimerFired"},
-		tr.Compact:          {[]states.State{idle, backoff}, compacting, "compactRequested"},
+		tr.Compact:          {[]states.State{idle}, compacting, "compactRequested"},
+		tr.CompactInBackoff: {[]states.State{backoff}, compacting, "compactRequested"},
 		tr.CompactRefused:   {[]states.State{idle, backoff}, tr.Stay, "alreadyCompacted"},
 		tr.Resume:           {[]states.State{compacting}, continuing, "compactedWillRetry"},
 		tr.CompactionEnd:    {[]states.State{compacting}, idle, "compactionEnded"},
