@@ -72,3 +72,8 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260928230214-8a89bd6388cc // indirect
 	google.golang.org/grpc v1.83.2 // indirect
 )
+
+// A copy of go-graphviz v0.2.10 that compiles its WebAssembly module on first
+// use, in memory, instead of in its init under os.TempDir(): see
+// third_party/go-graphviz/PATCHES.md.
+replace github.com/goccy/go-graphviz => ./third_party/go-graphviz

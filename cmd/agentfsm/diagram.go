@@ -9,6 +9,8 @@ import (
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
+// runDiagram prints the state diagram in one write; exit 1, with a one-line
+// reason, when the SVG cannot be drawn or stdout cannot take it.
 func runDiagram(args []string, env *environment) int {
 	fs := newFlagSet("diagram", "agentfsm diagram [--format mermaid|dot|svg]")
 	format := fs.String("format", "mermaid", "output `format`: mermaid, dot or svg")
@@ -16,21 +18,25 @@ func runDiagram(args []string, env *environment) int {
 		return code
 	}
 	rules := transitions.Table()
+	var image []byte
 	switch *format {
 	case "mermaid":
-		fmt.Fprint(env.stdout, fsm.Mermaid(rules))
+		image = []byte(fsm.Mermaid(rules))
 	case "dot":
-		fmt.Fprint(env.stdout, fsm.DOT(rules))
+		image = []byte(fsm.DOT(rules))
 	case "svg":
-		image, err := svg.Render(context.Background(), rules)
-		if err != nil {
+		var err error
+		if image, err = svg.Render(context.Background(), rules); err != nil {
 			fmt.Fprintf(env.stderr, "agentfsm diagram: %v\n", err)
 			return 1
 		}
-		_, _ = env.stdout.Write(image)
 	default:
 		fmt.Fprintf(env.stderr, "agentfsm diagram: unknown --format %q (want mermaid, dot or svg)\n", *format)
 		return 2
+	}
+	if _, err := env.stdout.Write(image); err != nil {
+		fmt.Fprintf(env.stderr, "agentfsm diagram: writing the diagram: %v\n", err)
+		return 1
 	}
 	return 0
 }

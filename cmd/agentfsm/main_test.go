@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -133,4 +134,20 @@ func TestDefaultSubcommandFlags(t *testing.T) {
 	assert.Equal(t, 2, code)
 	assert.Contains(t, errOut, "agentfsm demo: flag provided but not defined: -colour")
 	assert.Equal(t, 1, strings.Count(errOut, "\n"), "one line: %q", errOut)
+}
+
+// failWriter fails every write, as stdout on a full disk or a closed pipe.
+type failWriter struct{}
+
+func (failWriter) Write([]byte) (int, error) { return 0, errors.New("no space left on device") }
+
+// TestDiagramStdoutFails: a diagram that cannot be written is exit 1 with a
+// one-line reason, not a silent success.
+func TestDiagramStdoutFails(t *testing.T) {
+	for _, format := range []string{"mermaid", "dot"} {
+		var errOut bytes.Buffer
+		code := run([]string{"diagram", "--format", format}, &environment{stdin: strings.NewReader(""), stdout: failWriter{}, stderr: &errOut, now: time.Now})
+		assert.Equal(t, 1, code, format)
+		assert.Equal(t, "agentfsm diagram: writing the diagram: no space left on device\n", errOut.String(), format)
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"regexp"
 
@@ -37,9 +38,14 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // agent's policy instead of a file (./reference names a file of that name).
 const referenceSettings = "reference"
 
+// maxSettingsSize is the largest settings file loadSettings reads.
+const maxSettingsSize = 1 << 20
+
 // loadSettings reads the settings file at path: the default config and no
 // credentials when path is empty, the reference's policy when it is
-// "reference". The error names the flag, the file and what was wrong.
+// "reference". The error names the flag, the file and what was wrong. A
+// file may be anything that can be read (a pipe too), up to
+// maxSettingsSize bytes.
 func loadSettings(path string) (settings, error) {
 	switch path {
 	case "":
@@ -47,7 +53,7 @@ func loadSettings(path string) (settings, error) {
 	case referenceSettings:
 		return settings{config: session.ReferenceConfig()}, nil
 	}
-	data, err := os.ReadFile(path)
+	data, err := readSettingsFile(path)
 	if err != nil {
 		return settings{}, fmt.Errorf("--settings: %w", err)
 	}
@@ -58,33 +64,144 @@ func loadSettings(path string) (settings, error) {
 	return s, nil
 }
 
+// readSettingsFile reads path, refusing more than maxSettingsSize bytes.
+func readSettingsFile(path string) ([]byte, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	data, err := io.ReadAll(io.LimitReader(f, maxSettingsSize+1))
+	if err != nil {
+		return nil, err
+	}
+	if len(data) > maxSettingsSize {
+		return nil, fmt.Errorf("%s: larger than %d bytes, which no settings file is", path, maxSettingsSize)
+	}
+	return data, nil
+}
+
 // parseSettings reads a settings object: the session's config
-// (session.ParseConfig) and an optional "credentials" list.
+// (session.ParseConfig) and an optional "credentials" list. No key may
+// occur twice in an object, at any depth: the error names the first one
+// repeated by its path ("retry.maxRetries", "credentials[1].env").
 func parseSettings(data []byte) (settings, error) {
-	var top map[string]json.RawMessage
-	if json.Valid(data) && json.Unmarshal(data, &top) == nil {
-		if raw, ok := top["credentials"]; ok {
-			delete(top, "credentials")
-			creds, err := parseCredentials(raw)
-			if err != nil {
-				return settings{}, err
-			}
-			rest, err := json.Marshal(top)
-			if err != nil {
-				return settings{}, err
-			}
-			cfg, err := session.ParseConfig(rest)
-			if err != nil {
-				return settings{}, err
-			}
-			return settings{config: cfg, credentials: creds}, nil
+	if !json.Valid(data) {
+		// Not JSON: ParseConfig says where.
+		_, err := session.ParseConfig(data)
+		return settings{}, err
+	}
+	if err := checkRepeatedKeys(data); err != nil {
+		return settings{}, err
+	}
+	rest, creds, found := cutMember(data, "credentials")
+	var list []settingsCredential
+	if found {
+		var err error
+		if list, err = parseCredentials(creds); err != nil {
+			return settings{}, err
 		}
 	}
-	cfg, err := session.ParseConfig(data)
+	cfg, err := session.ParseConfig(rest)
 	if err != nil {
 		return settings{}, err
 	}
-	return settings{config: cfg}, nil
+	return settings{config: cfg, credentials: list}, nil
+}
+
+// cutMember returns the valid JSON data without its top-level member key,
+// and that member's value; found is false, and rest is data, when data is
+// not an object or has no such member. The other members keep their bytes
+// and their order.
+func cutMember(data []byte, key string) (rest, value []byte, found bool) {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+		return data, nil, false
+	}
+	var out bytes.Buffer
+	out.WriteByte('{')
+	for dec.More() {
+		start := dec.InputOffset()
+		tok, err := dec.Token()
+		if err != nil {
+			return data, nil, false
+		}
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			return data, nil, false
+		}
+		if tok == key && !found {
+			value, found = raw, true
+			continue
+		}
+		member := bytes.TrimLeft(data[start:dec.InputOffset()], " \t\r\n,")
+		if out.Len() > 1 {
+			out.WriteByte(',')
+		}
+		out.Write(member)
+	}
+	if !found {
+		return data, nil, false
+	}
+	out.WriteByte('}')
+	return out.Bytes(), value, true
+}
+
+// checkRepeatedKeys reports the first key that occurs twice in one object
+// of the valid JSON data, at any depth, by its path: "retry.maxRetries",
+// "credentials[1].env", or the key alone at the top.
+func checkRepeatedKeys(data []byte) error {
+	dec := json.NewDecoder(bytes.NewReader(data))
+	dec.UseNumber()
+	tok, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	return walkRepeats(dec, tok, "")
+}
+
+// walkRepeats reads the rest of the value that starts with tok, at path.
+func walkRepeats(dec *json.Decoder, tok json.Token, path string) error {
+	switch tok {
+	case json.Delim('{'):
+		seen := map[string]bool{}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			key, _ := tok.(string)
+			name := key
+			if path != "" {
+				name = path + "." + key
+			}
+			if seen[key] {
+				return fmt.Errorf("%w: %s appears twice", session.ErrInvalidConfig, name)
+			}
+			seen[key] = true
+			if tok, err = dec.Token(); err != nil {
+				return err
+			}
+			if err := walkRepeats(dec, tok, name); err != nil {
+				return err
+			}
+		}
+	case json.Delim('['):
+		for i := 0; dec.More(); i++ {
+			tok, err := dec.Token()
+			if err != nil {
+				return err
+			}
+			if err := walkRepeats(dec, tok, fmt.Sprintf("%s[%d]", path, i)); err != nil {
+				return err
+			}
+		}
+	default:
+		return nil
+	}
+	_, err := dec.Token() // the closing '}' or ']'
+	return err
 }
 
 // parseCredentials reads the "credentials" list.
