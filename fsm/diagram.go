@@ -9,9 +9,10 @@ import (
 )
 
 // Mermaid renders rules as a Mermaid stateDiagram-v2: idle as the start, one
-// edge per (source state, rule) labelled "event [guard]", in table order, and
-// the pass-through states drawn dashed. The output is deterministic: the same
-// rules always give the same bytes.
+// edge per (source state, rule) labelled "event [guard] / action, action",
+// in table order (an internal rule is an edge from its state to itself),
+// and the pass-through states drawn dashed. The output is deterministic: the
+// same rules always give the same bytes.
 func Mermaid(rules []transitions.Rule) string {
 	var b strings.Builder
 	b.WriteString("stateDiagram-v2\n")
@@ -19,7 +20,7 @@ func Mermaid(rules []transitions.Rule) string {
 	fmt.Fprintf(&b, "    [*] --> %s\n", states.Idle)
 	for _, r := range rules {
 		for _, from := range r.From {
-			fmt.Fprintf(&b, "    %s --> %s: %s [%s]\n", from, r.To, r.Event, r.Guard.Name)
+			fmt.Fprintf(&b, "    %s --> %s: %s\n", from, r.Target(from), Label(r, " "))
 		}
 	}
 	var pass []string
@@ -35,8 +36,9 @@ func Mermaid(rules []transitions.Rule) string {
 
 // DOT renders rules as a Graphviz digraph with the same content as Mermaid:
 // a start point into idle, every state in states.All order (pass-through
-// states dashed), one edge per (source state, rule) labelled with the event
-// and, below it, the guard. The output is deterministic.
+// states dashed), one edge per (source state, rule) labelled with the event,
+// below it the guard, and below that the actions. The output is
+// deterministic.
 func DOT(rules []transitions.Rule) string {
 	var b strings.Builder
 	b.WriteString("digraph agentfsm {\n")
@@ -54,9 +56,24 @@ func DOT(rules []transitions.Rule) string {
 	fmt.Fprintf(&b, "\t__start -> %s;\n", states.Idle)
 	for _, r := range rules {
 		for _, from := range r.From {
-			fmt.Fprintf(&b, "\t%s -> %s [label=\"%s\\n[%s]\"];\n", from, r.To, r.Event, r.Guard.Name)
+			fmt.Fprintf(&b, "\t%s -> %s [label=\"%s\"];\n", from, r.Target(from), Label(r, "\\n"))
 		}
 	}
 	b.WriteString("}\n")
 	return b.String()
+}
+
+// Label is a rule's edge label: "event [guard] / action, action", with sep
+// between the event, the guard and the actions ("/ …" left out for a rule
+// without actions).
+func Label(r transitions.Rule, sep string) string {
+	l := fmt.Sprintf("%s%s[%s]", r.Event, sep, r.Guard.Name)
+	if len(r.Actions) == 0 {
+		return l
+	}
+	acts := make([]string, len(r.Actions))
+	for i, a := range r.Actions {
+		acts[i] = string(a)
+	}
+	return l + sep + "/ " + strings.Join(acts, ", ")
 }

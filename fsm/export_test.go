@@ -9,10 +9,17 @@ import (
 // For the tests of package fsm_test: the machine's moves without guards.
 
 // Rules returns a copy of the machine's table.
-func (m *Machine) Rules() []transitions.Rule { return cloneRules(m.rules) }
+func (m *Machine) Rules() []transitions.Rule { return cloneRules(m.eng.rules) }
 
 // Can reports whether event leaves the current state (ignoring guards).
-func (m *Machine) Can(event transitions.Event) bool { return m.lf.Can(string(event)) }
+func (m *Machine) Can(event transitions.Event) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	m.eng.mu.Lock()
+	defer m.eng.mu.Unlock()
+	m.eng.lf.SetState(string(m.state))
+	return m.eng.lf.Can(string(event))
+}
 
 // Fire takes the rule named event from the current state, without
 // evaluating its guard, as Step does once it has picked the rule.

@@ -30,6 +30,7 @@ const (
 	readmeMD  = "../README.md"
 	mermaidID = "mermaid"
 	rulesID   = "rules"
+	actionsID = "actions"
 )
 
 // blocks returns what each generated block of a Markdown file must hold.
@@ -38,6 +39,7 @@ func blocks() map[string]string {
 	return map[string]string{
 		mermaidID: "```mermaid\n" + fsm.Mermaid(rules) + "```\n",
 		rulesID:   rulesMarkdown(rules),
+		actionsID: actionsMarkdown(rules),
 	}
 }
 
@@ -121,17 +123,23 @@ func TestDiagramsNameEveryStateEventAndGuard(t *testing.T) {
 		for _, r := range rules {
 			for _, from := range r.From {
 				var edge string
+				to := r.Target(from)
 				switch name {
 				case "mermaid":
-					edge = fmt.Sprintf("%s --> %s: %s [%s]", from, r.To, r.Event, r.Guard.Name)
+					edge = fmt.Sprintf("%s --> %s: %s\n", from, to, fsm.Label(r, " "))
 				case "dot":
-					edge = fmt.Sprintf(`%s -> %s [label="%s\n[%s]"]`, from, r.To, r.Event, r.Guard.Name)
+					edge = fmt.Sprintf(`%s -> %s [label="%s"]`, from, to, fsm.Label(r, `\n`))
 				case "svg":
-					edge = fmt.Sprintf("<title>%s&#45;&gt;%s</title>", from, r.To)
+					edge = fmt.Sprintf("<title>%s&#45;&gt;%s</title>", from, to)
 				}
 				assert.Contains(t, out, edge, "%s lacks edge %s from %s", name, r.Event, from)
 			}
 			assert.Contains(t, out, r.Guard.Name, "%s lacks guard %s", name, r.Guard.Name)
+			for _, a := range r.Actions {
+				if name != "svg" { // the SVG escapes parentheses and commas its own way
+					assert.Contains(t, out, string(a), "%s lacks action %s", name, a)
+				}
+			}
 		}
 	}
 }
@@ -153,15 +161,43 @@ func TestDiagramsAreDeterministic(t *testing.T) {
 // one.
 func rulesMarkdown(rules []transitions.Rule) string {
 	var b strings.Builder
-	b.WriteString("| event | from | to | guard | holds when |\n")
-	b.WriteString("|---|---|---|---|---|\n")
+	b.WriteString("| event | from | to | guard | holds when | actions |\n")
+	b.WriteString("|---|---|---|---|---|---|\n")
 	for _, r := range rules {
 		from := make([]string, len(r.From))
 		for i, s := range r.From {
 			from[i] = "`" + string(s) + "`"
 		}
-		fmt.Fprintf(&b, "| `%s` | %s | `%s` | `%s` | %s |\n",
-			r.Event, strings.Join(from, ", "), r.To, r.Guard.Name, strings.ReplaceAll(r.Guard.Doc, "|", `\|`))
+		to := "`" + string(r.To) + "`"
+		if r.To == transitions.Stay {
+			to = "(stays)"
+		}
+		acts := make([]string, len(r.Actions))
+		for i, a := range r.Actions {
+			acts[i] = "`" + string(a) + "`"
+		}
+		fmt.Fprintf(&b, "| `%s` | %s | %s | `%s` | %s | %s |\n",
+			r.Event, strings.Join(from, ", "), to, r.Guard.Name, strings.ReplaceAll(r.Guard.Doc, "|", `\|`), strings.Join(acts, ", "))
+	}
+	return b.String()
+}
+
+// actionsMarkdown lists every action the rules use, in the order of
+// transitions.Actions, with what it does.
+func actionsMarkdown(rules []transitions.Rule) string {
+	used := map[transitions.Action]bool{}
+	for _, r := range rules {
+		for _, a := range r.Actions {
+			used[a] = true
+		}
+	}
+	var b strings.Builder
+	b.WriteString("| action | what it does |\n")
+	b.WriteString("|---|---|\n")
+	for _, a := range transitions.Actions() {
+		if used[a] {
+			fmt.Fprintf(&b, "| `%s` | %s |\n", a, strings.ReplaceAll(a.Doc(), "|", `\|`))
+		}
 	}
 	return b.String()
 }

@@ -16,7 +16,23 @@ import (
 // Machine is the recovery machine: a current state and the rules it may take.
 // It starts in states.Idle. A Machine is safe for concurrent use; each Step
 // is atomic. The zero value is not usable: call New or Default.
+//
+// The current state lives in the Machine and nowhere else; every move
+// between two states is made by a looplab machine built from the same
+// rules, set to the current state for that move. Machines on the same rules
+// share one looplab machine (a session waiting out a backoff holds a few
+// words, not a looplab machine of its own; docs/policy.md §11 gives the
+// figures).
 type Machine struct {
+	mu    sync.Mutex
+	state states.State
+	eng   *engine
+}
+
+// engine is a looplab machine on a validated table, shared by the Machines
+// built on it: each move sets it to the mover's state, fires the event and
+// reads the destination back, under its own lock.
+type engine struct {
 	mu    sync.Mutex
 	lf    *looplab.FSM
 	rules transitions.Rules
@@ -24,44 +40,50 @@ type Machine struct {
 
 // New validates rules and builds a Machine on them, starting in states.Idle.
 // The table must name only known states, give every rule at least one source
-// state, a destination, a named guard and a unique event name, have no rule
-// that leads from a state to itself, and let every state be reached from
-// idle and reach idle. A table that breaks a rule yields an error wrapping
-// ErrInvalidTable that names the offending rule or state.
+// state, a named guard, a unique event name and known actions, and let every
+// state be reached from idle and reach idle. A rule may lead a state to
+// itself (an internal rule: its actions happen and the state stays). A table
+// that breaks a rule yields an error wrapping ErrInvalidTable that names the
+// offending rule or state.
 func New(rules []transitions.Rule) (*Machine, error) {
 	if err := Validate(rules); err != nil {
 		return nil, err
 	}
-	return build(cloneRules(rules)), nil
+	return &Machine{state: states.Idle, eng: build(cloneRules(rules))}, nil
 }
 
-// build makes the machine on rules it may keep: validated, and never
-// changed after.
-func build(rules transitions.Rules) *Machine {
+// build makes the looplab machine on rules it may keep: validated, and
+// never changed after. Internal rules have no looplab event: they never
+// move it.
+func build(rules transitions.Rules) *engine {
 	events := make(looplab.Events, 0, len(rules))
 	for _, r := range rules {
-		src := make([]string, len(r.From))
-		for i, s := range r.From {
-			src[i] = string(s)
+		var src []string
+		for _, s := range r.From {
+			if !r.Internal(s) {
+				src = append(src, string(s))
+			}
 		}
-		events = append(events, looplab.EventDesc{Name: string(r.Event), Src: src, Dst: string(r.To)})
+		if len(src) > 0 {
+			events = append(events, looplab.EventDesc{Name: string(r.Event), Src: src, Dst: string(r.To)})
+		}
 	}
-	return &Machine{lf: looplab.NewFSM(string(states.Idle), events, nil), rules: rules}
+	return &engine{lf: looplab.NewFSM(string(states.Idle), events, nil), rules: rules}
 }
 
-// defaultRules is transitions.Table(), validated once and shared by every
-// machine Default builds: a session holds no copy of its own.
-var defaultRules = func() transitions.Rules {
+// defaultEngine is on transitions.Table(), validated once and shared by
+// every machine Default builds.
+var defaultEngine = func() *engine {
 	rules := transitions.Table()
 	if err := Validate(rules); err != nil {
 		// The table is a constant of this module and its tests validate it.
 		panic(err)
 	}
-	return rules
+	return build(rules)
 }()
 
 // Default returns a Machine on transitions.Table(), in states.Idle.
-func Default() *Machine { return build(defaultRules) }
+func Default() *Machine { return &Machine{state: states.Idle, eng: defaultEngine} }
 
 // DefaultIn returns a Machine on transitions.Table() in state s, as a
 // machine restored from a snapshot is. s must be a state the table has.
@@ -69,29 +91,36 @@ func DefaultIn(s states.State) (*Machine, error) {
 	if !s.Valid() {
 		return nil, fmt.Errorf("fsm: unknown state %q", s)
 	}
-	m := build(defaultRules)
-	m.lf.SetState(string(s))
-	return m, nil
+	return &Machine{state: s, eng: defaultEngine}, nil
 }
 
 // State returns the current state.
 func (m *Machine) State() states.State {
-	return states.State(m.lf.Current())
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.state
 }
 
-// Transition records one move of the machine.
+// Transition records one rule the machine took.
 type Transition struct {
 	From  states.State
 	To    states.State
 	Event transitions.Event
-	// Guard is the name of the guard that admitted the move.
+	// Guard is the name of the guard that admitted the rule.
 	Guard string
+	// Actions are the rule's actions, in order. They are the table's
+	// own: do not change them.
+	Actions []transitions.Action
 }
+
+// Internal reports whether the rule left the state as it was.
+func (t Transition) Internal() bool { return t.From == t.To }
 
 // Step picks the rule that applies in the current state with facts f
 // (the machine's table's Next) and takes it. It returns the
-// move made, or a *TransitionError wrapping ErrNoRule when no rule applies, in
-// which case the state is unchanged.
+// rule taken, or a *TransitionError wrapping ErrNoRule when no rule applies, in
+// which case the state is unchanged. An internal rule changes no state and
+// does not involve looplab.
 //
 // ctx is never handed to the underlying machine as is: a cancelled context
 // would leave it stuck mid-transition for good. Its values are kept and its
@@ -100,15 +129,19 @@ type Transition struct {
 func (m *Machine) Step(ctx context.Context, f transitions.Facts) (Transition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	from := m.State()
-	r, ok := m.rules.Next(from, f)
+	from := m.state
+	r, ok := m.eng.rules.Next(from, f)
 	if !ok {
 		return Transition{}, &TransitionError{State: from, Err: ErrNoRule}
+	}
+	tr := Transition{From: from, To: r.Target(from), Event: r.Event, Guard: r.Guard.Name, Actions: r.Actions}
+	if tr.Internal() {
+		return tr, nil
 	}
 	if err := m.fire(ctx, r.Event); err != nil {
 		return Transition{}, err
 	}
-	return Transition{From: from, To: r.To, Event: r.Event, Guard: r.Guard.Name}, nil
+	return tr, nil
 }
 
 // fire takes the rule named event from the current state, without
@@ -119,13 +152,19 @@ func (m *Machine) fire(ctx context.Context, event transitions.Event) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	from := m.State()
+	from := m.state
 	if ctx.Done() != nil {
 		// A context that can be cancelled never reaches looplab.
 		ctx = context.WithoutCancel(ctx)
 	}
-	err := m.lf.Event(ctx, string(event))
+	e := m.eng
+	e.mu.Lock()
+	e.lf.SetState(string(from))
+	err := e.lf.Event(ctx, string(event))
+	to := states.State(e.lf.Current())
+	e.mu.Unlock()
 	if err == nil {
+		m.state = to
 		return nil
 	}
 	te := &TransitionError{Event: event, State: from, Cause: err}
@@ -168,22 +207,27 @@ func Validate(rules []transitions.Rule) error {
 			return bad("event %q appears twice", r.Event)
 		case len(r.From) == 0:
 			return bad("event %q has no source state", r.Event)
-		case !r.To.Valid():
+		case r.To != transitions.Stay && !r.To.Valid():
 			return bad("event %q leads to unknown state %q", r.Event, r.To)
 		case r.Guard.Name == "" || r.Guard.Holds == nil:
 			return bad("event %q has no named guard", r.Event)
+		}
+		for _, a := range r.Actions {
+			if a.Doc() == "" {
+				return bad("event %q has unknown action %q", r.Event, a)
+			}
 		}
 		seen[r.Event] = true
 		for _, from := range r.From {
 			switch {
 			case !from.Valid():
 				return bad("event %q leaves unknown state %q", r.Event, from)
-			case from == r.To:
-				return bad("event %q loops on state %q", r.Event, from)
 			case countFrom(r.From, from) > 1:
 				return bad("event %q lists state %q twice", r.Event, from)
 			}
-			edges[from] = append(edges[from], r.To)
+			if !r.Internal(from) {
+				edges[from] = append(edges[from], r.To)
+			}
 		}
 	}
 	reach := func(start states.State, next func(states.State) []states.State) map[states.State]bool {
@@ -236,6 +280,7 @@ func cloneRules(rules transitions.Rules) transitions.Rules {
 	out := make(transitions.Rules, len(rules))
 	for i, r := range rules {
 		r.From = slices.Clone(r.From)
+		r.Actions = slices.Clone(r.Actions)
 		out[i] = r
 	}
 	return out

@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/internal/wiretext"
-	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -176,16 +175,28 @@ func (e *Engine) summaryLimit(kept []Message) int {
 }
 
 // startCompaction begins an automatic compaction; the machine is in
-// compacting.
+// compacting. With nothing to compact it ends at once, failed.
 func (e *Engine) startCompaction(at time.Time, reason CompactionReason, willRetry, check bool) {
 	e.emit(AutoCompactionStart{Reason: reason})
 	c, ok := e.prepareCompaction(reason)
 	if !ok {
-		e.endCompactionFailed(&compaction{reason: reason, check: check}, ErrNothingToCompact)
+		e.compactionFailed(at, &compaction{reason: reason, willRetry: willRetry, check: check}, ErrNothingToCompact)
 		return
 	}
 	c.willRetry, c.check = willRetry, check
 	e.runCompaction(c, "")
+}
+
+// startManualCompaction begins Compact's compaction; the machine is in
+// compacting. With nothing to compact it ends at once, failed.
+func (e *Engine) startManualCompaction(s *step) {
+	c, ok := e.prepareCompaction(ReasonManual)
+	if !ok {
+		e.compactionFailed(s.at, &compaction{reason: ReasonManual, manual: true}, ErrNothingToCompact)
+		return
+	}
+	c.manual = true
+	e.runCompaction(c, s.instructions)
 }
 
 // runCompaction asks the driver for the summary.
@@ -197,35 +208,31 @@ func (e *Engine) runCompaction(c *compaction, instructions string) {
 	}})
 }
 
-// Compact starts a manual compaction with the caller's instructions: no
-// machine transition and no automatic events; it ends with FinishCompact.
-// While a run or a compaction is in flight it returns ErrBusy and changes
-// nothing; during a retry chain's wait it first ends the chain as
-// cancelled, then compacts. It returns ErrAlreadyCompacted when nothing was
-// added to history since the last compaction, ErrNothingToCompact when
-// everything fits in the messages kept. The effects are to be carried out
-// whatever the error.
+// Compact starts a manual compaction with the caller's instructions (the
+// table's compact rule): it emits no automatic compaction events and ends
+// with FinishCompact. While a run or a compaction is in flight it returns
+// ErrBusy and changes nothing; during a retry chain's wait it first ends
+// the chain as cancelled (the turn fails with ErrRetryCancelled), then
+// compacts. A compaction that ends at once (ErrAlreadyCompacted when
+// nothing was added to history since the last compaction,
+// ErrNothingToCompact when everything fits in the messages kept) also
+// returns its error. The effects are to be carried out whatever the error.
 func (e *Engine) Compact(at time.Time, instructions string) ([]Effect, error) {
 	e.begin()
-	if e.state == states.Backoff {
-		e.abortRetry()
-		e.advanceTurn()
+	if e.run != nil || e.pending != nil || e.comp != nil {
+		return e.end(at), ErrBusy
 	}
-	var err error
-	switch {
-	case e.busy():
-		err = ErrBusy
-	case e.ctx.compactionSeq > 0 && e.ctx.compactionSeq == e.ctx.nextSeq:
-		err = ErrAlreadyCompacted
-	default:
-		if c, ok := e.prepareCompaction(ReasonManual); ok {
-			c.manual = true
-			e.runCompaction(c, wiretext.String(instructions))
-		} else {
-			err = ErrNothingToCompact
+	f := transitions.Facts{Signal: transitions.CompactCalled, AlreadyCompacted: e.ctx.compactionSeq > 0 && e.ctx.compactionSeq == e.ctx.nextSeq}
+	if !e.fire(&step{at: at, facts: f, instructions: wiretext.String(instructions)}) {
+		return e.end(at), ErrBusy
+	}
+	out := e.end(at)
+	for _, ef := range out {
+		if ef.Kind == FinishCompact {
+			return out, ef.Err
 		}
 	}
-	return e.end(at), err
+	return out, nil
 }
 
 // CompactionInFlight returns the compaction in flight, 0 when there is none.
@@ -255,7 +262,7 @@ func (e *Engine) CompactionFinished(at time.Time, id CompactionID, sum Summary, 
 	}
 	if err != nil {
 		e.comp = nil
-		e.compactionFailed(c, err)
+		e.compactionFailed(at, c, err)
 		return e.end(at)
 	}
 	if limit := e.summaryLimit(c.kept); limit > 0 {
@@ -271,63 +278,45 @@ func (e *Engine) CompactionFinished(at time.Time, id CompactionID, sum Summary, 
 
 // committed applies a compaction whose entry was appended (err nil): the
 // runtime context becomes the summary, then the kept messages, then
-// anything that arrived meanwhile; then the end event, and the
-// continuation after an overflow.
+// anything that arrived meanwhile; the compaction reports its result and
+// the machine steps on its end.
 func (e *Engine) committed(at time.Time, err error) {
 	c := e.comp
 	e.comp = nil
 	if err != nil {
-		e.compactionFailed(c, fmt.Errorf("%w: %w", ErrHistory, err))
+		e.compactionFailed(at, c, fmt.Errorf("%w: %w", ErrHistory, err))
 		return
 	}
 	e.ctx.compact(c.entry, -1)
 	res := *c.entry.Compaction // a copy: the entry went to history
 	if c.manual {
 		e.effect(Effect{Kind: FinishCompact, Result: &res})
-		return
+	} else {
+		e.emit(AutoCompactionEnd{Result: &res, Aborted: false, WillRetry: c.willRetry})
 	}
-	e.emit(AutoCompactionEnd{Result: &res, Aborted: false, WillRetry: c.willRetry})
-	tr, ok := e.step(transitions.Facts{Signal: transitions.CompactionEnded, Compacted: true, WillRetry: c.willRetry})
-	if ok && tr.Event == transitions.Resume {
-		e.startRun(nil)
-	}
+	e.fire(&step{at: at, facts: transitions.Facts{Signal: transitions.CompactionEnded, Compacted: true, WillRetry: c.willRetry}})
 }
 
-// compactionFailed ends a compaction that produced no result.
-func (e *Engine) compactionFailed(c *compaction, err error) {
-	if c.manual {
+// compactionFailed reports a compaction that ended without a result, and
+// why, and steps the machine on its end.
+func (e *Engine) compactionFailed(at time.Time, c *compaction, err error) {
+	switch {
+	case c.manual:
 		e.effect(Effect{Kind: FinishCompact, Err: err})
-		return
+	case c.reason == ReasonOverflow:
+		e.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: "Context overflow recovery failed: " + err.Error()})
+	default:
+		e.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: "Auto-compaction failed: " + err.Error()})
 	}
-	e.endCompactionFailed(c, err)
-}
-
-// endCompactionFailed reports an automatic compaction that ended without a
-// result, and why; an overflow recovery that failed fails the turn.
-func (e *Engine) endCompactionFailed(c *compaction, err error) {
-	prefix := "Auto-compaction failed: "
-	if c.reason == ReasonOverflow {
-		prefix = "Context overflow recovery failed: "
-		if !c.check {
-			e.failTurn(fmt.Errorf("%w: %w", ErrOverflow, err))
-		}
-	}
-	e.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: prefix + err.Error()})
-	e.step(transitions.Facts{Signal: transitions.CompactionEnded})
+	e.raise(step{at: at, err: err, facts: transitions.Facts{Signal: transitions.CompactionEnded, WillRetry: c.willRetry}})
 }
 
 // AbortCompaction cancels the compaction in flight, automatic or manual.
 // With none in flight it does nothing.
 func (e *Engine) AbortCompaction(at time.Time) []Effect {
 	e.begin()
-	if c := e.comp; c != nil && !c.committing {
-		if c.manual {
-			e.cancelCompaction(c)
-		} else if _, ok := e.step(transitions.Facts{Signal: transitions.AbortCompactionCalled}); ok {
-			e.cancelCompaction(c)
-			e.passThrough()
-		}
-	}
+	f := transitions.Facts{Signal: transitions.AbortCompactionCalled, Committing: e.comp != nil && e.comp.committing}
+	e.fire(&step{at: at, facts: f})
 	return e.end(at)
 }
 
@@ -344,7 +333,7 @@ func (e *Engine) cancelCompaction(c *compaction) {
 		return
 	}
 	e.emit(AutoCompactionEnd{Aborted: true, WillRetry: false})
-	if c.reason == ReasonOverflow && !c.check {
+	if c.willRetry {
 		e.failTurn(fmt.Errorf("%w: %w", ErrOverflow, ErrCompactionCancelled))
 	}
 }

@@ -12,9 +12,6 @@ import (
 // verdict is what the decision learnt about a message besides its facts.
 type verdict struct {
 	classify.Result
-	// switched: the credential store moved the session to a free
-	// credential after a usage limit.
-	switched bool
 }
 
 // class is the class the decision acts on, as the events report it:
@@ -27,15 +24,6 @@ func (v verdict) class() classify.Class {
 	return v.Class
 }
 
-// pending is a decision waiting for the credential store's answer to a
-// usage limit.
-type pending struct {
-	msg   *Message
-	facts transitions.Facts
-	v     verdict
-	draw  float64
-}
-
 // facts gathers what the guards read about m.
 func (e *Engine) facts(at time.Time, m *Message, sig transitions.Signal) (transitions.Facts, verdict) {
 	f := transitions.Facts{
@@ -44,9 +32,11 @@ func (e *Engine) facts(at time.Time, m *Message, sig transitions.Signal) (transi
 		Attempt:           e.attempt,
 		MaxRetries:        e.cfg.Retry.MaxRetries,
 		CompactionEnabled: e.cfg.Compaction.Enabled,
-		EpisodeCompacted:  e.episodeCompacted,
+		EpisodeCompacted:  e.turn != nil && e.turn.episodeCompacted,
 		ContextWindow:     e.model.ContextWindow,
 		ReserveTokens:     e.cfg.Compaction.ReserveTokens,
+		CredentialStore:   e.creds && e.model.Provider != "",
+		Started:           true,
 	}
 	var v verdict
 	switch m.Err.(type) {
@@ -58,6 +48,7 @@ func (e *Engine) facts(at time.Time, m *Message, sig transitions.Signal) (transi
 		v.Result = e.cfg.Retry.Rules.Classify(m.classifyMessage(e.model.ContextWindow), at)
 	}
 	f.Class = v.Class
+	f.UsageLimit = v.UsageLimit
 	f.Error = m.IsError()
 	f.Aborted = m.StopReason == classify.StopReasonAborted
 	f.HintOverCap = hintOverCap(e.cfg.Retry, v.RetryAfter, v.HasRetryAfter)
@@ -67,23 +58,23 @@ func (e *Engine) facts(at time.Time, m *Message, sig transitions.Signal) (transi
 	return f, v
 }
 
-// decide is the decision at agent_end (docs/policy.md §1), and the check
-// before a prompt (docs/policy.md §4.6), on the message m. After a run on a usage limit it
-// first asks the credential store (MarkUsageLimit) and decides on its
-// answer: the switch comes before the rule that ends a chain on a retry
-// hint above the cap.
-func (e *Engine) decide(at time.Time, m *Message, sig transitions.Signal, draw float64) {
+// decide steps the machine on the message m: the decision at agent_end
+// (docs/policy.md §1) and the check before a prompt (§4.6).
+func (e *Engine) decide(at time.Time, m *Message, sig transitions.Signal, draw float64, continuation bool) {
 	f, v := e.facts(at, m, sig)
-	if sig == transitions.RunEnded && v.UsageLimit && e.creds && e.model.Provider != "" {
-		var hint time.Duration
-		if v.HasRetryAfter {
-			hint = v.RetryAfter
-		}
-		e.pending = &pending{msg: m, facts: f, v: v, draw: draw}
-		e.effect(Effect{Kind: MarkUsageLimit, Hint: hint})
-		return
+	e.fire(&step{at: at, facts: f, msg: m, v: v, draw: draw, continuation: continuation})
+}
+
+// askCredentialStore tells the credential store about a usage limit and
+// keeps the decision until it answers (UsageLimitAnswered).
+func (e *Engine) askCredentialStore(s *step) {
+	var hint time.Duration
+	if s.v.HasRetryAfter {
+		hint = s.v.RetryAfter
 	}
-	e.apply(at, m, f, v, draw)
+	p := *s
+	e.pending = &p
+	e.effect(Effect{Kind: MarkUsageLimit, Hint: hint})
 }
 
 // UsageLimitAnswered is the credential store's answer to MarkUsageLimit:
@@ -93,65 +84,12 @@ func (e *Engine) UsageLimitAnswered(at time.Time, switched bool) []Effect {
 	e.begin()
 	if p := e.pending; p != nil {
 		e.pending = nil
+		p.at = at
+		p.facts.Signal = transitions.CredentialAnswered
 		p.facts.CredentialSwitched = switched
-		p.v.switched = switched
-		e.apply(at, p.msg, p.facts, p.v, p.draw)
+		e.fire(p)
 	}
 	return e.end(at)
-}
-
-// apply takes the decision the table makes for f.
-func (e *Engine) apply(at time.Time, m *Message, f transitions.Facts, v verdict, draw float64) {
-	if f.Signal == transitions.RunEnded {
-		if _, ok := e.step(f); !ok { // idle or continuing → classifying
-			return
-		}
-	}
-	tr, ok := e.take(f)
-	if !ok {
-		return // the check before a prompt found nothing to do
-	}
-	text := m.ErrorMessage
-	// A chain that this decision does not continue ends before the machine
-	// is seen to leave classifying, so the counter is 0 by the time it is
-	// idle.
-	if tr.Event != transitions.Retry && tr.Event != transitions.Exhaust {
-		e.endChain(text, RetryFailed, v.class())
-	}
-	e.emit(stateChangeEvent(tr))
-	switch tr.Event {
-	case transitions.Retry:
-		e.beginRetry(at, m, v, draw)
-	case transitions.Exhaust:
-		attempts := e.attempt
-		e.endChain(text, RetryExhausted, v.class())
-		e.failTurnOn(&ExhaustedError{Attempts: attempts, Last: text, Err: m.Err}, v.class())
-		e.passThrough()
-	case transitions.Overflow:
-		// The check before a prompt compacts an old overflow without
-		// marking the episode: the new prompt's own overflow still gets
-		// its one recovery.
-		recovery := f.Signal == transitions.RunEnded
-		e.episodeCompacted = recovery
-		e.removeMessage(at, m.ID)
-		e.startCompaction(at, ReasonOverflow, recovery, !recovery)
-	case transitions.Threshold:
-		e.startCompaction(at, ReasonThreshold, false, f.Signal == transitions.PromptCheck)
-	case transitions.Refuse:
-		const refused = "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."
-		e.emit(AutoCompactionStart{Reason: ReasonOverflow})
-		e.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: refused})
-		e.failTurnOn(providerError(ErrOverflow, overflowText(m), m.Err), v.class())
-	case transitions.Unrecovered:
-		e.failTurnOn(providerError(ErrOverflow, overflowText(m), m.Err), v.class())
-	case transitions.Settle:
-		switch {
-		case m.StopReason == classify.StopReasonAborted:
-			e.failTurn(ErrAborted)
-		case m.IsError():
-			e.failTurnOn(providerError(ErrProvider, m.ErrorMessage, m.Err), v.class())
-		}
-	}
 }
 
 // endChain ends an active chain that a run ended some other way than by a
@@ -171,5 +109,5 @@ func overflowText(m *Message) string {
 	return fmt.Sprintf("the model's usage (%d tokens) exceeds its context window", contextTokens(m.Usage))
 }
 
-// idle reports whether the machine is at rest.
-func (e *Engine) idle() bool { return e.state == states.Idle }
+// state is the machine's state.
+func (e *Engine) state() states.State { return e.machine.State() }

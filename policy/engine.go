@@ -1,14 +1,12 @@
 package policy
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/agentfsm/agentfsm/fsm"
 	"github.com/agentfsm/agentfsm/states"
-	"github.com/agentfsm/agentfsm/transitions"
 )
 
 // Engine is one session's recovery policy as a deterministic machine: the
@@ -33,15 +31,10 @@ type Engine struct {
 	cfg   Config
 	creds bool
 
-	// state is the machine's state. The machine itself is built when a
-	// step needs it, and dropped while the engine waits out a backoff
-	// (see end): a session in backoff keeps only its state.
-	state   states.State
+	// machine holds the machine's state: the engine keeps no other copy.
 	machine *fsm.Machine
 	// attempt is the retry counter: 0 when no chain is active.
 	attempt int
-	// episodeCompacted marks an overflow episode already compacted once.
-	episodeCompacted bool
 	// credential is the ID of the credential the last run that returned
 	// called its provider with.
 	credential string
@@ -50,13 +43,14 @@ type Engine struct {
 
 	tickets uint64 // the last RunID, TimerID or CompactionID given out
 	run     *run
-	pending *pending // a usage limit waiting for the credential store
+	pending *step // a decision waiting for the credential store's answer
 	wait    wait
 	comp    *compaction
 	turn    *turn
 
 	out     []Effect
 	entries []Entry // recorded by the input in progress
+	raised  []step  // steps raised by the input in progress, not yet taken
 }
 
 // Setup is what an Engine is made from.
@@ -101,7 +95,7 @@ func New(s Setup) (*Engine, error) {
 	if s.Before < 0 {
 		return nil, fmt.Errorf("policy: negative Before %d", s.Before)
 	}
-	e := &Engine{id: s.SessionID, model: s.Model, cfg: s.Config, creds: s.Credentials, state: states.Idle}
+	e := &Engine{id: s.SessionID, model: s.Model, cfg: s.Config, creds: s.Credentials, machine: fsm.Default()}
 	if err := e.ctx.replay(s.Before, s.History); err != nil {
 		return nil, err
 	}
@@ -130,7 +124,7 @@ type Status struct {
 // Status returns the observable state.
 func (e *Engine) Status() Status {
 	return Status{
-		State:             e.state,
+		State:             e.state(),
 		Attempt:           e.attempt,
 		Retrying:          e.attempt > 0,
 		RetryEnabled:      e.cfg.Retry.Enabled,
@@ -174,9 +168,11 @@ func (e *Engine) begin() {
 	e.ctx.appended, e.ctx.appendedN = e.ctx.appended[:0], 0
 }
 
-// end finishes an input: the turn settles when the session is at rest, and
-// the effects go to the driver, the history's entries last.
+// end finishes an input: the steps still raised are taken, the turn
+// settles when the session is at rest, and the effects go to the driver,
+// the history's entries last.
 func (e *Engine) end(at time.Time) []Effect {
+	e.drain()
 	e.advanceTurn()
 	if len(e.entries) > 0 {
 		e.effect(Effect{Kind: Append, Entries: e.entries, Await: e.comp != nil && e.comp.committing})
@@ -184,18 +180,12 @@ func (e *Engine) end(at time.Time) []Effect {
 	out := e.out
 	if e.Quiet() {
 		// A session that waits (for a prompt, or out a backoff) keeps no
-		// buffer: the next input makes a new one. One in backoff keeps
-		// no machine either: the retry, or whatever ends the wait, builds
-		// it again (a retry costs far more), while one idle keeps it for
-		// the decision after its next run.
-		e.out, e.entries = nil, nil
+		// buffer: the next input makes a new one.
+		e.out, e.entries, e.raised = nil, nil, nil
 		if e.ctx.appendedN == 0 {
 			// What this input appended is kept for Appended, which
 			// undoes it if the append fails.
 			e.ctx.appended = nil
-		}
-		if e.state == states.Backoff {
-			e.machine = nil
 		}
 	}
 	return out
@@ -210,56 +200,4 @@ func (e *Engine) emit(ev Event) { e.out = append(e.out, Effect{Kind: Emit, Event
 func (e *Engine) ticket() uint64 {
 	e.tickets++
 	return e.tickets
-}
-
-// step takes the rule that applies for f and reports the state change.
-func (e *Engine) step(f transitions.Facts) (fsm.Transition, bool) {
-	tr, ok := e.take(f)
-	if ok {
-		e.emit(stateChangeEvent(tr))
-	}
-	return tr, ok
-}
-
-// take takes the rule that applies for f without reporting it: the caller
-// emits its state_change. No rule is no move.
-func (e *Engine) take(f transitions.Facts) (fsm.Transition, bool) {
-	// The machine is built from the validated table and fed one input at
-	// a time: its only error is ErrNoRule.
-	if e.machine == nil {
-		e.machine, _ = fsm.DefaultIn(e.state) // a state of the table
-	}
-	tr, err := e.machine.Step(context.Background(), f)
-	if err != nil {
-		return tr, false
-	}
-	e.state = tr.To
-	return tr, true
-}
-
-// passThrough takes the reset from exhausted or cancelled to idle.
-func (e *Engine) passThrough() {
-	if e.state.PassThrough() {
-		e.step(transitions.Facts{})
-	}
-}
-
-// stateChanges holds one StateChange per edge of the table, already in an
-// Event interface, so reporting a transition allocates nothing.
-var stateChanges = func() map[fsm.Transition]Event {
-	out := map[fsm.Transition]Event{}
-	for _, r := range transitions.Table() {
-		for _, from := range r.From {
-			tr := fsm.Transition{From: from, To: r.To, Event: r.Event, Guard: r.Guard.Name}
-			out[tr] = StateChange{From: from, To: r.To, Event: r.Event}
-		}
-	}
-	return out
-}()
-
-func stateChangeEvent(tr fsm.Transition) Event {
-	if ev, ok := stateChanges[tr]; ok {
-		return ev
-	}
-	return StateChange{From: tr.From, To: tr.To, Event: tr.Event}
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/states"
 )
 
 // The engine's own tests: a sequence of inputs in, the effects out, read
@@ -129,9 +130,9 @@ func TestEngineTransientThenSuccess(t *testing.T) {
 	assert.Equal(t, []string{
 		"append message await=false",
 		"state idle>classifying agent_end",
-		"state classifying>backoff retry",
 		"retry_start 1/3 2000ms",
 		"start_timer 2 +2s",
+		"state classifying>backoff retry",
 		"append removal await=false",
 	}, call(e, t0, run, answer(classify.StopReasonError, "503 Service Unavailable")))
 	assert.Equal(t, policy.Status{State: "backoff", Attempt: 1, Retrying: true, RetryEnabled: true, CompactionEnabled: true, MessageCount: 1}, e.Status())
@@ -139,7 +140,7 @@ func TestEngineTransientThenSuccess(t *testing.T) {
 	assert.Empty(t, describe(e.TimerFired(t0.Add(time.Second), 2)), "a firing before the deadline")
 	assert.Empty(t, describe(e.TimerFired(t0.Add(2*time.Second), 1)), "another timer's firing")
 	effects := e.TimerFired(t0.Add(2*time.Second), 2)
-	assert.Equal(t, []string{"state backoff>continuing elapsed", "start_run 3 prompt=false context=1"}, describe(effects))
+	assert.Equal(t, []string{"start_run 3 prompt=false context=1", "state backoff>continuing elapsed"}, describe(effects))
 
 	assert.Equal(t, []string{
 		"retry_end true 1 ",
@@ -160,8 +161,8 @@ func TestEngineExhausted(t *testing.T) {
 	assert.Equal(t, []string{
 		"append message await=false",
 		"state continuing>classifying agent_end",
-		"state classifying>exhausted exhaust",
 		"retry_end false 1 overloaded",
+		"state classifying>exhausted exhaust",
 		"state exhausted>idle reset",
 		"turn_settled false",
 		"finish_turn session: retries exhausted after 1 attempts: overloaded",
@@ -174,13 +175,13 @@ func TestEngineUsageLimitAsksCredentials(t *testing.T) {
 	e := newEngine(t, func(s *policy.Setup) { s.Credentials = true })
 	_, run := prompt(t, e, t0)
 	lines := call(e, t0, run, answer(classify.StopReasonError, "429 usage limit reached; retry-after: 30"))
-	assert.Equal(t, []string{"append message await=false", "mark_usage_limit 30s"}, lines, "no decision yet")
+	assert.Equal(t, []string{"append message await=false", "state idle>classifying agent_end", "mark_usage_limit 30s"}, lines, "no decision yet")
 	assert.True(t, e.Status().Streaming, "the run's decision is still pending")
+	assert.Equal(t, states.Classifying, e.Status().State, "the machine waits in classifying")
 	assert.Equal(t, []string{
-		"state idle>classifying agent_end",
-		"state classifying>backoff retry",
 		"retry_start 1/3 0ms",
 		"start_timer 2 +0s",
+		"state classifying>backoff retry_now",
 		"append removal await=false",
 	}, describe(e.UsageLimitAnswered(t0, true)))
 }
@@ -190,9 +191,9 @@ func TestEngineAbortDuringBackoff(t *testing.T) {
 	_, run := prompt(t, e, t0)
 	call(e, t0, run, answer(classify.StopReasonError, "503"))
 	assert.Equal(t, []string{
-		"state backoff>cancelled cancel",
 		"stop_timer",
 		"retry_end false 1 Retry cancelled",
+		"state backoff>cancelled cancel",
 		"state cancelled>idle reset",
 		"turn_settled false",
 		"finish_turn session: aborted",
@@ -223,9 +224,9 @@ func TestEngineOverflowCompactsAndContinues(t *testing.T) {
 	assert.Equal(t, []string{
 		"append message await=false",
 		"state idle>classifying agent_end",
-		"state classifying>compacting overflow",
 		"compaction_start overflow",
 		"start_compaction 3 cut=1 kept=2",
+		"state classifying>compacting overflow",
 		"append removal await=false",
 	}, lines)
 	assert.Equal(t, []string{"append compaction await=true"},
@@ -233,8 +234,8 @@ func TestEngineOverflowCompactsAndContinues(t *testing.T) {
 	effects := e.Appended(t0, nil)
 	assert.Equal(t, []string{
 		"compaction_end result=true willRetry=true ",
-		"state compacting>continuing resume",
 		"start_run 4 prompt=false context=3",
+		"state compacting>continuing resume",
 	}, describe(effects))
 }
 
@@ -244,11 +245,10 @@ func TestEngineCompactionEntryNotWritten(t *testing.T) {
 	_, run := prompt(t, e, t0)
 	call(e, t0, run, answer(classify.StopReasonStop, "a first answer, long enough"))
 	before := e.Messages()
-	effects, err := e.Compact(t0, "")
+	_, err := e.Compact(t0, "")
 	require.NoError(t, err)
-	id := effects[0].Compaction
-	e.CompactionFinished(t0, id, policy.Summary{Text: "summary"}, nil)
-	assert.Equal(t, []string{"finish_compact session: history write failed: disk full"},
+	e.CompactionFinished(t0, e.CompactionInFlight(), policy.Summary{Text: "summary"}, nil)
+	assert.Equal(t, []string{"finish_compact session: history write failed: disk full", "state compacting>idle compaction_end"},
 		describe(e.Appended(t0, errors.New("disk full"))))
 	assert.Equal(t, before, e.Messages())
 }

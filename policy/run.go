@@ -95,7 +95,7 @@ func (e *Engine) RunEvent(at time.Time, id RunID, ev Event) []Effect {
 			r.started = true
 		}
 		e.emit(ev)
-		e.onMessageEnd(r, ev.Message)
+		e.onMessageEnd(at, r, ev.Message)
 		return e.end(at)
 	case AgentEnd:
 		r.ended = true
@@ -126,27 +126,24 @@ func (e *Engine) complete(at time.Time, m Message) Message {
 	return m
 }
 
-// onMessageEnd records a finished message and ends a retry chain at the
-// first success after a retry.
-func (e *Engine) onMessageEnd(r *run, m Message) {
+// onMessageEnd records a finished message; an assistant message steps the
+// machine (a success ends the overflow episode and a retry chain).
+func (e *Engine) onMessageEnd(at time.Time, r *run, m Message) {
 	r.messages = append(r.messages, m)
 	e.recordMessage(m)
 	if m.Role != RoleAssistant {
 		return
 	}
 	r.last = &m
-	if !m.IsError() {
-		e.episodeCompacted = false
-	}
-	if m.succeeded() && e.attempt > 0 && !r.aborted {
-		e.emit(AutoRetryEnd{Success: true, Attempt: e.attempt, Outcome: RetryRecovered})
-		e.attempt = 0
-	}
+	e.fire(&step{at: at, msg: r.last, facts: transitions.Facts{
+		Signal: transitions.Replied, Error: m.IsError(), Aborted: m.StopReason == classify.StopReasonAborted,
+	}})
 }
 
-// RunReturned is the end of run id: the agent's Run returned. It makes the
-// decision at agent_end, or ends a run that could not start. A run Abort
-// cancelled decides nothing.
+// RunReturned is the end of run id: the agent's Run returned. The run's
+// last assistant message is decided on (agent_end), or the run could not
+// start (start_failed). A run Abort cancelled decides nothing: the abort
+// did.
 func (e *Engine) RunReturned(at time.Time, id RunID, ret RunReturn) []Effect {
 	e.begin()
 	r := e.current(id)
@@ -155,40 +152,46 @@ func (e *Engine) RunReturned(at time.Time, id RunID, ret RunReturn) []Effect {
 	}
 	e.run = nil
 	e.credential = wiretext.String(ret.Credential)
-	err := wiretext.Error(ret.Err)
+	ret.Err = wiretext.Error(ret.Err)
+	if r.aborted {
+		e.endRun(r)
+		return e.end(at)
+	}
+	if err := e.closeRun(at, r, ret); err != nil {
+		e.fire(&step{at: at, err: err, continuation: r.continuation, facts: transitions.Facts{Signal: transitions.RunEnded}})
+	} else {
+		e.decide(at, r.last, transitions.RunEnded, ret.Draw, r.continuation)
+	}
+	return e.end(at)
+}
+
+// closeRun turns how run r returned into its last assistant message: a
+// panic, or an error the agent returned mid-run, becomes an error message
+// that ends the run (a panic's is fatal: it is never retried); a run that
+// ended keeps its own. It returns why the run could not start when it left
+// no assistant message to decide on.
+func (e *Engine) closeRun(at time.Time, r *run, ret RunReturn) error {
 	switch {
-	case r.aborted:
-		e.endRun(r)
-		return e.end(at)
-	case ret.Panic != nil && r.ended:
-		// The run had ended: its messages stand, and the decision is on
-		// them. The driver logs the panic.
-	case ret.Panic != nil:
-		// The panic is the run's error: a fatal message the decision
-		// settles on, never retries.
+	case ret.Panic != nil && !r.ended:
 		e.failRun(at, r, &panicError{value: ret.Panic})
-	case !r.started:
-		e.endRun(r)
-		if err == nil {
-			err = errNoAssistantMessage
-		}
-		e.startFailed(r, err)
-		return e.end(at)
-	case !r.ended:
-		// The agent failed mid-run without ending it: report its error as
-		// the run's last message and end the run for it.
+	case ret.Panic == nil && r.started && !r.ended:
+		err := ret.Err
 		if err == nil {
 			err = errors.New("the agent stopped without ending the run")
 		}
 		e.failRun(at, r, err)
+	default:
+		// A panic after the run ended leaves its messages standing; the
+		// driver logs it.
+		e.endRun(r)
 	}
-	if r.last == nil {
-		// An assistant message began and never ended.
-		e.startFailed(r, errNoAssistantMessage)
-		return e.end(at)
+	if r.last != nil {
+		return nil
 	}
-	e.decide(at, r.last, transitions.RunEnded, ret.Draw)
-	return e.end(at)
+	if !r.started && ret.Err != nil {
+		return ret.Err
+	}
+	return errNoAssistantMessage
 }
 
 // endRun emits the agent_end that a run which reported something but
@@ -208,20 +211,9 @@ func (e *Engine) failRun(at time.Time, r *run, err error) {
 		Provider: e.model.Provider, Model: e.model.ID, Timestamp: at.UnixMilli(), Err: err}
 	e.emit(MessageStart{Message: m})
 	e.emit(MessageEnd{Message: m})
-	e.onMessageEnd(r, m)
+	e.onMessageEnd(at, r, m)
 	r.ended = true
 	e.emit(AgentEnd{Messages: cloneMessages(r.messages)})
-}
-
-// startFailed ends a run that could not start: a continuation ends its
-// chain and leaves continuing.
-func (e *Engine) startFailed(r *run, err error) {
-	e.failTurn(fmt.Errorf("%w: %w", ErrStartFailed, err))
-	if !r.continuation {
-		return
-	}
-	e.endChain(err.Error(), RetryFailed, classify.None)
-	e.step(transitions.Facts{Signal: transitions.NotStarted})
 }
 
 // refuse ends run r on a message m of its agent that cannot be written

@@ -73,27 +73,33 @@ const (
 // part of it: its caller is in this process.
 func (e *Engine) Snapshot() Snapshot {
 	s := Snapshot{
-		Version: SnapshotVersion, SessionID: e.id, Config: e.cfg, State: e.state,
-		Attempt: e.attempt, EpisodeCompacted: e.episodeCompacted, History: e.ctx.nextSeq, Turn: e.turn != nil,
-		Tickets: e.tickets,
+		Version: SnapshotVersion, SessionID: e.id, Config: e.cfg, State: e.state(),
+		Attempt: e.attempt, History: e.ctx.nextSeq, Turn: e.turn != nil,
+		EpisodeCompacted: e.turn != nil && e.turn.episodeCompacted,
+		Tickets:          e.tickets,
 	}
 	if w := e.wait; w.pending() {
 		d := w.deadline
 		s.Deadline = &d
 	}
 	switch {
+	case e.pending != nil:
+		// The decision waits on the credential store: the run is as good
+		// as in flight, and is decided on again as interrupted.
+		s.State, s.InFlight = states.Idle, inFlightRun
+		if e.pending.continuation {
+			s.State, s.InFlight = states.Continuing, inFlightContinuation
+		}
 	case e.run != nil:
 		s.InFlight = inFlightRun
 		if e.run.continuation {
 			s.InFlight = inFlightContinuation
 		}
 		s.Aborted = e.run.aborted
-	case e.pending != nil:
-		s.InFlight = inFlightRun
-		if s.State == states.Continuing {
-			s.InFlight = inFlightContinuation
-		}
-	case e.comp != nil && !e.comp.manual:
+	case e.comp != nil && e.comp.manual:
+		// Its caller is in this process: the resumed engine is at rest.
+		s.State = states.Idle
+	case e.comp != nil:
 		s.InFlight = inFlightCompaction
 		s.Compaction, s.CompactionCheck = e.comp.reason, e.comp.check
 		// Abort leaves only a compaction past cancelling (its entry being
@@ -179,12 +185,11 @@ func Resume(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, []
 	if e.machine, err = fsm.DefaultIn(snap.State); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
-	e.state = snap.State
-	e.attempt, e.episodeCompacted = snap.Attempt, snap.EpisodeCompacted
+	e.attempt = snap.Attempt
 	e.tickets = snap.Tickets
 	e.begin()
 	if snap.Turn {
-		e.turn = &turn{}
+		e.turn = &turn{episodeCompacted: snap.EpisodeCompacted}
 		if snap.Aborted {
 			e.turn.err = ErrAborted
 		}
@@ -205,9 +210,11 @@ func Resume(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, []
 			break
 		}
 		e.failRun(at, r, &interruptedError{})
-		e.decide(at, r.last, transitions.RunEnded, draw)
+		e.decide(at, r.last, transitions.RunEnded, draw, r.continuation)
 	case inFlightCompaction:
-		e.endCompactionFailed(&compaction{reason: snap.Compaction, check: snap.CompactionCheck}, errInterrupted)
+		c := &compaction{reason: snap.Compaction, check: snap.CompactionCheck}
+		c.willRetry = c.reason == ReasonOverflow && !c.check
+		e.compactionFailed(at, c, errInterrupted)
 	}
 	if snap.Deadline != nil {
 		e.startWait(*snap.Deadline)
@@ -271,6 +278,9 @@ func (s Snapshot) check() error {
 		return fmt.Errorf("attempt: %d in state %q (a retry chain is active only in backoff or continuing)", s.Attempt, s.State)
 	case s.Attempt == 0 && s.State == states.Backoff:
 		return errors.New("attempt: 0 in state backoff (a backoff waits for a retry, attempt 1 or more)")
+	}
+	if s.EpisodeCompacted && !s.Turn {
+		return errors.New("episodeCompacted: set with no turn in flight (an overflow episode is a turn's)")
 	}
 	if s.InFlight != inFlightCompaction {
 		if s.Compaction != "" || s.CompactionCheck {

@@ -144,8 +144,8 @@ func TestResumeInterruptedRun(t *testing.T) {
 	r := d.resumed(t, t0.Add(time.Minute), 0)
 	assert.Equal(t, []string{
 		"state continuing>classifying agent_end",
-		"state classifying>exhausted exhaust",
 		"retry_end false 1 interrupted: the session was resumed from a snapshot",
+		"state classifying>exhausted exhaust",
 		"state exhausted>idle reset",
 		"turn_settled false",
 	}, r.events)
@@ -158,8 +158,8 @@ func TestResumeInterruptedRun(t *testing.T) {
 	r = d.resumed(t, t0, 0)
 	assert.Equal(t, []string{
 		"state idle>classifying agent_end",
-		"state classifying>backoff retry",
 		"retry_start 1/3 2000ms",
+		"state classifying>backoff retry",
 	}, r.events)
 }
 
@@ -332,7 +332,7 @@ func checking(t *testing.T) *driver {
 	d.e.SetCompactionEnabled(true)
 	effects, err := d.e.Prompt(t0, "second")
 	require.NoError(t, err)
-	require.Equal(t, []string{"state idle>compacting threshold", "compaction_start threshold", "start_compaction 3 cut=3 kept=1"}, describe(effects))
+	require.Equal(t, []string{"compaction_start threshold", "start_compaction 3 cut=3 kept=1", "state idle>compacting check_threshold"}, describe(effects))
 	d.feed(effects)
 	return d
 }

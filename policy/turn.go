@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/transitions"
 )
@@ -17,11 +18,14 @@ type turn struct {
 	// prompt is the user's message, waiting for the check before a prompt
 	// to finish; nil once sent.
 	prompt *Message
+	// episodeCompacted marks the turn's overflow episode as compacted
+	// once: each turn starts a new episode.
+	episodeCompacted bool
 }
 
 // busy reports whether a turn, a run or a compaction is in flight.
 func (e *Engine) busy() bool {
-	return e.turn != nil || e.run != nil || e.pending != nil || e.comp != nil || !e.idle()
+	return e.turn != nil || e.run != nil || e.pending != nil || e.comp != nil || e.state() != states.Idle
 }
 
 // Prompt starts a turn with text as the user's next message: the check
@@ -35,9 +39,8 @@ func (e *Engine) Prompt(at time.Time, text string) ([]Effect, error) {
 	}
 	e.begin()
 	e.turn = &turn{prompt: &Message{ID: e.ctx.newID("user"), Role: RoleUser, Content: TextContent(wiretext.String(text)), Timestamp: at.UnixMilli()}}
-	e.episodeCompacted = false
 	if last := e.lastAssistant(); last != nil {
-		e.decide(at, last, transitions.PromptCheck, 0)
+		e.decide(at, last, transitions.PromptCheck, 0, false)
 	}
 	return e.end(at), nil
 }
@@ -48,6 +51,13 @@ func (e *Engine) sendPrompt() {
 	e.turn.prompt = nil
 	e.recordMessage(*msg)
 	e.startRun(msg)
+}
+
+// setEpisode marks or clears the overflow episode of the turn in flight.
+func (e *Engine) setEpisode(compacted bool) {
+	if e.turn != nil {
+		e.turn.episodeCompacted = compacted
+	}
 }
 
 // failTurn records why the turn in flight failed; the first reason wins.
@@ -64,12 +74,17 @@ func (e *Engine) failTurnOn(err error, class classify.Class) {
 	}
 }
 
-// advanceTurn moves the turn on once the session is at rest: it sends the
-// prompt waiting for the check before it, or emits turn_settled and
-// FinishTurn.
+// advanceTurn moves the turn on once nothing it waits for is in flight and
+// the machine rests: it sends the prompt waiting for the check before it,
+// or emits turn_settled and FinishTurn. A manual compaction is its
+// caller's, not the turn's: the turn does not wait for it.
 func (e *Engine) advanceTurn() {
 	t := e.turn
-	if t == nil || e.run != nil || e.pending != nil || e.comp != nil || e.wait.pending() || !e.idle() {
+	if t == nil {
+		return
+	}
+	manual := e.comp != nil && e.comp.manual
+	if e.run != nil || e.pending != nil || (e.comp != nil && !manual) || e.wait.pending() || (e.state() != states.Idle && !manual) {
 		return
 	}
 	if t.prompt != nil {
@@ -88,26 +103,6 @@ func (e *Engine) advanceTurn() {
 // the reason the run's cancellation carries.
 func (e *Engine) Abort(at time.Time, cause error) []Effect {
 	e.begin()
-	e.failTurn(ErrAborted)
-	if r := e.run; r != nil {
-		r.aborted = true
-		e.effect(Effect{Kind: CancelRun, Run: r.id, Cause: cause})
-	}
-	e.pending = nil // the run returned; its decision is dropped
-	if c := e.comp; c != nil && c.manual {
-		e.cancelCompaction(c)
-	}
-	if _, ok := e.step(transitions.Facts{Signal: transitions.AbortCalled}); ok {
-		e.stopWait()
-		e.cancelChain()
-		if c := e.comp; c != nil {
-			e.cancelCompaction(c)
-		}
-		e.passThrough()
-	}
-	if e.turn != nil {
-		// A prompt still waiting for the check before it is not sent.
-		e.turn.prompt = nil
-	}
+	e.fire(&step{at: at, facts: transitions.Facts{Signal: transitions.AbortCalled}, err: cause})
 	return e.end(at)
 }

@@ -15,18 +15,15 @@ type wait struct {
 
 func (w wait) pending() bool { return w.timer != 0 }
 
-// beginRetry schedules a retry of m (docs/policy.md §3.4): at once after a
-// credential switch.
-func (e *Engine) beginRetry(at time.Time, m *Message, v verdict, draw float64) {
+// scheduleRetry schedules a retry of the message decided on after delay
+// (docs/policy.md §3.4): it counts the attempt, reports it and arms the
+// timer.
+func (e *Engine) scheduleRetry(s *step, delay time.Duration) {
+	m := s.msg
 	e.attempt++
-	delay := retryDelay(e.cfg.Retry, e.attempt, draw, v.RetryAfter, v.HasRetryAfter)
-	if v.switched {
-		delay = 0
-	}
 	e.emit(AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: delay.Milliseconds(), ErrorMessage: m.ErrorMessage,
-		ErrorClass: v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential})
-	e.removeMessage(at, m.ID)
-	e.startWait(at.Add(delay))
+		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential})
+	e.startWait(s.at.Add(delay))
 }
 
 // startWait arms the timer for a backoff ending at deadline.
@@ -42,10 +39,7 @@ func (e *Engine) TimerFired(at time.Time, id TimerID) []Effect {
 	e.begin()
 	w := e.wait
 	current := w.pending() && w.timer == id && !at.Before(w.deadline)
-	if _, ok := e.step(transitions.Facts{Signal: transitions.TimerFired, CurrentTimer: current}); ok {
-		e.wait = wait{}
-		e.startRun(nil)
-	}
+	e.fire(&step{at: at, facts: transitions.Facts{Signal: transitions.TimerFired, CurrentTimer: current}})
 	return e.end(at)
 }
 
@@ -62,24 +56,6 @@ func (e *Engine) stopWait() {
 // pending it does nothing.
 func (e *Engine) AbortRetry(at time.Time) []Effect {
 	e.begin()
-	e.abortRetry()
+	e.fire(&step{at: at, facts: transitions.Facts{Signal: transitions.AbortRetryCalled}})
 	return e.end(at)
-}
-
-func (e *Engine) abortRetry() {
-	if _, ok := e.step(transitions.Facts{Signal: transitions.AbortRetryCalled}); !ok {
-		return
-	}
-	e.stopWait()
-	e.cancelChain()
-	e.failTurn(ErrRetryCancelled)
-	e.passThrough()
-}
-
-// cancelChain ends an active chain as cancelled.
-func (e *Engine) cancelChain() {
-	if e.attempt > 0 {
-		e.emit(AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: "Retry cancelled", Outcome: RetryCancelled})
-		e.attempt = 0
-	}
 }

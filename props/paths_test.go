@@ -26,9 +26,17 @@ type step struct {
 	to    states.State
 }
 
+// unplayed are the moves a session cannot be driven through from outside,
+// each covered where it can be: Abort while the decision waits for the
+// credential store (the session asks the store and hears its answer in one
+// step of its loop, so nothing can land in between; the engine's tests
+// take it).
+var unplayed = map[edge]bool{{states.Classifying, transitions.Cancel}: true}
+
 // shortestPaths walks the table breadth-first from idle and returns, for
-// each (state, event) edge, a shortest sequence of moves that reaches the
-// edge's state and takes it.
+// each move (a rule from a state to another; an internal rule emits no
+// state_change to follow), a shortest sequence of moves that reaches the
+// move's state and takes it.
 func shortestPaths() map[edge][]step {
 	toState := map[states.State][]step{states.Idle: {}}
 	queue := []states.State{states.Idle}
@@ -38,16 +46,16 @@ func shortestPaths() map[edge][]step {
 		s := queue[0]
 		queue = queue[1:]
 		for _, r := range rules {
-			if !slices.Contains(r.From, s) {
+			e := edge{s, r.Event}
+			if !slices.Contains(r.From, s) || r.Internal(s) || unplayed[e] {
 				continue
 			}
 			p := append(slices.Clone(toState[s]), step{s, r.Event, r.To})
-			e := edge{s, r.Event}
 			if _, seen := paths[e]; !seen {
 				paths[e] = p
 			}
-			// The check before a prompt compacts with no continuation to
-			// follow: a path goes no further through it.
+			// The check before a prompt and a manual compaction have no
+			// continuation to follow: a path goes no further through them.
 			if s == states.Idle && r.Event != transitions.AgentEnd {
 				continue
 			}
@@ -66,6 +74,13 @@ func shortestPaths() map[edge][]step {
 		{states.Continuing, transitions.AgentEnd, states.Classifying},
 		{states.Classifying, transitions.Refuse, states.Idle},
 	}
+	// An overflow recovery always continues or fails: a compaction that
+	// ends otherwise is a threshold's.
+	paths[edge{states.Compacting, transitions.CompactionEnd}] = []step{
+		{states.Idle, transitions.AgentEnd, states.Classifying},
+		{states.Classifying, transitions.Threshold, states.Compacting},
+		{states.Compacting, transitions.CompactionEnd, states.Idle},
+	}
 	return paths
 }
 
@@ -73,6 +88,9 @@ func TestEveryEdgeHasAShortestPath(t *testing.T) {
 	paths := shortestPaths()
 	for _, r := range transitions.Table() {
 		for _, from := range r.From {
+			if r.Internal(from) || unplayed[edge{from, r.Event}] {
+				continue
+			}
 			p, ok := paths[edge{from, r.Event}]
 			require.True(t, ok, "no path takes %s from %s", r.Event, from)
 			require.Equal(t, states.Idle, p[0].from)
@@ -97,6 +115,10 @@ type scenario struct {
 	failSum    bool // an overflow compaction that ends without a continuation
 	// compactionOff: the path's run settles with compaction disabled.
 	compactionOff bool
+	// credentials: the session has a store of two keys.
+	credentials bool
+	// compact: the path starts with Compact, not with a prompt.
+	compact bool
 	// before is the call of a turn played with compaction disabled before
 	// the path's prompt, whose check then compacts it.
 	before  *scripted.Call
@@ -113,12 +135,20 @@ func callFor(next transitions.Event) scripted.Call {
 	switch next {
 	case transitions.Retry, transitions.Exhaust:
 		return scripted.Call{StopReason: "error", ErrorMessage: "503 Service Unavailable"}
-	case transitions.Overflow, transitions.Refuse, transitions.Unrecovered:
+	case transitions.RetryNow:
+		return scripted.Call{StopReason: "error", ErrorMessage: "429 usage limit reached for this key"}
+	case transitions.Overflow, transitions.Refuse, transitions.Unrecovered, transitions.CheckOverflow:
 		return scripted.Call{StopReason: "error", ErrorMessage: "prompt is too long: 213462 tokens > 200000 maximum"}
-	case transitions.Threshold:
+	case transitions.Threshold, transitions.CheckThreshold:
 		return scripted.Call{StopReason: "stop", Usage: &session.Usage{Input: 180000, TotalTokens: 180000}}
 	}
 	return scripted.Call{StopReason: "stop", Text: "done"}
+}
+
+// compactNow is Compact as an action: it runs on its own goroutine, as the
+// session's caller would, and its outcome is the path's, not the action's.
+func compactNow(s *session.Session) {
+	go func() { _, _ = s.Compact(context.Background(), "") }()
 }
 
 // play turns a path into a scenario.
@@ -135,20 +165,26 @@ func play(path []step) scenario {
 			sc.calls = append(sc.calls, callFor(next))
 		case transitions.Unrecovered:
 			sc.compactionOff = true
-		case transitions.Overflow, transitions.Threshold:
-			if st.from == states.Idle {
-				c := callFor(st.event)
-				sc.before = &c
-				sc.calls = append(sc.calls, callFor(transitions.Settle))
-			}
+		case transitions.CheckOverflow, transitions.CheckThreshold:
+			c := callFor(st.event)
+			sc.before = &c
+			sc.calls = append(sc.calls, callFor(transitions.Settle))
+		case transitions.RetryNow:
+			sc.credentials = true
 		}
 		switch st.event {
-		case transitions.Retry:
+		case transitions.Retry, transitions.RetryNow:
 			retries++
 		case transitions.Exhaust:
 			sc.maxRetries = retries
 		case transitions.Overflow:
-			sc.failSum = next == transitions.CompactionEnd
+			sc.failSum = next == transitions.RecoveryFailed
+		case transitions.Compact:
+			sc.compact = true
+			sc.slowSum = next == transitions.Cancel || next == transitions.CancelCompaction
+		case transitions.CompactInBackoff:
+			sc.actions = append(sc.actions, action{st.from, compactNow})
+			sc.slowSum = next == transitions.Cancel || next == transitions.CancelCompaction
 		case transitions.Elapsed, transitions.Resume:
 			// The continuation's call: slow when the path leaves it by a
 			// cancel or ends in it, refused for a stall.
@@ -160,16 +196,16 @@ func play(path []step) scenario {
 				c.LatencyMs = 5000
 				sc.calls = append(sc.calls, c)
 			}
+		case transitions.CancelRetry:
+			sc.actions = append(sc.actions, action{states.Backoff, (*session.Session).AbortRetry})
+		case transitions.CancelCompaction:
+			sc.slowSum = true
+			sc.actions = append(sc.actions, action{states.Compacting, (*session.Session).AbortCompaction})
 		case transitions.Cancel:
-			switch st.from {
-			case states.Backoff:
-				sc.actions = append(sc.actions, action{states.Backoff, (*session.Session).AbortRetry})
-			case states.Continuing:
-				sc.actions = append(sc.actions, action{states.Continuing, (*session.Session).Abort})
-			case states.Compacting:
+			if st.from == states.Compacting {
 				sc.slowSum = true
-				sc.actions = append(sc.actions, action{states.Compacting, (*session.Session).AbortCompaction})
 			}
+			sc.actions = append(sc.actions, action{st.from, (*session.Session).Abort})
 		}
 	}
 	return sc
@@ -200,6 +236,13 @@ func TestReplayEveryPath(t *testing.T) {
 				case sc.failSum:
 					opts = append(opts, session.WithSummarizer(failingSummarizer{}))
 				}
+				if sc.credentials {
+					store := session.NewMemoryCredentials(nil,
+						session.Credential{ID: "a", Type: "api_key", Provider: scripted.DefaultModel.Provider},
+						session.Credential{ID: "b", Type: "api_key", Provider: scripted.DefaultModel.Provider},
+					)
+					opts = append(opts, session.WithCredentials(store))
+				}
 				s, err := session.New(agent, opts...)
 				require.NoError(t, err)
 				defer s.Close()
@@ -224,7 +267,11 @@ func TestReplayEveryPath(t *testing.T) {
 				})
 				agent.Append(sc.calls...)
 				done := make(chan error, 1)
-				go func() { done <- s.Prompt(context.Background(), "the path's question") }()
+				if sc.compact {
+					go func() { _, err := s.Compact(context.Background(), ""); done <- err }()
+				} else {
+					go func() { done <- s.Prompt(context.Background(), "the path's question") }()
+				}
 				for _, a := range sc.actions {
 					reached := false
 					for range 600 {

@@ -62,8 +62,8 @@ func TestOverflowCompactionContinuation(t *testing.T) {
 			`message error "` + tooLong + `"`,
 			"agent_end",
 			"idle>classifying agent_end",
-			"classifying>compacting overflow",
 			"compaction_start overflow",
+			"classifying>compacting overflow",
 			"compaction_end ok willRetry=true",
 			"compacting>continuing resume",
 			"agent_start",
@@ -195,8 +195,8 @@ func TestCheckBeforePromptCompactsAborted(t *testing.T) {
 		n := len(rec.lines())
 		require.NoError(t, s.Prompt(context.Background(), "third question, long enough also"))
 		assert.Equal(t, []string{
-			"idle>compacting threshold",
 			"compaction_start threshold",
+			"idle>compacting check_threshold",
 			"compaction_end ok willRetry=false",
 			"compacting>idle compaction_end",
 			"agent_start",
@@ -227,7 +227,8 @@ func TestAbortDuringCompaction(t *testing.T) {
 					require.ErrorIs(t, err, session.ErrCompactionCancelled)
 				}
 				lines := rec.lines()
-				assert.Equal(t, []string{"compacting>cancelled cancel", "compaction_end aborted", "cancelled>idle reset"}, lines[len(lines)-3:])
+				event := map[string]string{"Abort": "cancel", "AbortCompaction": "cancel_compaction"}[how]
+				assert.Equal(t, []string{"compaction_end aborted", "compacting>cancelled " + event, "cancelled>idle reset"}, lines[len(lines)-3:])
 				assert.Equal(t, []string{"compaction_start overflow", "compaction_end aborted"}, rec.recovery())
 				assert.False(t, s.IsCompacting())
 			})
@@ -245,7 +246,7 @@ func TestSummarizerFails(t *testing.T) {
 		err := s.Prompt(context.Background(), "second question, long enough too")
 		require.ErrorIs(t, err, session.ErrOverflow)
 		assert.Equal(t, []string{"compaction_start overflow", `compaction_end failed "Context overflow recovery failed: model unavailable"`}, rec.recovery())
-		assert.Contains(t, rec.lines(), "compacting>idle compaction_end")
+		assert.Contains(t, rec.lines(), "compacting>idle recovery_failed")
 	})
 	bubble(t, func(t *testing.T) {
 		s, _, rec := newSession(t, []scripted.Call{ok("first"), {StopReason: "stop", Usage: usage(190000)}}, smallKeep(), session.WithSummarizer(failing))
@@ -310,7 +311,8 @@ func TestManualCompact(t *testing.T) {
 		assert.Equal(t, 120, res.TokensBefore)
 		assert.NotEmpty(t, res.FirstKeptEntryID)
 		assert.Equal(t, res.FirstKeptEntryID, s.Messages()[1].ID)
-		assert.Len(t, rec.lines(), n, "a manual compaction emits no events")
+		assert.Equal(t, []string{"idle>compacting compact", "compacting>idle compaction_end"}, rec.lines()[n:],
+			"a manual compaction emits no automatic compaction events, only its moves")
 
 		_, err = s.Compact(context.Background(), "")
 		require.ErrorIs(t, err, session.ErrAlreadyCompacted)

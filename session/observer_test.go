@@ -126,10 +126,10 @@ func TestObserverSeesTheTurnInTheCallersContext(t *testing.T) {
 			"event turn=T agent_end",
 			"end 1 err=<nil>",
 			"event turn=T idle>classifying agent_end",
-			"event turn=T classifying>backoff retry",
 			`event turn=T retry_start 1/3 2000ms "503 Service Unavailable"`,
-			"event turn=T backoff>continuing elapsed",
+			"event turn=T classifying>backoff retry",
 			"run 2 caller=C turn=T prompt=false",
+			"event turn=T backoff>continuing elapsed",
 			"event turn=T agent_start",
 			"event turn=T message stop",
 			"event turn=T retry_end ok 1",
@@ -236,7 +236,8 @@ func TestObserverSeesAResumedTurn(t *testing.T) {
 		lines := obs.lines()
 		require.NotEmpty(t, lines)
 		assert.Equal(t, "turn caller=- session=test-session model=scripted/scripted-1 deadline=false done=false", lines[0])
-		assert.Equal(t, "run 1 caller=- turn=R prompt=false", lines[2])
+		assert.Equal(t, "run 1 caller=- turn=R prompt=false", lines[1])
+		assert.Equal(t, "event turn=R backoff>continuing elapsed", lines[2])
 		assert.Equal(t, "event turn=R settled err=<nil>", lines[len(lines)-1])
 		for _, l := range lines[1:] {
 			if strings.HasPrefix(l, "event") {

@@ -25,8 +25,8 @@ func TestErrorThenSuccess(t *testing.T) {
 			`message error "503 Service Unavailable"`,
 			"agent_end",
 			"idle>classifying agent_end",
-			"classifying>backoff retry",
 			`retry_start 1/3 2000ms "503 Service Unavailable"`,
+			"classifying>backoff retry",
 			"backoff>continuing elapsed",
 			"agent_start",
 			"message stop",
@@ -76,8 +76,8 @@ func TestExhausted(t *testing.T) {
 		lines := rec.lines()
 		assert.Equal(t, []string{
 			"continuing>classifying agent_end",
-			"classifying>exhausted exhaust",
 			`retry_end fail 3 "502 Bad Gateway"`,
+			"classifying>exhausted exhaust",
 			"exhausted>idle reset",
 		}, lines[len(lines)-4:])
 		assert.Equal(t, 0, s.RetryAttempt())
@@ -108,7 +108,7 @@ func TestAbortRetryDuringEachWait(t *testing.T) {
 				assert.Len(t, rc, wait+1)
 				assert.Equal(t, `retry_end fail `+string(rune('0'+wait))+` "Retry cancelled"`, rc[len(rc)-1])
 				lines := rec.lines()
-				assert.Equal(t, []string{"backoff>cancelled cancel", `retry_end fail ` + string(rune('0'+wait)) + ` "Retry cancelled"`, "cancelled>idle reset"}, lines[len(lines)-3:])
+				assert.Equal(t, []string{`retry_end fail ` + string(rune('0'+wait)) + ` "Retry cancelled"`, "backoff>cancelled cancel_retry", "cancelled>idle reset"}, lines[len(lines)-3:])
 				assert.Equal(t, states.Idle, s.State())
 				assert.Equal(t, 0, s.RetryAttempt())
 				// A later timer from the cancelled wait changes nothing.

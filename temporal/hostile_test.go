@@ -249,8 +249,8 @@ func TestRunLostWithItsWorker(t *testing.T) {
 	assert.Equal(t, 2, calls)
 	assert.Equal(t, []string{
 		`{"type":"state_change","from":"idle","to":"classifying","event":"agent_end"}`,
-		`{"type":"state_change","from":"classifying","to":"backoff","event":"retry"}`,
 		`{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":2000,"errorMessage":"interrupted: the session was resumed from a snapshot","errorClass":"retryable","provider":"scripted","model":"scripted-1"}`,
+		`{"type":"state_change","from":"classifying","to":"backoff","event":"retry"}`,
 		`{"type":"state_change","from":"backoff","to":"continuing","event":"elapsed"}`,
 		`{"type":"auto_retry_end","success":true,"attempt":1,"outcome":"recovered"}`,
 		`{"type":"state_change","from":"continuing","to":"classifying","event":"agent_end"}`,

@@ -15,7 +15,9 @@ type Signal uint8
 const (
 	// NoSignal: nothing from outside; the machine is deciding on its own.
 	NoSignal Signal = iota
-	// RunEnded: a run (the user's or a continuation) emitted agent_end.
+	// RunEnded: a run (the user's or a continuation) returned.
+	// Facts.Started says whether it produced an assistant message to
+	// decide on.
 	RunEnded
 	// PromptCheck: a new user prompt is about to be sent and the last
 	// assistant message is checked for compaction first.
@@ -32,14 +34,21 @@ const (
 	// CompactionEnded: a compaction finished, with a result or without one.
 	// Facts.Compacted and Facts.WillRetry say how.
 	CompactionEnded
-	// NotStarted: a continuation run could not start.
-	NotStarted
+	// Replied: an assistant message of the run in flight ended; the facts
+	// of the message are its.
+	Replied
+	// CompactCalled: Compact() was called.
+	CompactCalled
+	// CredentialAnswered: the credential store answered a usage limit;
+	// Facts.CredentialSwitched says how, the other facts are the decision's
+	// that asked.
+	CredentialAnswered
 )
 
 var signalNames = [...]string{
 	NoSignal: "none", RunEnded: "run_ended", PromptCheck: "prompt_check", TimerFired: "timer_fired",
 	AbortRetryCalled: "abort_retry", AbortCalled: "abort", AbortCompactionCalled: "abort_compaction",
-	CompactionEnded: "compaction_ended", NotStarted: "not_started",
+	CompactionEnded: "compaction_ended", Replied: "replied", CompactCalled: "compact", CredentialAnswered: "credential_answered",
 }
 
 // Signals returns every signal in declaration order.
@@ -75,6 +84,15 @@ type Facts struct {
 	Error bool
 	// Aborted reports whether M.stopReason is "aborted".
 	Aborted bool
+	// Started reports, with RunEnded, that the run produced an assistant
+	// message M to decide on; a run without one could not start.
+	Started bool
+	// UsageLimit reports whether M is an error that takes the usage-limit
+	// branch (the class UsageLimit, or a rule set's usage-limit hint).
+	UsageLimit bool
+	// CredentialStore reports that a credential store answers the
+	// session's usage limits: the decision on one asks it first.
+	CredentialStore bool
 
 	// RetryEnabled is the retry.enabled setting.
 	RetryEnabled bool
@@ -116,6 +134,13 @@ type Facts struct {
 	// overflow recovery to be followed by a continuation.
 	WillRetry bool
 
+	// Committing reports that the compaction in flight has its summary and
+	// its entry is being written: it can no longer be cancelled.
+	Committing bool
+	// AlreadyCompacted reports, with CompactCalled, that nothing was added
+	// to history since the last compaction.
+	AlreadyCompacted bool
+
 	// CurrentTimer reports, with TimerFired, that the timer belongs to the
 	// backoff in progress (not to an earlier, cancelled one).
 	CurrentTimer bool
@@ -155,6 +180,12 @@ func (f Facts) retryableError() bool {
 // whether or not it is recovered.
 func (f Facts) sameModelOverflow() bool {
 	return f.Class == classify.Overflow && f.SameModel
+}
+
+// awaitingCredential reports whether the decision on a run's usage limit
+// waits for the credential store's answer.
+func (f Facts) awaitingCredential() bool {
+	return f.Signal == RunEnded && f.UsageLimit && f.CredentialStore
 }
 
 // hintEndsChain reports whether the server's retry hint ends the chain: it

@@ -6,29 +6,40 @@ import (
 	"github.com/agentfsm/agentfsm/states"
 )
 
-// Event names one transition of the machine. Each event has one set of
-// source states and one destination.
+// Event names one rule of the table: the edge the machine takes, as the
+// diagrams and the state_change event name it.
 type Event string
 
-// The fourteen events, in table order.
+// The events, in table order.
 const (
-	AgentEnd    Event = "agent_end"
-	Retry       Event = "retry"
-	Exhaust     Event = "exhaust"
-	Overflow    Event = "overflow"
-	Threshold   Event = "threshold"
-	Refuse      Event = "refuse"
-	Unrecovered Event = "unrecovered"
-	Settle      Event = "settle"
-	Elapsed     Event = "elapsed"
-	Cancel      Event = "cancel"
-	Resume      Event = "resume"
-	// CompactionEnd: the compaction ended, with or without a result, and
-	// no continuation follows.
-	CompactionEnd Event = "compaction_end"
-	// StartFailed: the continuation could not start.
-	StartFailed Event = "start_failed"
-	Reset       Event = "reset"
+	AgentEnd       Event = "agent_end"
+	StartFailed    Event = "start_failed"
+	Reply          Event = "reply"
+	AskCredentials Event = "ask_credentials"
+	Retry          Event = "retry"
+	RetryNow       Event = "retry_now"
+	Exhaust        Event = "exhaust"
+	Overflow       Event = "overflow"
+	Threshold      Event = "threshold"
+	Refuse         Event = "refuse"
+	Unrecovered    Event = "unrecovered"
+	Settle         Event = "settle"
+	CheckOverflow  Event = "check_overflow"
+	CheckThreshold Event = "check_threshold"
+	Elapsed        Event = "elapsed"
+	Compact        Event = "compact"
+	// CompactInBackoff: Compact during a backoff ends the chain first.
+	CompactInBackoff Event = "compact_in_backoff"
+	CompactRefused   Event = "compact_refused"
+	Resume           Event = "resume"
+	CompactionEnd    Event = "compaction_end"
+	RecoveryFailed   Event = "recovery_failed"
+	Abort            Event = "abort"
+	Cancel           Event = "cancel"
+	CancelRetry      Event = "cancel_retry"
+	// CancelCompaction: AbortCompaction stopped the compaction in flight.
+	CancelCompaction Event = "cancel_compaction"
+	Reset            Event = "reset"
 )
 
 // String returns the event's name.
@@ -46,52 +57,95 @@ type Guard struct {
 	Holds func(from states.State, f Facts) bool
 }
 
-// Rule is one row of the transition table: Event moves the machine from any
-// state of From to To when Guard holds.
+// Rule is one row of the transition table: in any state of From, when Guard
+// holds, the machine moves to To and performs Actions, in order. A rule
+// whose To is Stay (or is its source state) is internal: the machine stays
+// where it is and only the actions happen.
 type Rule struct {
-	Event Event
-	From  []states.State
-	To    states.State
-	Guard Guard
+	Event   Event
+	From    []states.State
+	To      states.State
+	Guard   Guard
+	Actions []Action
 }
 
-// Applies reports whether r applies in state from with facts f: from is one of
-// r.From and the guard holds.
-func (r Rule) Applies(from states.State, f Facts) bool {
-	return slices.Contains(r.From, from) && r.Guard.Holds(from, f)
+// Stay is the To of an internal rule: the machine stays in its source
+// state.
+const Stay states.State = ""
+
+// Internal reports whether r, taken from state from, leaves the machine
+// where it is.
+func (r Rule) Internal(from states.State) bool { return r.To == Stay || r.To == from }
+
+// Target returns the state r leads to from state from.
+func (r Rule) Target(from states.State) states.State {
+	if r.To == Stay {
+		return from
+	}
+	return r.To
 }
 
-// The guards, one per rule. The guards from classifying are written so that
-// exactly one of them holds for any facts: settle is the complement of the
-// others, which exclude each other by class and settings. overflow and
-// threshold also leave idle, for the check before a prompt only.
+// The guards. In classifying exactly one of them holds for any facts:
+// settle's is the complement of the others, which exclude each other by
+// class, settings and the credential store's answer. Everywhere else at
+// most one holds.
 var (
 	guardRunEnded = Guard{
 		Name: "runEnded",
-		Doc:  "a run ended (agent_end)",
+		Doc:  "a run ended having produced an assistant message to decide on",
 		Holds: func(_ states.State, f Facts) bool {
-			return f.Signal == RunEnded
+			return f.Signal == RunEnded && f.Started
+		},
+	}
+	guardStartFailed = Guard{
+		Name: "startFailed",
+		Doc:  "a run ended without producing an assistant message: it could not start",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.Signal == RunEnded && !f.Started
+		},
+	}
+	guardReplySucceeded = Guard{
+		Name: "replySucceeded",
+		Doc:  "an assistant message ended that is neither an error nor aborted",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.Signal == Replied && !f.Error && !f.Aborted
+		},
+	}
+	guardAwaitingCredential = Guard{
+		Name: "awaitingCredential",
+		Doc:  "the run ended on a usage limit ∧ a credential store answers this session's usage limits, and has not answered yet",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.awaitingCredential()
+		},
+	}
+	guardRetryAfterSwitch = Guard{
+		Name: "retryAfterSwitch",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries ∧ the credential store switched the session to a free credential (∧ not the check before a prompt)",
+		Holds: func(from states.State, f Facts) bool {
+			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.Attempt < f.MaxRetries && f.CredentialSwitched && !f.awaitingCredential()
 		},
 	}
 	guardRetryAllowed = Guard{
 		Name: "retryAllowed",
-		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (∧ no retry hint above the delay cap, unless the credential was switched ∧ not the check before a prompt)",
-		Holds: func(_ states.State, f Facts) bool {
-			return f.retryableError() && f.RetryEnabled && f.Attempt < f.MaxRetries && !f.hintEndsChain()
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries ∧ no credential switch ∧ no retry hint above the delay cap (∧ not the check before a prompt)",
+		Holds: func(from states.State, f Facts) bool {
+			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.Attempt < f.MaxRetries && !f.CredentialSwitched && !f.HintOverCap &&
+				!f.awaitingCredential()
 		},
 	}
 	guardRetriesExhausted = Guard{
 		Name: "retriesExhausted",
 		Doc:  "retryable error ∧ retry enabled ∧ (attempt ≥ maxRetries ∨ a retry hint above the delay cap and no credential switch) (∧ not the check before a prompt)",
-		Holds: func(_ states.State, f Facts) bool {
-			return f.retryableError() && f.RetryEnabled && (f.Attempt >= f.MaxRetries || f.hintEndsChain())
+		Holds: func(from states.State, f Facts) bool {
+			return decides(from, f) && f.retryableError() && f.RetryEnabled && (f.Attempt >= f.MaxRetries || f.hintEndsChain()) && !f.awaitingCredential()
 		},
 	}
 	guardOverflowRecoverable = Guard{
 		Name: "overflowRecoverable",
 		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode not yet compacted (from idle: only the check before a prompt)",
 		Holds: func(from states.State, f Facts) bool {
-			return decides(from, f) && f.sameModelOverflow() && !f.Stale && f.CompactionEnabled && !f.EpisodeCompacted
+			return decides(from, f) && f.sameModelOverflow() && !f.Stale && f.CompactionEnabled && !f.EpisodeCompacted &&
+				!f.awaitingCredential()
 		},
 	}
 	guardOverThreshold = Guard{
@@ -100,29 +154,32 @@ var (
 		Holds: func(from states.State, f Facts) bool {
 			skipAborted := f.Aborted && f.Signal != PromptCheck
 			return decides(from, f) && f.successLike() && !skipAborted && !f.sameModelOverflow() && !f.Stale &&
-				f.CompactionEnabled && f.OverThreshold()
+				f.CompactionEnabled && f.OverThreshold() && !f.awaitingCredential()
 		},
 	}
 	guardOverflowRepeated = Guard{
 		Name: "overflowRepeated",
 		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode already compacted once",
-		Holds: func(_ states.State, f Facts) bool {
-			return f.sameModelOverflow() && !f.Stale && f.CompactionEnabled && f.EpisodeCompacted
+		Holds: func(from states.State, f Facts) bool {
+			return decides(from, f) && f.sameModelOverflow() && !f.Stale && f.CompactionEnabled && f.EpisodeCompacted && !f.awaitingCredential()
 		},
 	}
 	guardOverflowNotCompacted = Guard{
 		Name: "overflowNotCompacted",
 		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction disabled",
-		Holds: func(_ states.State, f Facts) bool {
-			return f.sameModelOverflow() && !f.Stale && !f.CompactionEnabled
+		Holds: func(from states.State, f Facts) bool {
+			return decides(from, f) && f.sameModelOverflow() && !f.Stale && !f.CompactionEnabled && !f.awaitingCredential()
 		},
 	}
 	guardNothingToDo = Guard{
 		Name: "nothingToDo",
-		Doc:  "none of retryAllowed, retriesExhausted, overflowRecoverable, overThreshold, overflowRepeated, overflowNotCompacted holds",
+		Doc:  "a run's end or the credential store's answer, and none of awaitingCredential, retryAfterSwitch, retryAllowed, retriesExhausted, overflowRecoverable, overThreshold, overflowRepeated, overflowNotCompacted holds",
 		Holds: func(from states.State, f Facts) bool {
-			for _, g := range []*Guard{&guardRetryAllowed, &guardRetriesExhausted, &guardOverflowRecoverable,
-				&guardOverThreshold, &guardOverflowRepeated, &guardOverflowNotCompacted} {
+			if !decides(from, f) {
+				return false
+			}
+			for _, g := range []*Guard{&guardAwaitingCredential, &guardRetryAfterSwitch, &guardRetryAllowed, &guardRetriesExhausted,
+				&guardOverflowRecoverable, &guardOverThreshold, &guardOverflowRepeated, &guardOverflowNotCompacted} {
 				if g.Holds(from, f) {
 					return false
 				}
@@ -137,40 +194,60 @@ var (
 			return f.Signal == TimerFired && f.CurrentTimer
 		},
 	}
-	guardAbortRequested = Guard{
-		Name: "abortRequested",
-		Doc:  "Abort(); AbortRetry() in backoff; AbortCompaction() in compacting",
-		Holds: func(from states.State, f Facts) bool {
-			switch f.Signal {
-			case AbortCalled:
-				return true
-			case AbortRetryCalled:
-				return from == states.Backoff
-			case AbortCompactionCalled:
-				return from == states.Compacting
-			}
-			return false
+	guardCompactRequested = Guard{
+		Name: "compactRequested",
+		Doc:  "Compact() ∧ something was added to history since the last compaction",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.Signal == CompactCalled && !f.AlreadyCompacted
+		},
+	}
+	guardAlreadyCompacted = Guard{
+		Name: "alreadyCompacted",
+		Doc:  "Compact() ∧ nothing was added to history since the last compaction",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.Signal == CompactCalled && f.AlreadyCompacted
 		},
 	}
 	guardCompactedWillRetry = Guard{
 		Name: "compactedWillRetry",
-		Doc:  "the compaction succeeded ∧ willRetry",
+		Doc:  "the compaction succeeded ∧ it is an overflow recovery (willRetry)",
 		Holds: func(_ states.State, f Facts) bool {
 			return f.Signal == CompactionEnded && f.Compacted && f.WillRetry
 		},
 	}
 	guardCompactionEnded = Guard{
 		Name: "compactionEnded",
-		Doc:  "the compaction ended with no continuation to start (no willRetry, failed, or nothing to compact)",
+		Doc:  "the compaction ended, with or without a result, and it is no overflow recovery (no willRetry)",
 		Holds: func(_ states.State, f Facts) bool {
-			return f.Signal == CompactionEnded && !(f.Compacted && f.WillRetry)
+			return f.Signal == CompactionEnded && !f.WillRetry
 		},
 	}
-	guardStartFailed = Guard{
-		Name: "startFailed",
-		Doc:  "the continuation could not start",
+	guardRecoveryFailed = Guard{
+		Name: "recoveryFailed",
+		Doc:  "the compaction of an overflow recovery (willRetry) ended without a result",
 		Holds: func(_ states.State, f Facts) bool {
-			return f.Signal == NotStarted
+			return f.Signal == CompactionEnded && !f.Compacted && f.WillRetry
+		},
+	}
+	guardAbortCalled = Guard{
+		Name: "abortCalled",
+		Doc:  "Abort()",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.Signal == AbortCalled
+		},
+	}
+	guardAbortRetryCalled = Guard{
+		Name: "abortRetryCalled",
+		Doc:  "AbortRetry()",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.Signal == AbortRetryCalled
+		},
+	}
+	guardAbortCompactionCalled = Guard{
+		Name: "abortCompactionCalled",
+		Doc:  "AbortCompaction() ∧ the compaction's entry is not being written yet (past that it cannot be cancelled)",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.Signal == AbortCompactionCalled && !f.Committing
 		},
 	}
 	guardAlways = Guard{
@@ -180,27 +257,72 @@ var (
 	}
 )
 
-// decides reports whether the facts are a decision's: any in classifying,
-// and in idle only the check before a prompt.
+// decides reports whether the facts are a decision's: in idle only the
+// check before a prompt, elsewhere (classifying) a run's end or the
+// credential store's answer.
 func decides(from states.State, f Facts) bool {
-	return from != states.Idle || f.Signal == PromptCheck
+	if from == states.Idle {
+		return f.Signal == PromptCheck
+	}
+	return f.Signal == RunEnded || f.Signal == CredentialAnswered
 }
 
+// Shorthands for the table.
+var (
+	idle        = states.Idle
+	classifying = states.Classifying
+	backoff     = states.Backoff
+	continuing  = states.Continuing
+	compacting  = states.Compacting
+	exhausted   = states.Exhausted
+	cancelled   = states.Cancelled
+)
+
+func from(s ...states.State) []states.State { return s }
+
+func do(a ...Action) []Action { return a }
+
 var table = Rules{
-	{AgentEnd, []states.State{states.Idle, states.Continuing}, states.Classifying, guardRunEnded},
-	{Retry, []states.State{states.Classifying}, states.Backoff, guardRetryAllowed},
-	{Exhaust, []states.State{states.Classifying}, states.Exhausted, guardRetriesExhausted},
-	{Overflow, []states.State{states.Classifying, states.Idle}, states.Compacting, guardOverflowRecoverable},
-	{Threshold, []states.State{states.Classifying, states.Idle}, states.Compacting, guardOverThreshold},
-	{Refuse, []states.State{states.Classifying}, states.Idle, guardOverflowRepeated},
-	{Unrecovered, []states.State{states.Classifying}, states.Idle, guardOverflowNotCompacted},
-	{Settle, []states.State{states.Classifying}, states.Idle, guardNothingToDo},
-	{Elapsed, []states.State{states.Backoff}, states.Continuing, guardCurrentTimerFired},
-	{Cancel, []states.State{states.Backoff, states.Continuing, states.Compacting}, states.Cancelled, guardAbortRequested},
-	{Resume, []states.State{states.Compacting}, states.Continuing, guardCompactedWillRetry},
-	{CompactionEnd, []states.State{states.Compacting}, states.Idle, guardCompactionEnded},
-	{StartFailed, []states.State{states.Continuing}, states.Idle, guardStartFailed},
-	{Reset, []states.State{states.Exhausted, states.Cancelled}, states.Idle, guardAlways},
+	// A run ends.
+	{AgentEnd, from(idle, continuing), classifying, guardRunEnded, nil},
+	{StartFailed, from(idle, continuing), idle, guardStartFailed, do(EndChainFailed, FailTurnStartFailed)},
+	{Reply, from(idle, continuing), Stay, guardReplySucceeded, do(ClearEpisode, EndChainRecovered)},
+
+	// The decision at agent_end.
+	{AskCredentials, from(classifying), Stay, guardAwaitingCredential, do(AskCredentialStore)},
+	{Retry, from(classifying), backoff, guardRetryAllowed, do(ScheduleBackoff, RemoveFailed)},
+	{RetryNow, from(classifying), backoff, guardRetryAfterSwitch, do(ScheduleRetryNow, RemoveFailed)},
+	{Exhaust, from(classifying), exhausted, guardRetriesExhausted, do(EndChainExhausted, FailTurnExhausted)},
+	{Overflow, from(classifying), compacting, guardOverflowRecoverable, do(EndChainFailed, MarkEpisode, RemoveFailed, StartOverflowRecovery)},
+	{Threshold, from(classifying), compacting, guardOverThreshold, do(EndChainFailed, StartThresholdCompaction)},
+	{Refuse, from(classifying), idle, guardOverflowRepeated, do(EndChainFailed, ReportRefusal, FailTurnOverflow)},
+	{Unrecovered, from(classifying), idle, guardOverflowNotCompacted, do(EndChainFailed, FailTurnOverflow)},
+	{Settle, from(classifying), idle, guardNothingToDo, do(EndChainFailed, FailTurnMessage)},
+
+	// The check before a prompt.
+	{CheckOverflow, from(idle), compacting, guardOverflowRecoverable, do(RemoveFailed, StartCheckOverflowCompaction)},
+	{CheckThreshold, from(idle), compacting, guardOverThreshold, do(StartCheckThresholdCompaction)},
+
+	// A backoff ends.
+	{Elapsed, from(backoff), continuing, guardCurrentTimerFired, do(StartContinuation)},
+
+	// A compaction asked for, and a compaction's end.
+	{Compact, from(idle), compacting, guardCompactRequested, do(StartManualCompaction)},
+	{CompactInBackoff, from(backoff), compacting, guardCompactRequested, do(StopTimer, EndChainCancelled, FailTurnRetryCancelled, StartManualCompaction)},
+	{CompactRefused, from(idle, backoff), Stay, guardAlreadyCompacted, do(RefuseCompaction)},
+	{Resume, from(compacting), continuing, guardCompactedWillRetry, do(StartContinuation)},
+	{CompactionEnd, from(compacting), idle, guardCompactionEnded, nil},
+	{RecoveryFailed, from(compacting), idle, guardRecoveryFailed, do(FailTurnRecoveryFailed)},
+
+	// Aborts.
+	{Abort, from(idle), Stay, guardAbortCalled, do(FailTurnAborted, CancelRun, DropPrompt)},
+	{Cancel, from(classifying, backoff, continuing, compacting), cancelled, guardAbortCalled,
+		do(FailTurnAborted, CancelRun, DropDecision, StopTimer, EndChainCancelled, StopCompaction, DropPrompt)},
+	{CancelRetry, from(backoff), cancelled, guardAbortRetryCalled, do(StopTimer, EndChainCancelled, FailTurnRetryCancelled)},
+	{CancelCompaction, from(compacting), cancelled, guardAbortCompactionCalled, do(StopCompaction)},
+
+	// The pass-through states.
+	{Reset, from(exhausted, cancelled), idle, guardAlways, nil},
 }
 
 // Rules is a transition table: the rules in order.
@@ -212,6 +334,7 @@ func Table() Rules {
 	out := make(Rules, len(table))
 	for i, r := range table {
 		r.From = slices.Clone(r.From)
+		r.Actions = slices.Clone(r.Actions)
 		out[i] = r
 	}
 	return out
@@ -220,15 +343,17 @@ func Table() Rules {
 // Next returns the rule of rs that applies in state from with facts f, and
 // ok = false when none does (the occurrence changes nothing in that state,
 // such as AbortRetry with no wait pending or a timer from an earlier
-// backoff). The rule shares its From with rs: do not change it.
+// backoff). The rule shares its From and Actions with rs: do not change
+// them.
 //
 // Table's guards are written so that at most one rule applies; the
 // package's tests check that over every state and every combination of
 // facts.
 func (rs Rules) Next(from states.State, f Facts) (r Rule, ok bool) {
-	for _, r := range rs {
-		if r.Applies(from, f) {
-			return r, true
+	for i := range rs {
+		r := &rs[i]
+		if slices.Contains(r.From, from) && r.Guard.Holds(from, f) {
+			return *r, true
 		}
 	}
 	return Rule{}, false

@@ -2,6 +2,7 @@ package transitions_test
 
 import (
 	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -14,97 +15,170 @@ import (
 
 // specNext is §5 of the policy written out by hand, independently of the
 // guards in the table: the event the specification names for a state and the
-// facts, or false when the occurrence changes nothing.
-func specNext(s states.State, f tr.Facts) (tr.Event, bool) {
+// facts, the actions that event performs, or false when the occurrence
+// changes nothing.
+func specNext(s states.State, f tr.Facts) (tr.Event, []tr.Action, bool) {
+	retryable := f.Class == classify.Retryable || f.Class == classify.UsageLimit
+	w := f.ContextWindow
+	over := w > 0 && f.Tokens > w-max(w*15/100, f.ReserveTokens)
 	switch s {
-	case states.Idle:
-		if f.Signal == tr.RunEnded {
-			return tr.AgentEnd, true
-		}
-		// §4.6: the check before a prompt is the compaction check only, and
-		// takes a transition only when it compacts.
-		if f.Signal == tr.PromptCheck && !f.Stale && f.CompactionEnabled {
-			if f.Class == classify.Overflow && f.SameModel {
-				if !f.EpisodeCompacted {
-					return tr.Overflow, true
-				}
-				return "", false
-			}
-			w := f.ContextWindow
-			errorLike := f.Error || f.Class == classify.Retryable || f.Class == classify.UsageLimit || f.Class == classify.Fatal
-			if !errorLike && w > 0 && f.Tokens > w-max(w*15/100, f.ReserveTokens) {
-				return tr.Threshold, true
-			}
-		}
-	case states.Continuing:
+	case states.Idle, states.Continuing:
 		switch f.Signal {
 		case tr.RunEnded:
-			return tr.AgentEnd, true
+			if !f.Started {
+				return tr.StartFailed, []tr.Action{tr.EndChainFailed, tr.FailTurnStartFailed}, true
+			}
+			return tr.AgentEnd, nil, true
+		case tr.Replied:
+			if !f.Error && !f.Aborted {
+				return tr.Reply, []tr.Action{tr.ClearEpisode, tr.EndChainRecovered}, true
+			}
 		case tr.AbortCalled:
-			return tr.Cancel, true
-		case tr.NotStarted:
-			return tr.StartFailed, true
+			if s == states.Idle {
+				return tr.Abort, []tr.Action{tr.FailTurnAborted, tr.CancelRun, tr.DropPrompt}, true
+			}
+			return tr.Cancel, cancelActions, true
+		case tr.CompactCalled:
+			if s == states.Idle {
+				return compact(f)
+			}
+		case tr.PromptCheck:
+			// §4.6: the check before a prompt is the compaction check only,
+			// and takes a transition only when it compacts.
+			if s != states.Idle || f.Stale || !f.CompactionEnabled {
+				break
+			}
+			if f.Class == classify.Overflow && f.SameModel {
+				if !f.EpisodeCompacted {
+					return tr.CheckOverflow, []tr.Action{tr.RemoveFailed, tr.StartCheckOverflowCompaction}, true
+				}
+				break
+			}
+			errorLike := f.Error || retryable || f.Class == classify.Fatal
+			if !errorLike && over {
+				return tr.CheckThreshold, []tr.Action{tr.StartCheckThresholdCompaction}, true
+			}
 		}
 	case states.Classifying:
+		switch f.Signal {
+		case tr.AbortCalled:
+			return tr.Cancel, cancelActions, true
+		case tr.RunEnded, tr.CredentialAnswered:
+		default:
+			return "", nil, false // classifying decides on a run's end only
+		}
+		// §3.6: a usage limit asks the credential store first.
+		if f.Signal == tr.RunEnded && f.UsageLimit && f.CredentialStore {
+			return tr.AskCredentials, []tr.Action{tr.AskCredentialStore}, true
+		}
 		// §1 step 1: a retryable error with a retry scheduled (or the chain
 		// running out) stops here.
 		// The check before a prompt (§4.6) is the compaction check only.
-		retryable := f.Class == classify.Retryable || f.Class == classify.UsageLimit
 		if retryable && f.RetryEnabled && f.Signal != tr.PromptCheck {
-			if f.Attempt < f.MaxRetries && !(f.HintOverCap && !f.CredentialSwitched) {
-				return tr.Retry, true
+			switch {
+			case f.Attempt < f.MaxRetries && f.CredentialSwitched:
+				return tr.RetryNow, []tr.Action{tr.ScheduleRetryNow, tr.RemoveFailed}, true
+			case f.Attempt < f.MaxRetries && !f.HintOverCap:
+				return tr.Retry, []tr.Action{tr.ScheduleBackoff, tr.RemoveFailed}, true
 			}
-			return tr.Exhaust, true
+			return tr.Exhaust, []tr.Action{tr.EndChainExhausted, tr.FailTurnExhausted}, true
 		}
+		settle := []tr.Action{tr.EndChainFailed, tr.FailTurnMessage}
 		// §4.2 step 3: the overflow path owns a same-model overflow.
 		if f.Class == classify.Overflow && f.SameModel {
 			switch {
 			case f.Stale:
-				return tr.Settle, true
+				return tr.Settle, settle, true
 			case !f.CompactionEnabled:
-				return tr.Unrecovered, true
+				return tr.Unrecovered, []tr.Action{tr.EndChainFailed, tr.FailTurnOverflow}, true
 			case f.EpisodeCompacted:
-				return tr.Refuse, true
+				return tr.Refuse, []tr.Action{tr.EndChainFailed, tr.ReportRefusal, tr.FailTurnOverflow}, true
 			}
-			return tr.Overflow, true
+			return tr.Overflow, []tr.Action{tr.EndChainFailed, tr.MarkEpisode, tr.RemoveFailed, tr.StartOverflowRecovery}, true
 		}
 		// §4.2 steps 1, 2, 4: aborted (not before a prompt), stale,
 		// compaction off, an error: stop.
 		if f.Error || retryable || f.Class == classify.Fatal {
-			return tr.Settle, true
+			return tr.Settle, settle, true
 		}
 		if (f.Aborted && f.Signal != tr.PromptCheck) || f.Stale || !f.CompactionEnabled {
-			return tr.Settle, true
+			return tr.Settle, settle, true
 		}
 		// §4.2 step 5.
-		w := f.ContextWindow
-		if w > 0 && f.Tokens > w-max(w*15/100, f.ReserveTokens) {
-			return tr.Threshold, true
+		if over {
+			return tr.Threshold, []tr.Action{tr.EndChainFailed, tr.StartThresholdCompaction}, true
 		}
-		return tr.Settle, true
+		return tr.Settle, settle, true
 	case states.Backoff:
 		switch f.Signal {
 		case tr.TimerFired:
 			if f.CurrentTimer {
-				return tr.Elapsed, true
+				return tr.Elapsed, []tr.Action{tr.StartContinuation}, true
 			}
-		case tr.AbortRetryCalled, tr.AbortCalled:
-			return tr.Cancel, true
+		case tr.AbortRetryCalled:
+			return tr.CancelRetry, []tr.Action{tr.StopTimer, tr.EndChainCancelled, tr.FailTurnRetryCancelled}, true
+		case tr.AbortCalled:
+			return tr.Cancel, cancelActions, true
+		case tr.CompactCalled:
+			if f.AlreadyCompacted {
+				return tr.CompactRefused, []tr.Action{tr.RefuseCompaction}, true
+			}
+			return tr.CompactInBackoff, []tr.Action{tr.StopTimer, tr.EndChainCancelled, tr.FailTurnRetryCancelled, tr.StartManualCompaction}, true
 		}
 	case states.Compacting:
 		switch f.Signal {
 		case tr.CompactionEnded:
-			if f.Compacted && f.WillRetry {
-				return tr.Resume, true
+			switch {
+			case f.Compacted && f.WillRetry:
+				return tr.Resume, []tr.Action{tr.StartContinuation}, true
+			case f.WillRetry:
+				return tr.RecoveryFailed, []tr.Action{tr.FailTurnRecoveryFailed}, true
 			}
-			return tr.CompactionEnd, true
-		case tr.AbortCalled, tr.AbortCompactionCalled:
-			return tr.Cancel, true
+			return tr.CompactionEnd, nil, true
+		case tr.AbortCalled:
+			return tr.Cancel, cancelActions, true
+		case tr.AbortCompactionCalled:
+			if !f.Committing {
+				return tr.CancelCompaction, []tr.Action{tr.StopCompaction}, true
+			}
 		}
 	case states.Exhausted, states.Cancelled:
-		return tr.Reset, true
+		return tr.Reset, nil, true
 	}
-	return "", false
+	return "", nil, false
+}
+
+// cancelActions are what Abort does wherever something is in flight.
+var cancelActions = []tr.Action{tr.FailTurnAborted, tr.CancelRun, tr.DropDecision, tr.StopTimer, tr.EndChainCancelled, tr.StopCompaction, tr.DropPrompt}
+
+// compact is Compact() in idle.
+func compact(f tr.Facts) (tr.Event, []tr.Action, bool) {
+	if f.AlreadyCompacted {
+		return tr.CompactRefused, []tr.Action{tr.RefuseCompaction}, true
+	}
+	return tr.Compact, []tr.Action{tr.StartManualCompaction}, true
+}
+
+// applies reports whether r applies in state s with facts f.
+func applies(r tr.Rule, s states.State, f tr.Facts) bool {
+	return slices.Contains(r.From, s) && r.Guard.Holds(s, f)
+}
+
+// checkAgainstSpec fails t unless exactly the rule the specification names
+// applies, with the specification's actions.
+func checkAgainstSpec(t interface{ Fatalf(string, ...any) }, rules tr.Rules, s states.State, f tr.Facts) {
+	var holding []tr.Event
+	for _, r := range rules {
+		if applies(r, s, f) {
+			holding = append(holding, r.Event)
+		}
+	}
+	want, actions, ok := specNext(s, f)
+	got, gotOK := rules.Next(s, f)
+	if len(holding) > 1 || ok != gotOK || (ok && (got.Event != want || holding[0] != want || !slices.Equal(got.Actions, actions))) {
+		t.Fatalf("state %s, facts %+v: rules holding %v, Next %v %v/%v, spec names %q %v/%v",
+			s, f, holding, got.Event, got.Actions, gotOK, want, actions, ok)
+	}
 }
 
 // numbers are representative values around each numeric threshold.
@@ -120,38 +194,39 @@ var numbers = []struct{ attempt, maxRetries, tokens, window, reserve int }{
 
 // TestExhaustive checks every state against every signal, class and
 // combination of the boolean facts, with numbers around each threshold: at
-// most one rule applies, it is the one §5 names, and in classifying exactly
-// one applies.
+// most one rule applies, it is the one §5 names with the actions it names,
+// and in classifying exactly one applies. The facts that only one signal
+// reads vary with that signal (TestRandomFactsPickTheSpecRule varies them
+// all).
 func TestExhaustive(t *testing.T) {
 	const nBools = 12
 	rules := tr.Table()
 	checked := 0
 	for _, s := range states.All() {
 		for _, sig := range tr.Signals() {
+			extra := 0
+			switch sig {
+			case tr.RunEnded:
+				extra = 3 // Started, UsageLimit, CredentialStore
+			case tr.CompactCalled, tr.AbortCompactionCalled:
+				extra = 1 // AlreadyCompacted, Committing
+			}
 			for _, c := range classify.Classes() {
-				for bits := range 1 << nBools {
+				for bits := range 1 << (nBools + extra) {
 					for _, n := range numbers {
+						more := bits >> nBools
 						f := tr.Facts{
 							Signal: sig, Class: c,
 							Error: bits&1 != 0, Aborted: bits&2 != 0, RetryEnabled: bits&4 != 0,
 							HintOverCap: bits&8 != 0, CompactionEnabled: bits&16 != 0, SameModel: bits&32 != 0,
 							Stale: bits&64 != 0, EpisodeCompacted: bits&128 != 0, Compacted: bits&256 != 0,
 							WillRetry: bits&512 != 0, CurrentTimer: bits&1024 != 0, CredentialSwitched: bits&2048 != 0,
+							Started: more&1 != 0, UsageLimit: more&2 != 0, CredentialStore: more&4 != 0,
+							AlreadyCompacted: more&1 != 0, Committing: more&1 != 0,
 							Attempt: n.attempt, MaxRetries: n.maxRetries,
 							Tokens: n.tokens, ContextWindow: n.window, ReserveTokens: n.reserve,
 						}
-						var holding []tr.Event
-						for _, r := range rules {
-							if r.Applies(s, f) {
-								holding = append(holding, r.Event)
-							}
-						}
-						want, ok := specNext(s, f)
-						got, gotOK := rules.Next(s, f)
-						if len(holding) > 1 || ok != gotOK || (ok && (got.Event != want || holding[0] != want)) {
-							t.Fatalf("state %s, facts %+v: rules holding %v, Next %v/%v, spec names %q/%v",
-								s, f, holding, got.Event, gotOK, want, ok)
-						}
+						checkAgainstSpec(t, rules, s, f)
 						checked++
 					}
 				}
@@ -166,6 +241,9 @@ func TestExhaustive(t *testing.T) {
 func TestNextEveryStateAndEvent(t *testing.T) {
 	base := tr.Facts{RetryEnabled: true, CompactionEnabled: true, MaxRetries: 3, ContextWindow: 200000, ReserveTokens: 16384, SameModel: true}
 	with := func(mod func(*tr.Facts)) tr.Facts { f := base; mod(&f); return f }
+	ended := func(mod func(*tr.Facts)) tr.Facts {
+		return with(func(f *tr.Facts) { f.Signal, f.Started = tr.RunEnded, true; mod(f) })
+	}
 	cases := []struct {
 		name  string
 		from  states.State
@@ -173,52 +251,69 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		want  tr.Event // "" when nothing applies
 		to    states.State
 	}{
-		{"a user's run ends", states.Idle, with(func(f *tr.Facts) { f.Signal = tr.RunEnded }), tr.AgentEnd, states.Classifying},
+		{"a user's run ends", states.Idle, ended(func(*tr.Facts) {}), tr.AgentEnd, states.Classifying},
+		{"a user's run could not start", states.Idle, with(func(f *tr.Facts) { f.Signal = tr.RunEnded }), tr.StartFailed, states.Idle},
+		{"a user's run replies", states.Idle, with(func(f *tr.Facts) { f.Signal = tr.Replied }), tr.Reply, states.Idle},
+		{"a user's run replies with an error", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Error = tr.Replied, true }), "", ""},
 		{"check before a prompt, nothing to do", states.Idle, with(func(f *tr.Facts) { f.Signal = tr.PromptCheck }), "", ""},
-		{"check before a prompt, overflow", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Class, f.Error = tr.PromptCheck, classify.Overflow, true }), tr.Overflow, states.Compacting},
-		{"check before a prompt, over the threshold", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Tokens = tr.PromptCheck, 170001 }), tr.Threshold, states.Compacting},
-		{"check before a prompt, aborted over the threshold", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Tokens, f.Aborted = tr.PromptCheck, 170001, true }), tr.Threshold, states.Compacting},
+		{"check before a prompt, overflow", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Class, f.Error = tr.PromptCheck, classify.Overflow, true }), tr.CheckOverflow, states.Compacting},
+		{"check before a prompt, over the threshold", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Tokens = tr.PromptCheck, 170001 }), tr.CheckThreshold, states.Compacting},
+		{"check before a prompt, aborted over the threshold", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Tokens, f.Aborted = tr.PromptCheck, 170001, true }), tr.CheckThreshold, states.Compacting},
 		{"check before a prompt, retryable", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Class, f.Error = tr.PromptCheck, classify.Retryable, true }), "", ""},
-		{"a continuation ends", states.Continuing, with(func(f *tr.Facts) { f.Signal = tr.RunEnded }), tr.AgentEnd, states.Classifying},
-		{"retryable, attempts left", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.Attempt = classify.Retryable, true, 2 }), tr.Retry, states.Backoff},
-		{"usage limit retries", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error = classify.UsageLimit, true }), tr.Retry, states.Backoff},
-		{"retryable, no attempts left", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.Attempt = classify.Retryable, true, 3 }), tr.Exhaust, states.Exhausted},
-		{"retryable, hint over the cap", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.HintOverCap = classify.Retryable, true, true }), tr.Exhaust, states.Exhausted},
-		{"retryable, before a prompt", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.Signal = classify.Retryable, true, tr.PromptCheck }), tr.Settle, states.Idle},
-		{"retryable, retry off", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.RetryEnabled = classify.Retryable, true, false }), tr.Settle, states.Idle},
-		{"overflow", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error = classify.Overflow, true }), tr.Overflow, states.Compacting},
-		{"silent overflow", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Tokens = classify.Overflow, 250000 }), tr.Overflow, states.Compacting},
-		{"overflow, episode compacted", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.EpisodeCompacted = classify.Overflow, true, true }), tr.Refuse, states.Idle},
-		{"overflow, compaction off", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.CompactionEnabled = classify.Overflow, true, false }), tr.Unrecovered, states.Idle},
-		{"overflow, stale", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.Stale = classify.Overflow, true, true }), tr.Settle, states.Idle},
-		{"overflow from another model", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.SameModel = classify.Overflow, true, false }), tr.Settle, states.Idle},
-		{"silent overflow from another model", states.Classifying, with(func(f *tr.Facts) { f.Class, f.SameModel, f.Tokens = classify.Overflow, false, 250000 }), tr.Threshold, states.Compacting},
-		{"over the threshold", states.Classifying, with(func(f *tr.Facts) { f.Tokens = 170001 }), tr.Threshold, states.Compacting},
-		{"at the threshold", states.Classifying, with(func(f *tr.Facts) { f.Tokens = 170000 }), tr.Settle, states.Idle},
-		{"over, window unknown", states.Classifying, with(func(f *tr.Facts) { f.Tokens, f.ContextWindow = 170001, 0 }), tr.Settle, states.Idle},
-		{"over, aborted", states.Classifying, with(func(f *tr.Facts) { f.Tokens, f.Aborted = 170001, true }), tr.Settle, states.Idle},
-		{"over, aborted, before a prompt", states.Classifying, with(func(f *tr.Facts) { f.Tokens, f.Aborted, f.Signal = 170001, true, tr.PromptCheck }), tr.Threshold, states.Compacting},
-		{"over, stale", states.Classifying, with(func(f *tr.Facts) { f.Tokens, f.Stale = 170001, true }), tr.Settle, states.Idle},
-		{"fatal error", states.Classifying, with(func(f *tr.Facts) { f.Class, f.Error, f.Tokens = classify.Fatal, true, 170001 }), tr.Settle, states.Idle},
-		{"success", states.Classifying, base, tr.Settle, states.Idle},
+		{"a continuation ends", states.Continuing, ended(func(*tr.Facts) {}), tr.AgentEnd, states.Classifying},
+		{"a continuation could not start", states.Continuing, with(func(f *tr.Facts) { f.Signal = tr.RunEnded }), tr.StartFailed, states.Idle},
+		{"a continuation replies", states.Continuing, with(func(f *tr.Facts) { f.Signal = tr.Replied }), tr.Reply, states.Continuing},
+		{"usage limit, a store to ask", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.UsageLimit, f.CredentialStore = classify.UsageLimit, true, true, true
+		}), tr.AskCredentials, states.Classifying},
+		{"usage limit, the store switched", states.Classifying, with(func(f *tr.Facts) {
+			f.Signal, f.Class, f.Error, f.UsageLimit, f.CredentialStore, f.CredentialSwitched = tr.CredentialAnswered, classify.UsageLimit, true, true, true, true
+		}), tr.RetryNow, states.Backoff},
+		{"usage limit, the store did not switch", states.Classifying, with(func(f *tr.Facts) {
+			f.Signal, f.Class, f.Error, f.UsageLimit, f.CredentialStore = tr.CredentialAnswered, classify.UsageLimit, true, true, true
+		}), tr.Retry, states.Backoff},
+		{"retryable, attempts left", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Attempt = classify.Retryable, true, 2 }), tr.Retry, states.Backoff},
+		{"usage limit retries", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error = classify.UsageLimit, true }), tr.Retry, states.Backoff},
+		{"retryable, no attempts left", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Attempt = classify.Retryable, true, 3 }), tr.Exhaust, states.Exhausted},
+		{"retryable, hint over the cap", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.HintOverCap = classify.Retryable, true, true }), tr.Exhaust, states.Exhausted},
+		{"retryable, retry off", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.RetryEnabled = classify.Retryable, true, false }), tr.Settle, states.Idle},
+		{"overflow", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error = classify.Overflow, true }), tr.Overflow, states.Compacting},
+		{"silent overflow", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Tokens = classify.Overflow, 250000 }), tr.Overflow, states.Compacting},
+		{"overflow, episode compacted", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.EpisodeCompacted = classify.Overflow, true, true }), tr.Refuse, states.Idle},
+		{"overflow, compaction off", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.CompactionEnabled = classify.Overflow, true, false }), tr.Unrecovered, states.Idle},
+		{"overflow, stale", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Stale = classify.Overflow, true, true }), tr.Settle, states.Idle},
+		{"overflow from another model", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.SameModel = classify.Overflow, true, false }), tr.Settle, states.Idle},
+		{"silent overflow from another model", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.SameModel, f.Tokens = classify.Overflow, false, 250000 }), tr.Threshold, states.Compacting},
+		{"over the threshold", states.Classifying, ended(func(f *tr.Facts) { f.Tokens = 170001 }), tr.Threshold, states.Compacting},
+		{"at the threshold", states.Classifying, ended(func(f *tr.Facts) { f.Tokens = 170000 }), tr.Settle, states.Idle},
+		{"over, window unknown", states.Classifying, ended(func(f *tr.Facts) { f.Tokens, f.ContextWindow = 170001, 0 }), tr.Settle, states.Idle},
+		{"over, aborted", states.Classifying, ended(func(f *tr.Facts) { f.Tokens, f.Aborted = 170001, true }), tr.Settle, states.Idle},
+		{"over, stale", states.Classifying, ended(func(f *tr.Facts) { f.Tokens, f.Stale = 170001, true }), tr.Settle, states.Idle},
+		{"fatal error", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Tokens = classify.Fatal, true, 170001 }), tr.Settle, states.Idle},
+		{"success", states.Classifying, ended(func(*tr.Facts) {}), tr.Settle, states.Idle},
+		{"Abort while the store is asked", states.Classifying, with(func(f *tr.Facts) { f.Signal = tr.AbortCalled }), tr.Cancel, states.Cancelled},
 		{"the wait ends", states.Backoff, with(func(f *tr.Facts) { f.Signal, f.CurrentTimer = tr.TimerFired, true }), tr.Elapsed, states.Continuing},
 		{"an earlier backoff's timer", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.TimerFired }), "", ""},
-		{"AbortRetry in backoff", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.AbortRetryCalled }), tr.Cancel, states.Cancelled},
+		{"AbortRetry in backoff", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.AbortRetryCalled }), tr.CancelRetry, states.Cancelled},
 		{"Abort in backoff", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.AbortCalled }), tr.Cancel, states.Cancelled},
+		{"Compact in backoff", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.CompactCalled }), tr.CompactInBackoff, states.Compacting},
+		{"Compact in backoff, already compacted", states.Backoff, with(func(f *tr.Facts) { f.Signal, f.AlreadyCompacted = tr.CompactCalled, true }), tr.CompactRefused, states.Backoff},
 		{"AbortCompaction in backoff", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.AbortCompactionCalled }), "", ""},
 		{"Abort in continuing", states.Continuing, with(func(f *tr.Facts) { f.Signal = tr.AbortCalled }), tr.Cancel, states.Cancelled},
 		{"AbortRetry in continuing", states.Continuing, with(func(f *tr.Facts) { f.Signal = tr.AbortRetryCalled }), "", ""},
-		{"continuation fails to start", states.Continuing, with(func(f *tr.Facts) { f.Signal = tr.NotStarted }), tr.StartFailed, states.Idle},
 		{"Abort in compacting", states.Compacting, with(func(f *tr.Facts) { f.Signal = tr.AbortCalled }), tr.Cancel, states.Cancelled},
-		{"AbortCompaction in compacting", states.Compacting, with(func(f *tr.Facts) { f.Signal = tr.AbortCompactionCalled }), tr.Cancel, states.Cancelled},
+		{"AbortCompaction in compacting", states.Compacting, with(func(f *tr.Facts) { f.Signal = tr.AbortCompactionCalled }), tr.CancelCompaction, states.Cancelled},
+		{"AbortCompaction while its entry is written", states.Compacting, with(func(f *tr.Facts) { f.Signal, f.Committing = tr.AbortCompactionCalled, true }), "", ""},
 		{"AbortRetry in compacting", states.Compacting, with(func(f *tr.Facts) { f.Signal = tr.AbortRetryCalled }), "", ""},
 		{"overflow compaction done", states.Compacting, with(func(f *tr.Facts) { f.Signal, f.Compacted, f.WillRetry = tr.CompactionEnded, true, true }), tr.Resume, states.Continuing},
 		{"threshold compaction done", states.Compacting, with(func(f *tr.Facts) { f.Signal, f.Compacted = tr.CompactionEnded, true }), tr.CompactionEnd, states.Idle},
-		{"overflow compaction failed", states.Compacting, with(func(f *tr.Facts) { f.Signal, f.WillRetry = tr.CompactionEnded, true }), tr.CompactionEnd, states.Idle},
+		{"overflow compaction failed", states.Compacting, with(func(f *tr.Facts) { f.Signal, f.WillRetry = tr.CompactionEnded, true }), tr.RecoveryFailed, states.Idle},
 		{"exhausted passes on", states.Exhausted, tr.Facts{}, tr.Reset, states.Idle},
 		{"cancelled passes on", states.Cancelled, tr.Facts{}, tr.Reset, states.Idle},
 		{"AbortRetry in idle", states.Idle, with(func(f *tr.Facts) { f.Signal = tr.AbortRetryCalled }), "", ""},
-		{"Abort in idle", states.Idle, with(func(f *tr.Facts) { f.Signal = tr.AbortCalled }), "", ""},
+		{"Abort in idle", states.Idle, with(func(f *tr.Facts) { f.Signal = tr.AbortCalled }), tr.Abort, states.Idle},
+		{"Compact in idle", states.Idle, with(func(f *tr.Facts) { f.Signal = tr.CompactCalled }), tr.Compact, states.Compacting},
+		{"Compact in idle, already compacted", states.Idle, with(func(f *tr.Facts) { f.Signal, f.AlreadyCompacted = tr.CompactCalled, true }), tr.CompactRefused, states.Idle},
 		{"a stale timer in idle", states.Idle, with(func(f *tr.Facts) { f.Signal, f.CurrentTimer = tr.TimerFired, true }), "", ""},
 	}
 	seen := map[string]bool{}
@@ -231,7 +326,7 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 			}
 			require.True(t, ok, "no rule applies")
 			assert.Equal(t, c.want, r.Event)
-			assert.Equal(t, c.to, r.To)
+			assert.Equal(t, c.to, r.Target(c.from))
 			seen[fmt.Sprintf("%s/%s", c.from, r.Event)] = true
 		})
 	}
@@ -248,21 +343,35 @@ func TestTableMatchesSpec(t *testing.T) {
 		to    states.State
 		guard string
 	}
+	idle, classifying, backoff, continuing := states.Idle, states.Classifying, states.Backoff, states.Continuing
+	compacting, exhausted, cancelled := states.Compacting, states.Exhausted, states.Cancelled
 	want := map[tr.Event]row{
-		tr.AgentEnd:      {[]states.State{states.Idle, states.Continuing}, states.Classifying, "runEnded"},
-		tr.Retry:         {[]states.State{states.Classifying}, states.Backoff, "retryAllowed"},
-		tr.Exhaust:       {[]states.State{states.Classifying}, states.Exhausted, "retriesExhausted"},
-		tr.Overflow:      {[]states.State{states.Classifying, states.Idle}, states.Compacting, "overflowRecoverable"},
-		tr.Threshold:     {[]states.State{states.Classifying, states.Idle}, states.Compacting, "overThreshold"},
-		tr.Refuse:        {[]states.State{states.Classifying}, states.Idle, "overflowRepeated"},
-		tr.Unrecovered:   {[]states.State{states.Classifying}, states.Idle, "overflowNotCompacted"},
-		tr.Settle:        {[]states.State{states.Classifying}, states.Idle, "nothingToDo"},
-		tr.Elapsed:       {[]states.State{states.Backoff}, states.Continuing, "currentTimerFired"},
-		tr.Cancel:        {[]states.State{states.Backoff, states.Continuing, states.Compacting}, states.Cancelled, "abortRequested"},
-		tr.Resume:        {[]states.State{states.Compacting}, states.Continuing, "compactedWillRetry"},
-		tr.CompactionEnd: {[]states.State{states.Compacting}, states.Idle, "compactionEnded"},
-		tr.StartFailed:   {[]states.State{states.Continuing}, states.Idle, "startFailed"},
-		tr.Reset:         {[]states.State{states.Exhausted, states.Cancelled}, states.Idle, "always"},
+		tr.AgentEnd:         {[]states.State{idle, continuing}, classifying, "runEnded"},
+		tr.StartFailed:      {[]states.State{idle, continuing}, idle, "startFailed"},
+		tr.Reply:            {[]states.State{idle, continuing}, tr.Stay, "replySucceeded"},
+		tr.AskCredentials:   {[]states.State{classifying}, tr.Stay, "awaitingCredential"},
+		tr.RetryNow:         {[]states.State{classifying}, backoff, "retryAfterSwitch"},
+		tr.Retry:            {[]states.State{classifying}, backoff, "retryAllowed"},
+		tr.Exhaust:          {[]states.State{classifying}, exhausted, "retriesExhausted"},
+		tr.Overflow:         {[]states.State{classifying}, compacting, "overflowRecoverable"},
+		tr.Threshold:        {[]states.State{classifying}, compacting, "overThreshold"},
+		tr.Refuse:           {[]states.State{classifying}, idle, "overflowRepeated"},
+		tr.Unrecovered:      {[]states.State{classifying}, idle, "overflowNotCompacted"},
+		tr.Settle:           {[]states.State{classifying}, idle, "nothingToDo"},
+		tr.CheckOverflow:    {[]states.State{idle}, compacting, "overflowRecoverable"},
+		tr.CheckThreshold:   {[]states.State{idle}, compacting, "overThreshold"},
+		tr.Elapsed:          {[]states.State{backoff}, continuing, "currentTimerFired"},
+		tr.Compact:          {[]states.State{idle}, compacting, "compactRequested"},
+		tr.CompactInBackoff: {[]states.State{backoff}, compacting, "compactRequested"},
+		tr.CompactRefused:   {[]states.State{idle, backoff}, tr.Stay, "alreadyCompacted"},
+		tr.Resume:           {[]states.State{compacting}, continuing, "compactedWillRetry"},
+		tr.CompactionEnd:    {[]states.State{compacting}, idle, "compactionEnded"},
+		tr.RecoveryFailed:   {[]states.State{compacting}, idle, "recoveryFailed"},
+		tr.Abort:            {[]states.State{idle}, tr.Stay, "abortCalled"},
+		tr.Cancel:           {[]states.State{classifying, backoff, continuing, compacting}, cancelled, "abortCalled"},
+		tr.CancelRetry:      {[]states.State{backoff}, cancelled, "abortRetryCalled"},
+		tr.CancelCompaction: {[]states.State{compacting}, cancelled, "abortCompactionCalled"},
+		tr.Reset:            {[]states.State{exhausted, cancelled}, idle, "always"},
 	}
 	table := tr.Table()
 	require.Len(t, table, len(want))
@@ -273,11 +382,33 @@ func TestTableMatchesSpec(t *testing.T) {
 		assert.Equal(t, w.to, r.To, r.Event)
 		assert.Equal(t, w.guard, r.Guard.Name, r.Event)
 		assert.NotEmpty(t, r.Guard.Doc, r.Event)
+		for _, a := range r.Actions {
+			assert.NotEmpty(t, a.Doc(), "%s: action %s has no doc", r.Event, a)
+		}
 	}
 
 	// Table returns a copy.
 	table[0].From[0] = states.Backoff
 	assert.Equal(t, states.Idle, tr.Table()[0].From[0])
+	table[1].Actions[0] = "changed"
+	assert.Equal(t, tr.EndChainFailed, tr.Table()[1].Actions[0])
+}
+
+// TestEveryActionIsUsedAndDocumented: the table uses every action it
+// declares, and each has a doc.
+func TestEveryActionIsUsedAndDocumented(t *testing.T) {
+	used := map[tr.Action]bool{}
+	for _, r := range tr.Table() {
+		for _, a := range r.Actions {
+			used[a] = true
+		}
+	}
+	for _, a := range tr.Actions() {
+		assert.True(t, used[a], "action %s is used by no rule", a)
+		assert.NotEmpty(t, a.Doc(), "action %s has no doc", a)
+	}
+	assert.Len(t, used, len(tr.Actions()))
+	assert.Empty(t, tr.Action("nope").Doc())
 }
 
 func TestCompactionThreshold(t *testing.T) {

@@ -159,7 +159,7 @@ func TestRPCBinary(t *testing.T) {
 	require.NoError(t, c.WaitForIdle(ctx))
 	evs := eventsUntilSettled(t, ctx, c)
 	joined := strings.Join(eventTypes(evs), " ")
-	assert.Contains(t, joined, "agent_end state_change state_change auto_retry_start state_change agent_start")
+	assert.Contains(t, joined, "agent_end state_change auto_retry_start state_change state_change agent_start")
 	for _, ev := range evs {
 		if ev.Type == "auto_retry_start" {
 			v, err := ev.Value()
@@ -174,7 +174,7 @@ func TestRPCBinary(t *testing.T) {
 	require.NoError(t, c.Prompt(ctx, "a third question"))
 	require.NoError(t, c.WaitForIdle(ctx))
 	joined = strings.Join(eventTypes(eventsUntilSettled(t, ctx, c)), " ")
-	assert.Contains(t, joined, "auto_compaction_start auto_compaction_end state_change agent_start")
+	assert.Contains(t, joined, "auto_compaction_start state_change auto_compaction_end state_change agent_start")
 
 	msgs, err := c.GetMessages(ctx)
 	require.NoError(t, err)

@@ -290,7 +290,7 @@ func TestChatBinaryOverflowCompacts(t *testing.T) {
 					end = v.(session.AutoCompactionEnd)
 				}
 			}
-			assert.Contains(t, strings.Join(types, " "), "auto_compaction_start auto_compaction_end")
+			assert.Contains(t, strings.Join(types, " "), "auto_compaction_start state_change auto_compaction_end")
 			require.NotNil(t, end.Result)
 			assert.True(t, end.WillRetry)
 			reqs := api.srv.Requests()

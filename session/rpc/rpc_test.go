@@ -155,7 +155,7 @@ func TestClientRetryThenSuccess(t *testing.T) {
 					ErrorClass: classify.Retryable, Provider: "scripted", Model: "scripted-1"}, e)
 			}
 		}
-		assert.Contains(t, strings.Join(seen, " "), "agent_end state_change state_change auto_retry_start state_change agent_start")
+		assert.Contains(t, strings.Join(seen, " "), "agent_end state_change auto_retry_start state_change state_change agent_start")
 		assert.Equal(t, "turn_settled", seen[len(seen)-1])
 	})
 }
@@ -300,7 +300,7 @@ func TestOverflowRecoveryOverRPC(t *testing.T) {
 			seen = append(seen, ev.Type)
 		}
 		joined := strings.Join(seen, " ")
-		assert.Contains(t, joined, "agent_end state_change state_change auto_compaction_start auto_compaction_end state_change agent_start")
+		assert.Contains(t, joined, "agent_end state_change auto_compaction_start state_change auto_compaction_end state_change agent_start")
 		assert.Equal(t, 2, strings.Count(joined, "agent_end"))
 	})
 }
@@ -315,7 +315,7 @@ func TestInputClosedMidTurn(t *testing.T) {
 		time.Sleep(500 * time.Millisecond)
 		sv.in.Close()
 		got := sv.until(t, "turn_settled")
-		assert.Equal(t, "auto_retry_end", got[len(got)-3]["type"])
+		assert.Equal(t, "auto_retry_end", got[len(got)-4]["type"])
 		go io.Copy(io.Discard, sv.out)
 		assert.NoError(t, <-sv.served)
 		sv.served <- nil // for the cleanup

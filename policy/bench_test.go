@@ -1,0 +1,146 @@
+package policy_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	looplab "github.com/looplab/fsm"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/policy"
+)
+
+// The engine's costs, each read beside BenchmarkLooplabEvent measured in the
+// same run (docs/performance.md): a ratio holds on a shared machine where
+// an absolute time does not.
+
+// BenchmarkLooplabEvent is the baseline: one bare looplab Event, on a
+// two-state machine.
+func BenchmarkLooplabEvent(b *testing.B) {
+	m := looplab.NewFSM("a", looplab.Events{
+		{Name: "go", Src: []string{"a"}, Dst: "b"},
+		{Name: "back", Src: []string{"b"}, Dst: "a"},
+	}, nil)
+	ctx := context.Background()
+	events := [2]string{"go", "back"}
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := m.Event(ctx, events[i&1]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}
+
+var benchFailure = func() policy.Message {
+	m := answer(classify.StopReasonError, "503 Service Unavailable")
+	return m
+}()
+
+var benchSuccess = answer(classify.StopReasonStop, "done")
+
+// ended returns a run of e that ended on a transient error and has not yet
+// returned.
+func ended(b *testing.B, e *policy.Engine, at time.Time) policy.RunID {
+	effects, err := e.Prompt(at, "hi")
+	if err != nil {
+		b.Fatal(err)
+	}
+	run := runOfB(b, effects)
+	for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: benchFailure}, policy.MessageEnd{Message: benchFailure}, policy.AgentEnd{}} {
+		e.RunEvent(at, run, ev)
+	}
+	return run
+}
+
+func runOfB(b *testing.B, effects []policy.Effect) policy.RunID {
+	for _, ef := range effects {
+		if ef.Kind == policy.StartRun {
+			return ef.Run
+		}
+	}
+	b.Fatal("no run started")
+	return 0
+}
+
+// BenchmarkDecision is the decision at a run's end on a transient error:
+// from RunReturned to the machine in backoff, auto_retry_start and the
+// timer among the effects. It cycles through a pool of engines whose runs
+// have ended; bringing them back is outside the measurement.
+func BenchmarkDecision(b *testing.B) {
+	type ready struct {
+		e   *policy.Engine
+		run policy.RunID
+	}
+	pool := make([]ready, 1024)
+	at := t0
+	for i := range pool {
+		e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		pool[i] = ready{e, ended(b, e, at)}
+	}
+	next := 0
+	b.ReportAllocs()
+	b.ResetTimer()
+	for range b.N {
+		if next == len(pool) {
+			b.StopTimer()
+			for i, r := range pool {
+				r.e.AbortRetry(at)
+				pool[i].run = ended(b, r.e, at)
+			}
+			next = 0
+			b.StartTimer()
+		}
+		r := pool[next]
+		r.e.RunReturned(at, r.run, policy.RunReturn{Draw: 0.5})
+		next++
+	}
+}
+
+// BenchmarkTurnWithThreeRetries is one whole turn on the engine alone: a
+// prompt, three transient errors with their backoffs, and a success.
+func BenchmarkTurnWithThreeRetries(b *testing.B) {
+	e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	at := t0
+	events := func(run policy.RunID, m policy.Message) {
+		for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: m}, policy.MessageEnd{Message: m}, policy.AgentEnd{}} {
+			e.RunEvent(at, run, ev)
+		}
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		effects, err := e.Prompt(at, "hi")
+		if err != nil {
+			b.Fatal(err)
+		}
+		run := runOfB(b, effects)
+		for i := range 4 {
+			m := benchFailure
+			if i == 3 {
+				m = benchSuccess
+			}
+			events(run, m)
+			effects = e.RunReturned(at, run, policy.RunReturn{Draw: 0.5})
+			if i == 3 {
+				break
+			}
+			var timer policy.TimerID
+			var deadline time.Time
+			for _, ef := range effects {
+				if ef.Kind == policy.StartTimer {
+					timer, deadline = ef.Timer, ef.Deadline
+				}
+			}
+			at = deadline
+			run = runOfB(b, e.TimerFired(at, timer))
+		}
+	}
+}

@@ -1,0 +1,103 @@
+package policy
+
+import (
+	"context"
+	"time"
+
+	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// step is one input on its way through the table: the facts the guards
+// read, and what the actions of the rule taken need to know besides.
+type step struct {
+	at    time.Time
+	facts transitions.Facts
+	// msg is the message decided on, with what its classification said.
+	msg *Message
+	v   verdict
+	// draw is the random number for a retry's jitter.
+	draw float64
+	// err is the run's error for start_failed, the compaction's for
+	// recovery_failed, the abort's cause for cancel and abort.
+	err error
+	// instructions are Compact's.
+	instructions string
+	// continuation: the run decided on was a continuation.
+	continuation bool
+}
+
+// fire is the engine's one generic step: it takes the rule of the table
+// that applies to s, carries out the rule's actions in order, reports the
+// move once they are done (state_change: the transition is complete), and
+// goes on with the same facts while the machine is in a state
+// that decides at once (classifying, and the pass-through exhausted and
+// cancelled). Then it takes, in turn, the steps the actions raised. It
+// reports whether a rule applied to s.
+func (e *Engine) fire(s *step) bool {
+	took := e.take(s)
+	e.drain()
+	return took
+}
+
+// drain takes the raised steps, in the order they were raised.
+func (e *Engine) drain() {
+	for i := 0; i < len(e.raised); i++ {
+		r := e.raised[i]
+		e.take(&r)
+	}
+	e.raised = e.raised[:0]
+}
+
+func (e *Engine) take(s *step) bool {
+	took := false
+	for {
+		tr, err := e.machine.Step(context.Background(), s.facts)
+		if err != nil {
+			// The machine is built from the validated table and fed one
+			// input at a time: its only error is ErrNoRule.
+			return took
+		}
+		took = true
+		for _, a := range tr.Actions {
+			actions[a](e, s)
+		}
+		if !tr.Internal() {
+			e.emit(stateChangeEvent(tr.From, tr.To, tr.Event))
+		}
+		if tr.Internal() || !onward(tr.To) {
+			return took
+		}
+	}
+}
+
+// onward reports whether the machine decides at once in s, on the facts
+// that brought it there.
+func onward(s states.State) bool { return s == states.Classifying || s.PassThrough() }
+
+// raise queues a step that an action or a report caused: it is taken once
+// the rule in progress is done, or at the end of the input.
+func (e *Engine) raise(s step) { e.raised = append(e.raised, s) }
+
+// stateChanges holds one StateChange per edge of the table, already in an
+// Event interface, so reporting a transition allocates nothing.
+var stateChanges = func() map[StateChange]Event {
+	out := map[StateChange]Event{}
+	for _, r := range transitions.Table() {
+		for _, from := range r.From {
+			if !r.Internal(from) {
+				sc := StateChange{From: from, To: r.To, Event: r.Event}
+				out[sc] = sc
+			}
+		}
+	}
+	return out
+}()
+
+func stateChangeEvent(from, to states.State, ev transitions.Event) Event {
+	sc := StateChange{From: from, To: to, Event: ev}
+	if ev, ok := stateChanges[sc]; ok {
+		return ev
+	}
+	return sc
+}

@@ -1,0 +1,111 @@
+package policy_test
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/states"
+)
+
+// The moves a session cannot be driven through from outside, and the
+// internal rules, taken on the engine.
+
+// Abort while the decision waits for the credential store: the decision
+// is dropped, the turn fails as aborted, and the store's late answer
+// changes nothing.
+func TestEngineAbortWhileTheStoreIsAsked(t *testing.T) {
+	e := newEngine(t, func(s *policy.Setup) { s.Credentials = true })
+	_, run := prompt(t, e, t0)
+	lines := call(e, t0, run, answer(classify.StopReasonError, "429 usage limit reached"))
+	require.Contains(t, lines, "mark_usage_limit 0s")
+	require.Equal(t, states.Classifying, e.Status().State)
+	assert.Equal(t, []string{
+		"state classifying>cancelled cancel",
+		"state cancelled>idle reset",
+		"turn_settled false",
+		"finish_turn session: aborted",
+	}, describe(e.Abort(t0, errors.New("user"))))
+	assert.Empty(t, describe(e.UsageLimitAnswered(t0, true)), "the answer comes too late to decide anything")
+	assert.Equal(t, states.Idle, e.Status().State)
+	assert.False(t, e.Status().Streaming)
+}
+
+// A user's run that produced no assistant message fails its turn without
+// leaving idle (start_failed is internal there).
+func TestEngineUserRunThatCannotStart(t *testing.T) {
+	e := newEngine(t, nil)
+	_, run := prompt(t, e, t0)
+	assert.Equal(t, []string{
+		"turn_settled false",
+		"finish_turn session: run could not start: no route to host",
+	}, describe(e.RunReturned(t0, run, policy.RunReturn{Err: errors.New("no route to host")})))
+	assert.Equal(t, states.Idle, e.Status().State)
+}
+
+// Compact during a backoff: the chain ends as cancelled, the turn fails
+// with ErrRetryCancelled and settles at once, and the compaction runs.
+func TestEngineCompactDuringBackoff(t *testing.T) {
+	e := newEngine(t, func(s *policy.Setup) { s.Config.Compaction.KeepRecentTokens = 5 })
+	_, run := prompt(t, e, t0)
+	call(e, t0, run, answer(classify.StopReasonStop, "a first answer, long enough"))
+	_, run = prompt(t, e, t0)
+	call(e, t0, run, answer(classify.StopReasonError, "503 Service Unavailable"))
+	require.Equal(t, states.Backoff, e.Status().State)
+	effects, err := e.Compact(t0.Add(time.Second), "")
+	require.NoError(t, err)
+	assert.Equal(t, []string{
+		"stop_timer",
+		"retry_end false 1 Retry cancelled",
+		"start_compaction 4 cut=1 kept=2",
+		"state backoff>compacting compact_in_backoff",
+		"turn_settled false",
+		"finish_turn session: retry cancelled",
+	}, describe(effects))
+	assert.Equal(t, states.Compacting, e.Status().State)
+	e.CompactionFinished(t0, e.CompactionInFlight(), policy.Summary{Text: "summary"}, nil)
+	assert.Equal(t, []string{"finish_compact <nil>", "state compacting>idle compaction_end"}, describe(e.Appended(t0, nil)))
+}
+
+// Compact with nothing added since the last compaction is refused by an
+// internal rule: no move, only Compact's error.
+func TestEngineCompactRefused(t *testing.T) {
+	e := newEngine(t, func(s *policy.Setup) { s.Config.Compaction.KeepRecentTokens = 5 })
+	_, run := prompt(t, e, t0)
+	call(e, t0, run, answer(classify.StopReasonStop, "a first answer, long enough"))
+	_, err := e.Compact(t0, "")
+	require.NoError(t, err)
+	e.CompactionFinished(t0, e.CompactionInFlight(), policy.Summary{Text: "summary"}, nil)
+	e.Appended(t0, nil)
+	effects, err := e.Compact(t0, "")
+	require.ErrorIs(t, err, policy.ErrAlreadyCompacted)
+	assert.Equal(t, []string{"finish_compact session: already compacted"}, describe(effects))
+	assert.Equal(t, states.Idle, e.Status().State)
+
+	// Nothing to compact: the compaction starts and ends at once.
+	e = newEngine(t, nil)
+	effects, err = e.Compact(t0, "")
+	require.ErrorIs(t, err, policy.ErrNothingToCompact)
+	assert.Equal(t, []string{"finish_compact session: nothing to compact", "state idle>compacting compact", "state compacting>idle compaction_end"}, describe(effects))
+	assert.Equal(t, states.Idle, e.Status().State)
+}
+
+// A reply that succeeds ends the chain at once, before the run ends, and
+// clears the overflow episode; an error reply does neither.
+func TestEngineReplyEndsTheChain(t *testing.T) {
+	e := newEngine(t, nil)
+	_, run := prompt(t, e, t0)
+	call(e, t0, run, answer(classify.StopReasonError, "503 Service Unavailable"))
+	effects := e.TimerFired(t0.Add(2*time.Second), 2)
+	run = runOf(t, effects)
+	assert.Equal(t, []string{"append message await=false"}, describe(e.RunEvent(t0, run, policy.MessageEnd{Message: answer(classify.StopReasonError, "503 again")})))
+	assert.Equal(t, 1, e.Status().Attempt)
+	assert.Equal(t, []string{"retry_end true 1 ", "append message await=false"}, describe(e.RunEvent(t0, run, policy.MessageEnd{Message: answer(classify.StopReasonStop, "done")})))
+	assert.Equal(t, 0, e.Status().Attempt)
+	assert.Equal(t, states.Continuing, e.Status().State, "reply is internal: the machine stays")
+}
