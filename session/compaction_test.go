@@ -3,7 +3,6 @@ package session_test
 import (
 	"context"
 	"errors"
-	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -89,97 +88,6 @@ func TestOverflowCompactionContinuation(t *testing.T) {
 	})
 }
 
-// A second overflow in the same episode is refused with a start/end pair
-// (§11: every end has a start) and the turn fails.
-func TestSecondOverflowInEpisode(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{ok("first answer"), overflowCall(), overflowCall()}, smallKeep())
-		warmUp(t, s)
-		err := s.Prompt(context.Background(), "second question, long enough too")
-		require.ErrorIs(t, err, session.ErrOverflow)
-		assert.Equal(t, []string{
-			"compaction_start overflow",
-			"compaction_end ok willRetry=true",
-			"compaction_start overflow",
-			`compaction_end failed "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."`,
-		}, rec.recovery())
-		assert.Equal(t, states.Idle, s.State())
-	})
-}
-
-func TestOverflowWithCompactionDisabled(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{overflowCall()})
-		s.SetAutoCompactionEnabled(false)
-		assert.False(t, s.AutoCompactionEnabled())
-		err := s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrOverflow)
-		assert.Contains(t, err.Error(), tooLong)
-		assert.Empty(t, rec.recovery())
-	})
-}
-
-// An overflow is never retried, even when its text also says 503.
-func TestOverflowIsNeverRetried(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{fail("503 overloaded: prompt is too long")})
-		s.SetAutoCompactionEnabled(false)
-		require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrOverflow)
-		assert.Empty(t, rec.recovery())
-	})
-}
-
-func TestThresholdBoundary(t *testing.T) {
-	for _, c := range []struct {
-		tokens   int
-		compacts bool
-	}{{170000, false}, {170001, true}} {
-		bubble(t, func(t *testing.T) {
-			s, _, rec := newSession(t, []scripted.Call{ok("first"), {StopReason: "stop", Text: "big", Usage: usage(c.tokens)}}, smallKeep())
-			warmUp(t, s)
-			require.NoError(t, s.Prompt(context.Background(), "second question, long enough too"))
-			if c.compacts {
-				assert.Equal(t, []string{"compaction_start threshold", "compaction_end ok willRetry=false"}, rec.recovery(), "%d tokens", c.tokens)
-				assert.Contains(t, rec.lines(), "compacting>idle compaction_end")
-			} else {
-				assert.Empty(t, rec.recovery(), "%d tokens", c.tokens)
-			}
-		})
-	}
-}
-
-// A context window of 0 never compacts on threshold (§11).
-func TestUnknownWindowNeverCompactsOnThreshold(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		model := scripted.DefaultModel
-		model.ContextWindow = 0
-		s, _, rec := newSession(t, []scripted.Call{ok("first"), {StopReason: "stop", Usage: usage(10_000_000)}}, smallKeep(), session.WithModel(model))
-		warmUp(t, s)
-		require.NoError(t, s.Prompt(context.Background(), "second question, long enough too"))
-		assert.Empty(t, rec.recovery())
-	})
-}
-
-// Usage reported before the latest compaction is stale: the check before
-// the next prompt does not compact again (§11), while a message after the
-// compaction counts.
-func TestStaleUsage(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		big := scripted.Call{StopReason: "stop", Text: "big", Usage: usage(180000)}
-		s, _, rec := newSession(t, []scripted.Call{ok("first"), big, ok("small"), big}, smallKeep())
-		warmUp(t, s)
-		require.NoError(t, s.Prompt(context.Background(), "second question, long enough too"))
-		require.Equal(t, []string{"compaction_start threshold", "compaction_end ok willRetry=false"}, rec.recovery())
-		// The last assistant message (big, kept) is at/before the compaction:
-		// stale, so the check before this prompt does nothing.
-		require.NoError(t, s.Prompt(context.Background(), "third question, long enough also"))
-		assert.Len(t, rec.recovery(), 2)
-		// A new message after the compaction is not stale.
-		require.NoError(t, s.Prompt(context.Background(), "fourth question, long enough again"))
-		assert.Len(t, rec.recovery(), 4)
-	})
-}
-
 // The check before a prompt compacts on an aborted message too (§4.6): a
 // run aborted near the limit compacts before the next prompt is sent.
 func TestCheckBeforePromptCompactsAborted(t *testing.T) {
@@ -256,46 +164,6 @@ func TestSummarizerFails(t *testing.T) {
 	})
 }
 
-// An overflow in the middle of a retry chain ends the chain with the
-// overflow text, then compacts.
-func TestOverflowMidChain(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{ok("first"), fail(service503), overflowCall(), ok("recovered")}, smallKeep())
-		warmUp(t, s)
-		require.NoError(t, s.Prompt(context.Background(), "second question, long enough too"))
-		assert.Equal(t, []string{
-			`retry_start 1/3 2000ms "503 Service Unavailable"`,
-			`retry_end fail 1 "` + tooLong + `"`,
-			"compaction_start overflow",
-			"compaction_end ok willRetry=true",
-		}, rec.recovery())
-	})
-}
-
-// A silent overflow (a "stop" whose usage exceeds the window) is recovered
-// like an error overflow.
-func TestSilentOverflow(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{ok("first"), {StopReason: "stop", Usage: &session.Usage{Input: 250000}}, ok("again")}, smallKeep())
-		warmUp(t, s)
-		require.NoError(t, s.Prompt(context.Background(), "second question, long enough too"))
-		assert.Equal(t, []string{"compaction_start overflow", "compaction_end ok willRetry=true"}, rec.recovery())
-	})
-}
-
-// Nothing to compact: the overflow is not recovered.
-func TestOverflowNothingToCompact(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{overflowCall()})
-		err := s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrOverflow)
-		require.ErrorIs(t, err, session.ErrNothingToCompact)
-		// Item 19: the end says why nothing was recovered.
-		assert.Equal(t, []string{"compaction_start overflow",
-			`compaction_end failed "Context overflow recovery failed: session: nothing to compact"`}, rec.recovery())
-	})
-}
-
 func TestManualCompact(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		s, _, rec := newSession(t, []scripted.Call{ok("first answer")}, smallKeep())
@@ -336,51 +204,6 @@ func TestManualCompactCancelled(t *testing.T) {
 			stop()
 			require.ErrorIs(t, <-done, session.ErrCompactionCancelled)
 		}
-	})
-}
-
-func TestDigestSummarizer(t *testing.T) {
-	req := session.SummaryRequest{Messages: []session.Message{
-		{Role: session.RoleSummary, Content: session.TextContent("Summary of 2 earlier messages.\n- user: hello")},
-		{Role: session.RoleUser, Content: session.TextContent("please\nread   the file " + strings.Repeat("x", 300))},
-		{Role: session.RoleAssistant, StopReason: "toolUse", Content: session.TextContent("reading")},
-		{Role: session.RoleToolResult, Content: session.TextContent("42 lines")},
-		{Role: session.RoleAssistant, StopReason: "error", ErrorMessage: "503"},
-	}}
-	a, err := session.DigestSummarizer{}.Summarize(context.Background(), req)
-	require.NoError(t, err)
-	b, _ := session.DigestSummarizer{}.Summarize(context.Background(), req)
-	assert.Equal(t, a, b, "deterministic")
-	assert.Contains(t, a.Text, "\n- user: hello\n", "the earlier summary's lines are carried over")
-	assert.NotContains(t, a.Text, "Summary of 2", "but not its header")
-	assert.Contains(t, a.Text, "- user: please read the file xxx")
-	assert.Contains(t, a.Text, "- assistant (toolUse): reading")
-	assert.Contains(t, a.Text, "- tool result: 42 lines")
-	assert.Contains(t, a.Text, "- error: 503")
-	for _, line := range strings.Split(a.Text, "\n") {
-		assert.LessOrEqual(t, len([]rune(line)), 220)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	_, err = session.DigestSummarizer{}.Summarize(ctx, req)
-	assert.ErrorIs(t, err, context.Canceled)
-}
-
-// Found by the model-based test: an overflow left unrecovered (compaction
-// was off) is compacted by the check before the next prompt, and that must
-// not use up the new prompt's own recovery.
-func TestOverflowAfterCheckBeforePromptIsRecovered(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{ok("first"), overflowCall(), overflowCall(), ok("recovered")}, smallKeep())
-		warmUp(t, s)
-		s.SetAutoCompactionEnabled(false)
-		require.ErrorIs(t, s.Prompt(context.Background(), "second question, long enough too"), session.ErrOverflow)
-		s.SetAutoCompactionEnabled(true)
-		require.NoError(t, s.Prompt(context.Background(), "third question, long enough also"))
-		assert.Equal(t, []string{
-			"compaction_start overflow", "compaction_end ok willRetry=false", // the check before the prompt
-			"compaction_start overflow", "compaction_end ok willRetry=true", // the prompt's own recovery
-		}, rec.recovery())
 	})
 }
 

@@ -10,7 +10,6 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
@@ -88,19 +87,6 @@ func TestUsageLimitOtherTypeIsNoSwitch(t *testing.T) {
 	})
 }
 
-func TestMaxDelayCapsTheWait(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
-		cfg.Retry.MaxDelayMs = 3000
-		s, _, rec := newSession(t, []scripted.Call{fail(service503), fail(service503), fail(service503), ok("x")}, session.WithConfig(cfg))
-		require.NoError(t, s.Prompt(context.Background(), "hi"))
-		r := rec.recovery()
-		assert.Contains(t, r[0], " 2000ms ")
-		assert.Contains(t, r[1], " 3000ms ")
-		assert.Contains(t, r[2], " 3000ms ")
-	})
-}
-
 func TestJitterIsInjectable(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		cfg := session.DefaultConfig()
@@ -113,75 +99,6 @@ func TestJitterIsInjectable(t *testing.T) {
 		assert.Contains(t, r[0], " 1500ms ", "2000 × (1 − 0.5 × 0.5)")
 		assert.Contains(t, r[1], " 3000ms ")
 		assert.Equal(t, 4500*time.Millisecond, time.Since(start))
-	})
-}
-
-func TestHonorRetryAfter(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
-		cfg.Retry.HonorRetryAfter = true
-		s, _, rec := newSession(t, []scripted.Call{fail("429 rate limit; retry-after: 5"), fail("429 rate limit; retry-after: 1"), ok("x")}, session.WithConfig(cfg))
-		start := time.Now()
-		require.NoError(t, s.Prompt(context.Background(), "hi"))
-		r := rec.recovery()
-		assert.Contains(t, r[0], " 5000ms ", "the hint is longer than 2000")
-		assert.Contains(t, r[1], " 4000ms ", "the backoff is longer than the hint")
-		assert.Equal(t, 9*time.Second, time.Since(start))
-	})
-	// On by default: a 429 with retry-after: 10 waits 10 s.
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{fail("429 rate limit; retry-after: 10"), ok("x")})
-		require.NoError(t, s.Prompt(context.Background(), "hi"))
-		assert.Contains(t, rec.recovery()[0], " 10000ms ")
-	})
-	// Off in the reference's policy: the hint only blocks credentials.
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{fail("429 rate limit; retry-after: 5"), ok("x")}, session.WithConfig(session.ReferenceConfig()))
-		require.NoError(t, s.Prompt(context.Background(), "hi"))
-		assert.Contains(t, rec.recovery()[0], " 2000ms ")
-	})
-}
-
-// A hint above the cap ends the chain at once instead of sleeping.
-func TestHintAboveCapEndsChain(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
-		cfg.Retry.HonorRetryAfter = true
-		cfg.Retry.MaxDelayMs = 10_000
-		s, _, rec := newSession(t, []scripted.Call{fail(service503), fail("429 rate limit; retry-after: 60")}, session.WithConfig(cfg))
-		start := time.Now()
-		err := s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrExhausted)
-		assert.Equal(t, 2*time.Second, time.Since(start), "no wait for the 60 s hint")
-		assert.Equal(t, []string{
-			`retry_start 1/3 2000ms "503 Service Unavailable"`,
-			`retry_end fail 1 "429 rate limit; retry-after: 60"`,
-		}, rec.recovery())
-	})
-}
-
-// The extended rules (the default) see what the seed rules miss.
-func TestExtendedRulesSetting(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
-		cfg.Retry.Rules = classify.Seed
-		s, _, rec := newSession(t, []scripted.Call{fail("read ECONNRESET")}, session.WithConfig(cfg))
-		require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrProvider)
-		assert.Empty(t, rec.recovery())
-	})
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{fail("read ECONNRESET"), ok("x")})
-		require.NoError(t, s.Prompt(context.Background(), "hi"))
-		assert.Len(t, rec.recovery(), 2)
-	})
-}
-
-// Typed fields from the agent reach the classifier: a 529 with no text.
-func TestTypedStatusRetries(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{{StopReason: "error", Status: 529}, ok("x")})
-		require.NoError(t, s.Prompt(context.Background(), "hi"))
-		assert.Equal(t, []string{`retry_start 1/3 2000ms ""`, "retry_end ok 1"}, rec.recovery())
 	})
 }
 

@@ -250,21 +250,6 @@ func TestCompactDuringBackoffCancelsChainThenCompacts(t *testing.T) {
 	})
 }
 
-// Item 7: the check before a prompt never fails the turn: the user's run
-// succeeds, so Prompt returns nil.
-func TestCheckBeforePromptNeverFailsTheTurn(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
-		cfg.Compaction.Enabled = false
-		s, _, rec := newSession(t, []scripted.Call{overflowCall(), ok("done")}, session.WithConfig(cfg))
-		require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrOverflow)
-		s.SetAutoCompactionEnabled(true)
-		require.NoError(t, s.Prompt(context.Background(), "again"))
-		assert.Equal(t, []string{"compaction_start overflow",
-			`compaction_end failed "Context overflow recovery failed: session: nothing to compact"`}, rec.recovery())
-	})
-}
-
 // Item 8: a run that made no model call (agent_start, agent_end, nothing
 // between) could not start, for the user's run and for a continuation.
 func TestRunWithoutAssistantMessageCouldNotStart(t *testing.T) {
@@ -321,25 +306,6 @@ func TestFailureBeforeModelCallIsStartFailure(t *testing.T) {
 			assert.Empty(t, rec.recovery())
 			assert.Equal(t, []string{"agent_start", "agent_end"}, rec.lines())
 		})
-	})
-}
-
-// Item 10: an assistant message the agent leaves unattributed is the
-// session's model's, so its overflow is recovered.
-func TestUnattributedMessageIsTheSessionModels(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		bare := session.Message{Role: session.RoleAssistant, StopReason: "error", ErrorMessage: tooLong}
-		agent := playing(answer(assistant("stop", "first answer")), answer(bare))
-		s, rec := newSessionOn(t, agent, smallKeep())
-		warmUp(t, s)
-		require.NoError(t, s.Prompt(context.Background(), "second question, long enough to compact"))
-		assert.Equal(t, []string{"compaction_start overflow", "compaction_end ok willRetry=true"}, rec.recovery())
-		for _, ev := range rec.events() {
-			if e, ok := ev.(session.MessageEnd); ok && e.Message.Role == session.RoleAssistant {
-				assert.Equal(t, "scripted", e.Message.Provider)
-				assert.Equal(t, "scripted-1", e.Message.Model)
-			}
-		}
 	})
 }
 

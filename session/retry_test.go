@@ -42,48 +42,6 @@ func TestErrorThenSuccess(t *testing.T) {
 	})
 }
 
-func TestThreeFailuresThenSuccess(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{fail(service503), fail("overloaded"), fail("429 rate limit"), ok("done")})
-		start := time.Now()
-		require.NoError(t, s.Prompt(context.Background(), "hi"))
-		assert.Equal(t, 14*time.Second, time.Since(start), "2 + 4 + 8 seconds")
-		assert.Equal(t, []string{
-			`retry_start 1/3 2000ms "503 Service Unavailable"`,
-			`retry_start 2/3 4000ms "overloaded"`,
-			`retry_start 3/3 8000ms "429 rate limit"`,
-			"retry_end ok 3",
-		}, rec.recovery())
-	})
-}
-
-func TestExhausted(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{fail(service503), fail(service503), fail(service503), fail("502 Bad Gateway")})
-		err := s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrExhausted)
-		require.ErrorIs(t, err, session.ErrProvider)
-		var ex *session.ExhaustedError
-		require.ErrorAs(t, err, &ex)
-		assert.Equal(t, 3, ex.Attempts)
-		assert.Equal(t, "502 Bad Gateway", ex.Last)
-		assert.Equal(t, []string{
-			`retry_start 1/3 2000ms "503 Service Unavailable"`,
-			`retry_start 2/3 4000ms "503 Service Unavailable"`,
-			`retry_start 3/3 8000ms "503 Service Unavailable"`,
-			`retry_end fail 3 "502 Bad Gateway"`,
-		}, rec.recovery())
-		lines := rec.lines()
-		assert.Equal(t, []string{
-			"continuing>classifying agent_end",
-			`retry_end fail 3 "502 Bad Gateway"`,
-			"classifying>exhausted exhaust",
-			"exhausted>idle reset",
-		}, lines[len(lines)-4:])
-		assert.Equal(t, 0, s.RetryAttempt())
-	})
-}
-
 // TestAbortRetryDuringEachWait cancels the chain in each of its three
 // waits.
 func TestAbortRetryDuringEachWait(t *testing.T) {

@@ -49,70 +49,6 @@ func TestAbortDuringContinuation(t *testing.T) {
 	})
 }
 
-// Retry switched off mid-chain: the next decision ends the chain with the
-// error (§11: the latch no longer stays pending).
-func TestRetryDisabledMidChain(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{fail(service503), fail("overloaded"), ok("never")})
-		done := promptAsync(s, "hi")
-		time.Sleep(time.Second)
-		s.SetAutoRetryEnabled(false)
-		assert.False(t, s.AutoRetryEnabled())
-		err := <-done
-		require.ErrorIs(t, err, session.ErrProvider)
-		assert.Contains(t, err.Error(), "overloaded")
-		assert.Equal(t, []string{
-			`retry_start 1/3 2000ms "503 Service Unavailable"`,
-			`retry_end fail 1 "overloaded"`,
-		}, rec.recovery())
-		assert.Equal(t, 1, s.MessageCount()-1, "the user's message and the last error remain")
-	})
-}
-
-// A non-retryable error after a retry ends the chain (§11: no hang).
-func TestNonRetryableAfterRetry(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{fail(service503), fail("401 invalid x-api-key")})
-		err := s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrProvider)
-		assert.NotErrorIs(t, err, session.ErrExhausted)
-		assert.Equal(t, []string{
-			`retry_start 1/3 2000ms "503 Service Unavailable"`,
-			`retry_end fail 1 "401 invalid x-api-key"`,
-		}, rec.recovery())
-	})
-}
-
-// A continuation that cannot start ends the chain with its error (§11: no
-// longer swallowed).
-func TestContinuationFailsToStart(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{fail(service503), {Refuse: "no credentials left"}})
-		err := s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrStartFailed)
-		assert.Contains(t, err.Error(), "no credentials left")
-		lines := rec.lines()
-		assert.Equal(t, []string{
-			"backoff>continuing elapsed",
-			`retry_end fail 1 "no credentials left"`,
-			"continuing>idle start_failed",
-		}, lines[len(lines)-3:])
-		assert.Equal(t, states.Idle, s.State())
-	})
-}
-
-// The user's own run failing to start fails the Prompt without touching the
-// machine.
-func TestPromptFailsToStart(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{{Refuse: "model offline"}})
-		err := s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrStartFailed)
-		assert.Empty(t, rec.lines())
-		require.NoError(t, s.Prompt(context.Background(), "again"))
-	})
-}
-
 // A retried run that uses tools: the chain ends at the first success, and
 // Prompt returns only after the last tool round (§11).
 func TestRetriedRunWithTools(t *testing.T) {
@@ -142,20 +78,6 @@ func TestRetriedRunWithTools(t *testing.T) {
 			"classifying>idle settle",
 		}, rec.lines())
 		assert.Equal(t, 2100*time.Millisecond, rec.timeOf("retry_end"))
-	})
-}
-
-// A later failure in the same run starts a new chain at attempt 1.
-func TestFailureAfterToolSuccessStartsNewChain(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{fail(service503), toolUse("x"), fail("overloaded"), ok("done")})
-		require.NoError(t, s.Prompt(context.Background(), "hi"))
-		assert.Equal(t, []string{
-			`retry_start 1/3 2000ms "503 Service Unavailable"`,
-			"retry_end ok 1",
-			`retry_start 1/3 2000ms "overloaded"`,
-			"retry_end ok 1",
-		}, rec.recovery())
 	})
 }
 
@@ -242,43 +164,6 @@ func TestPromptContextCancelled(t *testing.T) {
 			`retry_start 1/3 2000ms "503 Service Unavailable"`,
 			`retry_end fail 1 "Retry cancelled"`,
 		}, rec.recovery())
-	})
-}
-
-// A fatal error on the first call: no chain, the provider error.
-func TestFatalError(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{fail("400 invalid_request_error: bad tool schema")})
-		err := s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrProvider)
-		assert.Empty(t, rec.recovery())
-	})
-}
-
-// With retry disabled no auto_retry_start is emitted (§9.5).
-func TestRetryDisabled(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
-		cfg.Retry.Enabled = false
-		s, _, rec := newSession(t, []scripted.Call{fail(service503)}, session.WithConfig(cfg))
-		require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrProvider)
-		assert.Empty(t, rec.recovery())
-	})
-}
-
-// maxRetries 0: the error is not retried and no chain opens, so no
-// auto_retry_end without a start.
-func TestMaxRetriesZero(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
-		cfg.Retry.MaxRetries = 0
-		s, _, rec := newSession(t, []scripted.Call{fail(service503)}, session.WithConfig(cfg))
-		err := s.Prompt(context.Background(), "hi")
-		var ex *session.ExhaustedError
-		require.ErrorAs(t, err, &ex)
-		assert.Equal(t, 0, ex.Attempts)
-		assert.Empty(t, rec.recovery())
-		assert.Contains(t, rec.lines(), "classifying>exhausted exhaust")
 	})
 }
 
