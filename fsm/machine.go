@@ -119,8 +119,10 @@ func (t Transition) Internal() bool { return t.From == t.To }
 // Step picks the rule that applies in the current state with facts f
 // (the machine's table's Next) and takes it. It returns the
 // rule taken, or a *TransitionError wrapping ErrNoRule when no rule applies, in
-// which case the state is unchanged. An internal rule changes no state and
-// does not involve looplab.
+// which case the state is unchanged. That error is made once for each state
+// and returned as is every time, so that an input no rule takes costs no
+// allocation: do not change it. An internal rule changes no state and does
+// not involve looplab.
 //
 // ctx is never handed to the underlying machine as is: a cancelled context
 // would leave it stuck mid-transition for good. Its values are kept and its
@@ -132,6 +134,9 @@ func (m *Machine) Step(ctx context.Context, f transitions.Facts) (Transition, er
 	from := m.state
 	r, ok := m.eng.rules.Next(from, f)
 	if !ok {
+		if err, ok := noRule[from]; ok {
+			return Transition{}, err
+		}
 		return Transition{}, &TransitionError{State: from, Err: ErrNoRule}
 	}
 	tr := Transition{From: from, To: r.Target(from), Event: r.Event, Guard: r.Guard.Name, Actions: r.Actions}
@@ -143,6 +148,15 @@ func (m *Machine) Step(ctx context.Context, f transitions.Facts) (Transition, er
 	}
 	return tr, nil
 }
+
+// noRule holds Step's ErrNoRule error for each state, made once.
+var noRule = func() map[states.State]*TransitionError {
+	out := map[states.State]*TransitionError{}
+	for _, s := range states.All() {
+		out[s] = &TransitionError{State: s, Err: ErrNoRule}
+	}
+	return out
+}()
 
 // fire takes the rule named event from the current state, without
 // evaluating its guard; the caller holds m.mu. It returns a

@@ -248,3 +248,19 @@ func TestConcurrentStepsAreAtomic(t *testing.T) {
 	assert.Equal(t, 8*400, total)
 	assert.Equal(t, states.Idle, m.State())
 }
+
+// TestStepWithNoRuleAllocatesNothing: an input no rule takes (a reply in
+// idle, a stale timer) is the commonest step; its ErrNoRule error is made
+// once per state, not on every step.
+func TestStepWithNoRuleAllocatesNothing(t *testing.T) {
+	m := fsm.Default()
+	ctx := context.Background()
+	f := transitions.Facts{Signal: transitions.TimerFired}
+	var err error
+	allocs := testing.AllocsPerRun(100, func() { _, err = m.Step(ctx, f) })
+	assert.ErrorIs(t, err, fsm.ErrNoRule)
+	var te *fsm.TransitionError
+	require.ErrorAs(t, err, &te)
+	assert.Equal(t, states.Idle, te.State)
+	assert.Zero(t, allocs)
+}

@@ -43,7 +43,7 @@ var benchSuccess = answer(classify.StopReasonStop, "done")
 
 // ended returns a run of e that ended on a transient error and has not yet
 // returned.
-func ended(b *testing.B, e *policy.Engine, at time.Time) policy.RunID {
+func ended(b testing.TB, e *policy.Engine, at time.Time) policy.RunID {
 	effects, err := e.Prompt(at, "hi")
 	if err != nil {
 		b.Fatal(err)
@@ -55,7 +55,7 @@ func ended(b *testing.B, e *policy.Engine, at time.Time) policy.RunID {
 	return run
 }
 
-func runOfB(b *testing.B, effects []policy.Effect) policy.RunID {
+func runOfB(b testing.TB, effects []policy.Effect) policy.RunID {
 	for _, ef := range effects {
 		if ef.Kind == policy.StartRun {
 			return ef.Run
@@ -110,37 +110,53 @@ func BenchmarkTurnWithThreeRetries(b *testing.B) {
 		b.Fatal(err)
 	}
 	at := t0
-	events := func(run policy.RunID, m policy.Message) {
-		for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: m}, policy.MessageEnd{Message: m}, policy.AgentEnd{}} {
-			e.RunEvent(at, run, ev)
-		}
-	}
+	turn := newTurnPlayer()
 	b.ReportAllocs()
 	for b.Loop() {
-		effects, err := e.Prompt(at, "hi")
-		if err != nil {
-			b.Fatal(err)
-		}
-		run := runOfB(b, effects)
-		for i := range 4 {
-			m := benchFailure
-			if i == 3 {
-				m = benchSuccess
-			}
-			events(run, m)
-			effects = e.RunReturned(at, run, policy.RunReturn{Draw: 0.5})
-			if i == 3 {
-				break
-			}
-			var timer policy.TimerID
-			var deadline time.Time
-			for _, ef := range effects {
-				if ef.Kind == policy.StartTimer {
-					timer, deadline = ef.Timer, ef.Deadline
-				}
-			}
-			at = deadline
-			run = runOfB(b, e.TimerFired(at, timer))
-		}
+		at = turn.play(b, e, at)
 	}
+}
+
+// turnPlayer plays a turn with three retries. The agent's events are made
+// once: what the agent allocates is not the engine's cost.
+type turnPlayer struct{ failing, succeeding []policy.Event }
+
+func newTurnPlayer() turnPlayer {
+	runEvents := func(m policy.Message) []policy.Event {
+		return []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: m}, policy.MessageEnd{Message: m}, policy.AgentEnd{}}
+	}
+	return turnPlayer{runEvents(benchFailure), runEvents(benchSuccess)}
+}
+
+// play plays the turn on e from at: a prompt, three transient errors with
+// their backoffs, and a success. It returns the time the turn ended.
+func (p turnPlayer) play(tb testing.TB, e *policy.Engine, at time.Time) time.Time {
+	effects, err := e.Prompt(at, "hi")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	run := runOfB(tb, effects)
+	for i := range 4 {
+		evs := p.failing
+		if i == 3 {
+			evs = p.succeeding
+		}
+		for _, ev := range evs {
+			e.RunEvent(at, run, ev)
+		}
+		effects = e.RunReturned(at, run, policy.RunReturn{Draw: 0.5})
+		if i == 3 {
+			break
+		}
+		var timer policy.TimerID
+		var deadline time.Time
+		for _, ef := range effects {
+			if ef.Kind == policy.StartTimer {
+				timer, deadline = ef.Timer, ef.Deadline
+			}
+		}
+		at = deadline
+		run = runOfB(tb, e.TimerFired(at, timer))
+	}
+	return at
 }

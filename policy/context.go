@@ -210,10 +210,12 @@ func (c *runtimeContext) counted(id string) bool {
 // the IDs before it; the latest compaction's ID, which is in the tail, is
 // numbered after them when the session that wrote it counted this way.
 func (c *runtimeContext) newID(kind string) string {
+	var buf [32]byte // kind, a dash and the number: one allocation, the ID's
 	for {
 		c.ids++
-		if id := kind + "-" + strconv.Itoa(c.ids); !c.taken(id) {
-			return id
+		b := strconv.AppendInt(append(append(buf[:0], kind...), '-'), int64(c.ids), 10)
+		if _, ok := c.seq[string(b)]; !ok { // the lookup does not copy b
+			return string(b)
 		}
 	}
 }
@@ -254,9 +256,10 @@ func (e *Engine) record(en Entry) int {
 	return c.nextSeq
 }
 
-// recordMessage adds m to the runtime context and to history.
-func (e *Engine) recordMessage(m Message) {
-	e.ctx.push(m, e.record(Entry{Type: EntryMessage, ID: m.ID, Timestamp: m.Timestamp, Message: &m}))
+// recordMessage adds m to the runtime context and to history. The entry
+// holds m itself: m must not change afterwards.
+func (e *Engine) recordMessage(m *Message) {
+	e.ctx.push(*m, e.record(Entry{Type: EntryMessage, ID: m.ID, Timestamp: m.Timestamp, Message: m}))
 }
 
 // removeMessage removes the message with this ID from the runtime context,

@@ -73,40 +73,50 @@ func (e *Engine) RunEvent(at time.Time, id RunID, ev Event) []Effect {
 	}
 	r.emitted = true
 	ev = validEvent(ev)
-	switch ev := ev.(type) {
+	// An event passed on as it came is emitted as the same interface
+	// value: boxing it again would copy its message.
+	switch v := ev.(type) {
 	case MessageStart:
-		if ev.Message.Role == RoleAssistant {
+		if v.Message.Role == RoleAssistant {
 			r.started = true
 		}
-		ev.Message.Content = writableBlocks(ev.Message.Content)
-		e.emit(ev)
-		return e.end(at)
+		if bs := writableBlocks(v.Message.Content); !sameBlocks(bs, v.Message.Content) {
+			v.Message.Content = bs
+			ev = v
+		}
 	case MessageUpdate:
-		ev.Message.Content = writableBlocks(ev.Message.Content)
-		e.emit(ev)
-		return e.end(at)
+		if bs := writableBlocks(v.Message.Content); !sameBlocks(bs, v.Message.Content) {
+			v.Message.Content = bs
+			ev = v
+		}
 	case MessageEnd:
-		if err := ev.Message.checkContent(); err != nil {
-			e.refuse(at, r, ev.Message, err)
+		if err := v.Message.checkContent(); err != nil {
+			e.refuse(at, r, v.Message, err)
 			return e.end(at)
 		}
-		ev.Message = e.complete(at, ev.Message)
-		if ev.Message.Role == RoleAssistant {
+		v.Message = e.complete(at, v.Message)
+		if v.Message.Role == RoleAssistant {
 			r.started = true
 		}
-		e.emit(ev)
-		e.onMessageEnd(at, r, ev.Message)
+		e.emit(v)
+		e.onMessageEnd(at, r, v.Message)
 		return e.end(at)
 	case AgentEnd:
 		r.ended = true
-		if ev.Messages == nil || !writable(ev.Messages) {
-			ev.Messages = cloneMessages(r.messages)
+		if v.Messages == nil || !writable(v.Messages) {
+			// The run's own list: it ended, so nothing changes it
+			// any more.
+			v.Messages = r.messages[:len(r.messages):len(r.messages)]
+			ev = v
 		}
-		e.emit(ev)
-		return e.end(at)
 	}
 	e.emit(ev)
 	return e.end(at)
+}
+
+// sameBlocks reports whether a and b are the same slice.
+func sameBlocks(a, b []Block) bool {
+	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // complete fills in what the agent left out of a finished message: its ID
@@ -130,7 +140,7 @@ func (e *Engine) complete(at time.Time, m Message) Message {
 // machine (a success ends the overflow episode and a retry chain).
 func (e *Engine) onMessageEnd(at time.Time, r *run, m Message) {
 	r.messages = append(r.messages, m)
-	e.recordMessage(m)
+	e.recordMessage(&m)
 	if m.Role != RoleAssistant {
 		return
 	}

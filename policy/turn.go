@@ -49,7 +49,7 @@ func (e *Engine) Prompt(at time.Time, text string) ([]Effect, error) {
 func (e *Engine) sendPrompt() {
 	msg := e.turn.prompt
 	e.turn.prompt = nil
-	e.recordMessage(*msg)
+	e.recordMessage(msg)
 	e.startRun(msg)
 }
 

@@ -158,23 +158,31 @@ func validHeaders(h map[string]string, c *cleaner) map[string]string {
 }
 
 // validEvent returns an agent's event with every message and string in it
-// under the rule.
+// under the rule: ev itself when all of it is, so that an event passed on
+// unchanged is not copied.
 func validEvent(ev Event) Event {
-	switch ev := ev.(type) {
+	switch e := ev.(type) {
 	case MessageStart:
-		ev.Message, _ = ev.Message.valid()
-		return ev
+		if m, changed := e.Message.valid(); changed {
+			e.Message = m
+			return e
+		}
 	case MessageUpdate:
-		ev.Message, _ = ev.Message.valid()
-		ev.Delta.Kind = wiretext.String(ev.Delta.Kind)
-		ev.Delta.Text = wiretext.String(ev.Delta.Text)
-		return ev
+		m, changed := e.Message.valid()
+		if kind, text := wiretext.String(e.Delta.Kind), wiretext.String(e.Delta.Text); changed || kind != e.Delta.Kind || text != e.Delta.Text {
+			e.Message, e.Delta.Kind, e.Delta.Text = m, kind, text
+			return e
+		}
 	case MessageEnd:
-		ev.Message, _ = ev.Message.valid()
-		return ev
+		if m, changed := e.Message.valid(); changed {
+			e.Message = m
+			return e
+		}
 	case AgentEnd:
-		ev.Messages = validMessages(ev.Messages)
-		return ev
+		if ms := validMessages(e.Messages); len(ms) > 0 && &ms[0] != &e.Messages[0] {
+			e.Messages = ms
+			return e
+		}
 	}
 	return ev
 }

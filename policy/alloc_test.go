@@ -1,0 +1,130 @@
+package policy_test
+
+import (
+	"context"
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"testing"
+
+	looplab "github.com/looplab/fsm"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// The engine's allocations, counted against a bare looplab Event's counted
+// in the same test (docs/performance.md): a count, not a time, so that the
+// test holds on a loaded machine. A decision takes two looplab events
+// (agent_end, retry) and a turn with three retries eleven.
+
+// looplabAllocs is what one bare looplab Event allocates.
+func looplabAllocs() float64 {
+	m := looplab.NewFSM("a", looplab.Events{
+		{Name: "go", Src: []string{"a"}, Dst: "b"},
+		{Name: "back", Src: []string{"b"}, Dst: "a"},
+	}, nil)
+	ctx := context.Background()
+	events := [2]string{"go", "back"}
+	i := 0
+	return testing.AllocsPerRun(100, func() {
+		if err := m.Event(ctx, events[i&1]); err != nil {
+			panic(err)
+		}
+		i++
+	})
+}
+
+// TestDecisionAllocations: the decision at a run's end on a transient
+// error allocates what its two looplab events do and one value besides,
+// auto_retry_start in its Event interface.
+func TestDecisionAllocations(t *testing.T) {
+	const runs = 50
+	type ready struct {
+		e   *policy.Engine
+		run policy.RunID
+	}
+	pool := make([]ready, runs+1) // AllocsPerRun calls once more to warm up
+	for i := range pool {
+		e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
+		require.NoError(t, err)
+		pool[i] = ready{e, ended(t, e, t0)}
+	}
+	next := 0
+	got := testing.AllocsPerRun(runs, func() {
+		r := pool[next]
+		next++
+		r.e.RunReturned(t0, r.run, policy.RunReturn{Draw: 0.5})
+	})
+	for _, r := range pool {
+		require.Equal(t, "backoff", string(r.e.Status().State))
+	}
+	base := looplabAllocs()
+	assert.LessOrEqual(t, got, 2*base+1, "a decision allocates %v, a looplab Event %v", got, base)
+}
+
+// TestTurnAllocations: a turn with three retries (its eleven looplab
+// events aside) allocates no more than 45 values: the prompt and its ID,
+// each run and its messages, the effects' buffers after each wait, and the
+// events that carry data.
+func TestTurnAllocations(t *testing.T) {
+	e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
+	require.NoError(t, err)
+	at := t0
+	turn := newTurnPlayer()
+	got := testing.AllocsPerRun(20, func() { at = turn.play(t, e, at) })
+	base := looplabAllocs()
+	assert.LessOrEqual(t, got, 11*base+45, "a turn allocates %v, a looplab Event %v", got, base)
+	assert.Equal(t, "idle", string(e.Status().State))
+}
+
+// TestEveryActionIsCarriedOut reads policy/actions.go: its switch has a
+// case for every action of the table, so none is silently skipped.
+func TestEveryActionIsCarriedOut(t *testing.T) {
+	fset := token.NewFileSet()
+	file, err := parser.ParseFile(fset, "actions.go", nil, 0)
+	require.NoError(t, err)
+	cases := map[string]bool{}
+	ast.Inspect(file, func(n ast.Node) bool {
+		if fn, ok := n.(*ast.FuncDecl); ok && fn.Name.Name != "act" {
+			return false
+		}
+		if cc, ok := n.(*ast.CaseClause); ok {
+			for _, x := range cc.List {
+				if sel, ok := x.(*ast.SelectorExpr); ok {
+					if id, ok := sel.X.(*ast.Ident); ok && id.Name == "transitions" {
+						cases[sel.Sel.Name] = true
+					}
+				}
+			}
+		}
+		return true
+	})
+	// The names of the Action constants, as transitions/actions.go spells
+	// them, with their values.
+	names := map[transitions.Action]string{}
+	afile, err := parser.ParseFile(fset, "../transitions/actions.go", nil, 0)
+	require.NoError(t, err)
+	for _, d := range afile.Decls {
+		gd, ok := d.(*ast.GenDecl)
+		if !ok || gd.Tok != token.CONST {
+			continue
+		}
+		for _, spec := range gd.Specs {
+			vs := spec.(*ast.ValueSpec)
+			for i, n := range vs.Names {
+				if lit, ok := vs.Values[i].(*ast.BasicLit); ok {
+					names[transitions.Action(lit.Value[1:len(lit.Value)-1])] = n.Name
+				}
+			}
+		}
+	}
+	for _, a := range transitions.Actions() {
+		name, ok := names[a]
+		require.True(t, ok, "action %q has a constant", a)
+		assert.True(t, cases[name], "act has no case for transitions.%s", name)
+	}
+	assert.Len(t, cases, len(transitions.Actions()))
+}
