@@ -50,7 +50,7 @@ type call struct {
 type toolCall struct {
 	block int // its index in the message's content
 	id    string
-	name  string
+	name  strings.Builder
 	args  strings.Builder
 }
 
@@ -73,10 +73,15 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 	stream := c.client.Chat.Completions.NewStreaming(callCtx, params, option.WithResponseInto(&resp))
 	defer stream.Close()
 
+	// The text and thinking are built apart and set in content at the end:
+	// appending each delta to a block's string would copy the text so far,
+	// making an answer of many deltas cost the square of its length.
 	var (
 		content  []session.Block
 		text     = -1 // the text block's index, once there is one
 		thinking = -1
+		texts    strings.Builder
+		thoughts strings.Builder
 		calls    = map[int64]*toolCall{}
 		finish   string
 		usage    *session.Usage
@@ -105,7 +110,7 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 				content = append(content, session.Block{Type: session.BlockThinking, ThinkingSignature: field})
 				thinking = len(content) - 1
 			}
-			content[thinking].Thinking += r
+			thoughts.WriteString(r)
 			update("thinking", thinking, r)
 		}
 		if d.Content != "" {
@@ -113,7 +118,7 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 				content = append(content, session.TextBlock(""))
 				text = len(content) - 1
 			}
-			content[text].Text += d.Content
+			texts.WriteString(d.Content)
 			update("text", text, d.Content)
 		}
 		for _, tc := range d.ToolCalls {
@@ -127,7 +132,7 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 				t.id = tc.ID
 			}
 			if tc.Function.Name != "" {
-				t.name += tc.Function.Name
+				t.name.WriteString(tc.Function.Name)
 			}
 			if tc.Function.Arguments != "" {
 				t.args.WriteString(tc.Function.Arguments)
@@ -137,6 +142,12 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 		if choice.FinishReason != "" {
 			finish = choice.FinishReason
 		}
+	}
+	if text >= 0 {
+		content[text].Text = texts.String()
+	}
+	if thinking >= 0 {
+		content[thinking].Thinking = thoughts.String()
 	}
 	err := stream.Err()
 	if err == nil && finish == "" {
@@ -162,7 +173,7 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 	}
 
 	for _, t := range calls {
-		content[t.block] = session.Block{Type: session.BlockToolCall, ID: t.id, Name: t.name, Arguments: arguments(t.args.String())}
+		content[t.block] = session.Block{Type: session.BlockToolCall, ID: t.id, Name: t.name.String(), Arguments: arguments(t.args.String())}
 	}
 	m := head
 	m.Content = content
