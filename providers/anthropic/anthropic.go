@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -540,14 +541,23 @@ func isObject(raw json.RawMessage) bool {
 	return json.Unmarshal(raw, &v) == nil && v != nil
 }
 
-// usage is the session's usage of the API's.
+// usage is the session's usage of the API's: a negative count (which no
+// server should send) is 0, and the total saturates at math.MaxInt.
 func usage(u sdk.Usage) *session.Usage {
 	out := &session.Usage{
-		Input:      int(u.InputTokens),
-		Output:     int(u.OutputTokens),
-		CacheRead:  int(u.CacheReadInputTokens),
-		CacheWrite: int(u.CacheCreationInputTokens),
+		Input:      count(u.InputTokens),
+		Output:     count(u.OutputTokens),
+		CacheRead:  count(u.CacheReadInputTokens),
+		CacheWrite: count(u.CacheCreationInputTokens),
 	}
-	out.TotalTokens = out.Input + out.Output + out.CacheRead + out.CacheWrite
+	for _, n := range [...]int{out.Input, out.Output, out.CacheRead, out.CacheWrite} {
+		out.TotalTokens += min(n, math.MaxInt-out.TotalTokens)
+	}
 	return out
+}
+
+// count is a token count of the API as an int: at least 0, at most
+// math.MaxInt.
+func count(n int64) int {
+	return int(min(max(n, 0), math.MaxInt))
 }

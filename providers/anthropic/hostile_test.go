@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"math"
 	"net/http"
 	"runtime"
 	"strings"
@@ -112,5 +113,25 @@ func TestEndlessAnswerIsLinear(t *testing.T) {
 		allocated := after.TotalAlloc - before.TotalAlloc
 		t.Logf("allocated for a %d-byte answer in %d deltas: %d MiB", deltas*len(piece), deltas, allocated>>20)
 		assert.Less(t, allocated, uint64(200<<20), "the answer's deltas are copied over and over")
+	})
+}
+
+// TestHostileUsageIsSane: usage counts that are negative, or whose sum
+// overflows, give a usage of counts at least 0 whose total saturates at
+// math.MaxInt instead of wrapping (to a small number that would turn the
+// threshold compaction off).
+func TestHostileUsageIsSane(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := providertest.NewAnthropic(t)
+		a := newAgent(srv)
+		s := newSession(t, a, fastConfig())
+		srv.Push(providertest.AnthropicMessage{
+			Content: []providertest.AnthropicBlock{providertest.AnthropicText("hi")},
+			Usage:   providertest.AnthropicUsage{InputTokens: -5, OutputTokens: math.MaxInt64, CacheReadInputTokens: -1, CacheCreationInputTokens: 3},
+		}.Reply())
+		require.NoError(t, s.Prompt(context.Background(), "one"))
+		u := s.Messages()[1].Usage
+		require.NotNil(t, u)
+		assert.Equal(t, session.Usage{Input: 0, Output: math.MaxInt, CacheRead: 0, CacheWrite: 3, TotalTokens: math.MaxInt}, *u)
 	})
 }

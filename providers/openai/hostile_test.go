@@ -110,3 +110,17 @@ func TestOpenAIManyDeltasAreLinear(t *testing.T) {
 		assert.Less(t, allocated, uint64(200<<20), "the answer's deltas are copied over and over")
 	})
 }
+
+// TestOpenAIHostileUsageIsSane: negative usage counts (and the negative
+// total the server adds up from them) give a usage of zeros, not negative
+// counts in the message, its history and its metrics.
+func TestOpenAIHostileUsageIsSane(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, session.DefaultConfig(), nil)
+		h.fake.Push(providertest.OpenAICompletion{Content: "hi", Usage: providertest.OpenAIUsage{PromptTokens: -5, CompletionTokens: -3, CachedTokens: -2}}.Reply())
+		require.NoError(t, h.s.Prompt(context.Background(), "one"))
+		u := lastAssistant(t, h.s).Usage
+		require.NotNil(t, u)
+		assert.Equal(t, session.Usage{}, *u)
+	})
+}

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -289,23 +290,28 @@ func reasoning(d sdk.ChatCompletionChunkChoiceDelta) (text, field string) {
 }
 
 // usageOf converts the API's usage: the cached prompt tokens are cache
-// reads, the rest input.
+// reads, the rest input. A negative count (which no server should send)
+// is 0; the total, when the server sends none, is the prompt and
+// completion tokens, saturating at math.MaxInt.
 func usageOf(u sdk.CompletionUsage) *session.Usage {
-	cached := int(u.PromptTokensDetails.CachedTokens)
+	prompt, cached := count(u.PromptTokens), count(u.PromptTokensDetails.CachedTokens)
 	out := &session.Usage{
-		Input:       int(u.PromptTokens) - cached,
-		Output:      int(u.CompletionTokens),
+		Input:       max(prompt-cached, 0),
+		Output:      count(u.CompletionTokens),
 		CacheRead:   cached,
-		CacheWrite:  int(u.PromptTokensDetails.CacheWriteTokens),
-		TotalTokens: int(u.TotalTokens),
-	}
-	if out.Input < 0 {
-		out.Input = 0
+		CacheWrite:  count(u.PromptTokensDetails.CacheWriteTokens),
+		TotalTokens: count(u.TotalTokens),
 	}
 	if out.TotalTokens == 0 {
-		out.TotalTokens = int(u.PromptTokens + u.CompletionTokens)
+		out.TotalTokens = prompt + min(out.Output, math.MaxInt-prompt)
 	}
 	return out
+}
+
+// count is a token count of the API as an int: at least 0, at most
+// math.MaxInt.
+func count(n int64) int {
+	return int(min(max(n, 0), math.MaxInt))
 }
 
 // summaryPrefix introduces a compaction's summary, sent as a user message.
