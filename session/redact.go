@@ -1,6 +1,7 @@
 package session
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -23,9 +24,9 @@ const MinSecretLen = 8
 
 // NoteSecret tells the session whose run (or compaction) ctx belongs to
 // that secret is sensitive: from then on, for the rest of the session's
-// life, the session replaces secret, and its URL-escaped and JSON-escaped
-// forms, with Redacted in everything the run reports before any of it is
-// emitted, logged, appended to history or returned: the messages' text,
+// life, the session replaces secret, and its escaped forms, with Redacted
+// in everything the run reports before any of it is emitted, logged,
+// appended to history or returned: the messages' text,
 // thinking, tool calls, error messages, error types and headers, the
 // deltas (a secret split across deltas included: a delta's end that could
 // begin a secret is held back until the next delta shows it is none), the
@@ -33,6 +34,15 @@ const MinSecretLen = 8
 // summary's text and error. An agent calls it with each key it resolves,
 // before it sends the key, so that a server that echoes the key back
 // (in an error body, a header, a stream) gets it written nowhere.
+//
+// The escaped forms are the URL query and path escapes (their hex digits
+// in either case) and the JSON string escape (Go's, and with "/" as
+// "\/"); in a tool call's arguments, the JSON strings are compared
+// decoded, so any escape is seen through (arguments that held a secret
+// are written anew, their names sorted). Other encodings (base64, a
+// \uXXXX-escaped secret in a tool call's streamed deltas) are not
+// recognised: redaction keeps an echoed key out of what is written, it
+// cannot stop a server that holds the key from disguising it.
 //
 // A Go error whose text (or %+v) holds a secret is replaced by one whose
 // text is redacted, that matches with errors.Is what the original matched
@@ -72,9 +82,13 @@ func (r *redactor) add(secret string) {
 		return
 	}
 	r.secrets = append(r.secrets, secret)
-	forms := []string{secret, url.QueryEscape(secret), url.PathEscape(secret)}
+	forms := []string{secret}
+	for _, f := range []string{url.QueryEscape(secret), url.PathEscape(secret)} {
+		forms = append(forms, f, lowerHex(f))
+	}
 	if b, err := json.Marshal(secret); err == nil {
-		forms = append(forms, string(b[1:len(b)-1]))
+		f := string(b[1 : len(b)-1])
+		forms = append(forms, f, strings.ReplaceAll(f, "/", `\/`))
 	}
 	for _, f := range forms {
 		if !slices.Contains(r.patterns, f) {
@@ -190,7 +204,78 @@ func (r *redactor) block(b Block, patterns []string, rep *strings.Replacer) Bloc
 		}
 		b.Arguments = args
 	}
+	if bytes.IndexByte(b.Arguments, '\\') >= 0 {
+		if args, ok := redactDecoded(b.Arguments, patterns, rep); ok {
+			b.Arguments = args
+		}
+	}
 	return b
+}
+
+// redactDecoded returns the JSON raw with every secret in its strings
+// (names and values) replaced, the strings compared decoded, so that no
+// escape (\uXXXX, "\/") hides one; ok is false when raw holds none or is
+// not JSON. The result is the same value, written anew: names sorted,
+// numbers as written.
+func redactDecoded(raw json.RawMessage, patterns []string, rep *strings.Replacer) (json.RawMessage, bool) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil {
+		return nil, false
+	}
+	found := false
+	var walk func(v any) any
+	walk = func(v any) any {
+		switch x := v.(type) {
+		case string:
+			if containsAny(x, patterns) {
+				found = true
+				return rep.Replace(x)
+			}
+		case []any:
+			for i := range x {
+				x[i] = walk(x[i])
+			}
+		case map[string]any:
+			out := make(map[string]any, len(x))
+			for k, e := range x {
+				out[walk(k).(string)] = walk(e)
+			}
+			return out
+		}
+		return v
+	}
+	v = walk(v)
+	if !found {
+		return nil, false
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return nil, false
+	}
+	return json.RawMessage(bytes.TrimSuffix(buf.Bytes(), []byte("\n"))), true
+}
+
+// lowerHex is s with the hex digits of its percent escapes in lower case,
+// as some servers write them (url's escapes write upper case).
+func lowerHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = toLowerASCII(b[i+1]), toLowerASCII(b[i+2])
+		}
+	}
+	return string(b)
+}
+
+func toLowerASCII(c byte) byte {
+	if 'A' <= c && c <= 'F' {
+		return c + 'a' - 'A'
+	}
+	return c
 }
 
 // error returns err, or, when its text or that of an error it wraps holds

@@ -262,3 +262,78 @@ func TestFailedMessageBounds(t *testing.T) {
 	short := io.ErrUnexpectedEOF
 	assert.Same(t, short, session.ClipError(short))
 }
+
+// lowerHex is s with the hex digits of its percent escapes in lower case,
+// as some servers write them.
+func lowerHex(s string) string {
+	b := []byte(s)
+	for i := 0; i+2 < len(b); i++ {
+		if b[i] == '%' {
+			b[i+1], b[i+2] = bytes.ToLower(b[i+1 : i+2])[0], bytes.ToLower(b[i+2 : i+3])[0]
+		}
+	}
+	return string(b)
+}
+
+// escapedAgent notes its key and reports an answer holding it as servers
+// escape it: URL escapes with lower-case hex, JSON with "\/" for "/", and
+// tool-call arguments whose strings escape every character as \uXXXX.
+type escapedAgent struct{ key string }
+
+func (a *escapedAgent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+	session.NoteSecret(ctx, a.key)
+	var unicode strings.Builder
+	for _, r := range a.key {
+		fmt.Fprintf(&unicode, `\u%04x`, r)
+	}
+	jsonKey, _ := json.Marshal(a.key)
+	slashed := strings.ReplaceAll(string(jsonKey[1:len(jsonKey)-1]), "/", `\/`)
+	m := session.Message{Role: session.RoleAssistant, Provider: req.Model.Provider, Model: req.Model.ID, StopReason: "toolUse"}
+	m.Content = []session.Block{
+		session.TextBlock("q=" + lowerHex(url.QueryEscape(a.key)) + " p=" + lowerHex(url.PathEscape(a.key)) + ` j="` + slashed + `"`),
+		{Type: session.BlockToolCall, ID: "t1", Name: "read", Arguments: json.RawMessage(`{"path":"a\/b","k":"` + unicode.String() + `","n":[1.50,{"` + slashed + `":true}]}`)},
+	}
+	emit(session.AgentStart{})
+	emit(session.TurnStart{})
+	emit(session.MessageStart{Message: session.Message{Role: session.RoleAssistant}})
+	emit(session.MessageEnd{Message: m})
+	emit(session.TurnEnd{})
+	emit(session.AgentEnd{Messages: []session.Message{m}})
+	return nil
+}
+
+// TestEscapedSecretFormsAreRedacted: a key echoed with lower-case percent
+// escapes, with JSON's "\/", or inside tool-call arguments whose JSON
+// escapes it character by character, is redacted too; the arguments stay
+// the same JSON value otherwise.
+func TestEscapedSecretFormsAreRedacted(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		s, err := session.New(&escapedAgent{key: echoedKey}, session.WithModel(scripted.DefaultModel))
+		require.NoError(t, err)
+		defer s.Close()
+		rec := record(s)
+		_ = s.Prompt(context.Background(), "hello")
+		var all strings.Builder
+		for _, ev := range rec.events() {
+			b, err := json.Marshal(ev)
+			require.NoError(t, err)
+			all.Write(b)
+		}
+		var m session.Message
+		for _, msg := range s.Messages() {
+			if msg.Role == session.RoleAssistant {
+				m = msg
+				break
+			}
+		}
+		require.Len(t, m.Content, 2)
+		assert.Equal(t, "q="+session.Redacted+" p="+session.Redacted+` j="`+session.Redacted+`"`, m.Content[0].Text)
+		assert.JSONEq(t, `{"path":"a/b","k":"`+session.Redacted+`","n":[1.50,{"`+session.Redacted+`":true}]}`, string(m.Content[1].Arguments))
+		var v map[string]any
+		require.NoError(t, json.Unmarshal(m.Content[1].Arguments, &v))
+		assert.NotContains(t, fmt.Sprint(v), echoedKey)
+		for _, form := range []string{lowerHex(url.QueryEscape(echoedKey)), lowerHex(url.PathEscape(echoedKey)), `sk-echo-7Hq2\/x`} {
+			assert.NotContains(t, all.String(), form)
+		}
+	})
+}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"syscall"
 	"time"
+	"unicode"
 
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
@@ -40,7 +41,8 @@ func runChat(args []string, env *environment) int {
 		return code
 	}
 	fail := func(code int, format string, a ...any) int {
-		fmt.Fprintf(env.stderr, "agentfsm chat: "+format+"\n", a...)
+		// The text may hold what a server sent (a turn's error).
+		fmt.Fprintf(env.stderr, "agentfsm chat: %s\n", terminalSafe(fmt.Sprintf(format, a...), false))
 		return code
 	}
 	if *timeout < 0 {
@@ -234,4 +236,36 @@ func linePrompts(r io.Reader) func(context.Context) (string, error) {
 			return "", errInterrupted
 		}
 	}
+}
+
+// terminalSafe returns s with every control character a terminal would act
+// on (C0 but the tab, DEL, C1) and every bidirectional formatting character
+// (which can make text read otherwise than it is) written as a Go escape:
+// "\x1b", "\u009b", "\u202e". With keepLines a "\n" stays a line break;
+// without, it is written "\n", so s is one line. A server's text (an error
+// message, an answer) thus reaches the terminal as text, not as commands.
+func terminalSafe(s string, keepLines bool) string {
+	unsafe := func(r rune) bool {
+		if r == '\t' || (keepLines && r == '\n') {
+			return false
+		}
+		return unicode.IsControl(r) || unicode.Is(unicode.Bidi_Control, r)
+	}
+	if !strings.ContainsFunc(s, unsafe) {
+		return s
+	}
+	var b strings.Builder
+	for _, r := range s {
+		switch {
+		case !unsafe(r):
+			b.WriteRune(r)
+		case r == '\n':
+			b.WriteString(`\n`)
+		case r < 0x80:
+			fmt.Fprintf(&b, `\x%02x`, r)
+		default:
+			fmt.Fprintf(&b, `\u%04x`, r)
+		}
+	}
+	return b.String()
 }

@@ -34,7 +34,9 @@ type chatModel struct {
 
 func (m *chatModel) println(lines ...string) {
 	for _, l := range lines {
-		m.log = append(m.log, strings.Split(l, "\n")...)
+		for _, line := range strings.Split(l, "\n") {
+			m.log = append(m.log, terminalSafe(line, false))
+		}
 	}
 }
 
@@ -108,7 +110,7 @@ func (m *chatModel) View() tea.View {
 	b.WriteString(strings.Join(log, "\n"))
 	b.WriteString("\n")
 	if m.busy && m.stream != "" {
-		b.WriteString("assistant> " + m.stream + "\n")
+		b.WriteString("assistant> " + terminalSafe(m.stream, true) + "\n")
 	}
 	if sp := m.view.Spinner(time.Now()); sp != "" {
 		b.WriteString(spinnerFrames[m.frame] + " " + sp + "\n")

@@ -19,6 +19,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -224,7 +225,7 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 		option.WithoutEnvironmentDefaults(),
 		option.WithAPIKey(key),
 		option.WithMaxRetries(0),
-		option.WithMiddleware(limitErrorBody),
+		option.WithMiddleware(limitBody),
 	}
 	if a.opts.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(a.opts.BaseURL))
@@ -337,12 +338,30 @@ func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.Message
 	stream := client.Messages.NewStreaming(callCtx, params)
 	defer stream.Close()
 	var acc sdk.Message
+	// The text and thinking deltas of each block, by its index: the SDK's
+	// Accumulate appends each to a string, copying the text so far, which
+	// makes an answer of many deltas cost the square of its length.
+	var texts, thoughts []strings.Builder
 	started, stopped := false, false
 	var accErr error
 	for stream.Next() {
 		alive()
 		ev := stream.Current()
-		if err := acc.Accumulate(ev); err != nil {
+		if ev.Type == "content_block_delta" && (ev.Delta.Type == "text_delta" || ev.Delta.Type == "thinking_delta") {
+			if ev.Index < 0 || ev.Index >= int64(len(acc.Content)) {
+				accErr = fmt.Errorf("anthropic: reading the stream: a %s for content block %d, of %d started", ev.Delta.Type, ev.Index, len(acc.Content))
+				break
+			}
+			if n := len(acc.Content); len(texts) < n {
+				texts = append(texts, make([]strings.Builder, n-len(texts))...)
+				thoughts = append(thoughts, make([]strings.Builder, n-len(thoughts))...)
+			}
+			if ev.Delta.Type == "text_delta" {
+				texts[ev.Index].WriteString(ev.Delta.Text)
+			} else {
+				thoughts[ev.Index].WriteString(ev.Delta.Thinking)
+			}
+		} else if err := acc.Accumulate(ev); err != nil {
 			accErr = fmt.Errorf("anthropic: reading the stream: %w", err)
 			break
 		}
@@ -356,6 +375,10 @@ func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.Message
 				emit(session.MessageUpdate{Message: head, Delta: d})
 			}
 		}
+	}
+	for i := range texts {
+		acc.Content[i].Text += texts[i].String()
+		acc.Content[i].Thinking += thoughts[i].String()
 	}
 	err := stream.Err()
 	if err == nil {
@@ -393,11 +416,14 @@ func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.Message
 	return msg
 }
 
-// limitErrorBody is the middleware that bounds an error response's body
-// to session.MaxErrorBody bytes before the SDK reads it whole.
-func limitErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+// limitBody is the middleware that bounds a response's body before the
+// SDK reads it: an error body to session.MaxErrorBody bytes (the SDK reads
+// it whole), a stream's events to session.MaxStreamEvent bytes each and
+// the whole stream to session.MaxStreamBody.
+func limitBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 	resp, err := next(req)
 	session.LimitErrorBody(resp, session.MaxErrorBody)
+	session.LimitEventStream(resp, session.MaxStreamEvent, session.MaxStreamBody)
 	return resp, err
 }
 
@@ -515,14 +541,23 @@ func isObject(raw json.RawMessage) bool {
 	return json.Unmarshal(raw, &v) == nil && v != nil
 }
 
-// usage is the session's usage of the API's.
+// usage is the session's usage of the API's: a negative count (which no
+// server should send) is 0, and the total saturates at math.MaxInt.
 func usage(u sdk.Usage) *session.Usage {
 	out := &session.Usage{
-		Input:      int(u.InputTokens),
-		Output:     int(u.OutputTokens),
-		CacheRead:  int(u.CacheReadInputTokens),
-		CacheWrite: int(u.CacheCreationInputTokens),
+		Input:      count(u.InputTokens),
+		Output:     count(u.OutputTokens),
+		CacheRead:  count(u.CacheReadInputTokens),
+		CacheWrite: count(u.CacheCreationInputTokens),
 	}
-	out.TotalTokens = out.Input + out.Output + out.CacheRead + out.CacheWrite
+	for _, n := range [...]int{out.Input, out.Output, out.CacheRead, out.CacheWrite} {
+		out.TotalTokens += min(n, math.MaxInt-out.TotalTokens)
+	}
 	return out
+}
+
+// count is a token count of the API as an int: at least 0, at most
+// math.MaxInt.
+func count(n int64) int {
+	return int(min(max(n, 0), math.MaxInt))
 }

@@ -258,7 +258,7 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 // clientOptions are the SDK's options for a run with key: the set
 // options after the environment's, so they win.
 func (a *Agent) clientOptions(key string) []option.RequestOption {
-	opts := []option.RequestOption{option.WithMaxRetries(0), option.WithAPIKey(key), option.WithMiddleware(limitErrorBody)}
+	opts := []option.RequestOption{option.WithMaxRetries(0), option.WithAPIKey(key), option.WithMiddleware(limitBody)}
 	if a.opts.BaseURL != "" {
 		opts = append(opts, option.WithBaseURL(a.opts.BaseURL))
 	}
@@ -268,11 +268,14 @@ func (a *Agent) clientOptions(key string) []option.RequestOption {
 	return opts
 }
 
-// limitErrorBody is the middleware that bounds an error response's body
-// to session.MaxErrorBody bytes before the SDK reads it whole.
-func limitErrorBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
+// limitBody is the middleware that bounds a response's body before the
+// SDK reads it: an error body to session.MaxErrorBody bytes (the SDK reads
+// it whole), a stream's events to session.MaxStreamEvent bytes each and
+// the whole stream to session.MaxStreamBody.
+func limitBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
 	resp, err := next(req)
 	session.LimitErrorBody(resp, session.MaxErrorBody)
+	session.LimitEventStream(resp, session.MaxStreamEvent, session.MaxStreamBody)
 	return resp, err
 }
 

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net/http"
 	"slices"
 	"strings"
@@ -50,7 +51,7 @@ type call struct {
 type toolCall struct {
 	block int // its index in the message's content
 	id    string
-	name  string
+	name  strings.Builder
 	args  strings.Builder
 }
 
@@ -73,10 +74,15 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 	stream := c.client.Chat.Completions.NewStreaming(callCtx, params, option.WithResponseInto(&resp))
 	defer stream.Close()
 
+	// The text and thinking are built apart and set in content at the end:
+	// appending each delta to a block's string would copy the text so far,
+	// making an answer of many deltas cost the square of its length.
 	var (
 		content  []session.Block
 		text     = -1 // the text block's index, once there is one
 		thinking = -1
+		texts    strings.Builder
+		thoughts strings.Builder
 		calls    = map[int64]*toolCall{}
 		finish   string
 		usage    *session.Usage
@@ -105,7 +111,7 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 				content = append(content, session.Block{Type: session.BlockThinking, ThinkingSignature: field})
 				thinking = len(content) - 1
 			}
-			content[thinking].Thinking += r
+			thoughts.WriteString(r)
 			update("thinking", thinking, r)
 		}
 		if d.Content != "" {
@@ -113,7 +119,7 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 				content = append(content, session.TextBlock(""))
 				text = len(content) - 1
 			}
-			content[text].Text += d.Content
+			texts.WriteString(d.Content)
 			update("text", text, d.Content)
 		}
 		for _, tc := range d.ToolCalls {
@@ -127,7 +133,7 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 				t.id = tc.ID
 			}
 			if tc.Function.Name != "" {
-				t.name += tc.Function.Name
+				t.name.WriteString(tc.Function.Name)
 			}
 			if tc.Function.Arguments != "" {
 				t.args.WriteString(tc.Function.Arguments)
@@ -137,6 +143,12 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 		if choice.FinishReason != "" {
 			finish = choice.FinishReason
 		}
+	}
+	if text >= 0 {
+		content[text].Text = texts.String()
+	}
+	if thinking >= 0 {
+		content[thinking].Thinking = thoughts.String()
 	}
 	err := stream.Err()
 	if err == nil && finish == "" {
@@ -162,7 +174,7 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 	}
 
 	for _, t := range calls {
-		content[t.block] = session.Block{Type: session.BlockToolCall, ID: t.id, Name: t.name, Arguments: arguments(t.args.String())}
+		content[t.block] = session.Block{Type: session.BlockToolCall, ID: t.id, Name: t.name.String(), Arguments: arguments(t.args.String())}
 	}
 	m := head
 	m.Content = content
@@ -278,23 +290,28 @@ func reasoning(d sdk.ChatCompletionChunkChoiceDelta) (text, field string) {
 }
 
 // usageOf converts the API's usage: the cached prompt tokens are cache
-// reads, the rest input.
+// reads, the rest input. A negative count (which no server should send)
+// is 0; the total, when the server sends none, is the prompt and
+// completion tokens, saturating at math.MaxInt.
 func usageOf(u sdk.CompletionUsage) *session.Usage {
-	cached := int(u.PromptTokensDetails.CachedTokens)
+	prompt, cached := count(u.PromptTokens), count(u.PromptTokensDetails.CachedTokens)
 	out := &session.Usage{
-		Input:       int(u.PromptTokens) - cached,
-		Output:      int(u.CompletionTokens),
+		Input:       max(prompt-cached, 0),
+		Output:      count(u.CompletionTokens),
 		CacheRead:   cached,
-		CacheWrite:  int(u.PromptTokensDetails.CacheWriteTokens),
-		TotalTokens: int(u.TotalTokens),
-	}
-	if out.Input < 0 {
-		out.Input = 0
+		CacheWrite:  count(u.PromptTokensDetails.CacheWriteTokens),
+		TotalTokens: count(u.TotalTokens),
 	}
 	if out.TotalTokens == 0 {
-		out.TotalTokens = int(u.PromptTokens + u.CompletionTokens)
+		out.TotalTokens = prompt + min(out.Output, math.MaxInt-prompt)
 	}
 	return out
+}
+
+// count is a token count of the API as an int: at least 0, at most
+// math.MaxInt.
+func count(n int64) int {
+	return int(min(max(n, 0), math.MaxInt))
 }
 
 // summaryPrefix introduces a compaction's summary, sent as a user message.
