@@ -66,17 +66,24 @@ func loadSettings(path string) (settings, error) {
 
 // readSettingsFile reads path, refusing more than maxSettingsSize bytes.
 func readSettingsFile(path string) ([]byte, error) {
+	return readBounded(path, maxSettingsSize, "settings file")
+}
+
+// readBounded reads the file at path (a pipe or a device too), refusing
+// one of more than limit bytes after reading no more than limit+1: the
+// error names the path, the limit and what the file was to be (kind).
+func readBounded(path string, limit int64, kind string) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSettingsSize+1))
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxSettingsSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes, which no settings file is", path, maxSettingsSize)
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes, which no %s is", path, limit, kind)
 	}
 	return data, nil
 }
