@@ -4,8 +4,8 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
-	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
+	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
