@@ -86,12 +86,6 @@ func (m Message) IsError() bool {
 	return m.Role == RoleAssistant && m.StopReason == classify.StopReasonError
 }
 
-// succeeded reports whether m is an assistant message whose stop reason is
-// neither error nor aborted: the message that ends a retry chain.
-func (m Message) succeeded() bool {
-	return m.Role == RoleAssistant && m.StopReason != classify.StopReasonError && m.StopReason != classify.StopReasonAborted
-}
-
 // classifyMessage is m as the classifier reads it.
 func (m Message) classifyMessage(window int) classify.Message {
 	cm := classify.Message{
