@@ -268,8 +268,10 @@ func (s Snapshot) check() error {
 		return fmt.Errorf("inFlight: %q in flight in state %q", s.InFlight, s.State)
 	}
 	switch {
-	case (s.State == states.Backoff) != (s.Deadline != nil):
-		return fmt.Errorf("deadline: state %q and a deadline do not go together (a deadline is a backoff's)", s.State)
+	case s.State == states.Backoff && s.Deadline == nil:
+		return errors.New(`deadline: missing in state "backoff" (a backoff waits until its deadline)`)
+	case s.State != states.Backoff && s.Deadline != nil:
+		return fmt.Errorf("deadline: set in state %q (a deadline is a backoff's)", s.State)
 	case s.Attempt < 0:
 		return fmt.Errorf("attempt: negative %d", s.Attempt)
 	case s.Attempt > s.Config.Retry.MaxRetries:

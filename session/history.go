@@ -192,7 +192,11 @@ var (
 // OpenFileHistory opens (or creates, readable and writable by its owner
 // only) the history file at path. Anything but a regular file (a
 // directory, a FIFO, a device) is refused without reading it, and so is a
-// file another FileHistory has open (ErrHistoryLocked).
+// file another FileHistory has open (ErrHistoryLocked). On Unix, so is a
+// file another user owns, whatever its mode: another user of the machine
+// could have created it where the session's file was to be (in a shared
+// directory such as /tmp) to read the conversation appended to it. A file
+// the process's user owns keeps the mode it has.
 //
 // It reads the file backwards from its end to the latest compaction's
 // first kept entry, and no further: what a session started on it replays
@@ -232,7 +236,8 @@ func OpenFileHistory(path string) (*FileHistory, error) {
 }
 
 // openHistoryFile opens path for reading and appending, creating it with
-// mode 0600, and checks that it is a regular file, which it then locks.
+// mode 0600, and checks that it is a regular file of this process's user
+// (where files have owners), which it then locks.
 func openHistoryFile(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|openFlags, 0o600)
 	if err != nil {
@@ -246,6 +251,9 @@ func openHistoryFile(path string) (*os.File, error) {
 		err = fmt.Errorf("session: opening history: %w", err)
 	case !fi.Mode().IsRegular():
 		err = fmt.Errorf("session: history %s is not a regular file but %s", path, fileKind(fi.Mode()))
+	case foreignOwner(fi) >= 0:
+		err = fmt.Errorf("session: history %s belongs to user %d, not to this process's user %d: "+
+			"its owner could read the conversation written to it", path, foreignOwner(fi), processUID())
 	default:
 		err = lockFile(f)
 		if errors.Is(err, ErrHistoryLocked) {

@@ -8,6 +8,20 @@ import (
 	"syscall"
 )
 
+// processUID is the user a history file must belong to: the process's
+// effective user (a variable for the tests).
+var processUID = os.Geteuid
+
+// foreignOwner returns the user that owns the file fi describes when that
+// is not processUID, and -1 when it is, or when fi does not say.
+func foreignOwner(fi os.FileInfo) int {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	if !ok || int(st.Uid) == processUID() {
+		return -1
+	}
+	return int(st.Uid)
+}
+
 // openFlags makes opening a FIFO return at once instead of waiting for a
 // writer, so that it can be refused.
 const openFlags = syscall.O_NONBLOCK

@@ -3,7 +3,6 @@ package session
 import (
 	"context"
 	"errors"
-	"fmt"
 )
 
 // Observer watches a session's work together with the context each part of
@@ -46,11 +45,12 @@ type Observer interface {
 
 // WithObserver adds an observer. Given more than once, the observers are
 // called in the order given, and each StartTurn and StartRun is given the
-// context the previous observer returned. A nil o makes New fail.
+// context the previous observer returned. A nil o makes New fail, and so
+// does a nil pointer or func in it.
 func WithObserver(o Observer) Option {
 	return func(s *Session) error {
-		if o == nil {
-			return fmt.Errorf("session: nil Observer")
+		if err := refuseNil(o, "Observer"); err != nil {
+			return err
 		}
 		s.observers = append(s.observers, o)
 		return nil

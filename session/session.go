@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"log/slog"
 	mrand "math/rand/v2"
+	"reflect"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -118,11 +120,12 @@ func WithSessionID(id string) Option {
 // into the runtime context the session that wrote them had when it last
 // wrote (the latest compaction's summary, the messages it kept and those
 // after it, less the ones removed), and gives its messages IDs that no
-// entry there has. A nil h makes New fail.
+// entry there has. A nil h makes New fail, and so does a nil pointer or
+// func in it, such as the *FileHistory of an OpenFileHistory that failed.
 func WithHistory(h History) Option {
 	return func(s *Session) error {
-		if h == nil {
-			return errors.New("session: nil History")
+		if err := refuseNil(h, "History"); err != nil {
+			return err
 		}
 		s.history = h
 		return nil
@@ -131,11 +134,12 @@ func WithHistory(h History) Option {
 
 // WithCredentials sets the credential store used for usage limits; without
 // one the usage-limit branch only waits. A nil c makes New fail (leave the
-// option out for a session without credentials).
+// option out for a session without credentials), and so does a nil pointer
+// or func in it.
 func WithCredentials(c CredentialStore) Option {
 	return func(s *Session) error {
-		if c == nil {
-			return errors.New("session: nil CredentialStore")
+		if err := refuseNil(c, "CredentialStore"); err != nil {
+			return err
 		}
 		s.creds = c
 		return nil
@@ -143,11 +147,12 @@ func WithCredentials(c CredentialStore) Option {
 }
 
 // WithSummarizer sets the summarizer compactions use; the default is
-// DigestSummarizer{}. A nil sum makes New fail.
+// DigestSummarizer{}. A nil sum makes New fail, and so does a nil pointer
+// or func in it.
 func WithSummarizer(sum Summarizer) Option {
 	return func(s *Session) error {
-		if sum == nil {
-			return errors.New("session: nil Summarizer")
+		if err := refuseNil(sum, "Summarizer"); err != nil {
+			return err
 		}
 		s.summarizer = sum
 		return nil
@@ -173,7 +178,8 @@ func WithRandom(f func() float64) Option {
 // observer, a credential store, a history or the random source; a
 // runtime.Goexit in a subscriber, an agent or a summarizer; a history
 // write that failed. The default discards; a nil l, or one without a
-// handler (the zero slog.Logger), makes New fail.
+// handler (the zero slog.Logger) or with a nil pointer for one, makes New
+// fail.
 //
 // The lines are logged at level Error, each on a goroutine of its own that
 // the session waits for: a handler that panics, with any value, or calls
@@ -189,6 +195,9 @@ func WithLogger(l *slog.Logger) Option {
 		}
 		if l.Handler() == nil {
 			return errors.New("session: Logger with a nil Handler (a zero slog.Logger)")
+		}
+		if err := refuseNil(l.Handler(), "Handler"); err != nil {
+			return fmt.Errorf("session: Logger with a %s", strings.TrimPrefix(err.Error(), "session: "))
 		}
 		s.logger = l
 		return nil
@@ -206,12 +215,28 @@ func WithSnapshot(snap Snapshot) Option {
 
 var discardLogger = slog.New(slog.DiscardHandler)
 
-// New starts a session that runs agent. It fails when agent is nil, an
+// refuseNil returns the error for a nil v, the what an option or New was
+// given: a nil interface, or a nil pointer or func in it, whose methods
+// would dereference it or call it at their first use, perhaps on the
+// session's goroutine. The error is "session: nil History", or with the
+// type of the nil, "session: nil History (*session.FileHistory)".
+func refuseNil(v any, what string) error {
+	if v == nil {
+		return fmt.Errorf("session: nil %s", what)
+	}
+	if rv := reflect.ValueOf(v); (rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Func) && rv.IsNil() {
+		return fmt.Errorf("session: nil %s (%T)", what, v)
+	}
+	return nil
+}
+
+// New starts a session that runs agent. It fails when agent is nil (or a
+// nil pointer or func in the interface), an
 // option is invalid, the history holds an invalid entry (ErrInvalidEntry)
 // or the snapshot cannot be resumed (policy.ErrSnapshot).
 func New(agent Agent, opts ...Option) (*Session, error) {
-	if agent == nil {
-		return nil, errors.New("session: nil Agent")
+	if err := refuseNil(agent, "Agent"); err != nil {
+		return nil, err
 	}
 	s := &Session{
 		agent:      agent,

@@ -13,6 +13,12 @@ import (
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
 
+// maxScriptSize is the largest --script file runRPC reads: as large as the
+// largest command line the server reads (64 MiB), so that a script can answer with
+// any text the wire carries, and no larger, so that an endless file
+// (--script /dev/zero) is refused instead of read until memory runs out.
+const maxScriptSize = 64 << 20
+
 func runRPC(args []string, env *environment) int {
 	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE | --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N]] [--settings FILE|reference] [--log-level LEVEL]")
 	scriptPath := fs.String("script", "", "the scripted agent's `file` (default: every call succeeds)")
@@ -52,7 +58,7 @@ func runRPC(args []string, env *environment) int {
 		}
 		script := scripted.Script{Model: scripted.DefaultModel}
 		if *scriptPath != "" {
-			data, err := os.ReadFile(*scriptPath)
+			data, err := readBounded(*scriptPath, maxScriptSize, "script")
 			if err != nil {
 				fmt.Fprintf(env.stderr, "agentfsm rpc: --script: %v\n", err)
 				return 2

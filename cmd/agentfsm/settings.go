@@ -64,19 +64,41 @@ func loadSettings(path string) (settings, error) {
 	return s, nil
 }
 
-// readSettingsFile reads path, refusing more than maxSettingsSize bytes.
+// readSettingsFile reads path, refusing more than maxSettingsSize bytes,
+// and, on Unix, a file another user could have written
+// (checkSettingsOwner): both before reading it.
 func readSettingsFile(path string) ([]byte, error) {
+	return readBounded(path, maxSettingsSize, "settings file", checkSettingsOwner)
+}
+
+// readBounded reads the file at path (a pipe or a device too), refusing
+// one of more than limit bytes after reading no more than limit+1: the
+// error names the path, the limit and what the file was to be (kind).
+// Each check is given the opened file's FileInfo before it is read; the
+// first error is returned.
+func readBounded(path string, limit int64, kind string, checks ...func(string, os.FileInfo) error) ([]byte, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	data, err := io.ReadAll(io.LimitReader(f, maxSettingsSize+1))
+	if len(checks) > 0 {
+		fi, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		for _, check := range checks {
+			if err := check(path, fi); err != nil {
+				return nil, err
+			}
+		}
+	}
+	data, err := io.ReadAll(io.LimitReader(f, limit+1))
 	if err != nil {
 		return nil, err
 	}
-	if len(data) > maxSettingsSize {
-		return nil, fmt.Errorf("%s: larger than %d bytes, which no settings file is", path, maxSettingsSize)
+	if int64(len(data)) > limit {
+		return nil, fmt.Errorf("%s: larger than %d bytes, which no %s is", path, limit, kind)
 	}
 	return data, nil
 }

@@ -2,7 +2,8 @@ package otelsession
 
 import (
 	"context"
-	"errors"
+	"fmt"
+	"reflect"
 	"time"
 
 	"go.opentelemetry.io/otel"
@@ -92,11 +93,12 @@ type options struct {
 }
 
 // WithTracerProvider sets where the spans go; the default is the global
-// TracerProvider (otel.GetTracerProvider). A nil tp makes New fail.
+// TracerProvider (otel.GetTracerProvider). A nil tp makes New fail, and so
+// does a nil pointer in it (a *sdktrace.TracerProvider never set).
 func WithTracerProvider(tp trace.TracerProvider) Option {
 	return func(o *options) error {
-		if tp == nil {
-			return errors.New("otelsession: nil TracerProvider")
+		if err := refuseNil(tp, "TracerProvider"); err != nil {
+			return err
 		}
 		o.tp = tp
 		return nil
@@ -104,15 +106,29 @@ func WithTracerProvider(tp trace.TracerProvider) Option {
 }
 
 // WithMeterProvider sets where the metrics go; the default is the global
-// MeterProvider (otel.GetMeterProvider). A nil mp makes New fail.
+// MeterProvider (otel.GetMeterProvider). A nil mp makes New fail, and so
+// does a nil pointer in it.
 func WithMeterProvider(mp metric.MeterProvider) Option {
 	return func(o *options) error {
-		if mp == nil {
-			return errors.New("otelsession: nil MeterProvider")
+		if err := refuseNil(mp, "MeterProvider"); err != nil {
+			return err
 		}
 		o.mp = mp
 		return nil
 	}
+}
+
+// refuseNil returns the error for a nil v: a nil interface, or a nil
+// pointer or func in it, which the provider's methods would dereference
+// in New; the error names what v is for, and the type of the nil.
+func refuseNil(v any, what string) error {
+	if v == nil {
+		return fmt.Errorf("otelsession: nil %s", what)
+	}
+	if rv := reflect.ValueOf(v); (rv.Kind() == reflect.Pointer || rv.Kind() == reflect.Func) && rv.IsNil() {
+		return fmt.Errorf("otelsession: nil %s (%T)", what, v)
+	}
+	return nil
 }
 
 // New returns an Observer, or the error of an invalid option. An instrument the meter cannot make is reported

@@ -515,6 +515,14 @@ func TestNilProvidersAreRefused(t *testing.T) {
 	obs, err = otelsession.New(otelsession.WithMeterProvider(nil))
 	assert.EqualError(t, err, "otelsession: nil MeterProvider")
 	assert.Nil(t, obs)
+	// A nil pointer in the interface (a provider variable never set) is
+	// refused too, naming its type, instead of panicking in New.
+	assert.NotPanics(t, func() { obs, err = otelsession.New(otelsession.WithTracerProvider((*sdktrace.TracerProvider)(nil))) })
+	assert.EqualError(t, err, "otelsession: nil TracerProvider (*trace.TracerProvider)")
+	assert.Nil(t, obs)
+	assert.NotPanics(t, func() { obs, err = otelsession.New(otelsession.WithMeterProvider((*sdkmetric.MeterProvider)(nil))) })
+	assert.EqualError(t, err, "otelsession: nil MeterProvider (*metric.MeterProvider)")
+	assert.Nil(t, obs)
 	obs, err = otelsession.New()
 	require.NoError(t, err)
 	assert.NotNil(t, obs, "without options, the global providers")
