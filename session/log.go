@@ -44,9 +44,10 @@ func (s *Session) logPanic(who string, value any) {
 	})
 }
 
-// logSubscriberPanic reports a subscriber's panic on ev.
-func logSubscriberPanic(l *slog.Logger, ev Event, value any) {
+// logSubscriberPanic reports a subscriber's panic on ev, its value
+// redacted (redact) as every other panic's is.
+func logSubscriberPanic(l *slog.Logger, redact func(string) string, ev Event, value any) {
 	logError(l, "session: a subscriber panicked", func() []any {
-		return []any{"event", reflect.TypeOf(ev).Name(), "panic", fmt.Sprint(value)}
+		return []any{"event", reflect.TypeOf(ev).Name(), "panic", redact(fmt.Sprint(value))}
 	})
 }

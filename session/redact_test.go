@@ -337,3 +337,29 @@ func TestEscapedSecretFormsAreRedacted(t *testing.T) {
 		}
 	})
 }
+
+// TestSubscriberPanicIsRedacted: a subscriber that panics with a noted
+// secret in its value has it logged as [redacted], as every other panic is.
+func TestSubscriberPanicIsRedacted(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		logs := &lockedBuf{}
+		agent := agentFunc(func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+			session.NoteSecret(ctx, echoedKey)
+			return errors.New("no model")
+		})
+		s, err := session.New(agent, session.WithModel(scripted.DefaultModel),
+			session.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
+		require.NoError(t, err)
+		defer s.Close()
+		s.Subscribe(func(ev session.Event) {
+			if _, ok := ev.(session.TurnSettled); ok {
+				panic("the subscriber saw " + echoedKey)
+			}
+		})
+		require.Error(t, s.Prompt(context.Background(), "one"))
+		s.Flush()
+		assert.Contains(t, logs.String(), "a subscriber panicked")
+		assert.Contains(t, logs.String(), session.Redacted)
+		assert.NotContains(t, logs.String(), echoedKey)
+	})
+}

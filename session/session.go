@@ -319,7 +319,7 @@ func (s *Session) Model() Model { return s.x.engine.Model() }
 // on another goroutine, even one fn waits for, or from a subscriber of
 // another session, is a call from outside.
 func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscribe func()) {
-	sub := s.subs.add(fn, s.logger, opts)
+	sub := s.subs.add(fn, s.logger, s.secrets.text, opts)
 	var once sync.Once
 	return func() { once.Do(func() { s.subs.remove(sub) }) }
 }

@@ -28,6 +28,7 @@ type subscriber struct {
 	fn     func(Event)
 	limit  int
 	logger *slog.Logger
+	redact func(string) string // the session's redaction of noted secrets
 
 	mu sync.Mutex
 	// queue holds the events to deliver and, for each flush waiting on
@@ -57,8 +58,8 @@ type subscribers struct {
 	closed  bool
 }
 
-func (ss *subscribers) add(fn func(Event), logger *slog.Logger, opts []SubscribeOption) *subscriber {
-	sub := &subscriber{fn: fn, logger: logger}
+func (ss *subscribers) add(fn func(Event), logger *slog.Logger, redact func(string) string, opts []SubscribeOption) *subscriber {
+	sub := &subscriber{fn: fn, logger: logger, redact: redact}
 	for _, o := range opts {
 		if o.limit > 0 {
 			sub.limit = o.limit
@@ -399,10 +400,10 @@ func (s *subscriber) call(ev Event) (alive bool) {
 	returned := false
 	defer func() {
 		if r := recover(); r != nil {
-			logSubscriberPanic(s.logger, ev, r)
+			logSubscriberPanic(s.logger, s.redact, ev, r)
 			alive = true
 		} else if !returned {
-			logSubscriberPanic(s.logger, ev, errGoexit) // deliver carries on
+			logSubscriberPanic(s.logger, s.redact, ev, errGoexit) // deliver carries on
 		}
 	}()
 	s.fn(ev)
