@@ -213,12 +213,7 @@ func (d *driver) drainSignals(ctx workflow.Context) bool {
 
 // state answers the get_state query.
 func (d *driver) state() (rpc.State, error) {
-	st := d.engine.Status()
-	return rpc.State{
-		SessionID: d.engine.SessionID(), Model: d.engine.Model(), IsStreaming: st.Streaming, IsCompacting: st.Compacting,
-		IsRetrying: st.Retrying, RetryAttempt: st.Attempt, AutoRetryEnabled: st.RetryEnabled,
-		AutoCompactionEnabled: st.CompactionEnabled, MessageCount: st.MessageCount, State: string(st.State),
-	}, nil
+	return rpc.StateOf(d.engine.SessionID(), d.engine.Model(), d.engine.Status()), nil
 }
 
 // prompt is the prompt update: it starts a turn and completes when the

@@ -46,6 +46,18 @@ type State struct {
 	State                 string        `json:"state"`
 }
 
+// StateOf is the get_state answer of the session id, talking to m, whose
+// status is st: the one place a State is made from a Status, for every
+// driver that answers get_state (the in-process server, the Temporal
+// workflow's query).
+func StateOf(id string, m session.Model, st session.Status) State {
+	return State{
+		SessionID: id, Model: m, IsStreaming: st.Streaming, IsCompacting: st.Compacting,
+		IsRetrying: st.Retrying, RetryAttempt: st.Attempt, AutoRetryEnabled: st.RetryEnabled,
+		AutoCompactionEnabled: st.CompactionEnabled, MessageCount: st.MessageCount, State: string(st.State),
+	}
+}
+
 // writer serializes output lines.
 type writer struct {
 	mu     sync.Mutex
@@ -425,12 +437,8 @@ func init() {
 		}},
 		"get_state": {nil, func(_ context.Context, srv *server, cmd command, _ map[string]json.RawMessage) {
 			s := srv.s
-			st := s.Status() // one read: the fields never contradict each other
-			srv.ok(cmd, State{
-				SessionID: s.ID(), Model: s.Model(), IsStreaming: st.Streaming, IsCompacting: st.Compacting,
-				IsRetrying: st.Retrying, RetryAttempt: st.Attempt, AutoRetryEnabled: st.RetryEnabled,
-				AutoCompactionEnabled: st.CompactionEnabled, MessageCount: st.MessageCount, State: string(st.State),
-			})
+			// One read of Status: the fields never contradict each other.
+			srv.ok(cmd, StateOf(s.ID(), s.Model(), s.Status()))
 		}},
 		"get_messages": {nil, func(_ context.Context, srv *server, cmd command, _ map[string]json.RawMessage) {
 			msgs := srv.s.Messages()
