@@ -441,7 +441,8 @@ func (s *Session) AbortCompaction() {
 
 // Compact compacts the runtime context now: it summarizes all but the
 // recent messages with the optional instructions and returns the result.
-// It emits no automatic compaction events. While a run or a compaction is
+// It emits no automatic compaction events, only the machine's moves
+// (state_change). While a run or a compaction is
 // in flight it returns ErrBusy and changes nothing; during a retry chain's
 // wait it first ends the chain as cancelled (the turn waiting on it fails
 // with ErrRetryCancelled), then compacts. When ctx ends first the
