@@ -109,3 +109,49 @@ func TestEngineReplyEndsTheChain(t *testing.T) {
 	assert.Equal(t, 0, e.Status().Attempt)
 	assert.Equal(t, states.Continuing, e.Status().State, "reply is internal: the machine stays")
 }
+
+// A manual compaction in flight is its caller's: a snapshot taken then is
+// of a session at rest, which resumes idle with nothing in flight, and
+// Abort cancels the compaction through the table (cancel from compacting).
+func TestEngineManualCompactionSnapshotAndAbort(t *testing.T) {
+	cfg := policy.DefaultConfig()
+	cfg.Compaction.KeepRecentTokens = 5
+	d := newDriver(t, cfg)
+	effects, err := d.e.Prompt(t0, "hi")
+	require.NoError(t, err)
+	d.feed(effects)
+	d.answerRun(t0, answer(classify.StopReasonStop, "a first answer, long enough"), 0)
+	require.True(t, d.settled)
+
+	effects, err = d.e.Compact(t0, "")
+	require.NoError(t, err)
+	d.feed(effects)
+	require.Equal(t, states.Compacting, d.e.Status().State)
+	snap := d.e.Snapshot()
+	assert.Equal(t, states.Idle, snap.State, "the manual compaction is not part of the snapshot")
+	assert.Empty(t, snap.InFlight)
+	r := d.resumed(t, t0, 0)
+	assert.Equal(t, states.Idle, r.e.Status().State)
+	assert.False(t, r.e.Status().Compacting)
+	assert.Empty(t, r.events)
+
+	assert.Equal(t, []string{"cancel_compaction 2", "finish_compact session: compaction cancelled", "state compacting>cancelled cancel", "state cancelled>idle reset"},
+		describe(d.e.Abort(t0, errors.New("user"))))
+	assert.Zero(t, d.e.CompactionInFlight())
+	assert.Empty(t, describe(d.e.CompactionFinished(t0, 2, policy.Summary{Text: "late"}, nil)), "a late summary changes nothing")
+	assert.Equal(t, states.Idle, d.e.Status().State)
+}
+
+// Prompt while a manual compaction runs is refused; so is Compact while
+// the check before a prompt compacts.
+func TestEngineManualCompactionIsExclusive(t *testing.T) {
+	e := newEngine(t, func(s *policy.Setup) { s.Config.Compaction.KeepRecentTokens = 5 })
+	_, run := prompt(t, e, t0)
+	call(e, t0, run, answer(classify.StopReasonStop, "a first answer, long enough"))
+	_, err := e.Compact(t0, "")
+	require.NoError(t, err)
+	_, err = e.Prompt(t0, "again")
+	require.ErrorIs(t, err, policy.ErrBusy)
+	_, err = e.Compact(t0, "")
+	require.ErrorIs(t, err, policy.ErrBusy)
+}
