@@ -2,9 +2,6 @@ package policy_test
 
 import (
 	"context"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"testing"
 
 	looplab "github.com/looplab/fsm"
@@ -12,7 +9,6 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/policy"
-	"github.com/agentfsm/agentfsm/transitions"
 )
 
 // The engine's allocations, counted against a bare looplab Event's counted
@@ -78,53 +74,4 @@ func TestTurnAllocations(t *testing.T) {
 	base := looplabAllocs()
 	assert.LessOrEqual(t, got, 11*base+45, "a turn allocates %v, a looplab Event %v", got, base)
 	assert.Equal(t, "idle", string(e.Status().State))
-}
-
-// TestEveryActionIsCarriedOut reads policy/actions.go: its switch has a
-// case for every action of the table, so none is silently skipped.
-func TestEveryActionIsCarriedOut(t *testing.T) {
-	fset := token.NewFileSet()
-	file, err := parser.ParseFile(fset, "actions.go", nil, 0)
-	require.NoError(t, err)
-	cases := map[string]bool{}
-	ast.Inspect(file, func(n ast.Node) bool {
-		if fn, ok := n.(*ast.FuncDecl); ok && fn.Name.Name != "act" {
-			return false
-		}
-		if cc, ok := n.(*ast.CaseClause); ok {
-			for _, x := range cc.List {
-				if sel, ok := x.(*ast.SelectorExpr); ok {
-					if id, ok := sel.X.(*ast.Ident); ok && id.Name == "transitions" {
-						cases[sel.Sel.Name] = true
-					}
-				}
-			}
-		}
-		return true
-	})
-	// The names of the Action constants, as transitions/actions.go spells
-	// them, with their values.
-	names := map[transitions.Action]string{}
-	afile, err := parser.ParseFile(fset, "../transitions/actions.go", nil, 0)
-	require.NoError(t, err)
-	for _, d := range afile.Decls {
-		gd, ok := d.(*ast.GenDecl)
-		if !ok || gd.Tok != token.CONST {
-			continue
-		}
-		for _, spec := range gd.Specs {
-			vs := spec.(*ast.ValueSpec)
-			for i, n := range vs.Names {
-				if lit, ok := vs.Values[i].(*ast.BasicLit); ok {
-					names[transitions.Action(lit.Value[1:len(lit.Value)-1])] = n.Name
-				}
-			}
-		}
-	}
-	for _, a := range transitions.Actions() {
-		name, ok := names[a]
-		require.True(t, ok, "action %q has a constant", a)
-		assert.True(t, cases[name], "act has no case for transitions.%s", name)
-	}
-	assert.Len(t, cases, len(transitions.Actions()))
 }

@@ -49,7 +49,18 @@ func (e *Engine) drain() {
 	e.raised = e.raised[:0]
 }
 
-func (e *Engine) take(s *step) bool {
+// take takes the rules that apply to s, as fire says. The actions are
+// given the engine's own copy of s (cur), so that calling them through
+// their table does not move every input's step to the heap.
+func (e *Engine) take(in *step) bool {
+	e.cur = *in
+	took := e.takeCur()
+	e.cur = step{} // a waiting engine keeps no message through it
+	return took
+}
+
+func (e *Engine) takeCur() bool {
+	s := &e.cur
 	took := false
 	for {
 		tr, err := e.machine.Step(context.Background(), s.facts)
@@ -61,7 +72,7 @@ func (e *Engine) take(s *step) bool {
 		took = true
 		for _, a := range tr.Actions {
 			// The table is validated: it names only actions act knows
-			// (TestEveryActionIsCarriedOut).
+			// (TestActionsAreNamedAfterTheTable).
 			e.act(a, s)
 		}
 		if !tr.Internal() {

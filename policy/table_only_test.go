@@ -16,9 +16,11 @@ import (
 )
 
 // TestNothingDecidesByEventName reads the package's own code: no file of
-// it names an event of the table (transitions.Retry, transitions.Settle,
-// ...), so no code here can choose what to do by the rule that was taken.
-// What a rule does is its actions (policy/actions.go, keyed by action).
+// it names an event or an action of the table (transitions.Retry,
+// transitions.Settle, transitions.ScheduleBackoff, ...), so no code here
+// can choose what to do by the rule that was taken or switch over its
+// actions. What a rule does is its actions, each a function named after it
+// (policy/actions.go, bound by position: TestActionsAreNamedAfterTheTable).
 func TestNothingDecidesByEventName(t *testing.T) {
 	events := map[string]bool{}
 	for _, r := range transitions.Table() {
@@ -27,23 +29,27 @@ func TestNothingDecidesByEventName(t *testing.T) {
 	// The names of the Event constants, as the code spells them.
 	names := map[string]bool{}
 	fset := token.NewFileSet()
-	tfile, err := parser.ParseFile(fset, "../transitions/table.go", nil, 0)
-	require.NoError(t, err)
-	for _, d := range tfile.Decls {
+	var decls []ast.Decl
+	for _, f := range []string{"../transitions/table.go", "../transitions/actions.go"} {
+		tfile, err := parser.ParseFile(fset, f, nil, 0)
+		require.NoError(t, err)
+		decls = append(decls, tfile.Decls...)
+	}
+	for _, d := range decls {
 		gd, ok := d.(*ast.GenDecl)
 		if !ok || gd.Tok != token.CONST {
 			continue
 		}
 		for _, spec := range gd.Specs {
 			vs := spec.(*ast.ValueSpec)
-			if id, ok := vs.Type.(*ast.Ident); ok && id.Name == "Event" {
+			if id, ok := vs.Type.(*ast.Ident); ok && (id.Name == "Event" || id.Name == "Action") {
 				for _, n := range vs.Names {
 					names[n.Name] = true
 				}
 			}
 		}
 	}
-	require.Len(t, names, len(events), "every event of the table has a constant")
+	require.Len(t, names, len(events)+len(transitions.Actions()), "every event and action of the table has a constant")
 
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
@@ -67,7 +73,7 @@ func TestNothingDecidesByEventName(t *testing.T) {
 				}
 			case *ast.SelectorExpr:
 				if x, ok := n.X.(*ast.Ident); ok && x.Name == "transitions" && names[n.Sel.Name] {
-					t.Errorf("%s: names the event transitions.%s: what a rule does belongs in its actions", fset.Position(n.Pos()), n.Sel.Name)
+					t.Errorf("%s: names transitions.%s: what a rule does belongs in its actions, each a function of its own", fset.Position(n.Pos()), n.Sel.Name)
 				}
 				if x, ok := n.X.(*ast.Ident); n.Sel.Name == "Event" && !(ok && x.Name == "transitions") {
 					// tr.Event, rule.Event: only reporting a move may read it.

@@ -85,6 +85,24 @@ var actionDocs = map[Action]string{
 // Doc says what the action does, "" for an action the table does not know.
 func (a Action) Doc() string { return actionDocs[a] }
 
+// Index returns a's position in Actions(), -1 for an action the table does
+// not know. A package that carries the actions out keeps one function per
+// action in that order, named after it.
+func (a Action) Index() int {
+	if i, ok := actionIndex[a]; ok {
+		return i
+	}
+	return -1
+}
+
+var actionIndex = func() map[Action]int {
+	m := map[Action]int{}
+	for i, a := range Actions() {
+		m[a] = i
+	}
+	return m
+}()
+
 // Actions returns every action the table knows, in declaration order.
 func Actions() []Action {
 	return []Action{
