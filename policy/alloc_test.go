@@ -1,13 +1,12 @@
 package policy_test
 
 import (
-	"context"
 	"testing"
 
-	looplab "github.com/looplab/fsm"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/internal/baseline"
 	"github.com/agentfsm/agentfsm/policy"
 )
 
@@ -18,18 +17,11 @@ import (
 
 // looplabAllocs is what one bare looplab Event allocates.
 func looplabAllocs() float64 {
-	m := looplab.NewFSM("a", looplab.Events{
-		{Name: "go", Src: []string{"a"}, Dst: "b"},
-		{Name: "back", Src: []string{"b"}, Dst: "a"},
-	}, nil)
-	ctx := context.Background()
-	events := [2]string{"go", "back"}
-	i := 0
+	event := baseline.LooplabEvent()
 	return testing.AllocsPerRun(100, func() {
-		if err := m.Event(ctx, events[i&1]); err != nil {
+		if err := event(); err != nil {
 			panic(err)
 		}
-		i++
 	})
 }
 

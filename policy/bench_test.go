@@ -1,13 +1,11 @@
 package policy_test
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	looplab "github.com/looplab/fsm"
-
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/internal/baseline"
 	"github.com/agentfsm/agentfsm/policy"
 )
 
@@ -18,19 +16,12 @@ import (
 // BenchmarkLooplabEvent is the baseline: one bare looplab Event, on a
 // two-state machine.
 func BenchmarkLooplabEvent(b *testing.B) {
-	m := looplab.NewFSM("a", looplab.Events{
-		{Name: "go", Src: []string{"a"}, Dst: "b"},
-		{Name: "back", Src: []string{"b"}, Dst: "a"},
-	}, nil)
-	ctx := context.Background()
-	events := [2]string{"go", "back"}
+	event := baseline.LooplabEvent()
 	b.ReportAllocs()
-	i := 0
 	for b.Loop() {
-		if err := m.Event(ctx, events[i&1]); err != nil {
+		if err := event(); err != nil {
 			b.Fatal(err)
 		}
-		i++
 	}
 }
 

@@ -1,13 +1,11 @@
 package session
 
 import (
-	"context"
 	"testing"
 	"time"
 
-	looplab "github.com/looplab/fsm"
-
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/internal/baseline"
 	"github.com/agentfsm/agentfsm/policy"
 )
 
@@ -118,18 +116,11 @@ func BenchmarkAgentEndDecision(b *testing.B) {
 // BenchmarkLooplabEvent is the baseline the decision is compared with, in
 // the same run: one bare looplab Event, on a two-state machine.
 func BenchmarkLooplabEvent(b *testing.B) {
-	m := looplab.NewFSM("a", looplab.Events{
-		{Name: "go", Src: []string{"a"}, Dst: "b"},
-		{Name: "back", Src: []string{"b"}, Dst: "a"},
-	}, nil)
-	ctx := context.Background()
-	events := [2]string{"go", "back"}
+	event := baseline.LooplabEvent()
 	b.ReportAllocs()
-	i := 0
 	for b.Loop() {
-		if err := m.Event(ctx, events[i&1]); err != nil {
+		if err := event(); err != nil {
 			b.Fatal(err)
 		}
-		i++
 	}
 }
