@@ -42,7 +42,7 @@ func describe(effects []policy.Effect) []string {
 		case policy.Emit:
 			switch ev := ef.Event.(type) {
 			case policy.StateChange:
-				out = append(out, fmt.Sprintf("state %s>%s %s", ev.From, ev.To, ev.Event))
+				out = append(out, fmt.Sprintf("state %s>%s %s", ev.From, ev.To, ev.Trigger))
 			case policy.AutoRetryStart:
 				out = append(out, fmt.Sprintf("retry_start %d/%d %dms", ev.Attempt, ev.MaxAttempts, ev.DelayMs))
 			case policy.AutoRetryEnd:

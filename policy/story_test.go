@@ -157,7 +157,7 @@ func (p *player) lines(effects []policy.Effect) []string {
 func (p *player) eventLine(ev policy.Event) string {
 	switch ev := ev.(type) {
 	case policy.StateChange:
-		return fmt.Sprintf("%s>%s %s", ev.From, ev.To, ev.Event)
+		return fmt.Sprintf("%s>%s %s", ev.From, ev.To, ev.Trigger)
 	case policy.AutoRetryStart:
 		l := fmt.Sprintf("retry_start %d/%d %dms %s %q", ev.Attempt, ev.MaxAttempts, ev.DelayMs, ev.ErrorClass, ev.ErrorMessage)
 		if ev.Credential != "" {

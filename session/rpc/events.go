@@ -92,9 +92,9 @@ type (
 		ErrorMessage string            `json:"errorMessage,omitempty"`
 	}
 	stateChange struct {
-		From  states.State      `json:"from"`
-		To    states.State      `json:"to"`
-		Event transitions.Event `json:"event"`
+		From    states.State        `json:"from"`
+		To      states.State        `json:"to"`
+		Trigger transitions.Trigger `json:"event"`
 	}
 	turnSettled struct {
 		Success    bool      `json:"success"`

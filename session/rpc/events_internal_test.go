@@ -50,7 +50,7 @@ func TestEventWireForms(t *testing.T) {
 		{session.AutoCompactionEnd{ErrorMessage: "Auto-compaction failed: x"},
 			`{"type":"auto_compaction_end","aborted":false,"willRetry":false,"errorMessage":"Auto-compaction failed: x"}`},
 		{session.AutoCompactionEnd{Aborted: true}, `{"type":"auto_compaction_end","aborted":true,"willRetry":false}`},
-		{session.StateChange{From: "classifying", To: "backoff", Event: "retry"}, `{"type":"state_change","from":"classifying","to":"backoff","event":"retry"}`},
+		{session.StateChange{From: "classifying", To: "backoff", Trigger: "retry"}, `{"type":"state_change","from":"classifying","to":"backoff","event":"retry"}`},
 		{session.TurnSettled{}, `{"type":"turn_settled","success":true}`},
 		{session.EventsDropped{Count: 4}, `{"type":"events_dropped","count":4}`},
 	}
