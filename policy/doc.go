@@ -11,7 +11,7 @@
 //
 // It also holds the values the policy reasons about: messages, events,
 // settings, history entries, compaction results, the sentinel errors, and
-// Snapshot, the engine's state as data, which Resume turns back into an
+// Snapshot, the engine's state as data, which Restore turns back into an
 // engine in another process.
 //
 // It is not for embedding directly in most programs: package session is
