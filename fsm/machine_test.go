@@ -136,7 +136,7 @@ func TestCancelledContextNeverWedges(t *testing.T) {
 		transitions.Compact, transitions.CancelCompaction, transitions.Reset, transitions.AgentEnd, transitions.Retry,
 		transitions.CompactInBackoff, transitions.CompactionEnd, transitions.AgentEnd, transitions.RetryNow, transitions.CancelRetry,
 		transitions.Reset,
-		transitions.AgentEnd, transitions.Retry, transitions.Elapsed, transitions.AgentEnd, transitions.Settle,
+		transitions.AgentEnd, transitions.Retry, transitions.Elapsed, transitions.AgentEnd, transitions.Accept,
 	}
 	for _, e := range tour {
 		require.NoError(t, m.Fire(ctx, e), "event %s with a cancelled context", e)
@@ -147,7 +147,7 @@ func TestCancelledContextNeverWedges(t *testing.T) {
 	assert.Equal(t, states.Classifying, m.State())
 	// A nil context is treated as Background.
 	//lint:ignore SA1012 a nil context is what this line tests
-	require.NoError(t, m.Fire(nil, transitions.Settle))
+	require.NoError(t, m.Fire(nil, transitions.Accept))
 	assert.Equal(t, states.Idle, m.State())
 }
 
@@ -244,7 +244,7 @@ func TestConcurrentStepsAreAtomic(t *testing.T) {
 	for range 8 {
 		total += <-done
 	}
-	// Every agent_end is matched by one settle; the machine ends where it began.
+	// Every agent_end is matched by one accept; the machine ends where it began.
 	assert.Equal(t, 8*400, total)
 	assert.Equal(t, states.Idle, m.State())
 }

@@ -146,7 +146,7 @@ func TestEngineTransientThenSuccess(t *testing.T) {
 		"retry_end true 1 ",
 		"append message await=false",
 		"state continuing>classifying agent_end",
-		"state classifying>idle settle",
+		"state classifying>idle accept",
 		"turn_settled true",
 		"finish_turn <nil>",
 	}, call(e, t0.Add(2*time.Second), runOf(t, effects), answer(classify.StopReasonStop, "done")))

@@ -364,7 +364,7 @@ var warmUp = []step{
 	{in: promptIn("first question, long enough to matter"), want: []string{"start_run prompt user-1 context=[user-1]", "append message:user-1"}},
 	{in: reply(okAnswer("first answer")), want: []string{
 		"message msg-2 stop", "append message:msg-2", "agent_end [msg-2]",
-		"idle>classifying agent_end", "classifying>idle settle", "turn_settled ok", "finish_turn ok",
+		"idle>classifying agent_end", "classifying>idle accept", "turn_settled ok", "finish_turn ok",
 	}},
 }
 

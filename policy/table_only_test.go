@@ -17,7 +17,7 @@ import (
 
 // TestNothingDecidesByTriggerName reads the package's own code: no file of
 // it names a trigger or an action of the table (transitions.Retry,
-// transitions.Settle, transitions.ScheduleBackoff, ...), so no code here
+// transitions.Accept, transitions.ScheduleBackoff, ...), so no code here
 // can choose what to do by the rule that was taken or switch over its
 // actions. What a rule does is its actions, each a function named after it
 // (policy/actions.go, bound by position: TestActionsAreNamedAfterTheTable).

@@ -168,7 +168,7 @@ func play(path []step) scenario {
 		case transitions.CheckOverflow, transitions.CheckThreshold:
 			c := callFor(st.event)
 			sc.before = &c
-			sc.calls = append(sc.calls, callFor(transitions.Settle))
+			sc.calls = append(sc.calls, callFor(transitions.Accept))
 		case transitions.RetryNow:
 			sc.credentials = true
 		}
@@ -192,7 +192,7 @@ func play(path []step) scenario {
 			case transitions.StartFailed:
 				sc.calls = append(sc.calls, scripted.Call{Refuse: "refused"})
 			case transitions.Cancel, "":
-				c := callFor(transitions.Settle)
+				c := callFor(transitions.Accept)
 				c.LatencyMs = 5000
 				sc.calls = append(sc.calls, c)
 			}

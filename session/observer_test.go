@@ -136,7 +136,7 @@ func TestObserverSeesTheTurnInTheCallersContext(t *testing.T) {
 			"event turn=T agent_end",
 			"end 2 err=<nil>",
 			"event turn=T continuing>classifying agent_end",
-			"event turn=T classifying>idle settle",
+			"event turn=T classifying>idle accept",
 			"event turn=T settled err=<nil>",
 		}, obs.lines())
 		assert.Equal(t, []string{"caller=C turn=T run=1", "caller=C turn=T run=2"}, agent.seen)

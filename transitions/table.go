@@ -25,7 +25,9 @@ const (
 	Threshold      Trigger = "threshold"
 	Refuse         Trigger = "refuse"
 	Unrecovered    Trigger = "unrecovered"
-	Settle         Trigger = "settle"
+	// Accept: the decision takes the run's outcome as it is (a success,
+	// an abort, or an error nothing recovers): the turn ends on it.
+	Accept         Trigger = "accept"
 	CheckOverflow  Trigger = "check_overflow"
 	CheckThreshold Trigger = "check_threshold"
 	Elapsed        Trigger = "elapsed"
@@ -88,7 +90,7 @@ func (r Rule) Target(from states.State) states.State {
 }
 
 // The guards. In classifying exactly one of them holds for any facts:
-// settle's is the complement of the others, which exclude each other by
+// accept's is the complement of the others, which exclude each other by
 // class, settings and the credential store's answer. Everywhere else at
 // most one holds.
 var (
@@ -299,7 +301,7 @@ var table = Rules{
 	{Threshold, from(classifying), compacting, guardOverThreshold, do(EndChainFailed, StartThresholdCompaction)},
 	{Refuse, from(classifying), idle, guardOverflowRepeated, do(EndChainFailed, ReportRefusal, FailTurnOverflow)},
 	{Unrecovered, from(classifying), idle, guardOverflowNotCompacted, do(EndChainFailed, FailTurnOverflow)},
-	{Settle, from(classifying), idle, guardNothingToDo, do(EndChainFailed, FailTurnMessage)},
+	{Accept, from(classifying), idle, guardNothingToDo, do(EndChainFailed, FailTurnMessage)},
 
 	// The check before a prompt.
 	{CheckOverflow, from(idle), compacting, guardOverflowRecoverable, do(RemoveFailed, StartCheckOverflowCompaction)},

@@ -83,12 +83,12 @@ func specNext(s states.State, f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 			}
 			return tr.Exhaust, []tr.Action{tr.EndChainExhausted, tr.FailTurnExhausted}, true
 		}
-		settle := []tr.Action{tr.EndChainFailed, tr.FailTurnMessage}
+		accept := []tr.Action{tr.EndChainFailed, tr.FailTurnMessage}
 		// §4.2 step 3: the overflow path owns a same-model overflow.
 		if f.Class == classify.Overflow && f.SameModel {
 			switch {
 			case f.Stale:
-				return tr.Settle, settle, true
+				return tr.Accept, accept, true
 			case !f.CompactionEnabled:
 				return tr.Unrecovered, []tr.Action{tr.EndChainFailed, tr.FailTurnOverflow}, true
 			case f.EpisodeCompacted:
@@ -99,16 +99,16 @@ func specNext(s states.State, f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 		// §4.2 steps 1, 2, 4: aborted (not before a prompt), stale,
 		// compaction off, an error: stop.
 		if f.Error || retryable || f.Class == classify.Fatal {
-			return tr.Settle, settle, true
+			return tr.Accept, accept, true
 		}
 		if (f.Aborted && f.Signal != tr.PromptCheck) || f.Stale || !f.CompactionEnabled {
-			return tr.Settle, settle, true
+			return tr.Accept, accept, true
 		}
 		// §4.2 step 5.
 		if over {
 			return tr.Threshold, []tr.Action{tr.EndChainFailed, tr.StartThresholdCompaction}, true
 		}
-		return tr.Settle, settle, true
+		return tr.Accept, accept, true
 	case states.Backoff:
 		switch f.Signal {
 		case tr.TimerFired:
@@ -285,21 +285,21 @@ func TestNextEveryStateAndTrigger(t *testing.T) {
 		{"usage limit retries", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error = classify.UsageLimit, true }), tr.Retry, states.Backoff},
 		{"retryable, no attempts left", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Attempt = classify.Retryable, true, 3 }), tr.Exhaust, states.Exhausted},
 		{"retryable, hint over the cap", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.HintOverCap = classify.Retryable, true, true }), tr.Exhaust, states.Exhausted},
-		{"retryable, retry off", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.RetryEnabled = classify.Retryable, true, false }), tr.Settle, states.Idle},
+		{"retryable, retry off", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.RetryEnabled = classify.Retryable, true, false }), tr.Accept, states.Idle},
 		{"overflow", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error = classify.Overflow, true }), tr.Overflow, states.Compacting},
 		{"silent overflow", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Tokens = classify.Overflow, 250000 }), tr.Overflow, states.Compacting},
 		{"overflow, episode compacted", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.EpisodeCompacted = classify.Overflow, true, true }), tr.Refuse, states.Idle},
 		{"overflow, compaction off", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.CompactionEnabled = classify.Overflow, true, false }), tr.Unrecovered, states.Idle},
-		{"overflow, stale", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Stale = classify.Overflow, true, true }), tr.Settle, states.Idle},
-		{"overflow from another model", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.SameModel = classify.Overflow, true, false }), tr.Settle, states.Idle},
+		{"overflow, stale", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Stale = classify.Overflow, true, true }), tr.Accept, states.Idle},
+		{"overflow from another model", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.SameModel = classify.Overflow, true, false }), tr.Accept, states.Idle},
 		{"silent overflow from another model", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.SameModel, f.Tokens = classify.Overflow, false, 250000 }), tr.Threshold, states.Compacting},
 		{"over the threshold", states.Classifying, ended(func(f *tr.Facts) { f.Tokens = 170001 }), tr.Threshold, states.Compacting},
-		{"at the threshold", states.Classifying, ended(func(f *tr.Facts) { f.Tokens = 170000 }), tr.Settle, states.Idle},
-		{"over, window unknown", states.Classifying, ended(func(f *tr.Facts) { f.Tokens, f.ContextWindow = 170001, 0 }), tr.Settle, states.Idle},
-		{"over, aborted", states.Classifying, ended(func(f *tr.Facts) { f.Tokens, f.Aborted = 170001, true }), tr.Settle, states.Idle},
-		{"over, stale", states.Classifying, ended(func(f *tr.Facts) { f.Tokens, f.Stale = 170001, true }), tr.Settle, states.Idle},
-		{"fatal error", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Tokens = classify.Fatal, true, 170001 }), tr.Settle, states.Idle},
-		{"success", states.Classifying, ended(func(*tr.Facts) {}), tr.Settle, states.Idle},
+		{"at the threshold", states.Classifying, ended(func(f *tr.Facts) { f.Tokens = 170000 }), tr.Accept, states.Idle},
+		{"over, window unknown", states.Classifying, ended(func(f *tr.Facts) { f.Tokens, f.ContextWindow = 170001, 0 }), tr.Accept, states.Idle},
+		{"over, aborted", states.Classifying, ended(func(f *tr.Facts) { f.Tokens, f.Aborted = 170001, true }), tr.Accept, states.Idle},
+		{"over, stale", states.Classifying, ended(func(f *tr.Facts) { f.Tokens, f.Stale = 170001, true }), tr.Accept, states.Idle},
+		{"fatal error", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Tokens = classify.Fatal, true, 170001 }), tr.Accept, states.Idle},
+		{"success", states.Classifying, ended(func(*tr.Facts) {}), tr.Accept, states.Idle},
 		{"Abort while the store is asked", states.Classifying, with(func(f *tr.Facts) { f.Signal = tr.AbortCalled }), tr.Cancel, states.Cancelled},
 		{"the wait ends", states.Backoff, with(func(f *tr.Facts) { f.Signal, f.CurrentTimer = tr.TimerFired, true }), tr.Elapsed, states.Continuing},
 		{"an earlier backoff's timer", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.TimerFired }), "", ""},
@@ -366,7 +366,7 @@ func TestTableMatchesSpec(t *testing.T) {
 		tr.Threshold:        {[]states.State{classifying}, compacting, "overThreshold"},
 		tr.Refuse:           {[]states.State{classifying}, idle, "overflowRepeated"},
 		tr.Unrecovered:      {[]states.State{classifying}, idle, "overflowNotCompacted"},
-		tr.Settle:           {[]states.State{classifying}, idle, "nothingToDo"},
+		tr.Accept:           {[]states.State{classifying}, idle, "nothingToDo"},
 		tr.CheckOverflow:    {[]states.State{idle}, compacting, "overflowRecoverable"},
 		tr.CheckThreshold:   {[]states.State{idle}, compacting, "overThreshold"},
 		tr.Elapsed:          {[]states.State{backoff}, continuing, "currentTimerFired"},

@@ -123,7 +123,7 @@ func TestTransientChain(t *testing.T) {
 			"DEBUG turn_end",
 			"DEBUG agent_end messages=1",
 			"DEBUG state_change state.event=agent_end state.from=continuing state.to=classifying",
-			"DEBUG state_change state.event=settle state.from=classifying state.to=idle",
+			"DEBUG state_change state.event=accept state.from=classifying state.to=idle",
 			"INFO turn_settled turn.outcome=success",
 		}, lines(t, out))
 		assert.Contains(t, out.String(), `"provider":"scripted","model":"scripted-1"`, "the retry names the provider and model")

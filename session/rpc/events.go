@@ -107,6 +107,13 @@ type (
 	}
 )
 
+// renamedTriggers maps a rule's name as servers of an earlier version wrote
+// it in a state_change line to its name now, so that a line logged then
+// still decodes to the rule it stood for.
+var renamedTriggers = map[transitions.Trigger]transitions.Trigger{
+	"settle": transitions.Accept,
+}
+
 // wireClass is a classify.Class on the wire: its name, omitted for None. A
 // name this client does not know reads as None, so a newer server's class
 // does not make the event unreadable.
@@ -213,8 +220,10 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 // Result has no Reason (the AutoCompactionStart before it has it), and a
 // TurnSettled's Err has the text the server sent and matches the sentinel
 // error its code names (errors.Is(err, session.ErrExhausted)), but it is
-// neither an *ExhaustedError nor the provider's Go error. A type this client
-// does not know is an error.
+// neither an *ExhaustedError nor the provider's Go error. A state_change
+// an earlier server wrote with a rule's earlier name ("settle") has the
+// rule's name now (transitions.Accept). A type this client does not know is
+// an error.
 func (e Event) Value() (session.Event, error) {
 	var err error
 	decode := func(v any) {
@@ -271,6 +280,9 @@ func (e Event) Value() (session.Event, error) {
 	case "state_change":
 		var w stateChange
 		decode(&w)
+		if now, ok := renamedTriggers[w.Trigger]; ok {
+			w.Trigger = now
+		}
 		ev = session.StateChange(w)
 	case "turn_settled":
 		var w turnSettled
