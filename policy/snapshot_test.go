@@ -454,7 +454,7 @@ func TestResumeRefusesBrokenInvariants(t *testing.T) {
 		"backoff with attempt 0":       {backoff, func(s *policy.Snapshot) { s.Attempt = 0 }, "attempt: 0 in state backoff"},
 		"an attempt above maxRetries":  {backoff, func(s *policy.Snapshot) { s.Attempt = 4 }, "attempt: 4 is above retry.maxRetries 3"},
 		"maxRetries below the attempt": {backoff, func(s *policy.Snapshot) { s.Config.Retry.MaxRetries = 0 }, "attempt: 1 is above retry.maxRetries 0"},
-		"an invalid config":            {idle, func(s *policy.Snapshot) { s.Config.Compaction.ReserveTokens = -1 }, "config: session: invalid settings: compaction.reserveTokens"},
+		"an invalid config":            {idle, func(s *policy.Snapshot) { s.Config.Compaction.ReserveTokens = -1 }, "config: policy: invalid settings: compaction.reserveTokens"},
 		"a deadline with no backoff":   {idle, func(s *policy.Snapshot) { s.Deadline = &deadline }, "deadline: set in state \"idle\" (a deadline is a backoff's)"},
 		// The error says what is wrong: the deadline is missing, not there.
 		"a backoff with no deadline":     {backoff, func(s *policy.Snapshot) { s.Deadline = nil }, "deadline: missing in state \"backoff\" (a backoff waits until its deadline)"},

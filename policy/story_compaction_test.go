@@ -102,7 +102,7 @@ func TestStoryOverflow(t *testing.T) {
 				"compaction_end failed willRetry=false \"Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model.\"",
 				"classifying>idle refuse",
 				"turn_settled overflow",
-				"finish_turn session: context overflow not recovered: prompt is too long: 213462 tokens > 200000 maximum",
+				"finish_turn policy: context overflow not recovered: prompt is too long: 213462 tokens > 200000 maximum",
 			}, check: turnFailed(policy.ErrOverflow)},
 		})},
 		{name: "each turn is a new episode", setup: smallKeep, steps: with(warmUp, []step{
@@ -162,7 +162,7 @@ func TestStoryOverflow(t *testing.T) {
 				"idle>classifying agent_end",
 				"classifying>idle unrecovered",
 				"turn_settled overflow",
-				"finish_turn session: context overflow not recovered: prompt is too long: 213462 tokens > 200000 maximum",
+				"finish_turn policy: context overflow not recovered: prompt is too long: 213462 tokens > 200000 maximum",
 			}, check: turnFailed(policy.ErrOverflow)},
 		}},
 		{name: "an overflow is never retried, even one that says 503", setup: compactionOff, steps: []step{
@@ -177,7 +177,7 @@ func TestStoryOverflow(t *testing.T) {
 				"idle>classifying agent_end",
 				"classifying>idle unrecovered",
 				"turn_settled overflow",
-				"finish_turn session: context overflow not recovered: 503 overloaded: prompt is too long",
+				"finish_turn policy: context overflow not recovered: 503 overloaded: prompt is too long",
 			}, check: turnFailed(policy.ErrOverflow)},
 		}},
 		{name: "nothing to compact: the overflow is not recovered", steps: []step{
@@ -191,11 +191,11 @@ func TestStoryOverflow(t *testing.T) {
 				"agent_end [msg-2]",
 				"idle>classifying agent_end",
 				"compaction_start overflow",
-				"compaction_end failed willRetry=false \"Context overflow recovery failed: session: nothing to compact\"",
+				"compaction_end failed willRetry=false \"Context overflow recovery failed: policy: nothing to compact\"",
 				"classifying>compacting overflow",
 				"compacting>idle recovery_failed",
 				"turn_settled none",
-				"finish_turn session: context overflow not recovered: session: nothing to compact",
+				"finish_turn policy: context overflow not recovered: policy: nothing to compact",
 				"append removal:msg-2",
 			}, check: turnFailed(policy.ErrOverflow, policy.ErrNothingToCompact)},
 		}},
@@ -218,7 +218,7 @@ func TestStoryOverflow(t *testing.T) {
 				"compaction_end failed willRetry=false \"Context overflow recovery failed: model unavailable\"",
 				"compacting>idle recovery_failed",
 				"turn_settled none",
-				"finish_turn session: context overflow not recovered: model unavailable",
+				"finish_turn policy: context overflow not recovered: model unavailable",
 			}, check: turnFailed(policy.ErrOverflow)},
 		})},
 		{name: "the compaction's entry cannot be written", setup: smallKeep, steps: with(warmUp, []step{
@@ -240,10 +240,10 @@ func TestStoryOverflow(t *testing.T) {
 				"append compaction:compaction-5 await",
 			}},
 			{in: appended(errors.New("disk full")), want: []string{
-				"compaction_end failed willRetry=false \"Context overflow recovery failed: session: history write failed: disk full\"",
+				"compaction_end failed willRetry=false \"Context overflow recovery failed: policy: history write failed: disk full\"",
 				"compacting>idle recovery_failed",
 				"turn_settled none",
-				"finish_turn session: context overflow not recovered: session: history write failed: disk full",
+				"finish_turn policy: context overflow not recovered: policy: history write failed: disk full",
 			}, check: turnFailed(policy.ErrOverflow, policy.ErrHistory)},
 		})},
 		{name: "an overflow mid-chain ends the chain, then compacts", setup: smallKeep, steps: with(warmUp, []step{
@@ -337,7 +337,7 @@ func TestStoryOverflow(t *testing.T) {
 					"idle>classifying agent_end",
 					"classifying>idle accept",
 					"turn_settled overflow",
-					"finish_turn session: provider error: prompt is too long: 213462 tokens > 200000 maximum",
+					"finish_turn policy: provider error: prompt is too long: 213462 tokens > 200000 maximum",
 				}, check: turnFailed(policy.ErrProvider)},
 		})},
 		{name: "Abort during the overflow's compaction", setup: smallKeep, steps: with(warmUp, []step{
@@ -361,7 +361,7 @@ func TestStoryOverflow(t *testing.T) {
 				"compacting>cancelled cancel",
 				"cancelled>idle reset",
 				"turn_settled none",
-				"finish_turn session: aborted",
+				"finish_turn policy: aborted",
 			}, check: turnFailed(policy.ErrAborted)},
 			{in: summarized("too late")},
 		})},
@@ -386,7 +386,7 @@ func TestStoryOverflow(t *testing.T) {
 				"compacting>cancelled cancel_compaction",
 				"cancelled>idle reset",
 				"turn_settled none",
-				"finish_turn session: context overflow not recovered: session: compaction cancelled",
+				"finish_turn policy: context overflow not recovered: policy: compaction cancelled",
 			}, check: turnFailed(policy.ErrOverflow, policy.ErrCompactionCancelled)},
 		})},
 		{name: "AbortCompaction while the entry is written waits for it", setup: smallKeep, steps: with(warmUp, []step{
@@ -500,7 +500,7 @@ func TestStoryThreshold(t *testing.T) {
 				"agent_end [msg-2]",
 				"idle>classifying agent_end",
 				"compaction_start threshold",
-				"compaction_end failed willRetry=false \"Auto-compaction failed: session: nothing to compact\"",
+				"compaction_end failed willRetry=false \"Auto-compaction failed: policy: nothing to compact\"",
 				"classifying>compacting threshold",
 				"compacting>idle compaction_end",
 				"turn_settled ok",
@@ -594,7 +594,7 @@ func TestStoryThreshold(t *testing.T) {
 				"idle>classifying agent_end",
 				"classifying>idle accept",
 				"turn_settled none",
-				"finish_turn session: aborted",
+				"finish_turn policy: aborted",
 			}},
 			{in: promptIn("third question, long enough also"), want: []string{
 				"compaction_start threshold",
@@ -630,12 +630,12 @@ func TestStoryThreshold(t *testing.T) {
 				"idle>classifying agent_end",
 				"classifying>idle unrecovered",
 				"turn_settled overflow",
-				"finish_turn session: context overflow not recovered: prompt is too long: 213462 tokens > 200000 maximum",
+				"finish_turn policy: context overflow not recovered: prompt is too long: 213462 tokens > 200000 maximum",
 			}, check: turnFailed(policy.ErrOverflow)},
 			{in: set(func(e *policy.Engine) { e.SetCompactionEnabled(true) })},
 			{in: promptIn("again"), want: []string{
 				"compaction_start overflow",
-				"compaction_end failed willRetry=false \"Context overflow recovery failed: session: nothing to compact\"",
+				"compaction_end failed willRetry=false \"Context overflow recovery failed: policy: nothing to compact\"",
 				"idle>compacting check_overflow",
 				"compacting>idle compaction_end",
 				"start_run prompt user-3 context=[user-1 user-3]",
@@ -663,7 +663,7 @@ func TestStoryThreshold(t *testing.T) {
 				"idle>classifying agent_end",
 				"classifying>idle unrecovered",
 				"turn_settled overflow",
-				"finish_turn session: context overflow not recovered: prompt is too long: 213462 tokens > 200000 maximum",
+				"finish_turn policy: context overflow not recovered: prompt is too long: 213462 tokens > 200000 maximum",
 			}},
 			{in: set(func(e *policy.Engine) { e.SetCompactionEnabled(true) })},
 			{in: promptIn("third question, long enough also"), want: []string{
@@ -725,7 +725,7 @@ func TestStoryThreshold(t *testing.T) {
 				"compacting>cancelled cancel",
 				"cancelled>idle reset",
 				"turn_settled none",
-				"finish_turn session: aborted",
+				"finish_turn policy: aborted",
 			}},
 			{in: promptIn("third question"), want: []string{
 				"compaction_start threshold",
@@ -738,7 +738,7 @@ func TestStoryThreshold(t *testing.T) {
 				"compacting>cancelled cancel",
 				"cancelled>idle reset",
 				"turn_settled none",
-				"finish_turn session: aborted",
+				"finish_turn policy: aborted",
 			}, check: func(t *testing.T, p *player) {
 				turnFailed(policy.ErrAborted)(t, p)
 				assert.Equal(t, policy.Status{State: states.Idle, RetryEnabled: true, CompactionEnabled: true, MessageCount: 4}, p.e.Status(), "the prompt was never sent")
@@ -752,7 +752,7 @@ func TestStoryManualCompaction(t *testing.T) {
 	playAll(t, []story{
 		{name: "nothing to compact, then a compaction, then already compacted", setup: smallKeep, steps: with([]step{
 			{in: compactIn(""), want: []string{
-				"finish_compact session: nothing to compact",
+				"finish_compact policy: nothing to compact",
 				"idle>compacting compact",
 				"compacting>idle compaction_end",
 			}, check: func(t *testing.T, p *player) { assert.ErrorIs(t, p.compactErr, policy.ErrNothingToCompact) }},
@@ -783,7 +783,7 @@ func TestStoryManualCompaction(t *testing.T) {
 				"compacting>idle compaction_end",
 			}},
 			{in: compactIn(""), want: []string{
-				"finish_compact session: already compacted",
+				"finish_compact policy: already compacted",
 			}, check: func(t *testing.T, p *player) { assert.ErrorIs(t, p.compactErr, policy.ErrAlreadyCompacted) }},
 		})},
 		{name: "Compact during a run is busy", setup: smallKeep, steps: with(warmUp, []step{
@@ -816,7 +816,7 @@ func TestStoryManualCompaction(t *testing.T) {
 			}},
 			{in: abortCompactionIn(), want: []string{
 				"cancel_compaction",
-				"finish_compact session: compaction cancelled",
+				"finish_compact policy: compaction cancelled",
 				"compacting>cancelled cancel_compaction",
 				"cancelled>idle reset",
 			}, check: func(t *testing.T, p *player) { assert.ErrorIs(t, p.compactErr, policy.ErrCompactionCancelled) }},
@@ -829,7 +829,7 @@ func TestStoryManualCompaction(t *testing.T) {
 			}},
 			{in: abortIn(), want: []string{
 				"cancel_compaction",
-				"finish_compact session: compaction cancelled",
+				"finish_compact policy: compaction cancelled",
 				"compacting>cancelled cancel",
 				"cancelled>idle reset",
 			}, check: func(t *testing.T, p *player) { assert.ErrorIs(t, p.compactErr, policy.ErrCompactionCancelled) }},
@@ -966,7 +966,7 @@ func TestStoryUsageLimit(t *testing.T) {
 				"classifying>exhausted exhaust",
 				"exhausted>idle reset",
 				"turn_settled usage_limit",
-				"finish_turn session: retries exhausted after 0 attempts: 429 usage limit reached; retry-after: 3600",
+				"finish_turn policy: retries exhausted after 0 attempts: 429 usage limit reached; retry-after: 3600",
 			}, check: turnFailed(policy.ErrExhausted)},
 		}},
 		{name: "a usage limit after the last retry: exhausted, even with a switch", setup: func(s *policy.Setup) { s.Credentials = true; s.Config.Retry.MaxRetries = 1 }, steps: []step{
@@ -1000,7 +1000,7 @@ func TestStoryUsageLimit(t *testing.T) {
 				"classifying>exhausted exhaust",
 				"exhausted>idle reset",
 				"turn_settled usage_limit",
-				"finish_turn session: retries exhausted after 1 attempts: 429 usage limit reached",
+				"finish_turn policy: retries exhausted after 1 attempts: 429 usage limit reached",
 			}},
 		}},
 		{name: "a switch in a continuation counts the next attempt", setup: creds, steps: []step{

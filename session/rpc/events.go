@@ -3,6 +3,7 @@ package rpc
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/session"
@@ -107,6 +108,50 @@ type (
 	}
 )
 
+// sessionErrors are the policy's errors whose text begins "policy:" in Go
+// and "session:" on the wire, as it did when the wire was fixed: a
+// response's error has no code, so a client tells a busy session or a
+// refused compaction by its text, and reads every error of the stream as
+// the session's, which is what it speaks to.
+var sessionErrors = []error{
+	session.ErrBusy, session.ErrClosed, session.ErrRetryCancelled, session.ErrAborted, session.ErrExhausted,
+	session.ErrProvider, session.ErrOverflow, session.ErrHistory, session.ErrStartFailed,
+	session.ErrNothingToCompact, session.ErrAlreadyCompacted, session.ErrCompactionCancelled,
+}
+
+// The leads of a failed compaction's errorMessage, which the policy writes
+// before the error's text.
+var compactionLeads = []string{"Auto-compaction failed: ", "Context overflow recovery failed: "}
+
+// wireText is text as the wire carries it: when it begins (or a failed
+// compaction's errorMessage goes on, after its lead) with the text of one
+// of sessionErrors, whole or followed by more, that text's "policy:" is
+// "session:". Anything else goes as it is.
+func wireText(text string) string {
+	lead := ""
+	for _, l := range compactionLeads {
+		if strings.HasPrefix(text, l) {
+			lead = l
+			break
+		}
+	}
+	body := text[len(lead):]
+	rest, ok := strings.CutPrefix(body, "policy: ")
+	if !ok {
+		return text
+	}
+	for _, e := range sessionErrors {
+		msg := e.Error()
+		if !strings.HasPrefix(body, msg) {
+			continue
+		}
+		if len(body) == len(msg) || body[len(msg)] == ':' || body[len(msg)] == ' ' {
+			return lead + "session: " + rest
+		}
+	}
+	return text
+}
+
 // renamedTriggers maps a rule's name as servers of an earlier version wrote
 // it in a state_change line to its name now, so that a line logged then
 // still decodes to the rule it stood for.
@@ -184,7 +229,7 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 	case session.AutoCompactionStart:
 		body = autoCompactionStart(e)
 	case session.AutoCompactionEnd:
-		w := autoCompactionEnd{Aborted: e.Aborted, WillRetry: e.WillRetry, ErrorMessage: e.ErrorMessage}
+		w := autoCompactionEnd{Aborted: e.Aborted, WillRetry: e.WillRetry, ErrorMessage: wireText(e.ErrorMessage)}
 		if e.Result != nil {
 			res := wireCompaction(*e.Result)
 			w.Result = &res
@@ -195,7 +240,7 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 	case session.TurnSettled:
 		w := turnSettled{Success: e.Err == nil, ErrorClass: wireClass(e.ErrorClass)}
 		if e.Err != nil {
-			w.Error, w.Code = e.Err.Error(), ErrorCode(e.Err)
+			w.Error, w.Code = wireText(e.Err.Error()), ErrorCode(e.Err)
 		}
 		body = w
 	case session.EventsDropped:
