@@ -18,7 +18,7 @@ import (
 // writes, and the only one it reads.
 const SnapshotVersion = 1
 
-// Snapshot is an Engine's state as a serializable value: what Restore needs,
+// Snapshot is an Engine as a serializable value: what Restore needs,
 // with the session's history, to go on in another process. It refers to
 // history by position and holds no secret; the one message it copies is a
 // prompt not yet in history (Prompt).
@@ -69,7 +69,7 @@ const (
 	inFlightCompaction   = "compaction"
 )
 
-// Snapshot returns the engine's state. A manual compaction in flight is not
+// Snapshot returns the engine as a Snapshot. A manual compaction in flight is not
 // part of it: its caller is in this process.
 func (e *Engine) Snapshot() Snapshot {
 	s := Snapshot{

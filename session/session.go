@@ -514,7 +514,7 @@ func (s *Session) Config() Config {
 	return cfg
 }
 
-// Status returns the session's whole observable state at once: the
+// Status returns everything the session reports of itself, at once: the
 // machine's state, the attempt, the settings, whether a run or a
 // compaction is in flight, the size of the runtime context. Read together,
 // its fields never contradict each other.
@@ -544,7 +544,7 @@ func (s *Session) IsCompacting() bool { return s.Status().Compacting }
 // MessageCount returns the number of messages in the runtime context.
 func (s *Session) MessageCount() int { return s.Status().MessageCount }
 
-// Snapshot returns the session's state as a serializable value, to restore
+// Snapshot returns the session's engine as a serializable value, to restore
 // it in another process with WithSnapshot and the same history. Taken with
 // nothing in flight (idle, or waiting out a backoff), it restores exactly.
 func (s *Session) Snapshot() (Snapshot, error) {
