@@ -125,31 +125,60 @@ var compactionLeads = []string{"Auto-compaction failed: ", "Context overflow rec
 
 // wireText is text as the wire carries it: when it begins (or a failed
 // compaction's errorMessage goes on, after its lead) with the text of one
-// of sessionErrors, whole or followed by more, that text's "policy:" is
-// "session:". Anything else goes as it is.
+// of sessionErrors, that text's "policy:" is "session:", and so is that of
+// a policy error it wraps (an overflow's compaction error, say). What
+// follows a provider error is the provider's text and goes as it is, as
+// does anything else.
 func wireText(text string) string {
-	lead := ""
 	for _, l := range compactionLeads {
 		if strings.HasPrefix(text, l) {
-			lead = l
-			break
+			return l + sessionText(text[len(l):])
 		}
 	}
-	body := text[len(lead):]
-	rest, ok := strings.CutPrefix(body, "policy: ")
-	if !ok {
-		return text
+	return sessionText(text)
+}
+
+// sessionText maps the policy error text that body begins with, and those
+// it wraps, to their wire text, in one pass over body.
+func sessionText(body string) string {
+	var b strings.Builder
+	for {
+		e, rest, ok := policyPrefix(body)
+		if !ok {
+			if b.Len() == 0 {
+				return body
+			}
+			b.WriteString(body)
+			return b.String()
+		}
+		b.WriteString("session: ")
+		b.WriteString(strings.TrimPrefix(e.Error(), "policy: "))
+		// After an exhausted chain (" after 3 attempts: …") or a provider
+		// error comes the provider's text, as it is; after any other, the
+		// error it wraps, which may be the policy's too.
+		if rest == "" || !strings.HasPrefix(rest, ": ") || e == session.ErrProvider {
+			b.WriteString(rest)
+			return b.String()
+		}
+		b.WriteString(": ")
+		body = rest[2:]
 	}
+}
+
+// policyPrefix reports the error of sessionErrors whose text body begins
+// with, whole or followed by ": " or " ", and what follows it.
+func policyPrefix(body string) (error, string, bool) {
 	for _, e := range sessionErrors {
 		msg := e.Error()
-		if !strings.HasPrefix(body, msg) {
+		if !strings.HasPrefix(msg, "policy: ") {
 			continue
 		}
-		if len(body) == len(msg) || body[len(msg)] == ':' || body[len(msg)] == ' ' {
-			return lead + "session: " + rest
+		rest, ok := strings.CutPrefix(body, msg)
+		if ok && (rest == "" || rest[0] == ':' || rest[0] == ' ') {
+			return e, rest, true
 		}
 	}
-	return text
+	return nil, body, false
 }
 
 // renamedTriggers maps a rule's name as servers of an earlier version wrote

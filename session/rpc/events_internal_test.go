@@ -193,6 +193,15 @@ func TestPolicyErrorTextsOnTheWire(t *testing.T) {
 		{fmt.Errorf("%w: dial tcp", session.ErrStartFailed).Error(), "session: run could not start: dial tcp"},
 		{"Auto-compaction failed: " + session.ErrNothingToCompact.Error(), "Auto-compaction failed: session: nothing to compact"},
 		{"Context overflow recovery failed: " + fmt.Errorf("%w: disk full", session.ErrHistory).Error(), "Context overflow recovery failed: session: history write failed: disk full"},
+		// A policy error that wraps another: both read as the session's.
+		{fmt.Errorf("%w: %w", session.ErrOverflow, session.ErrNothingToCompact).Error(), "session: context overflow not recovered: session: nothing to compact"},
+		{fmt.Errorf("%w: %w", session.ErrOverflow, session.ErrCompactionCancelled).Error(), "session: context overflow not recovered: session: compaction cancelled"},
+		{fmt.Errorf("%w: %w", session.ErrOverflow, fmt.Errorf("%w: disk full", session.ErrHistory)).Error(),
+			"session: context overflow not recovered: session: history write failed: disk full"},
+		{fmt.Errorf("%w: %w", session.ErrStartFailed, session.ErrClosed).Error(), "session: run could not start: session: closed"},
+		// What follows a provider error is the provider's text, as it is.
+		{fmt.Errorf("%w: policy: aborted", session.ErrProvider).Error(), "session: provider error: policy: aborted"},
+		{(&session.ExhaustedError{Attempts: 1, Last: "policy: aborted"}).Error(), "session: retries exhausted after 1 attempts: policy: aborted"},
 		// Not the policy's: as it is.
 		{"policy: something else", "policy: something else"},
 		{"session: the summary's model call failed", "session: the summary's model call failed"},
@@ -203,6 +212,10 @@ func TestPolicyErrorTextsOnTheWire(t *testing.T) {
 	for _, c := range cases {
 		assert.Equal(t, c.want, wireText(c.in), c.in)
 	}
+	// A cause that is itself a long chain of policy texts (an agent's start
+	// error can say anything) is mapped in one pass, not one copy per link.
+	n := 1 << 16
+	assert.Equal(t, strings.Repeat("session: run could not start: ", n)+"x", wireText(strings.Repeat("policy: run could not start: ", n)+"x"))
 
 	b, err := marshalEvent(session.TurnSettled{Err: session.ErrAborted})
 	require.NoError(t, err)
