@@ -143,7 +143,7 @@ func wireText(text string) string {
 func sessionText(body string) string {
 	var b strings.Builder
 	for {
-		e, rest, ok := policyPrefix(body)
+		rest, e, ok := policyPrefix(body)
 		if !ok {
 			if b.Len() == 0 {
 				return body
@@ -165,20 +165,20 @@ func sessionText(body string) string {
 	}
 }
 
-// policyPrefix reports the error of sessionErrors whose text body begins
-// with, whole or followed by ": " or " ", and what follows it.
-func policyPrefix(body string) (error, string, bool) {
+// policyPrefix reports what follows the text of the error of sessionErrors
+// that body begins with, whole or followed by ": " or " ", and that error.
+func policyPrefix(body string) (rest string, sentinel error, ok bool) {
 	for _, e := range sessionErrors {
 		msg := e.Error()
 		if !strings.HasPrefix(msg, "policy: ") {
 			continue
 		}
-		rest, ok := strings.CutPrefix(body, msg)
-		if ok && (rest == "" || rest[0] == ':' || rest[0] == ' ') {
-			return e, rest, true
+		after, found := strings.CutPrefix(body, msg)
+		if found && (after == "" || after[0] == ':' || after[0] == ' ') {
+			return after, e, true
 		}
 	}
-	return nil, body, false
+	return body, nil, false
 }
 
 // renamedTriggers maps a rule's name as servers of an earlier version wrote
