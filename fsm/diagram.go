@@ -9,7 +9,7 @@ import (
 )
 
 // Mermaid renders rules as a Mermaid stateDiagram-v2: idle as the start, one
-// edge per (source state, rule) labelled "event [guard] / action, action",
+// edge per (source state, rule) labelled "trigger [guard] / action, action",
 // in table order (an internal rule is an edge from its state to itself),
 // and the pass-through states drawn dashed. The output is deterministic: the
 // same rules always give the same bytes.
@@ -36,7 +36,7 @@ func Mermaid(rules []transitions.Rule) string {
 
 // DOT renders rules as a Graphviz digraph with the same content as Mermaid:
 // a start point into idle, every state in states.All order (pass-through
-// states dashed), one edge per (source state, rule) labelled with the event,
+// states dashed), one edge per (source state, rule) labelled with the trigger,
 // below it the guard, and below that the actions. The output is
 // deterministic.
 func DOT(rules []transitions.Rule) string {
@@ -63,11 +63,11 @@ func DOT(rules []transitions.Rule) string {
 	return b.String()
 }
 
-// Label is a rule's edge label: "event [guard] / action, action", with sep
-// between the event, the guard and the actions ("/ …" left out for a rule
+// Label is a rule's edge label: "trigger [guard] / action, action", with sep
+// between the trigger, the guard and the actions ("/ …" left out for a rule
 // without actions).
 func Label(r transitions.Rule, sep string) string {
-	l := fmt.Sprintf("%s%s[%s]", r.Event, sep, r.Guard.Name)
+	l := fmt.Sprintf("%s%s[%s]", r.Trigger, sep, r.Guard.Name)
 	if len(r.Actions) == 0 {
 		return l
 	}

@@ -28,7 +28,7 @@ func TestLooplabEdgesEqualTable(t *testing.T) {
 	for _, r := range transitions.Table() {
 		for _, from := range r.From {
 			if !r.Internal(from) { // an internal rule never moves looplab
-				want = append(want, string(from)+" -"+string(r.Event)+"-> "+string(r.To))
+				want = append(want, string(from)+" -"+string(r.Trigger)+"-> "+string(r.To))
 			}
 		}
 	}

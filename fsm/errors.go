@@ -13,9 +13,9 @@ import (
 var (
 	// ErrInvalidTable: the table given to New breaks a structural rule.
 	ErrInvalidTable = errors.New("fsm: invalid transition table")
-	// ErrUnknownEvent: the event is not in the table.
+	// ErrUnknownEvent: the trigger is not in the table.
 	ErrUnknownEvent = errors.New("fsm: unknown event")
-	// ErrNotAllowed: the event exists but does not leave the current state.
+	// ErrNotAllowed: the trigger exists but does not leave the current state.
 	ErrNotAllowed = errors.New("fsm: event not allowed in the current state")
 	// ErrNoRule: no rule's guard holds for the facts in the current state.
 	ErrNoRule = errors.New("fsm: no rule applies")
@@ -27,17 +27,17 @@ var (
 	ErrInternal = errors.New("fsm: internal error")
 )
 
-// TransitionError says which event failed in which state, and why. Err is one
+// TransitionError says which trigger failed in which state, and why. Err is one
 // of the sentinels above; Cause, when set, is the underlying machine's error.
 type TransitionError struct {
-	Event transitions.Event
-	State states.State
-	Err   error
-	Cause error
+	Trigger transitions.Trigger
+	State   states.State
+	Err     error
+	Cause   error
 }
 
 func (e *TransitionError) Error() string {
-	msg := fmt.Sprintf("%v: event %q in state %q", e.Err, e.Event, e.State)
+	msg := fmt.Sprintf("%v: trigger %q in state %q", e.Err, e.Trigger, e.State)
 	if e.Cause != nil {
 		msg += ": " + e.Cause.Error()
 	}

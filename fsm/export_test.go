@@ -11,20 +11,20 @@ import (
 // Rules returns a copy of the machine's table.
 func (m *Machine) Rules() []transitions.Rule { return cloneRules(m.eng.rules) }
 
-// Can reports whether event leaves the current state (ignoring guards).
-func (m *Machine) Can(event transitions.Event) bool {
+// Can reports whether trigger t leaves the current state (ignoring guards).
+func (m *Machine) Can(t transitions.Trigger) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.eng.mu.Lock()
 	defer m.eng.mu.Unlock()
 	m.eng.lf.SetState(string(m.state))
-	return m.eng.lf.Can(string(event))
+	return m.eng.lf.Can(string(t))
 }
 
-// Fire takes the rule named event from the current state, without
+// Fire takes the rule of trigger t from the current state, without
 // evaluating its guard, as Step does once it has picked the rule.
-func (m *Machine) Fire(ctx context.Context, event transitions.Event) error {
+func (m *Machine) Fire(ctx context.Context, t transitions.Trigger) error {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.fire(ctx, event)
+	return m.fire(ctx, t)
 }

@@ -95,12 +95,12 @@ func TestGeneratedFilesAreCurrent(t *testing.T) {
 	}
 }
 
-// TestRenamedEventMakesDiagramsStale checks that the golden comparison bites:
-// a table with one event renamed renders differently in every format.
-func TestRenamedEventMakesDiagramsStale(t *testing.T) {
+// TestRenamedTriggerMakesDiagramsStale checks that the golden comparison bites:
+// a table with one trigger renamed renders differently in every format.
+func TestRenamedTriggerMakesDiagramsStale(t *testing.T) {
 	rules := transitions.Table()
 	renamed := transitions.Table()
-	renamed[1].Event = "try_again"
+	renamed[1].Trigger = "try_again"
 	assert.NotEqual(t, fsm.Mermaid(rules), fsm.Mermaid(renamed))
 	assert.NotEqual(t, fsm.DOT(rules), fsm.DOT(renamed))
 	assert.NotEqual(t, rulesMarkdown(rules), rulesMarkdown(renamed))
@@ -112,7 +112,7 @@ func TestRenamedEventMakesDiagramsStale(t *testing.T) {
 	assert.Contains(t, string(b), "try_again")
 }
 
-func TestDiagramsNameEveryStateEventAndGuard(t *testing.T) {
+func TestDiagramsNameEveryStateTriggerAndGuard(t *testing.T) {
 	rules := transitions.Table()
 	image, err := svg.Render(context.Background(), rules)
 	require.NoError(t, err)
@@ -132,7 +132,7 @@ func TestDiagramsNameEveryStateEventAndGuard(t *testing.T) {
 				case "svg":
 					edge = fmt.Sprintf("<title>%s&#45;&gt;%s</title>", from, to)
 				}
-				assert.Contains(t, out, edge, "%s lacks edge %s from %s", name, r.Event, from)
+				assert.Contains(t, out, edge, "%s lacks edge %s from %s", name, r.Trigger, from)
 			}
 			assert.Contains(t, out, r.Guard.Name, "%s lacks guard %s", name, r.Guard.Name)
 			for _, a := range r.Actions {
@@ -155,13 +155,13 @@ func TestDiagramsAreDeterministic(t *testing.T) {
 	assert.True(t, strings.HasPrefix(fsm.Mermaid(rules), "stateDiagram-v2\n"))
 }
 
-// rulesMarkdown renders rules as a Markdown table: event, source states,
+// rulesMarkdown renders rules as a Markdown table: trigger, source states,
 // destination, guard name and what the guard means. The documentation embeds
 // it (the generated block "rules") so that the prose table is the running
 // one.
 func rulesMarkdown(rules []transitions.Rule) string {
 	var b strings.Builder
-	b.WriteString("| event | from | to | guard | holds when | actions |\n")
+	b.WriteString("| trigger | from | to | guard | holds when | actions |\n")
 	b.WriteString("|---|---|---|---|---|---|\n")
 	for _, r := range rules {
 		from := make([]string, len(r.From))
@@ -177,7 +177,7 @@ func rulesMarkdown(rules []transitions.Rule) string {
 			acts[i] = "`" + string(a) + "`"
 		}
 		fmt.Fprintf(&b, "| `%s` | %s | %s | `%s` | %s | %s |\n",
-			r.Event, strings.Join(from, ", "), to, r.Guard.Name, strings.ReplaceAll(r.Guard.Doc, "|", `\|`), strings.Join(acts, ", "))
+			r.Trigger, strings.Join(from, ", "), to, r.Guard.Name, strings.ReplaceAll(r.Guard.Doc, "|", `\|`), strings.Join(acts, ", "))
 	}
 	return b.String()
 }

@@ -30,7 +30,7 @@ type Machine struct {
 }
 
 // engine is a looplab machine on a validated table, shared by the Machines
-// built on it: each move sets it to the mover's state, fires the event and
+// built on it: each move sets it to the mover's state, fires the trigger and
 // reads the destination back, under its own lock.
 type engine struct {
 	mu    sync.Mutex
@@ -40,7 +40,7 @@ type engine struct {
 
 // New validates rules and builds a Machine on them, starting in states.Idle.
 // The table must name only known states, give every rule at least one source
-// state, a named guard, a unique event name and known actions, and let every
+// state, a named guard, a unique trigger and known actions, and let every
 // state be reached from idle and reach idle. A rule may lead a state to
 // itself (an internal rule: its actions happen and the state stays). A table
 // that breaks a rule yields an error wrapping ErrInvalidTable that names the
@@ -65,7 +65,7 @@ func build(rules transitions.Rules) *engine {
 			}
 		}
 		if len(src) > 0 {
-			events = append(events, looplab.EventDesc{Name: string(r.Event), Src: src, Dst: string(r.To)})
+			events = append(events, looplab.EventDesc{Name: string(r.Trigger), Src: src, Dst: string(r.To)})
 		}
 	}
 	return &engine{lf: looplab.NewFSM(string(states.Idle), events, nil), rules: rules}
@@ -103,9 +103,9 @@ func (m *Machine) State() states.State {
 
 // Transition records one rule the machine took.
 type Transition struct {
-	From  states.State
-	To    states.State
-	Event transitions.Event
+	From    states.State
+	To      states.State
+	Trigger transitions.Trigger
 	// Guard is the name of the guard that admitted the rule.
 	Guard string
 	// Actions are the rule's actions, in order. They are the table's
@@ -127,7 +127,7 @@ func (t Transition) Internal() bool { return t.From == t.To }
 // ctx is never handed to the underlying machine as is: a cancelled context
 // would leave it stuck mid-transition for good. Its values are kept and its
 // cancellation ignored, so a cancelled ctx still moves the machine;
-// cancellation is the caller's to turn into the cancel event.
+// cancellation is the caller's to turn into the cancel trigger.
 func (m *Machine) Step(ctx context.Context, f transitions.Facts) (Transition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -139,11 +139,11 @@ func (m *Machine) Step(ctx context.Context, f transitions.Facts) (Transition, er
 		}
 		return Transition{}, &TransitionError{State: from, Err: ErrNoRule}
 	}
-	tr := Transition{From: from, To: r.Target(from), Event: r.Event, Guard: r.Guard.Name, Actions: r.Actions}
+	tr := Transition{From: from, To: r.Target(from), Trigger: r.Trigger, Guard: r.Guard.Name, Actions: r.Actions}
 	if tr.Internal() {
 		return tr, nil
 	}
-	if err := m.fire(ctx, r.Event); err != nil {
+	if err := m.fire(ctx, r.Trigger); err != nil {
 		return Transition{}, err
 	}
 	return tr, nil
@@ -158,11 +158,11 @@ var noRule = func() map[states.State]*TransitionError {
 	return out
 }()
 
-// fire takes the rule named event from the current state, without
+// fire takes the rule of trigger t from the current state, without
 // evaluating its guard; the caller holds m.mu. It returns a
-// *TransitionError wrapping ErrUnknownEvent or ErrNotAllowed when the event
-// cannot be taken, and the state is then unchanged.
-func (m *Machine) fire(ctx context.Context, event transitions.Event) error {
+// *TransitionError wrapping ErrUnknownEvent or ErrNotAllowed when the
+// trigger cannot be taken, and the state is then unchanged.
+func (m *Machine) fire(ctx context.Context, t transitions.Trigger) error {
 	if ctx == nil {
 		ctx = context.Background()
 	}
@@ -174,14 +174,14 @@ func (m *Machine) fire(ctx context.Context, event transitions.Event) error {
 	e := m.eng
 	e.mu.Lock()
 	e.lf.SetState(string(from))
-	err := e.lf.Event(ctx, string(event))
+	err := e.lf.Event(ctx, string(t))
 	to := states.State(e.lf.Current())
 	e.mu.Unlock()
 	if err == nil {
 		m.state = to
 		return nil
 	}
-	te := &TransitionError{Event: event, State: from, Cause: err}
+	te := &TransitionError{Trigger: t, State: from, Cause: err}
 	var (
 		unknown  looplab.UnknownEventError
 		invalid  looplab.InvalidEventError
@@ -211,33 +211,33 @@ func Validate(rules []transitions.Rule) error {
 	if len(rules) == 0 {
 		return bad("no rules")
 	}
-	seen := map[transitions.Event]bool{}
+	seen := map[transitions.Trigger]bool{}
 	edges := map[states.State][]states.State{}
 	for i, r := range rules {
 		switch {
-		case r.Event == "":
-			return bad("rule %d has no event name", i)
-		case seen[r.Event]:
-			return bad("event %q appears twice", r.Event)
+		case r.Trigger == "":
+			return bad("rule %d has no trigger", i)
+		case seen[r.Trigger]:
+			return bad("trigger %q appears twice", r.Trigger)
 		case len(r.From) == 0:
-			return bad("event %q has no source state", r.Event)
+			return bad("trigger %q has no source state", r.Trigger)
 		case r.To != transitions.Stay && !r.To.Valid():
-			return bad("event %q leads to unknown state %q", r.Event, r.To)
+			return bad("trigger %q leads to unknown state %q", r.Trigger, r.To)
 		case r.Guard.Name == "" || r.Guard.Holds == nil:
-			return bad("event %q has no named guard", r.Event)
+			return bad("trigger %q has no named guard", r.Trigger)
 		}
 		for _, a := range r.Actions {
 			if a.Doc() == "" {
-				return bad("event %q has unknown action %q", r.Event, a)
+				return bad("trigger %q has unknown action %q", r.Trigger, a)
 			}
 		}
-		seen[r.Event] = true
+		seen[r.Trigger] = true
 		for _, from := range r.From {
 			switch {
 			case !from.Valid():
-				return bad("event %q leaves unknown state %q", r.Event, from)
+				return bad("trigger %q leaves unknown state %q", r.Trigger, from)
 			case countFrom(r.From, from) > 1:
-				return bad("event %q lists state %q twice", r.Event, from)
+				return bad("trigger %q lists state %q twice", r.Trigger, from)
 			}
 			if !r.Internal(from) {
 				edges[from] = append(edges[from], r.To)

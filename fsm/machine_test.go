@@ -23,7 +23,7 @@ func TestDefaultStartsIdle(t *testing.T) {
 	assert.False(t, m.Can(transitions.Retry))
 	events := func(rs []transitions.Rule) (out []string) {
 		for _, r := range rs {
-			out = append(out, string(r.Event)+">"+string(r.To)+"/"+r.Guard.Name)
+			out = append(out, string(r.Trigger)+">"+string(r.To)+"/"+r.Guard.Name)
 		}
 		return out
 	}
@@ -34,7 +34,7 @@ func TestFireWalksAChain(t *testing.T) {
 	m := fsm.Default()
 	ctx := context.Background()
 	path := []struct {
-		event transitions.Event
+		event transitions.Trigger
 		to    states.State
 	}{
 		{transitions.AgentEnd, states.Classifying},
@@ -59,7 +59,7 @@ func TestFireErrors(t *testing.T) {
 	assert.ErrorIs(t, err, fsm.ErrUnknownEvent)
 	var te *fsm.TransitionError
 	require.ErrorAs(t, err, &te)
-	assert.Equal(t, transitions.Event("jump"), te.Event)
+	assert.Equal(t, transitions.Trigger("jump"), te.Trigger)
 	assert.Equal(t, states.Idle, te.State)
 	assert.ErrorAs(t, err, new(looplab.UnknownEventError), "the underlying error stays reachable")
 
@@ -75,18 +75,18 @@ func TestStep(t *testing.T) {
 	ctx := context.Background()
 	mv, err := m.Step(ctx, transitions.Facts{Signal: transitions.RunEnded, Started: true})
 	require.NoError(t, err)
-	assert.Equal(t, fsm.Transition{From: states.Idle, To: states.Classifying, Event: transitions.AgentEnd, Guard: "runEnded"}, mv)
+	assert.Equal(t, fsm.Transition{From: states.Idle, To: states.Classifying, Trigger: transitions.AgentEnd, Guard: "runEnded"}, mv)
 
 	mv, err = m.Step(ctx, transitions.Facts{Signal: transitions.RunEnded, Started: true, Class: classify.Retryable, Error: true, RetryEnabled: true, MaxRetries: 3})
 	require.NoError(t, err)
-	assert.Equal(t, transitions.Retry, mv.Event)
+	assert.Equal(t, transitions.Retry, mv.Trigger)
 	assert.Equal(t, []transitions.Action{transitions.ScheduleBackoff, transitions.RemoveFailed}, mv.Actions)
 	assert.Equal(t, states.Backoff, m.State())
 
 	// An internal rule acts and stays.
 	mv, err = m.Step(ctx, transitions.Facts{Signal: transitions.CompactCalled, AlreadyCompacted: true})
 	require.NoError(t, err)
-	assert.Equal(t, transitions.CompactRefused, mv.Event)
+	assert.Equal(t, transitions.CompactRefused, mv.Trigger)
 	assert.True(t, mv.Internal())
 	assert.Equal(t, states.Backoff, m.State())
 
@@ -100,7 +100,7 @@ func TestStep(t *testing.T) {
 	assert.Equal(t, states.Cancelled, mv.To)
 	mv, err = m.Step(ctx, transitions.Facts{})
 	require.NoError(t, err)
-	assert.Equal(t, transitions.Reset, mv.Event)
+	assert.Equal(t, transitions.Reset, mv.Trigger)
 	assert.Equal(t, states.Idle, m.State())
 }
 
@@ -126,7 +126,7 @@ func TestCancelledContextNeverWedges(t *testing.T) {
 	m := fsm.Default()
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errors.New("user pressed esc"))
-	tour := []transitions.Event{
+	tour := []transitions.Trigger{
 		transitions.AgentEnd, transitions.Retry, transitions.Cancel, transitions.Reset,
 		transitions.AgentEnd, transitions.Exhaust, transitions.Reset,
 		transitions.AgentEnd, transitions.Threshold, transitions.CompactionEnd,
@@ -136,7 +136,7 @@ func TestCancelledContextNeverWedges(t *testing.T) {
 		transitions.Compact, transitions.CancelCompaction, transitions.Reset, transitions.AgentEnd, transitions.Retry,
 		transitions.CompactInBackoff, transitions.CompactionEnd, transitions.AgentEnd, transitions.RetryNow, transitions.CancelRetry,
 		transitions.Reset,
-		transitions.AgentEnd, transitions.Retry, transitions.Elapsed, transitions.AgentEnd, transitions.Settle,
+		transitions.AgentEnd, transitions.Retry, transitions.Elapsed, transitions.AgentEnd, transitions.Accept,
 	}
 	for _, e := range tour {
 		require.NoError(t, m.Fire(ctx, e), "event %s with a cancelled context", e)
@@ -147,7 +147,7 @@ func TestCancelledContextNeverWedges(t *testing.T) {
 	assert.Equal(t, states.Classifying, m.State())
 	// A nil context is treated as Background.
 	//lint:ignore SA1012 a nil context is what this line tests
-	require.NoError(t, m.Fire(nil, transitions.Settle))
+	require.NoError(t, m.Fire(nil, transitions.Accept))
 	assert.Equal(t, states.Idle, m.State())
 }
 
@@ -167,25 +167,25 @@ func TestNewValidatesTable(t *testing.T) {
 			return r
 		}), `unknown state "sleeping"`},
 		{"unknown destination", mutate(func(r []transitions.Rule) []transitions.Rule { r[1].To = "limbo"; return r }), `unknown state "limbo"`},
-		{"duplicate event", mutate(func(r []transitions.Rule) []transitions.Rule { r[2].Event = r[1].Event; return r }), `"start_failed" appears twice`},
+		{"duplicate trigger", mutate(func(r []transitions.Rule) []transitions.Rule { r[2].Trigger = r[1].Trigger; return r }), `"start_failed" appears twice`},
 		{"unknown action", mutate(func(r []transitions.Rule) []transitions.Rule {
-			return append(r, transitions.Rule{Event: "spin", From: []states.State{states.Backoff}, To: states.Backoff, Guard: guard,
+			return append(r, transitions.Rule{Trigger: "spin", From: []states.State{states.Backoff}, To: states.Backoff, Guard: guard,
 				Actions: []transitions.Action{"dance"}})
 		}), `unknown action "dance"`},
 		{"no source", mutate(func(r []transitions.Rule) []transitions.Rule { r[3].From = nil; return r }), "no source state"},
 		{"no guard", mutate(func(r []transitions.Rule) []transitions.Rule { r[4].Guard = transitions.Guard{}; return r }), "no named guard"},
-		{"no event name", mutate(func(r []transitions.Rule) []transitions.Rule { r[4].Event = ""; return r }), "no event name"},
+		{"no trigger", mutate(func(r []transitions.Rule) []transitions.Rule { r[4].Trigger = ""; return r }), "no trigger"},
 		{"source listed twice", mutate(func(r []transitions.Rule) []transitions.Rule {
-			i := slices.IndexFunc(r, func(x transitions.Rule) bool { return x.Event == transitions.Cancel })
+			i := slices.IndexFunc(r, func(x transitions.Rule) bool { return x.Trigger == transitions.Cancel })
 			r[i].From = append(r[i].From, states.Backoff)
 			return r
 		}), `lists state "backoff" twice`},
 		{"unreachable state", mutate(func(r []transitions.Rule) []transitions.Rule {
 			// Without exhaust, nothing leads to exhausted.
-			return slices.DeleteFunc(r, func(x transitions.Rule) bool { return x.Event == transitions.Exhaust })
+			return slices.DeleteFunc(r, func(x transitions.Rule) bool { return x.Trigger == transitions.Exhaust })
 		}), `"exhausted" cannot be reached from idle`},
 		{"state that cannot reach idle", mutate(func(r []transitions.Rule) []transitions.Rule {
-			return slices.DeleteFunc(r, func(x transitions.Rule) bool { return x.Event == transitions.Reset })
+			return slices.DeleteFunc(r, func(x transitions.Rule) bool { return x.Trigger == transitions.Reset })
 		}), `"exhausted" cannot reach idle`},
 	}
 	for _, c := range cases {
@@ -202,7 +202,7 @@ func TestNewValidatesTable(t *testing.T) {
 	assert.Equal(t, states.Idle, m.State())
 
 	// A rule from a state to itself is internal: allowed.
-	m, err = fsm.New(append(transitions.Table(), transitions.Rule{Event: "spin", From: []states.State{states.Backoff}, To: states.Backoff, Guard: guard}))
+	m, err = fsm.New(append(transitions.Table(), transitions.Rule{Trigger: "spin", From: []states.State{states.Backoff}, To: states.Backoff, Guard: guard}))
 	require.NoError(t, err)
 	assert.NotNil(t, m)
 }
@@ -244,7 +244,7 @@ func TestConcurrentStepsAreAtomic(t *testing.T) {
 	for range 8 {
 		total += <-done
 	}
-	// Every agent_end is matched by one settle; the machine ends where it began.
+	// Every agent_end is matched by one accept; the machine ends where it began.
 	assert.Equal(t, 8*400, total)
 	assert.Equal(t, states.Idle, m.State())
 }

@@ -84,11 +84,11 @@ type Summary struct {
 // Compaction errors.
 var (
 	// ErrNothingToCompact: everything fits in the recent messages kept.
-	ErrNothingToCompact = errors.New("session: nothing to compact")
+	ErrNothingToCompact = errors.New("policy: nothing to compact")
 	// ErrAlreadyCompacted: nothing was added since the last compaction.
-	ErrAlreadyCompacted = errors.New("session: already compacted")
+	ErrAlreadyCompacted = errors.New("policy: already compacted")
 	// ErrCompactionCancelled: AbortCompaction or Abort stopped it.
-	ErrCompactionCancelled = errors.New("session: compaction cancelled")
+	ErrCompactionCancelled = errors.New("policy: compaction cancelled")
 )
 
 // compaction is the compaction in flight.

@@ -107,7 +107,7 @@ func (c Config) Validate() error {
 }
 
 // ErrInvalidConfig matches every error Validate and ParseConfig return.
-var ErrInvalidConfig = errors.New("session: invalid settings")
+var ErrInvalidConfig = errors.New("policy: invalid settings")
 
 func invalid(key, format string, args ...any) error {
 	return fmt.Errorf("%w: %s %s", ErrInvalidConfig, key, fmt.Sprintf(format, args...))

@@ -1,5 +1,5 @@
 // Package policy is the recovery policy of docs/policy.md as a deterministic
-// engine: Engine holds one session's whole policy state (the state machine
+// engine: Engine holds everything of one session's policy (the state machine
 // of package fsm, the retry counter, the overflow episode, the runtime
 // context and history positions, the backoff, the compaction and the turn
 // in flight), takes inputs — a prompt, a run's events and its end, a timer,
@@ -11,7 +11,7 @@
 //
 // It also holds the values the policy reasons about: messages, events,
 // settings, history entries, compaction results, the sentinel errors, and
-// Snapshot, the engine's state as data, which Resume turns back into an
+// Snapshot, the engine as data, which Restore turns back into an
 // engine in another process.
 //
 // It is not for embedding directly in most programs: package session is

@@ -103,7 +103,8 @@ func New(s Setup) (*Engine, error) {
 	return e, nil
 }
 
-// Status is the whole observable state of a session, read at once.
+// Status is everything a session reports of itself, read at once: its
+// machine's state is one field of it.
 type Status struct {
 	// State is the machine's state.
 	State states.State `json:"state"`
@@ -122,7 +123,7 @@ type Status struct {
 	MessageCount int `json:"messageCount"`
 }
 
-// Status returns the observable state.
+// Status returns the engine's status.
 func (e *Engine) Status() Status {
 	return Status{
 		State:             e.state(),

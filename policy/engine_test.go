@@ -42,7 +42,7 @@ func describe(effects []policy.Effect) []string {
 		case policy.Emit:
 			switch ev := ef.Event.(type) {
 			case policy.StateChange:
-				out = append(out, fmt.Sprintf("state %s>%s %s", ev.From, ev.To, ev.Event))
+				out = append(out, fmt.Sprintf("state %s>%s %s", ev.From, ev.To, ev.Trigger))
 			case policy.AutoRetryStart:
 				out = append(out, fmt.Sprintf("retry_start %d/%d %dms", ev.Attempt, ev.MaxAttempts, ev.DelayMs))
 			case policy.AutoRetryEnd:
@@ -146,7 +146,7 @@ func TestEngineTransientThenSuccess(t *testing.T) {
 		"retry_end true 1 ",
 		"append message await=false",
 		"state continuing>classifying agent_end",
-		"state classifying>idle settle",
+		"state classifying>idle accept",
 		"turn_settled true",
 		"finish_turn <nil>",
 	}, call(e, t0.Add(2*time.Second), runOf(t, effects), answer(classify.StopReasonStop, "done")))
@@ -165,7 +165,7 @@ func TestEngineExhausted(t *testing.T) {
 		"state classifying>exhausted exhaust",
 		"state exhausted>idle reset",
 		"turn_settled false",
-		"finish_turn session: retries exhausted after 1 attempts: overloaded",
+		"finish_turn policy: retries exhausted after 1 attempts: overloaded",
 	}, call(e, t0, runOf(t, effects), answer(classify.StopReasonError, "overloaded")))
 }
 
@@ -196,7 +196,7 @@ func TestEngineAbortDuringBackoff(t *testing.T) {
 		"state backoff>cancelled cancel",
 		"state cancelled>idle reset",
 		"turn_settled false",
-		"finish_turn session: aborted",
+		"finish_turn policy: aborted",
 	}, describe(e.Abort(t0.Add(time.Second), errors.New("user"))))
 	assert.Empty(t, describe(e.TimerFired(t0.Add(2*time.Second), 2)), "the cancelled wait's timer changes nothing")
 }
@@ -209,7 +209,7 @@ func TestEngineAbortedRunDecidesNothing(t *testing.T) {
 	e.RunEvent(t0, run, policy.AgentStart{})
 	e.RunEvent(t0, run, policy.MessageEnd{Message: m})
 	assert.Equal(t, []string{"cancel_run 1"}, describe(e.Abort(t0, errors.New("user"))))
-	assert.Equal(t, []string{"turn_settled false", "finish_turn session: aborted"},
+	assert.Equal(t, []string{"turn_settled false", "finish_turn policy: aborted"},
 		describe(e.RunReturned(t0, run, policy.RunReturn{})), "the missing agent_end is the driver's to report, and nothing is decided")
 }
 
@@ -248,7 +248,7 @@ func TestEngineCompactionEntryNotWritten(t *testing.T) {
 	_, err := e.Compact(t0, "")
 	require.NoError(t, err)
 	e.CompactionFinished(t0, e.CompactionInFlight(), policy.Summary{Text: "summary"}, nil)
-	assert.Equal(t, []string{"finish_compact session: history write failed: disk full", "state compacting>idle compaction_end"},
+	assert.Equal(t, []string{"finish_compact policy: history write failed: disk full", "state compacting>idle compaction_end"},
 		describe(e.Appended(t0, errors.New("disk full"))))
 	assert.Equal(t, before, e.Messages())
 }

@@ -6,34 +6,34 @@ import (
 )
 
 // Sentinel errors. A turn's error (FinishTurn) matches one of them with
-// errors.Is and says why the turn failed. Their messages begin "session:":
-// a driver reports them as its session's, and package session gives them
-// the same names.
+// errors.Is and says why the turn failed. Their messages begin "policy:",
+// the package that declares them; on the RPC wire they read "session:", as
+// they always have (package session/rpc maps them).
 var (
 	// ErrBusy: Prompt or Compact was called while a turn was in flight.
-	ErrBusy = errors.New("session: busy: a turn is in flight")
+	ErrBusy = errors.New("policy: busy: a turn is in flight")
 	// ErrClosed: the session was closed.
-	ErrClosed = errors.New("session: closed")
+	ErrClosed = errors.New("policy: closed")
 	// ErrRetryCancelled: AbortRetry cancelled the retry the turn waited for.
-	ErrRetryCancelled = errors.New("session: retry cancelled")
+	ErrRetryCancelled = errors.New("policy: retry cancelled")
 	// ErrAborted: Abort (or the Prompt's context) stopped the turn.
-	ErrAborted = errors.New("session: aborted")
+	ErrAborted = errors.New("policy: aborted")
 	// ErrExhausted: the retry chain ran out of attempts. The error is an
 	// *ExhaustedError with the last provider error.
-	ErrExhausted = errors.New("session: retries exhausted")
+	ErrExhausted = errors.New("policy: retries exhausted")
 	// ErrProvider: the turn ended in an error that is not retried. The
 	// error also matches the agent's Go error (Message.Err) when it gave
 	// one.
-	ErrProvider = errors.New("session: provider error")
+	ErrProvider = errors.New("policy: provider error")
 	// ErrOverflow: the context overflowed and was not recovered. The error
 	// also matches the agent's Go error when the overflow's message had
 	// one, or the compaction's error when that failed.
-	ErrOverflow = errors.New("session: context overflow not recovered")
+	ErrOverflow = errors.New("policy: context overflow not recovered")
 	// ErrHistory: the history could not be written; the turn went on,
 	// but a session reopened on the history misses what was not written.
-	ErrHistory = errors.New("session: history write failed")
+	ErrHistory = errors.New("policy: history write failed")
 	// ErrStartFailed: the agent could not start a run.
-	ErrStartFailed = errors.New("session: run could not start")
+	ErrStartFailed = errors.New("policy: run could not start")
 )
 
 // ExhaustedError is the error of a turn whose retry chain ran out: Attempts
@@ -47,7 +47,7 @@ type ExhaustedError struct {
 }
 
 func (e *ExhaustedError) Error() string {
-	return fmt.Sprintf("session: retries exhausted after %d attempts: %s", e.Attempts, e.Last)
+	return fmt.Sprintf("policy: retries exhausted after %d attempts: %s", e.Attempts, e.Last)
 }
 
 // Is reports whether target is ErrExhausted.

@@ -125,9 +125,9 @@ type (
 	}
 	// StateChange: the recovery machine took a transition.
 	StateChange struct {
-		From  states.State
-		To    states.State
-		Event transitions.Event
+		From    states.State
+		To      states.State
+		Trigger transitions.Trigger
 	}
 	// TurnSettled: the turn a Prompt started has settled: the run, its
 	// retries and any overflow recovery. It is the last event of a turn,

@@ -18,13 +18,13 @@ import (
 // writes, and the only one it reads.
 const SnapshotVersion = 1
 
-// Snapshot is an Engine's state as a serializable value: what Resume needs,
+// Snapshot is an Engine as a serializable value: what Restore needs,
 // with the session's history, to go on in another process. It refers to
 // history by position and holds no secret; the one message it copies is a
 // prompt not yet in history (Prompt).
 //
-// Resume refuses a snapshot that breaks the engine's invariants (see
-// Resume); decoded from JSON, a snapshot must hold every field Snapshot
+// Restore refuses a snapshot that breaks the engine's invariants (see
+// Restore); decoded from JSON, a snapshot must hold every field Snapshot
 // always writes (see UnmarshalJSON).
 type Snapshot struct {
 	Version   int    `json:"version"`
@@ -53,10 +53,10 @@ type Snapshot struct {
 	Turn bool `json:"turn,omitempty"`
 	// Prompt is the user's message of the turn in flight while it waits
 	// for the check before it (CompactionCheck): it is in no history yet,
-	// and the resumed engine sends it once the check is over.
+	// and the restored engine sends it once the check is over.
 	Prompt *Message `json:"prompt,omitempty"`
 	// Tickets is the last RunID, TimerID or CompactionID the engine gave
-	// out: the resumed engine numbers on after it, so that no identity of
+	// out: the restored engine numbers on after it, so that no identity of
 	// the snapshotted engine is given out again. 0 in a snapshot written
 	// before it was recorded.
 	Tickets uint64 `json:"tickets,omitempty"`
@@ -69,7 +69,7 @@ const (
 	inFlightCompaction   = "compaction"
 )
 
-// Snapshot returns the engine's state. A manual compaction in flight is not
+// Snapshot returns the engine as a Snapshot. A manual compaction in flight is not
 // part of it: its caller is in this process.
 func (e *Engine) Snapshot() Snapshot {
 	s := Snapshot{
@@ -97,7 +97,7 @@ func (e *Engine) Snapshot() Snapshot {
 		}
 		s.Aborted = e.run.aborted
 	case e.comp != nil && e.comp.manual:
-		// Its caller is in this process: the resumed engine is at rest.
+		// Its caller is in this process: the restored engine is at rest.
 		s.State = states.Idle
 	case e.comp != nil:
 		s.InFlight = inFlightCompaction
@@ -113,12 +113,13 @@ func (e *Engine) Snapshot() Snapshot {
 	return s
 }
 
-// ErrSnapshot matches every error Resume returns for a snapshot it cannot
-// resume.
-var ErrSnapshot = errors.New("policy: cannot resume the snapshot")
+// ErrSnapshot matches every error Restore returns for a snapshot it cannot
+// restore.
+var ErrSnapshot = errors.New("policy: cannot restore the snapshot")
 
 // errInterrupted is the error of a run or compaction that was in flight
-// when its snapshot was taken.
+// when its snapshot was taken. Its text is on the wire and in histories as
+// it was first written, "resumed" included.
 var errInterrupted = errors.New("interrupted: the session was resumed from a snapshot")
 
 // interruptedError marks the message of an interrupted run: the decision
@@ -128,12 +129,12 @@ type interruptedError struct{}
 func (*interruptedError) Error() string { return errInterrupted.Error() }
 func (*interruptedError) Unwrap() error { return errInterrupted }
 
-// Resume rebuilds an Engine from a snapshot and the session's history
+// Restore rebuilds an Engine from a snapshot and the session's history
 // (setup.History, which may hold entries written after the snapshot by a
 // run in flight), at time at, and returns the effects that go on from
-// there. An engine snapshotted with nothing in flight resumes exactly: a
+// there. An engine snapshotted with nothing in flight goes on exactly: a
 // backoff fires at its original deadline (at once if that has passed) with
-// the same attempt. A run in flight is resumed as interrupted: it goes
+// the same attempt. A run in flight is restored as interrupted: it goes
 // through the decision as a transient failure of its attempt, so the
 // chain's limits still hold (draw is the jitter's random number for that
 // decision); one Abort had cancelled ends as aborted and decides nothing. A
@@ -141,7 +142,7 @@ func (*interruptedError) Unwrap() error { return errInterrupted }
 // check before a prompt) is then sent. A turn in flight settles as it
 // would have, with no caller waiting.
 //
-// The snapshot's Config and session ID win over setup's. Resume refuses,
+// The snapshot's Config and session ID win over setup's. Restore refuses,
 // with an error matching ErrSnapshot that names the field at fault, a
 // snapshot of another version or of another session, one whose history
 // does not match setup's, and one that breaks the engine's invariants (see
@@ -150,7 +151,7 @@ func (*interruptedError) Unwrap() error { return errInterrupted }
 // (0 when idle or compacting, at least 1 in backoff, never above
 // retry.maxRetries), a deadline without a backoff, a check before a prompt
 // without its prompt, and identities with no room left to number on.
-func Resume(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, []Effect, error) {
+func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, []Effect, error) {
 	if err := snap.check(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
@@ -335,7 +336,7 @@ func (s Snapshot) checkPrompt() error {
 // state, attempt, history) must be there, under that key, and not null: a
 // snapshot cut short is refused rather than read with zero values (a
 // config left out would turn retry and compaction off). Its errors match
-// ErrSnapshot and name the field. What it reads, Resume still checks.
+// ErrSnapshot and name the field. What it reads, Restore still checks.
 func (s *Snapshot) UnmarshalJSON(data []byte) error {
 	type plain Snapshot
 	if err := requireFields(data, "", reflect.TypeFor[plain]()); err != nil {

@@ -34,7 +34,7 @@ func fuzzHistory(f *testing.F) ([]policy.Entry, []policy.Snapshot) {
 // FuzzResumeSnapshot reads arbitrary bytes as a snapshot's JSON and resumes
 // it on a fixed history: it never panics; a snapshot that does not read
 // back is refused with ErrSnapshot (or, for bytes that are not JSON, a
-// syntax error); one Resume refuses is refused with ErrSnapshot; and one it
+// syntax error); one Restore refuses is refused with ErrSnapshot; and one it
 // resumes gives an engine that works: it comes to rest, takes a prompt,
 // sends it and settles the turn, and its own snapshot resumes. Run it
 // longer with:
@@ -75,7 +75,7 @@ func FuzzResumeSnapshot(f *testing.F) {
 			}
 			return
 		}
-		e, effects, err := policy.Resume(policy.Setup{Model: testModel, History: history}, snap, t0, 0.5)
+		e, effects, err := policy.Restore(policy.Setup{Model: testModel, History: history}, snap, t0, 0.5)
 		if err != nil {
 			if !errors.Is(err, policy.ErrSnapshot) {
 				t.Fatalf("refused without ErrSnapshot: %v", err)
@@ -93,7 +93,7 @@ func FuzzResumeSnapshot(f *testing.F) {
 		if err != nil {
 			t.Fatalf("its own snapshot does not read back: %v", err)
 		}
-		if _, _, err := policy.Resume(policy.Setup{Model: testModel, History: w.history}, again, w.at, 0); err != nil {
+		if _, _, err := policy.Restore(policy.Setup{Model: testModel, History: w.history}, again, w.at, 0); err != nil {
 			t.Fatalf("its own snapshot is refused: %v", err)
 		}
 	})

@@ -378,7 +378,7 @@ func TestEverySnapshotResumes(t *testing.T) {
 				t.Fatalf("step %d: the snapshot does not read back: %v", i, err)
 			}
 			resume := func(s policy.Snapshot) (*walker, error) {
-				r, effects, err := policy.Resume(policy.Setup{Model: testModel, History: w.history, Credentials: creds}, s, w.at, 0.5)
+				r, effects, err := policy.Restore(policy.Setup{Model: testModel, History: w.history, Credentials: creds}, s, w.at, 0.5)
 				if err != nil {
 					return nil, err
 				}

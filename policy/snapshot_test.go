@@ -78,7 +78,7 @@ func newDriver(t require.TestingT, cfg policy.Config) *driver {
 	return &driver{e: e}
 }
 
-// resumed is a new driver on the engine Resume makes from d's snapshot (as
+// resumed is a new driver on the engine Restore makes from d's snapshot (as
 // JSON, as another process would read it) and d's history.
 func (d *driver) resumed(t require.TestingT, at time.Time, draw float64) *driver {
 	snap := d.e.Snapshot()
@@ -86,7 +86,7 @@ func (d *driver) resumed(t require.TestingT, at time.Time, draw float64) *driver
 	require.NoError(t, err)
 	var back policy.Snapshot
 	require.NoError(t, json.Unmarshal(data, &back))
-	e, effects, err := policy.Resume(policy.Setup{Model: testModel, History: d.history}, back, at, draw)
+	e, effects, err := policy.Restore(policy.Setup{Model: testModel, History: d.history}, back, at, draw)
 	require.NoError(t, err)
 	r := &driver{e: e, history: append([]policy.Entry(nil), d.history...)}
 	r.feed(effects)
@@ -189,12 +189,12 @@ func TestResumeRefusesWhatItCannotResume(t *testing.T) {
 			if c.mod != nil {
 				c.mod(&snap)
 			}
-			_, _, err := policy.Resume(policy.Setup{Model: testModel, History: c.history}, snap, t0, 0)
+			_, _, err := policy.Restore(policy.Setup{Model: testModel, History: c.history}, snap, t0, 0)
 			require.ErrorIs(t, err, policy.ErrSnapshot)
 			assert.ErrorContains(t, err, c.says)
 		})
 	}
-	_, _, err := policy.Resume(policy.Setup{SessionID: "other", Model: testModel, History: d.history}, good, t0, 0)
+	_, _, err := policy.Restore(policy.Setup{SessionID: "other", Model: testModel, History: d.history}, good, t0, 0)
 	assert.ErrorContains(t, err, "session \"s\"'s")
 }
 
@@ -384,7 +384,7 @@ func TestResumeRefusesACheckWithoutItsPrompt(t *testing.T) {
 	require.NoError(t, err)
 	var old policy.Snapshot
 	require.NoError(t, json.Unmarshal(data, &old))
-	_, _, err = policy.Resume(policy.Setup{Model: testModel, History: d.history}, old, t0, 0)
+	_, _, err = policy.Restore(policy.Setup{Model: testModel, History: d.history}, old, t0, 0)
 	require.ErrorIs(t, err, policy.ErrSnapshot)
 	assert.ErrorContains(t, err, "prompt: missing")
 }
@@ -426,11 +426,11 @@ func TestFailedAppendIsUndone(t *testing.T) {
 	require.NoError(t, err)
 	e.Appended(t0, errors.New("disk full"))
 	require.Equal(t, 0, e.Snapshot().History, "the prompt's entry is in no history")
-	_, _, err = policy.Resume(policy.Setup{Model: testModel}, e.Snapshot(), t0, 0)
+	_, _, err = policy.Restore(policy.Setup{Model: testModel}, e.Snapshot(), t0, 0)
 	require.NoError(t, err)
 }
 
-// Resume refuses a snapshot that breaks the engine's invariants, naming the
+// Restore refuses a snapshot that breaks the engine's invariants, naming the
 // field: among them a resumed idle engine with attempt 1 started its next
 // chain at attempt 2, with a 4 s delay.
 func TestResumeRefusesBrokenInvariants(t *testing.T) {
@@ -454,7 +454,7 @@ func TestResumeRefusesBrokenInvariants(t *testing.T) {
 		"backoff with attempt 0":       {backoff, func(s *policy.Snapshot) { s.Attempt = 0 }, "attempt: 0 in state backoff"},
 		"an attempt above maxRetries":  {backoff, func(s *policy.Snapshot) { s.Attempt = 4 }, "attempt: 4 is above retry.maxRetries 3"},
 		"maxRetries below the attempt": {backoff, func(s *policy.Snapshot) { s.Config.Retry.MaxRetries = 0 }, "attempt: 1 is above retry.maxRetries 0"},
-		"an invalid config":            {idle, func(s *policy.Snapshot) { s.Config.Compaction.ReserveTokens = -1 }, "config: session: invalid settings: compaction.reserveTokens"},
+		"an invalid config":            {idle, func(s *policy.Snapshot) { s.Config.Compaction.ReserveTokens = -1 }, "config: policy: invalid settings: compaction.reserveTokens"},
 		"a deadline with no backoff":   {idle, func(s *policy.Snapshot) { s.Deadline = &deadline }, "deadline: set in state \"idle\" (a deadline is a backoff's)"},
 		// The error says what is wrong: the deadline is missing, not there.
 		"a backoff with no deadline":     {backoff, func(s *policy.Snapshot) { s.Deadline = nil }, "deadline: missing in state \"backoff\" (a backoff waits until its deadline)"},
@@ -473,7 +473,7 @@ func TestResumeRefusesBrokenInvariants(t *testing.T) {
 			if snap.History >= 0 && snap.History < len(history) {
 				history = history[:snap.History]
 			}
-			_, _, err := policy.Resume(policy.Setup{Model: testModel, History: history}, snap, t0, 0)
+			_, _, err := policy.Restore(policy.Setup{Model: testModel, History: history}, snap, t0, 0)
 			require.ErrorIs(t, err, policy.ErrSnapshot)
 			assert.ErrorContains(t, err, c.field)
 		})

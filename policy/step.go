@@ -76,7 +76,7 @@ func (e *Engine) takeCur() bool {
 			e.act(a, s)
 		}
 		if !tr.Internal() {
-			e.emit(stateChangeEvent(tr.From, tr.To, tr.Event))
+			e.emit(stateChangeEvent(tr.From, tr.To, tr.Trigger))
 		}
 		if tr.Internal() || !onward(tr.To) {
 			return took
@@ -99,7 +99,7 @@ var stateChanges = func() map[StateChange]Event {
 	for _, r := range transitions.Table() {
 		for _, from := range r.From {
 			if !r.Internal(from) {
-				sc := StateChange{From: from, To: r.To, Event: r.Event}
+				sc := StateChange{From: from, To: r.To, Trigger: r.Trigger}
 				out[sc] = sc
 			}
 		}
@@ -107,8 +107,8 @@ var stateChanges = func() map[StateChange]Event {
 	return out
 }()
 
-func stateChangeEvent(from, to states.State, ev transitions.Event) Event {
-	sc := StateChange{From: from, To: to, Event: ev}
+func stateChangeEvent(from, to states.State, t transitions.Trigger) Event {
+	sc := StateChange{From: from, To: to, Trigger: t}
 	if ev, ok := stateChanges[sc]; ok {
 		return ev
 	}

@@ -57,7 +57,7 @@ func TestStoryRetryChain(t *testing.T) {
 				"append message:msg-3",
 				"agent_end [msg-3]",
 				"continuing>classifying agent_end",
-				"classifying>idle settle",
+				"classifying>idle accept",
 				"turn_settled ok",
 				"finish_turn ok",
 			}, check: func(t *testing.T, p *player) {
@@ -118,7 +118,7 @@ func TestStoryRetryChain(t *testing.T) {
 				"append message:msg-5",
 				"agent_end [msg-5]",
 				"continuing>classifying agent_end",
-				"classifying>idle settle",
+				"classifying>idle accept",
 				"turn_settled ok",
 				"finish_turn ok",
 			}},
@@ -179,7 +179,7 @@ func TestStoryRetryChain(t *testing.T) {
 				"classifying>exhausted exhaust",
 				"exhausted>idle reset",
 				"turn_settled retryable",
-				"finish_turn session: retries exhausted after 3 attempts: 502 Bad Gateway",
+				"finish_turn policy: retries exhausted after 3 attempts: 502 Bad Gateway",
 			}, check: func(t *testing.T, p *player) {
 				turnFailed(policy.ErrExhausted, policy.ErrProvider)(t, p)
 				var ex *policy.ExhaustedError
@@ -202,7 +202,7 @@ func TestStoryRetryChain(t *testing.T) {
 				"classifying>exhausted exhaust",
 				"exhausted>idle reset",
 				"turn_settled retryable",
-				"finish_turn session: retries exhausted after 0 attempts: 503 Service Unavailable",
+				"finish_turn policy: retries exhausted after 0 attempts: 503 Service Unavailable",
 			}, check: func(t *testing.T, p *player) {
 				var ex *policy.ExhaustedError
 				require.ErrorAs(t, p.turnErr, &ex)
@@ -235,9 +235,9 @@ func TestStoryRetryChain(t *testing.T) {
 				"agent_end [msg-3]",
 				"continuing>classifying agent_end",
 				"retry_end fail 1 failed retryable \"overloaded\"",
-				"classifying>idle settle",
+				"classifying>idle accept",
 				"turn_settled retryable",
-				"finish_turn session: provider error: overloaded",
+				"finish_turn policy: provider error: overloaded",
 			}, check: func(t *testing.T, p *player) {
 				turnFailed(policy.ErrProvider)(t, p)
 				assert.NotErrorIs(t, p.turnErr, policy.ErrExhausted)
@@ -254,9 +254,9 @@ func TestStoryRetryChain(t *testing.T) {
 				"append message:msg-2",
 				"agent_end [msg-2]",
 				"idle>classifying agent_end",
-				"classifying>idle settle",
+				"classifying>idle accept",
 				"turn_settled retryable",
-				"finish_turn session: provider error: 503 Service Unavailable",
+				"finish_turn policy: provider error: 503 Service Unavailable",
 			}, check: turnFailed(policy.ErrProvider)},
 		}},
 		{name: "a fatal error after a retry ends the chain", steps: []step{
@@ -284,9 +284,9 @@ func TestStoryRetryChain(t *testing.T) {
 				"agent_end [msg-3]",
 				"continuing>classifying agent_end",
 				"retry_end fail 1 failed fatal \"401 invalid x-api-key\"",
-				"classifying>idle settle",
+				"classifying>idle accept",
 				"turn_settled fatal",
-				"finish_turn session: provider error: 401 invalid x-api-key",
+				"finish_turn policy: provider error: 401 invalid x-api-key",
 			}, check: func(t *testing.T, p *player) {
 				turnFailed(policy.ErrProvider)(t, p)
 				assert.NotErrorIs(t, p.turnErr, policy.ErrExhausted)
@@ -302,9 +302,9 @@ func TestStoryRetryChain(t *testing.T) {
 				"append message:msg-2",
 				"agent_end [msg-2]",
 				"idle>classifying agent_end",
-				"classifying>idle settle",
+				"classifying>idle accept",
 				"turn_settled fatal",
-				"finish_turn session: provider error: 400 invalid_request_error: bad tool schema",
+				"finish_turn policy: provider error: 400 invalid_request_error: bad tool schema",
 			}, check: turnFailed(policy.ErrProvider)},
 		}},
 		{name: "a retried run with tools ends the chain at its first success", steps: []step{
@@ -347,7 +347,7 @@ func TestStoryRetryChain(t *testing.T) {
 			}},
 			{in: returned(policy.RunReturn{}), want: []string{
 				"continuing>classifying agent_end",
-				"classifying>idle settle",
+				"classifying>idle accept",
 				"turn_settled ok",
 				"finish_turn ok",
 			}},
@@ -400,7 +400,7 @@ func TestStoryRetryChain(t *testing.T) {
 				"append message:msg-6",
 				"agent_end [msg-6]",
 				"continuing>classifying agent_end",
-				"classifying>idle settle",
+				"classifying>idle accept",
 				"turn_settled ok",
 				"finish_turn ok",
 			}},
@@ -569,7 +569,7 @@ func TestStoryRetryChain(t *testing.T) {
 				"classifying>exhausted exhaust",
 				"exhausted>idle reset",
 				"turn_settled retryable",
-				"finish_turn session: retries exhausted after 1 attempts: 429 rate limit; retry-after: 60",
+				"finish_turn policy: retries exhausted after 1 attempts: 429 rate limit; retry-after: 60",
 			}, check: turnFailed(policy.ErrExhausted)},
 		}},
 		{name: "a hint at the cap is waited", setup: retrySetup(func(c *policy.RetryConfig) { c.HonorRetryAfter, c.MaxDelayMs = true, 10_000 }), steps: []step{
@@ -598,9 +598,9 @@ func TestStoryRetryChain(t *testing.T) {
 				"append message:msg-2",
 				"agent_end [msg-2]",
 				"idle>classifying agent_end",
-				"classifying>idle settle",
+				"classifying>idle accept",
 				"turn_settled fatal",
-				"finish_turn session: provider error: read ECONNRESET",
+				"finish_turn policy: provider error: read ECONNRESET",
 			}, check: turnFailed(policy.ErrProvider)},
 		}},
 		{name: "the extended rules retry ECONNRESET", steps: []step{
@@ -709,7 +709,7 @@ func TestStoryRetryChain(t *testing.T) {
 func cancelledLines(n int) []string {
 	return []string{
 		"stop_timer", fmt.Sprintf(`retry_end fail %d cancelled none "Retry cancelled"`, n), "backoff>cancelled cancel_retry", "cancelled>idle reset",
-		"turn_settled none", "finish_turn session: retry cancelled",
+		"turn_settled none", "finish_turn policy: retry cancelled",
 	}
 }
 
@@ -736,7 +736,7 @@ func TestStoryAborts(t *testing.T) {
 				"append message:msg-2",
 				"agent_end [msg-2]",
 				"idle>classifying agent_end",
-				"classifying>idle settle",
+				"classifying>idle accept",
 				"turn_settled ok",
 				"finish_turn ok",
 			}},
@@ -760,7 +760,7 @@ func TestStoryAborts(t *testing.T) {
 			}},
 			{in: returned(policy.RunReturn{}), want: []string{
 				"turn_settled none",
-				"finish_turn session: aborted",
+				"finish_turn policy: aborted",
 			}, check: turnFailed(policy.ErrAborted)},
 		}},
 		{name: "Abort during a continuation", steps: []step{
@@ -796,7 +796,7 @@ func TestStoryAborts(t *testing.T) {
 			}},
 			{in: returned(policy.RunReturn{}), want: []string{
 				"turn_settled none",
-				"finish_turn session: aborted",
+				"finish_turn policy: aborted",
 			}, check: func(t *testing.T, p *player) {
 				turnFailed(policy.ErrAborted)(t, p)
 				assert.Equal(t, policy.Status{State: states.Idle, RetryEnabled: true, CompactionEnabled: true, MessageCount: 2}, p.e.Status())
@@ -836,7 +836,7 @@ func TestStoryAborts(t *testing.T) {
 			}},
 			{in: returned(policy.RunReturn{}), want: []string{
 				"turn_settled none",
-				"finish_turn session: aborted",
+				"finish_turn policy: aborted",
 			}, check: turnFailed(policy.ErrAborted)},
 		}},
 		{name: "Abort during a run's tail: its overflow starts no compaction", setup: smallKeep, steps: with(warmUp, []step{
@@ -854,7 +854,7 @@ func TestStoryAborts(t *testing.T) {
 			{in: returned(policy.RunReturn{}), want: []string{
 				"agent_end [msg-4]",
 				"turn_settled none",
-				"finish_turn session: aborted",
+				"finish_turn policy: aborted",
 			}, check: turnFailed(policy.ErrAborted)},
 		})},
 		{name: "Abort during a run's tail: its size starts no compaction", setup: smallKeep, steps: with(warmUp, []step{
@@ -872,7 +872,7 @@ func TestStoryAborts(t *testing.T) {
 			{in: returned(policy.RunReturn{}), want: []string{
 				"agent_end [msg-4]",
 				"turn_settled none",
-				"finish_turn session: aborted",
+				"finish_turn policy: aborted",
 			}, check: turnFailed(policy.ErrAborted)},
 		})},
 		{name: "an aborted run that returns its context's cause without ending is not retried", steps: []step{
@@ -887,7 +887,7 @@ func TestStoryAborts(t *testing.T) {
 			{in: returned(policy.RunReturn{Err: errors.New("context deadline exceeded")}), want: []string{
 				"agent_end []",
 				"turn_settled none",
-				"finish_turn session: aborted",
+				"finish_turn policy: aborted",
 			}, check: turnFailed(policy.ErrAborted)},
 		}},
 		{name: "a second Abort changes nothing", steps: []step{
@@ -911,7 +911,7 @@ func TestStoryAborts(t *testing.T) {
 				"backoff>cancelled cancel",
 				"cancelled>idle reset",
 				"turn_settled none",
-				"finish_turn session: aborted",
+				"finish_turn policy: aborted",
 			}},
 			{in: abortIn()},
 		}},
@@ -930,7 +930,7 @@ func TestStoryStartFailures(t *testing.T) {
 			}},
 			{in: returned(policy.RunReturn{Err: errors.New("model offline")}), want: []string{
 				"turn_settled none",
-				"finish_turn session: run could not start: model offline",
+				"finish_turn policy: run could not start: model offline",
 			}, check: turnFailed(policy.ErrStartFailed)},
 			{in: promptIn("again"), want: []string{
 				"start_run prompt user-2 context=[user-1 user-2]",
@@ -960,7 +960,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"retry_end fail 1 failed none \"no credentials left\"",
 				"continuing>idle start_failed",
 				"turn_settled none",
-				"finish_turn session: run could not start: no credentials left",
+				"finish_turn policy: run could not start: no credentials left",
 			}, check: turnFailed(policy.ErrStartFailed)},
 		}},
 		{name: "a user's run with no model call could not start", steps: []step{
@@ -973,7 +973,7 @@ func TestStoryStartFailures(t *testing.T) {
 			}},
 			{in: returned(policy.RunReturn{}), want: []string{
 				"turn_settled none",
-				"finish_turn session: run could not start: the run produced no assistant message",
+				"finish_turn policy: run could not start: the run produced no assistant message",
 			}, check: turnFailed(policy.ErrStartFailed)},
 		}},
 		{name: "a continuation with no model call could not start", steps: []step{
@@ -1002,7 +1002,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"retry_end fail 1 failed none \"the run produced no assistant message\"",
 				"continuing>idle start_failed",
 				"turn_settled none",
-				"finish_turn session: run could not start: the run produced no assistant message",
+				"finish_turn policy: run could not start: the run produced no assistant message",
 			}, check: turnFailed(policy.ErrStartFailed)},
 		}},
 		{name: "a continuation failing before its model call could not start", steps: []step{
@@ -1030,7 +1030,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"retry_end fail 1 failed none \"fetch failed\"",
 				"continuing>idle start_failed",
 				"turn_settled none",
-				"finish_turn session: run could not start: fetch failed",
+				"finish_turn policy: run could not start: fetch failed",
 			}, check: turnFailed(policy.ErrStartFailed)},
 		}},
 		{name: "a user's run failing before its model call could not start", steps: []step{
@@ -1042,7 +1042,7 @@ func TestStoryStartFailures(t *testing.T) {
 			{in: returned(policy.RunReturn{Err: noRoute}), want: []string{
 				"agent_end []",
 				"turn_settled none",
-				"finish_turn session: run could not start: no route to host",
+				"finish_turn policy: run could not start: no route to host",
 			}, check: turnFailed(policy.ErrStartFailed, noRoute)},
 		}},
 		{name: "an agent that stops mid-run with an error: its message, retried", steps: []step{
@@ -1071,9 +1071,9 @@ func TestStoryStartFailures(t *testing.T) {
 				"message msg-2 error p/m \"the agent stopped without ending the run\"",
 				"agent_end [msg-2]",
 				"idle>classifying agent_end",
-				"classifying>idle settle",
+				"classifying>idle accept",
 				"turn_settled fatal",
-				"finish_turn session: provider error: the agent stopped without ending the run",
+				"finish_turn policy: provider error: the agent stopped without ending the run",
 				"append message:msg-2",
 			}, check: turnFailed(policy.ErrProvider)},
 		}},
@@ -1086,9 +1086,9 @@ func TestStoryStartFailures(t *testing.T) {
 				"message msg-2 error p/m \"the agent panicked: 503 overloaded\"",
 				"agent_end [msg-2]",
 				"idle>classifying agent_end",
-				"classifying>idle settle",
+				"classifying>idle accept",
 				"turn_settled fatal",
-				"finish_turn session: provider error: the agent panicked: 503 overloaded",
+				"finish_turn policy: provider error: the agent panicked: 503 overloaded",
 				"append message:msg-2",
 			}, check: turnFailed(policy.ErrProvider)},
 			{in: promptIn("again"), want: []string{
@@ -1106,9 +1106,9 @@ func TestStoryStartFailures(t *testing.T) {
 				"message msg-2 error p/m \"the agent panicked: 503 overloaded\"",
 				"agent_end [msg-2]",
 				"idle>classifying agent_end",
-				"classifying>idle settle",
+				"classifying>idle accept",
 				"turn_settled fatal",
-				"finish_turn session: provider error: the agent panicked: 503 overloaded",
+				"finish_turn policy: provider error: the agent panicked: 503 overloaded",
 				"append message:msg-2",
 			}, check: turnFailed(policy.ErrProvider)},
 		}},
@@ -1124,7 +1124,7 @@ func TestStoryStartFailures(t *testing.T) {
 			}},
 			{in: returned(policy.RunReturn{Panic: "late"}), want: []string{
 				"idle>classifying agent_end",
-				"classifying>idle settle",
+				"classifying>idle accept",
 				"turn_settled ok",
 				"finish_turn ok",
 			}},
@@ -1139,7 +1139,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"append message:msg-2",
 				"agent_end [msg-2]",
 				"idle>classifying agent_end",
-				"classifying>idle settle",
+				"classifying>idle accept",
 				"turn_settled ok",
 				"finish_turn ok",
 			}},

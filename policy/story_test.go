@@ -157,7 +157,7 @@ func (p *player) lines(effects []policy.Effect) []string {
 func (p *player) eventLine(ev policy.Event) string {
 	switch ev := ev.(type) {
 	case policy.StateChange:
-		return fmt.Sprintf("%s>%s %s", ev.From, ev.To, ev.Event)
+		return fmt.Sprintf("%s>%s %s", ev.From, ev.To, ev.Trigger)
 	case policy.AutoRetryStart:
 		l := fmt.Sprintf("retry_start %d/%d %dms %s %q", ev.Attempt, ev.MaxAttempts, ev.DelayMs, ev.ErrorClass, ev.ErrorMessage)
 		if ev.Credential != "" {
@@ -364,7 +364,7 @@ var warmUp = []step{
 	{in: promptIn("first question, long enough to matter"), want: []string{"start_run prompt user-1 context=[user-1]", "append message:user-1"}},
 	{in: reply(okAnswer("first answer")), want: []string{
 		"message msg-2 stop", "append message:msg-2", "agent_end [msg-2]",
-		"idle>classifying agent_end", "classifying>idle settle", "turn_settled ok", "finish_turn ok",
+		"idle>classifying agent_end", "classifying>idle accept", "turn_settled ok", "finish_turn ok",
 	}},
 }
 

@@ -29,7 +29,7 @@ func TestEngineAbortWhileTheStoreIsAsked(t *testing.T) {
 		"state classifying>cancelled cancel",
 		"state cancelled>idle reset",
 		"turn_settled false",
-		"finish_turn session: aborted",
+		"finish_turn policy: aborted",
 	}, describe(e.Abort(t0, errors.New("user"))))
 	assert.Empty(t, describe(e.UsageLimitAnswered(t0, true)), "the answer comes too late to decide anything")
 	assert.Equal(t, states.Idle, e.Status().State)
@@ -43,7 +43,7 @@ func TestEngineUserRunThatCannotStart(t *testing.T) {
 	_, run := prompt(t, e, t0)
 	assert.Equal(t, []string{
 		"turn_settled false",
-		"finish_turn session: run could not start: no route to host",
+		"finish_turn policy: run could not start: no route to host",
 	}, describe(e.RunReturned(t0, run, policy.RunReturn{Err: errors.New("no route to host")})))
 	assert.Equal(t, states.Idle, e.Status().State)
 }
@@ -65,7 +65,7 @@ func TestEngineCompactDuringBackoff(t *testing.T) {
 		"start_compaction 4 cut=1 kept=2",
 		"state backoff>compacting compact_in_backoff",
 		"turn_settled false",
-		"finish_turn session: retry cancelled",
+		"finish_turn policy: retry cancelled",
 	}, describe(effects))
 	assert.Equal(t, states.Compacting, e.Status().State)
 	e.CompactionFinished(t0, e.CompactionInFlight(), policy.Summary{Text: "summary"}, nil)
@@ -84,14 +84,14 @@ func TestEngineCompactRefused(t *testing.T) {
 	e.Appended(t0, nil)
 	effects, err := e.Compact(t0, "")
 	require.ErrorIs(t, err, policy.ErrAlreadyCompacted)
-	assert.Equal(t, []string{"finish_compact session: already compacted"}, describe(effects))
+	assert.Equal(t, []string{"finish_compact policy: already compacted"}, describe(effects))
 	assert.Equal(t, states.Idle, e.Status().State)
 
 	// Nothing to compact: the compaction starts and ends at once.
 	e = newEngine(t, nil)
 	effects, err = e.Compact(t0, "")
 	require.ErrorIs(t, err, policy.ErrNothingToCompact)
-	assert.Equal(t, []string{"finish_compact session: nothing to compact", "state idle>compacting compact", "state compacting>idle compaction_end"}, describe(effects))
+	assert.Equal(t, []string{"finish_compact policy: nothing to compact", "state idle>compacting compact", "state compacting>idle compaction_end"}, describe(effects))
 	assert.Equal(t, states.Idle, e.Status().State)
 }
 
@@ -135,7 +135,7 @@ func TestEngineManualCompactionSnapshotAndAbort(t *testing.T) {
 	assert.False(t, r.e.Status().Compacting)
 	assert.Empty(t, r.events)
 
-	assert.Equal(t, []string{"cancel_compaction 2", "finish_compact session: compaction cancelled", "state compacting>cancelled cancel", "state cancelled>idle reset"},
+	assert.Equal(t, []string{"cancel_compaction 2", "finish_compact policy: compaction cancelled", "state compacting>cancelled cancel", "state cancelled>idle reset"},
 		describe(d.e.Abort(t0, errors.New("user"))))
 	assert.Zero(t, d.e.CompactionInFlight())
 	assert.Empty(t, describe(d.e.CompactionFinished(t0, 2, policy.Summary{Text: "late"}, nil)), "a late summary changes nothing")

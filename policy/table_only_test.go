@@ -15,18 +15,18 @@ import (
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
-// TestNothingDecidesByEventName reads the package's own code: no file of
-// it names an event or an action of the table (transitions.Retry,
-// transitions.Settle, transitions.ScheduleBackoff, ...), so no code here
+// TestNothingDecidesByTriggerName reads the package's own code: no file of
+// it names a trigger or an action of the table (transitions.Retry,
+// transitions.Accept, transitions.ScheduleBackoff, ...), so no code here
 // can choose what to do by the rule that was taken or switch over its
 // actions. What a rule does is its actions, each a function named after it
 // (policy/actions.go, bound by position: TestActionsAreNamedAfterTheTable).
-func TestNothingDecidesByEventName(t *testing.T) {
-	events := map[string]bool{}
+func TestNothingDecidesByTriggerName(t *testing.T) {
+	triggers := map[string]bool{}
 	for _, r := range transitions.Table() {
-		events[string(r.Event)] = true
+		triggers[string(r.Trigger)] = true
 	}
-	// The names of the Event constants, as the code spells them.
+	// The names of the Trigger constants, as the code spells them.
 	names := map[string]bool{}
 	fset := token.NewFileSet()
 	var decls []ast.Decl
@@ -42,14 +42,14 @@ func TestNothingDecidesByEventName(t *testing.T) {
 		}
 		for _, spec := range gd.Specs {
 			vs := spec.(*ast.ValueSpec)
-			if id, ok := vs.Type.(*ast.Ident); ok && (id.Name == "Event" || id.Name == "Action") {
+			if id, ok := vs.Type.(*ast.Ident); ok && (id.Name == "Trigger" || id.Name == "Action") {
 				for _, n := range vs.Names {
 					names[n.Name] = true
 				}
 			}
 		}
 	}
-	require.Len(t, names, len(events)+len(transitions.Actions()), "every event and action of the table has a constant")
+	require.Len(t, names, len(triggers)+len(transitions.Actions()), "every trigger and action of the table has a constant")
 
 	files, err := filepath.Glob("*.go")
 	require.NoError(t, err)
@@ -66,7 +66,7 @@ func TestNothingDecidesByEventName(t *testing.T) {
 		ast.Inspect(file, func(n ast.Node) bool {
 			switch n := n.(type) {
 			case *ast.GenDecl:
-				// Constants of other types may share a word with an event
+				// Constants of other types may share a word with a trigger
 				// (CompactionReason "overflow"): only their uses matter.
 				if n.Tok == token.CONST {
 					return false
@@ -75,15 +75,15 @@ func TestNothingDecidesByEventName(t *testing.T) {
 				if x, ok := n.X.(*ast.Ident); ok && x.Name == "transitions" && names[n.Sel.Name] {
 					t.Errorf("%s: names transitions.%s: what a rule does belongs in its actions, each a function of its own", fset.Position(n.Pos()), n.Sel.Name)
 				}
-				if x, ok := n.X.(*ast.Ident); n.Sel.Name == "Event" && !(ok && x.Name == "transitions") {
-					// tr.Event, rule.Event: only reporting a move may read it.
+				if x, ok := n.X.(*ast.Ident); n.Sel.Name == "Trigger" && !(ok && x.Name == "transitions") {
+					// tr.Trigger, rule.Trigger: only reporting a move may read it.
 					if f != "step.go" {
-						t.Errorf("%s: reads a rule's Event outside the report of a move", fset.Position(n.Pos()))
+						t.Errorf("%s: reads a rule's Trigger outside the report of a move", fset.Position(n.Pos()))
 					}
 				}
 			case *ast.BasicLit:
-				if n.Kind == token.STRING && events[strings.Trim(n.Value, "`\"")] {
-					t.Errorf("%s: spells the event %s", fset.Position(n.Pos()), n.Value)
+				if n.Kind == token.STRING && triggers[strings.Trim(n.Value, "`\"")] {
+					t.Errorf("%s: spells the trigger %s", fset.Position(n.Pos()), n.Value)
 				}
 			}
 			return true

@@ -115,7 +115,7 @@ func line(ev session.Event) string {
 	case session.MessageEnd:
 		return fmt.Sprintf("message %s %s %q", e.Message.Role, e.Message.StopReason, e.Message.ErrorMessage)
 	case session.StateChange:
-		return fmt.Sprintf("%s>%s %s", e.From, e.To, e.Event)
+		return fmt.Sprintf("%s>%s %s", e.From, e.To, e.Trigger)
 	case session.AutoRetryStart:
 		return fmt.Sprintf("retry_start %d/%d %dms", e.Attempt, e.MaxAttempts, e.DelayMs)
 	case session.AutoRetryEnd:

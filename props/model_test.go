@@ -24,7 +24,7 @@ import (
 // edge is one (source state, event) pair of the table.
 type edge struct {
 	from  states.State
-	event transitions.Event
+	event transitions.Trigger
 }
 
 // coverage counts the table's edges taken across every run of the
@@ -274,16 +274,16 @@ func (h *harness) process(ev session.Event) {
 
 func (h *harness) stateChange(e session.StateChange) {
 	h.t.Helper()
-	i := slices.IndexFunc(transitions.Table(), func(r transitions.Rule) bool { return r.Event == e.Event })
+	i := slices.IndexFunc(transitions.Table(), func(r transitions.Rule) bool { return r.Trigger == e.Trigger })
 	if i < 0 || e.From != h.state || !slices.Contains(transitions.Table()[i].From, e.From) || e.To != transitions.Table()[i].To {
-		h.fail("§9.9: state_change %s>%s %s from model state %s does not follow the table", e.From, e.To, e.Event, h.state)
+		h.fail("§9.9: state_change %s>%s %s from model state %s does not follow the table", e.From, e.To, e.Trigger, h.state)
 	}
-	h.cov.add(edge{e.From, e.Event})
+	h.cov.add(edge{e.From, e.Trigger})
 	if e.From == states.Classifying {
-		if h.expect != nil && h.expect.Event != e.Event {
-			h.fail("§9.9: the table predicts %s for the facts of the last message, the session took %s", h.expect.Event, e.Event)
+		if h.expect != nil && h.expect.Trigger != e.Trigger {
+			h.fail("§9.9: the table predicts %s for the facts of the last message, the session took %s", h.expect.Trigger, e.Trigger)
 		}
-		if e.Event == transitions.Overflow {
+		if e.Trigger == transitions.Overflow {
 			h.episodeRecovered++
 			if h.episodeRecovered > 1 {
 				h.fail("§9.6: an overflow episode was compacted twice")
@@ -292,10 +292,10 @@ func (h *harness) stateChange(e session.StateChange) {
 		}
 		h.expect = nil
 	}
-	if e.From == states.Idle && e.Event != transitions.AgentEnd && e.Event != transitions.CheckOverflow && e.Event != transitions.CheckThreshold {
-		h.fail("the check before a prompt took %s: it only compacts", e.Event)
+	if e.From == states.Idle && e.Trigger != transitions.AgentEnd && e.Trigger != transitions.CheckOverflow && e.Trigger != transitions.CheckThreshold {
+		h.fail("the check before a prompt took %s: it only compacts", e.Trigger)
 	}
-	if e.Event == transitions.AgentEnd {
+	if e.Trigger == transitions.AgentEnd {
 		if !h.runEnded {
 			h.fail("agent_end without a run that ended")
 		}
@@ -307,7 +307,7 @@ func (h *harness) stateChange(e session.StateChange) {
 		h.expect = &r
 		h.runEnded = false
 	}
-	if e.From == states.Continuing && e.Event == transitions.Cancel {
+	if e.From == states.Continuing && e.Trigger == transitions.Cancel {
 		h.detached = true
 	}
 	if e.To == states.Idle && (h.attempt != 0 || h.chainOpen) {
@@ -557,7 +557,7 @@ func (h *harness) Check(t *rapid.T) {
 // but those that need a credential store or Compact, which
 // TestReplayEveryPath takes. Internal rules emit no state_change and are
 // not counted.
-func modelled(ev transitions.Event, from states.State) bool {
+func modelled(ev transitions.Trigger, from states.State) bool {
 	switch ev {
 	case transitions.RetryNow, transitions.Compact, transitions.CompactInBackoff:
 		return false
@@ -605,11 +605,11 @@ func TestSessionModel(t *testing.T) {
 		missing = missing[:0]
 		for _, r := range transitions.Table() {
 			for _, from := range r.From {
-				if r.Internal(from) || !modelled(r.Event, from) {
+				if r.Internal(from) || !modelled(r.Trigger, from) {
 					continue
 				}
-				if cov.taken[edge{from, r.Event}] == 0 {
-					missing = append(missing, fmt.Sprintf("%s from %s", r.Event, from))
+				if cov.taken[edge{from, r.Trigger}] == 0 {
+					missing = append(missing, fmt.Sprintf("%s from %s", r.Trigger, from))
 				}
 			}
 		}

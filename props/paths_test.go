@@ -22,7 +22,7 @@ import (
 // step is one move of a path: the event taken from a state.
 type step struct {
 	from  states.State
-	event transitions.Event
+	event transitions.Trigger
 	to    states.State
 }
 
@@ -46,17 +46,17 @@ func shortestPaths() map[edge][]step {
 		s := queue[0]
 		queue = queue[1:]
 		for _, r := range rules {
-			e := edge{s, r.Event}
+			e := edge{s, r.Trigger}
 			if !slices.Contains(r.From, s) || r.Internal(s) || unplayed[e] {
 				continue
 			}
-			p := append(slices.Clone(toState[s]), step{s, r.Event, r.To})
+			p := append(slices.Clone(toState[s]), step{s, r.Trigger, r.To})
 			if _, seen := paths[e]; !seen {
 				paths[e] = p
 			}
 			// The check before a prompt and a manual compaction have no
 			// continuation to follow: a path goes no further through them.
-			if s == states.Idle && r.Event != transitions.AgentEnd {
+			if s == states.Idle && r.Trigger != transitions.AgentEnd {
 				continue
 			}
 			if _, seen := toState[r.To]; !seen {
@@ -88,14 +88,14 @@ func TestEveryEdgeHasAShortestPath(t *testing.T) {
 	paths := shortestPaths()
 	for _, r := range transitions.Table() {
 		for _, from := range r.From {
-			if r.Internal(from) || unplayed[edge{from, r.Event}] {
+			if r.Internal(from) || unplayed[edge{from, r.Trigger}] {
 				continue
 			}
-			p, ok := paths[edge{from, r.Event}]
-			require.True(t, ok, "no path takes %s from %s", r.Event, from)
+			p, ok := paths[edge{from, r.Trigger}]
+			require.True(t, ok, "no path takes %s from %s", r.Trigger, from)
 			require.Equal(t, states.Idle, p[0].from)
 			last := p[len(p)-1]
-			assert.Equal(t, step{from, r.Event, r.To}, last)
+			assert.Equal(t, step{from, r.Trigger, r.To}, last)
 			for i := 1; i < len(p); i++ {
 				assert.Equal(t, p[i-1].to, p[i].from, "a path is connected")
 			}
@@ -131,7 +131,7 @@ type action struct {
 }
 
 // callFor is the answer of a run whose decision must take next.
-func callFor(next transitions.Event) scripted.Call {
+func callFor(next transitions.Trigger) scripted.Call {
 	switch next {
 	case transitions.Retry, transitions.Exhaust:
 		return scripted.Call{StopReason: "error", ErrorMessage: "503 Service Unavailable"}
@@ -156,7 +156,7 @@ func play(path []step) scenario {
 	sc := scenario{maxRetries: 3}
 	retries := 0
 	for i, st := range path {
-		var next transitions.Event
+		var next transitions.Trigger
 		if i+1 < len(path) {
 			next = path[i+1].event
 		}
@@ -168,7 +168,7 @@ func play(path []step) scenario {
 		case transitions.CheckOverflow, transitions.CheckThreshold:
 			c := callFor(st.event)
 			sc.before = &c
-			sc.calls = append(sc.calls, callFor(transitions.Settle))
+			sc.calls = append(sc.calls, callFor(transitions.Accept))
 		case transitions.RetryNow:
 			sc.credentials = true
 		}
@@ -192,7 +192,7 @@ func play(path []step) scenario {
 			case transitions.StartFailed:
 				sc.calls = append(sc.calls, scripted.Call{Refuse: "refused"})
 			case transitions.Cancel, "":
-				c := callFor(transitions.Settle)
+				c := callFor(transitions.Accept)
 				c.LatencyMs = 5000
 				sc.calls = append(sc.calls, c)
 			}
@@ -261,7 +261,7 @@ func TestReplayEveryPath(t *testing.T) {
 				s.Subscribe(func(ev session.Event) {
 					if sc, ok := ev.(session.StateChange); ok {
 						mu.Lock()
-						moves = append(moves, step{sc.From, sc.Event, sc.To})
+						moves = append(moves, step{sc.From, sc.Trigger, sc.To})
 						mu.Unlock()
 					}
 				})

@@ -69,7 +69,7 @@ func TestOverflowCompactionContinuation(t *testing.T) {
 			"message stop",
 			"agent_end",
 			"continuing>classifying agent_end",
-			"classifying>idle settle",
+			"classifying>idle accept",
 		}, rec.lines()[n:])
 		msgs := s.Messages()
 		require.GreaterOrEqual(t, len(msgs), 2)

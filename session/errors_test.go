@@ -63,7 +63,7 @@ func TestTurnErrorKeepsProviderError(t *testing.T) {
 		var ex *session.ExhaustedError
 		require.ErrorAs(t, err, &ex)
 		assert.Equal(t, session.ExhaustedError{Attempts: 2, Last: "503 Service Unavailable", Err: cause}, *ex)
-		assert.Equal(t, "session: retries exhausted after 2 attempts: 503 Service Unavailable", err.Error())
+		assert.Equal(t, "policy: retries exhausted after 2 attempts: 503 Service Unavailable", err.Error())
 		s.Flush()
 		evs := rec.events()
 		assert.Equal(t, session.TurnSettled{Err: err, ErrorClass: classify.Retryable}, evs[len(evs)-1], "the turn names the class of the error that failed it")
@@ -74,7 +74,7 @@ func TestTurnErrorKeepsProviderError(t *testing.T) {
 		assert.NotErrorIs(t, err, session.ErrExhausted)
 		require.ErrorAs(t, err, &got)
 		assert.Same(t, cause, got)
-		assert.Equal(t, "session: provider error: 503 Service Unavailable", err.Error())
+		assert.Equal(t, "policy: provider error: 503 Service Unavailable", err.Error())
 		s.Flush()
 		evs = rec.events()
 		assert.Equal(t, session.TurnSettled{Err: err, ErrorClass: classify.Retryable}, evs[len(evs)-1], "settled with retries off")
@@ -87,7 +87,7 @@ func TestExhaustedErrorWithoutGoError(t *testing.T) {
 	err := error(&session.ExhaustedError{Attempts: 3, Last: "503"})
 	assert.ErrorIs(t, err, session.ErrExhausted)
 	assert.ErrorIs(t, err, session.ErrProvider)
-	assert.Equal(t, "session: retries exhausted after 3 attempts: 503", err.Error())
+	assert.Equal(t, "policy: retries exhausted after 3 attempts: 503", err.Error())
 	assert.False(t, errors.Is(err, context.Canceled))
 }
 

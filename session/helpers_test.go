@@ -131,7 +131,7 @@ func describe(ev session.Event) string {
 		}
 		return "compaction_end nothing"
 	case session.StateChange:
-		return fmt.Sprintf("%s>%s %s", e.From, e.To, e.Event)
+		return fmt.Sprintf("%s>%s %s", e.From, e.To, e.Trigger)
 	case session.EventsDropped:
 		return fmt.Sprintf("dropped %d", e.Count)
 	}

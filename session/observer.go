@@ -25,7 +25,7 @@ type Observer interface {
 	// StartTurn is called as a turn begins, with the caller's context
 	// stripped of its deadline and cancellation: Prompt's, or
 	// context.Background() for Send and for the turn in flight of a
-	// resumed snapshot. It returns the turn's context: the turn's events
+	// restored snapshot. It returns the turn's context: the turn's events
 	// are observed with it and its runs start from it.
 	StartTurn(ctx context.Context, sessionID string, model Model) context.Context
 	// StartRun is called just before the agent is called for a run, with

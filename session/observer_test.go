@@ -136,7 +136,7 @@ func TestObserverSeesTheTurnInTheCallersContext(t *testing.T) {
 			"event turn=T agent_end",
 			"end 2 err=<nil>",
 			"event turn=T continuing>classifying agent_end",
-			"event turn=T classifying>idle settle",
+			"event turn=T classifying>idle accept",
 			"event turn=T settled err=<nil>",
 		}, obs.lines())
 		assert.Equal(t, []string{"caller=C turn=T run=1", "caller=C turn=T run=2"}, agent.seen)
@@ -162,7 +162,7 @@ func TestObserversInOrderAndSend(t *testing.T) {
 		assert.Equal(t, "run 1 caller=- turn=B prompt=true", b.lines()[1], "each StartRun is given the turn's context, as the last observer made it")
 		assert.Contains(t, a.lines(), "end 1 err=the agent panicked: boom")
 		assert.Contains(t, b.lines(), "end 1 err=the agent panicked: boom")
-		assert.Equal(t, "event turn=B settled err=session: provider error: the agent panicked: boom", b.lines()[len(b.lines())-1])
+		assert.Equal(t, "event turn=B settled err=policy: provider error: the agent panicked: boom", b.lines()[len(b.lines())-1])
 	})
 }
 

@@ -33,7 +33,7 @@ func TestErrorThenSuccess(t *testing.T) {
 			"retry_end ok 1",
 			"agent_end",
 			"continuing>classifying agent_end",
-			"classifying>idle settle",
+			"classifying>idle accept",
 		}, rec.lines())
 		assert.Equal(t, 2*time.Second, rec.timeOf("backoff>continuing"))
 		assert.Equal(t, states.Idle, s.State())

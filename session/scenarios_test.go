@@ -75,7 +75,7 @@ func TestRetriedRunWithTools(t *testing.T) {
 			"message stop",
 			"agent_end",
 			"continuing>classifying agent_end",
-			"classifying>idle settle",
+			"classifying>idle accept",
 		}, rec.lines())
 		assert.Equal(t, 2100*time.Millisecond, rec.timeOf("retry_end"))
 	})
@@ -134,7 +134,7 @@ func TestAbortRetryIdleDoesNothing(t *testing.T) {
 		s.AbortRetry() // a user's run in flight, no wait pending
 		require.NoError(t, <-done)
 		assert.Empty(t, rec.recovery())
-		assert.Equal(t, []string{"agent_start", "message stop", "agent_end", "idle>classifying agent_end", "classifying>idle settle"}, rec.lines())
+		assert.Equal(t, []string{"agent_start", "message stop", "agent_end", "idle>classifying agent_end", "classifying>idle accept"}, rec.lines())
 	})
 }
 

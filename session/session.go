@@ -40,10 +40,10 @@ type Session struct {
 	observers  []Observer
 	// secrets are the secrets the session's runs noted (NoteSecret).
 	secrets *redactor
-	// setup and resume are what the options chose, until New has made the
+	// setup and restore are what the options chose, until New has made the
 	// engine from them.
-	setup  *policy.Setup
-	resume *Snapshot
+	setup   *policy.Setup
+	restore *Snapshot
 
 	// The loop: closures queued for the one goroutine that runs them. A
 	// goroutine runs the queue only while it is not empty, so a session
@@ -204,13 +204,13 @@ func WithLogger(l *slog.Logger) Option {
 	}
 }
 
-// WithSnapshot makes New resume the session a Snapshot was taken of, on its
+// WithSnapshot makes New restore the session a Snapshot was taken of, on its
 // history (WithHistory): same identity, settings, state, attempt and
-// backoff deadline (see policy.Resume: a run or compaction that was in
-// flight is resumed as interrupted). The snapshot's settings and session
+// backoff deadline (see policy.Restore: a run or compaction that was in
+// flight is restored as interrupted). The snapshot's settings and session
 // ID win over WithConfig and WithSessionID.
 func WithSnapshot(snap Snapshot) Option {
-	return func(s *Session) error { s.resume = &snap; return nil }
+	return func(s *Session) error { s.restore = &snap; return nil }
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)
@@ -233,7 +233,7 @@ func refuseNil(v any, what string) error {
 // New starts a session that runs agent. It fails when agent is nil (or a
 // nil pointer or func in the interface), an
 // option is invalid, the history holds an invalid entry (ErrInvalidEntry)
-// or the snapshot cannot be resumed (policy.ErrSnapshot).
+// or the snapshot cannot be restored (policy.ErrSnapshot).
 func New(agent Agent, opts ...Option) (*Session, error) {
 	if err := refuseNil(agent, "Agent"); err != nil {
 		return nil, err
@@ -254,8 +254,8 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 		}
 	}
 	if s.setup.SessionID == "" {
-		if s.resume != nil {
-			s.setup.SessionID = s.resume.SessionID
+		if s.restore != nil {
+			s.setup.SessionID = s.restore.SessionID
 		} else {
 			var b [8]byte
 			_, _ = rand.Read(b[:])
@@ -269,10 +269,10 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 	}
 	s.setup.Before, s.setup.History = before, entries
 	var effects []policy.Effect
-	if s.resume != nil {
-		s.x.engine, effects, err = policy.Resume(*s.setup, *s.resume, time.Now(), s.draw())
+	if s.restore != nil {
+		s.x.engine, effects, err = policy.Restore(*s.setup, *s.restore, time.Now(), s.draw())
 		if err == nil {
-			s.setup.SessionID, s.setup.Config = s.resume.SessionID, s.resume.Config
+			s.setup.SessionID, s.setup.Config = s.restore.SessionID, s.restore.Config
 		}
 	} else {
 		s.x.engine, err = policy.New(*s.setup)
@@ -280,13 +280,13 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 	if err != nil {
 		return nil, err
 	}
-	resumedTurn := s.resume != nil && s.resume.Turn
-	s.setup, s.resume = nil, nil // the entries read go with them
-	if len(effects) > 0 || resumedTurn {
-		// On the loop, which publishes the status: a resumed backoff's
+	restoredTurn := s.restore != nil && s.restore.Turn
+	s.setup, s.restore = nil, nil // the entries read go with them
+	if len(effects) > 0 || restoredTurn {
+		// On the loop, which publishes the status: a restored backoff's
 		// timer may fire, and the loop run, as soon as it is armed.
 		_ = s.do(func() {
-			if resumedTurn && len(s.observers) > 0 {
+			if restoredTurn && len(s.observers) > 0 {
 				s.startTurn(context.Background())
 			}
 			s.apply(effects)
@@ -514,7 +514,7 @@ func (s *Session) Config() Config {
 	return cfg
 }
 
-// Status returns the session's whole observable state at once: the
+// Status returns everything the session reports of itself, at once: the
 // machine's state, the attempt, the settings, whether a run or a
 // compaction is in flight, the size of the runtime context. Read together,
 // its fields never contradict each other.
@@ -544,9 +544,9 @@ func (s *Session) IsCompacting() bool { return s.Status().Compacting }
 // MessageCount returns the number of messages in the runtime context.
 func (s *Session) MessageCount() int { return s.Status().MessageCount }
 
-// Snapshot returns the session's state as a serializable value, to resume
+// Snapshot returns the session's engine as a serializable value, to restore
 // it in another process with WithSnapshot and the same history. Taken with
-// nothing in flight (idle, or waiting out a backoff), it resumes exactly.
+// nothing in flight (idle, or waiting out a backoff), it restores exactly.
 func (s *Session) Snapshot() (Snapshot, error) {
 	var snap Snapshot
 	err := s.do(func() { snap = s.x.engine.Snapshot() })

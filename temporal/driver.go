@@ -176,19 +176,19 @@ func (d *driver) startRun(id policy.RunID, in RunInput) {
 
 // interrupted goes on from a run whose activity timed out: its worker was
 // lost mid-run, and what the agent reported is lost with it. The engine is
-// resumed from its own snapshot, as a session resumed in another process
+// restored from its own snapshot, as a session restored in another process
 // is: the run in flight goes through the decision as a transient failure
-// of its attempt (policy.Resume), so the chain retries it within its
+// of its attempt (policy.Restore), so the chain retries it within its
 // limits, and a turn in flight settles as it would have.
 func (d *driver) interrupted(ctx workflow.Context) {
 	snap := d.engine.Snapshot()
 	setup := d.setup
 	setup.History = d.history
-	engine, effects, err := policy.Resume(setup, snap, workflow.Now(ctx), d.draw(ctx))
+	engine, effects, err := policy.Restore(setup, snap, workflow.Now(ctx), d.draw(ctx))
 	if err != nil {
 		// The snapshot is the engine's own, on its own history: this
 		// cannot happen but by a defect, which the log reports.
-		workflow.GetLogger(ctx).Error("temporal: cannot resume after a lost run", "error", err)
+		workflow.GetLogger(ctx).Error("temporal: cannot restore after a lost run", "error", err)
 		return
 	}
 	d.inputs++

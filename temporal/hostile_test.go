@@ -254,7 +254,7 @@ func TestRunLostWithItsWorker(t *testing.T) {
 		`{"type":"state_change","from":"backoff","to":"continuing","event":"elapsed"}`,
 		`{"type":"auto_retry_end","success":true,"attempt":1,"outcome":"recovered"}`,
 		`{"type":"state_change","from":"continuing","to":"classifying","event":"agent_end"}`,
-		`{"type":"state_change","from":"classifying","to":"idle","event":"settle"}`,
+		`{"type":"state_change","from":"classifying","to":"idle","event":"accept"}`,
 		`{"type":"turn_settled","success":true}`,
 	}, snk.recovery(t))
 }

@@ -110,7 +110,7 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 	}
 }
 
-// newDriver makes the session's engine from in: new, or resumed from its
+// newDriver makes the session's engine from in: new, or restored from its
 // snapshot.
 func newDriver(ctx workflow.Context, w *Workflow, in Start) (*driver, []policy.Effect, error) {
 	info := workflow.GetInfo(ctx)
@@ -127,7 +127,7 @@ func newDriver(ctx workflow.Context, w *Workflow, in Start) (*driver, []policy.E
 	var effects []policy.Effect
 	var err error
 	if in.Snapshot != nil {
-		d.engine, effects, err = policy.Resume(setup, *in.Snapshot, workflow.Now(ctx), 0)
+		d.engine, effects, err = policy.Restore(setup, *in.Snapshot, workflow.Now(ctx), 0)
 	} else {
 		d.engine, err = policy.New(setup)
 	}

@@ -2,7 +2,7 @@ package transitions
 
 // Action names one thing a rule does when it is taken, as data: the policy
 // package carries each out in a case of its own, the diagrams
-// draw them after the guard (event [guard] / action, action), and
+// draw them after the guard (trigger [guard] / action, action), and
 // Doc says what each does.
 type Action string
 

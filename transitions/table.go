@@ -6,44 +6,48 @@ import (
 	"github.com/agentfsm/agentfsm/states"
 )
 
-// Event names one rule of the table: the edge the machine takes, as the
-// diagrams and the state_change event name it.
-type Event string
+// Trigger is the input that fires one rule of the table: it names the edge
+// the machine takes, as the diagrams and the state_change event name it.
+// Each rule has its own trigger; what happened to the session is the
+// Signal in Facts, and which rule's trigger fires is the guards' choice.
+type Trigger string
 
-// The events, in table order.
+// The triggers, in table order.
 const (
-	AgentEnd       Event = "agent_end"
-	StartFailed    Event = "start_failed"
-	Reply          Event = "reply"
-	AskCredentials Event = "ask_credentials"
-	Retry          Event = "retry"
-	RetryNow       Event = "retry_now"
-	Exhaust        Event = "exhaust"
-	Overflow       Event = "overflow"
-	Threshold      Event = "threshold"
-	Refuse         Event = "refuse"
-	Unrecovered    Event = "unrecovered"
-	Settle         Event = "settle"
-	CheckOverflow  Event = "check_overflow"
-	CheckThreshold Event = "check_threshold"
-	Elapsed        Event = "elapsed"
-	Compact        Event = "compact"
+	AgentEnd       Trigger = "agent_end"
+	StartFailed    Trigger = "start_failed"
+	Reply          Trigger = "reply"
+	AskCredentials Trigger = "ask_credentials"
+	Retry          Trigger = "retry"
+	RetryNow       Trigger = "retry_now"
+	Exhaust        Trigger = "exhaust"
+	Overflow       Trigger = "overflow"
+	Threshold      Trigger = "threshold"
+	Refuse         Trigger = "refuse"
+	Unrecovered    Trigger = "unrecovered"
+	// Accept: the decision takes the run's outcome as it is (a success,
+	// an abort, or an error nothing recovers): the turn ends on it.
+	Accept         Trigger = "accept"
+	CheckOverflow  Trigger = "check_overflow"
+	CheckThreshold Trigger = "check_threshold"
+	Elapsed        Trigger = "elapsed"
+	Compact        Trigger = "compact"
 	// CompactInBackoff: Compact during a backoff ends the chain first.
-	CompactInBackoff Event = "compact_in_backoff"
-	CompactRefused   Event = "compact_refused"
-	Resume           Event = "resume"
-	CompactionEnd    Event = "compaction_end"
-	RecoveryFailed   Event = "recovery_failed"
-	Abort            Event = "abort"
-	Cancel           Event = "cancel"
-	CancelRetry      Event = "cancel_retry"
+	CompactInBackoff Trigger = "compact_in_backoff"
+	CompactRefused   Trigger = "compact_refused"
+	Resume           Trigger = "resume"
+	CompactionEnd    Trigger = "compaction_end"
+	RecoveryFailed   Trigger = "recovery_failed"
+	Abort            Trigger = "abort"
+	Cancel           Trigger = "cancel"
+	CancelRetry      Trigger = "cancel_retry"
 	// CancelCompaction: AbortCompaction stopped the compaction in flight.
-	CancelCompaction Event = "cancel_compaction"
-	Reset            Event = "reset"
+	CancelCompaction Trigger = "cancel_compaction"
+	Reset            Trigger = "reset"
 )
 
-// String returns the event's name.
-func (e Event) String() string { return string(e) }
+// String returns the trigger's name.
+func (t Trigger) String() string { return string(t) }
 
 // Guard is a named predicate over the source state and the Facts. Holds must
 // be pure: the same arguments always give the same answer.
@@ -62,7 +66,7 @@ type Guard struct {
 // whose To is Stay (or is its source state) is internal: the machine stays
 // where it is and only the actions happen.
 type Rule struct {
-	Event   Event
+	Trigger Trigger
 	From    []states.State
 	To      states.State
 	Guard   Guard
@@ -86,7 +90,7 @@ func (r Rule) Target(from states.State) states.State {
 }
 
 // The guards. In classifying exactly one of them holds for any facts:
-// settle's is the complement of the others, which exclude each other by
+// accept's is the complement of the others, which exclude each other by
 // class, settings and the credential store's answer. Everywhere else at
 // most one holds.
 var (
@@ -297,7 +301,7 @@ var table = Rules{
 	{Threshold, from(classifying), compacting, guardOverThreshold, do(EndChainFailed, StartThresholdCompaction)},
 	{Refuse, from(classifying), idle, guardOverflowRepeated, do(EndChainFailed, ReportRefusal, FailTurnOverflow)},
 	{Unrecovered, from(classifying), idle, guardOverflowNotCompacted, do(EndChainFailed, FailTurnOverflow)},
-	{Settle, from(classifying), idle, guardNothingToDo, do(EndChainFailed, FailTurnMessage)},
+	{Accept, from(classifying), idle, guardNothingToDo, do(EndChainFailed, FailTurnMessage)},
 
 	// The check before a prompt.
 	{CheckOverflow, from(idle), compacting, guardOverflowRecoverable, do(RemoveFailed, StartCheckOverflowCompaction)},

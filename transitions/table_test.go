@@ -14,10 +14,10 @@ import (
 )
 
 // specNext is §5 of the policy written out by hand, independently of the
-// guards in the table: the event the specification names for a state and the
-// facts, the actions that event performs, or false when the occurrence
+// guards in the table: the trigger the specification names for a state and the
+// facts, the actions its rule performs, or false when the occurrence
 // changes nothing.
-func specNext(s states.State, f tr.Facts) (tr.Event, []tr.Action, bool) {
+func specNext(s states.State, f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 	retryable := f.Class == classify.Retryable || f.Class == classify.UsageLimit
 	w := f.ContextWindow
 	over := w > 0 && f.Tokens > w-max(w*15/100, f.ReserveTokens)
@@ -83,12 +83,12 @@ func specNext(s states.State, f tr.Facts) (tr.Event, []tr.Action, bool) {
 			}
 			return tr.Exhaust, []tr.Action{tr.EndChainExhausted, tr.FailTurnExhausted}, true
 		}
-		settle := []tr.Action{tr.EndChainFailed, tr.FailTurnMessage}
+		accept := []tr.Action{tr.EndChainFailed, tr.FailTurnMessage}
 		// §4.2 step 3: the overflow path owns a same-model overflow.
 		if f.Class == classify.Overflow && f.SameModel {
 			switch {
 			case f.Stale:
-				return tr.Settle, settle, true
+				return tr.Accept, accept, true
 			case !f.CompactionEnabled:
 				return tr.Unrecovered, []tr.Action{tr.EndChainFailed, tr.FailTurnOverflow}, true
 			case f.EpisodeCompacted:
@@ -99,16 +99,16 @@ func specNext(s states.State, f tr.Facts) (tr.Event, []tr.Action, bool) {
 		// §4.2 steps 1, 2, 4: aborted (not before a prompt), stale,
 		// compaction off, an error: stop.
 		if f.Error || retryable || f.Class == classify.Fatal {
-			return tr.Settle, settle, true
+			return tr.Accept, accept, true
 		}
 		if (f.Aborted && f.Signal != tr.PromptCheck) || f.Stale || !f.CompactionEnabled {
-			return tr.Settle, settle, true
+			return tr.Accept, accept, true
 		}
 		// §4.2 step 5.
 		if over {
 			return tr.Threshold, []tr.Action{tr.EndChainFailed, tr.StartThresholdCompaction}, true
 		}
-		return tr.Settle, settle, true
+		return tr.Accept, accept, true
 	case states.Backoff:
 		switch f.Signal {
 		case tr.TimerFired:
@@ -152,7 +152,7 @@ func specNext(s states.State, f tr.Facts) (tr.Event, []tr.Action, bool) {
 var cancelActions = []tr.Action{tr.FailTurnAborted, tr.CancelRun, tr.DropDecision, tr.StopTimer, tr.EndChainCancelled, tr.StopCompaction, tr.DropPrompt}
 
 // compact is Compact() in idle.
-func compact(f tr.Facts) (tr.Event, []tr.Action, bool) {
+func compact(f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 	if f.AlreadyCompacted {
 		return tr.CompactRefused, []tr.Action{tr.RefuseCompaction}, true
 	}
@@ -167,17 +167,17 @@ func applies(r tr.Rule, s states.State, f tr.Facts) bool {
 // checkAgainstSpec fails t unless exactly the rule the specification names
 // applies, with the specification's actions.
 func checkAgainstSpec(t interface{ Fatalf(string, ...any) }, rules tr.Rules, s states.State, f tr.Facts) {
-	var holding []tr.Event
+	var holding []tr.Trigger
 	for _, r := range rules {
 		if applies(r, s, f) {
-			holding = append(holding, r.Event)
+			holding = append(holding, r.Trigger)
 		}
 	}
 	want, actions, ok := specNext(s, f)
 	got, gotOK := rules.Next(s, f)
-	if len(holding) > 1 || ok != gotOK || (ok && (got.Event != want || holding[0] != want || !slices.Equal(got.Actions, actions))) {
+	if len(holding) > 1 || ok != gotOK || (ok && (got.Trigger != want || holding[0] != want || !slices.Equal(got.Actions, actions))) {
 		t.Fatalf("state %s, facts %+v: rules holding %v, Next %v %v/%v, spec names %q %v/%v",
-			s, f, holding, got.Event, got.Actions, gotOK, want, actions, ok)
+			s, f, holding, got.Trigger, got.Actions, gotOK, want, actions, ok)
 	}
 }
 
@@ -245,9 +245,9 @@ func TestExhaustive(t *testing.T) {
 	t.Logf("checked %d (state, facts) combinations", checked)
 }
 
-// TestNextEveryStateAndEvent walks every (state, event) pair of the table
+// TestNextEveryStateAndTrigger walks every (state, trigger) pair of the table
 // with facts that select it, and the occurrences that change nothing.
-func TestNextEveryStateAndEvent(t *testing.T) {
+func TestNextEveryStateAndTrigger(t *testing.T) {
 	base := tr.Facts{RetryEnabled: true, CompactionEnabled: true, MaxRetries: 3, ContextWindow: 200000, ReserveTokens: 16384, SameModel: true}
 	with := func(mod func(*tr.Facts)) tr.Facts { f := base; mod(&f); return f }
 	ended := func(mod func(*tr.Facts)) tr.Facts {
@@ -257,7 +257,7 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		name  string
 		from  states.State
 		facts tr.Facts
-		want  tr.Event // "" when nothing applies
+		want  tr.Trigger // "" when nothing applies
 		to    states.State
 	}{
 		{"a user's run ends", states.Idle, ended(func(*tr.Facts) {}), tr.AgentEnd, states.Classifying},
@@ -285,21 +285,21 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		{"usage limit retries", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error = classify.UsageLimit, true }), tr.Retry, states.Backoff},
 		{"retryable, no attempts left", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Attempt = classify.Retryable, true, 3 }), tr.Exhaust, states.Exhausted},
 		{"retryable, hint over the cap", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.HintOverCap = classify.Retryable, true, true }), tr.Exhaust, states.Exhausted},
-		{"retryable, retry off", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.RetryEnabled = classify.Retryable, true, false }), tr.Settle, states.Idle},
+		{"retryable, retry off", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.RetryEnabled = classify.Retryable, true, false }), tr.Accept, states.Idle},
 		{"overflow", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error = classify.Overflow, true }), tr.Overflow, states.Compacting},
 		{"silent overflow", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Tokens = classify.Overflow, 250000 }), tr.Overflow, states.Compacting},
 		{"overflow, episode compacted", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.EpisodeCompacted = classify.Overflow, true, true }), tr.Refuse, states.Idle},
 		{"overflow, compaction off", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.CompactionEnabled = classify.Overflow, true, false }), tr.Unrecovered, states.Idle},
-		{"overflow, stale", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Stale = classify.Overflow, true, true }), tr.Settle, states.Idle},
-		{"overflow from another model", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.SameModel = classify.Overflow, true, false }), tr.Settle, states.Idle},
+		{"overflow, stale", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Stale = classify.Overflow, true, true }), tr.Accept, states.Idle},
+		{"overflow from another model", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.SameModel = classify.Overflow, true, false }), tr.Accept, states.Idle},
 		{"silent overflow from another model", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.SameModel, f.Tokens = classify.Overflow, false, 250000 }), tr.Threshold, states.Compacting},
 		{"over the threshold", states.Classifying, ended(func(f *tr.Facts) { f.Tokens = 170001 }), tr.Threshold, states.Compacting},
-		{"at the threshold", states.Classifying, ended(func(f *tr.Facts) { f.Tokens = 170000 }), tr.Settle, states.Idle},
-		{"over, window unknown", states.Classifying, ended(func(f *tr.Facts) { f.Tokens, f.ContextWindow = 170001, 0 }), tr.Settle, states.Idle},
-		{"over, aborted", states.Classifying, ended(func(f *tr.Facts) { f.Tokens, f.Aborted = 170001, true }), tr.Settle, states.Idle},
-		{"over, stale", states.Classifying, ended(func(f *tr.Facts) { f.Tokens, f.Stale = 170001, true }), tr.Settle, states.Idle},
-		{"fatal error", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Tokens = classify.Fatal, true, 170001 }), tr.Settle, states.Idle},
-		{"success", states.Classifying, ended(func(*tr.Facts) {}), tr.Settle, states.Idle},
+		{"at the threshold", states.Classifying, ended(func(f *tr.Facts) { f.Tokens = 170000 }), tr.Accept, states.Idle},
+		{"over, window unknown", states.Classifying, ended(func(f *tr.Facts) { f.Tokens, f.ContextWindow = 170001, 0 }), tr.Accept, states.Idle},
+		{"over, aborted", states.Classifying, ended(func(f *tr.Facts) { f.Tokens, f.Aborted = 170001, true }), tr.Accept, states.Idle},
+		{"over, stale", states.Classifying, ended(func(f *tr.Facts) { f.Tokens, f.Stale = 170001, true }), tr.Accept, states.Idle},
+		{"fatal error", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Tokens = classify.Fatal, true, 170001 }), tr.Accept, states.Idle},
+		{"success", states.Classifying, ended(func(*tr.Facts) {}), tr.Accept, states.Idle},
 		{"Abort while the store is asked", states.Classifying, with(func(f *tr.Facts) { f.Signal = tr.AbortCalled }), tr.Cancel, states.Cancelled},
 		{"the wait ends", states.Backoff, with(func(f *tr.Facts) { f.Signal, f.CurrentTimer = tr.TimerFired, true }), tr.Elapsed, states.Continuing},
 		{"an earlier backoff's timer", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.TimerFired }), "", ""},
@@ -330,18 +330,18 @@ func TestNextEveryStateAndEvent(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			r, ok := tr.Table().Next(c.from, c.facts)
 			if c.want == "" {
-				assert.False(t, ok, "nothing should apply, got %s", r.Event)
+				assert.False(t, ok, "nothing should apply, got %s", r.Trigger)
 				return
 			}
 			require.True(t, ok, "no rule applies")
-			assert.Equal(t, c.want, r.Event)
+			assert.Equal(t, c.want, r.Trigger)
 			assert.Equal(t, c.to, r.Target(c.from))
-			seen[fmt.Sprintf("%s/%s", c.from, r.Event)] = true
+			seen[fmt.Sprintf("%s/%s", c.from, r.Trigger)] = true
 		})
 	}
 	for _, r := range tr.Table() {
 		for _, from := range r.From {
-			assert.True(t, seen[fmt.Sprintf("%s/%s", from, r.Event)], "no case takes %s from %s", r.Event, from)
+			assert.True(t, seen[fmt.Sprintf("%s/%s", from, r.Trigger)], "no case takes %s from %s", r.Trigger, from)
 		}
 	}
 }
@@ -354,7 +354,7 @@ func TestTableMatchesSpec(t *testing.T) {
 	}
 	idle, classifying, backoff, continuing := states.Idle, states.Classifying, states.Backoff, states.Continuing
 	compacting, exhausted, cancelled := states.Compacting, states.Exhausted, states.Cancelled
-	want := map[tr.Event]row{
+	want := map[tr.Trigger]row{
 		tr.AgentEnd:         {[]states.State{idle, continuing}, classifying, "runEnded"},
 		tr.StartFailed:      {[]states.State{idle, continuing}, idle, "startFailed"},
 		tr.Reply:            {[]states.State{idle, continuing}, tr.Stay, "replySucceeded"},
@@ -366,7 +366,7 @@ func TestTableMatchesSpec(t *testing.T) {
 		tr.Threshold:        {[]states.State{classifying}, compacting, "overThreshold"},
 		tr.Refuse:           {[]states.State{classifying}, idle, "overflowRepeated"},
 		tr.Unrecovered:      {[]states.State{classifying}, idle, "overflowNotCompacted"},
-		tr.Settle:           {[]states.State{classifying}, idle, "nothingToDo"},
+		tr.Accept:           {[]states.State{classifying}, idle, "nothingToDo"},
 		tr.CheckOverflow:    {[]states.State{idle}, compacting, "overflowRecoverable"},
 		tr.CheckThreshold:   {[]states.State{idle}, compacting, "overThreshold"},
 		tr.Elapsed:          {[]states.State{backoff}, continuing, "currentTimerFired"},
@@ -385,14 +385,14 @@ func TestTableMatchesSpec(t *testing.T) {
 	table := tr.Table()
 	require.Len(t, table, len(want))
 	for _, r := range table {
-		w, ok := want[r.Event]
-		require.True(t, ok, "unexpected event %s", r.Event)
-		assert.Equal(t, w.from, r.From, r.Event)
-		assert.Equal(t, w.to, r.To, r.Event)
-		assert.Equal(t, w.guard, r.Guard.Name, r.Event)
-		assert.NotEmpty(t, r.Guard.Doc, r.Event)
+		w, ok := want[r.Trigger]
+		require.True(t, ok, "unexpected trigger %s", r.Trigger)
+		assert.Equal(t, w.from, r.From, r.Trigger)
+		assert.Equal(t, w.to, r.To, r.Trigger)
+		assert.Equal(t, w.guard, r.Guard.Name, r.Trigger)
+		assert.NotEmpty(t, r.Guard.Doc, r.Trigger)
 		for _, a := range r.Actions {
-			assert.NotEmpty(t, a.Doc(), "%s: action %s has no doc", r.Event, a)
+			assert.NotEmpty(t, a.Doc(), "%s: action %s has no doc", r.Trigger, a)
 		}
 	}
 

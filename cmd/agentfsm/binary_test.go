@@ -77,7 +77,7 @@ func TestDemoNonInteractive(t *testing.T) {
 	text := string(out)
 	for _, want := range []string{
 		"outcome: transient: succeeded, 2 retries",
-		"outcome: exhausted: failed: session: retries exhausted after 3 attempts: 503 Service Unavailable",
+		"outcome: exhausted: failed: policy: retries exhausted after 3 attempts: 503 Service Unavailable",
 		"outcome: usage-limit: succeeded, 1 retries",
 		"outcome: overflow: succeeded, 0 retries, 1 compaction(s)",
 		"outcome: cancelled: retry cancelled, 1 retries",

@@ -345,7 +345,7 @@ func TestChatBinaryFailures(t *testing.T) {
 			code, out, errOut = runChatCmd(t, api.chatCmd(t, guard(t), "hi"), "")
 			assert.Equal(t, 1, code)
 			assert.Empty(t, out)
-			assert.Regexp(t, `^agentfsm chat: session: .*401`, errOut)
+			assert.Regexp(t, `^agentfsm chat: policy: .*401`, errOut)
 			assert.Len(t, api.srv.Requests(), 1)
 		})
 	}
@@ -385,7 +385,7 @@ func TestChatBinarySignalAbortsTurn(t *testing.T) {
 			require.ErrorAs(t, err, &exit)
 			assert.Equal(t, 1, exit.ExitCode())
 			assert.Empty(t, out.String())
-			for _, want := range []string{`"stopReason":"aborted"`, `"type":"turn_settled","success":false`, "agentfsm chat: session: "} {
+			for _, want := range []string{`"stopReason":"aborted"`, `"type":"turn_settled","success":false`, "agentfsm chat: policy: "} {
 				assert.Contains(t, rest.String(), want)
 			}
 			reqs := api.srv.Settled()
@@ -457,7 +457,7 @@ func TestChatBinaryStopsAtFailedTurn(t *testing.T) {
 	code, out, errOut := runChatCmd(t, api.chatCmd(t, guard(t)), "first\r\nsecond\nthird\n")
 	assert.Equal(t, 1, code)
 	assert.Equal(t, "One.\n", out)
-	assert.Regexp(t, "^agentfsm chat: session: .*401", errOut)
+	assert.Regexp(t, "^agentfsm chat: policy: .*401", errOut)
 	assert.Len(t, api.srv.Requests(), 2)
 	assert.NotContains(t, string(api.srv.Requests()[0].Raw), `\r`, "a CRLF line is the prompt without its CR")
 }

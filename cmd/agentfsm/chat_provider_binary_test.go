@@ -145,7 +145,7 @@ func TestChatBinaryTimeout(t *testing.T) {
 			assert.Equal(t, 1, code)
 			assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond)
 			assert.Empty(t, out)
-			assert.True(t, strings.HasPrefix(errOut, "agentfsm chat: session: "), errOut)
+			assert.True(t, strings.HasPrefix(errOut, "agentfsm chat: policy: "), errOut)
 			assert.Contains(t, errOut, "context deadline exceeded")
 			reqs := api.srv.Settled()
 			require.Len(t, reqs, 1)

@@ -255,7 +255,7 @@ func act(s *session.Session, esc view.Esc) {
 func describe(ev session.Event) string {
 	switch e := ev.(type) {
 	case session.StateChange:
-		return fmt.Sprintf("  state  %s → %s (%s)", e.From, e.To, e.Event)
+		return fmt.Sprintf("  state  %s → %s (%s)", e.From, e.To, e.Trigger)
 	case session.MessageEnd:
 		m := e.Message
 		switch {

@@ -46,7 +46,7 @@ func TestDiagramFormats(t *testing.T) {
 		assert.Contains(t, out, string(s))
 	}
 	for _, r := range rules {
-		assert.Contains(t, out, string(r.Event)+" ["+r.Guard.Name+"]")
+		assert.Contains(t, out, string(r.Trigger)+" ["+r.Guard.Name+"]")
 	}
 
 	code, out, _ = runCmd("", "diagram")

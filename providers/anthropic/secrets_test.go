@@ -183,7 +183,7 @@ func TestHugeErrorBodyIsBounded(t *testing.T) {
 		require.ErrorIs(t, err, session.ErrProvider)
 		synctest.Wait()
 		assert.Less(t, written.Load(), int64(session.MaxErrorBody+256<<10), "the client read past the limit")
-		assert.LessOrEqual(t, len(err.Error()), session.MaxErrorMessage+len("session: provider error: "))
+		assert.LessOrEqual(t, len(err.Error()), session.MaxErrorMessage+len("policy: provider error: "))
 		ends := rec.ends()
 		require.Len(t, ends, 1)
 		assert.LessOrEqual(t, len(ends[0].ErrorMessage), session.MaxErrorMessage)

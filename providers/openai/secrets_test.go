@@ -118,6 +118,6 @@ func TestOpenAIHugeErrorBodyIsBounded(t *testing.T) {
 		last := msgs[len(msgs)-1]
 		assert.Equal(t, 400, last.HTTPStatus)
 		assert.LessOrEqual(t, len(last.ErrorMessage), session.MaxErrorMessage)
-		assert.LessOrEqual(t, len(err.Error()), session.MaxErrorMessage+len("session: provider error: "))
+		assert.LessOrEqual(t, len(err.Error()), session.MaxErrorMessage+len("policy: provider error: "))
 	})
 }

@@ -150,7 +150,7 @@ func (lg *logger) attrs(ev session.Event) []slog.Attr {
 	}
 	switch e := ev.(type) {
 	case session.StateChange:
-		add(slog.String(KeyStateFrom, string(e.From)), slog.String(KeyStateTo, string(e.To)), slog.String(KeyStateEvent, string(e.Event)))
+		add(slog.String(KeyStateFrom, string(e.From)), slog.String(KeyStateTo, string(e.To)), slog.String(KeyStateEvent, string(e.Trigger)))
 	case session.AutoRetryStart:
 		add(slog.Int(KeyAttempt, e.Attempt), slog.Int(KeyMaxAttempts, e.MaxAttempts),
 			slog.Duration(KeyDelay, time.Duration(e.DelayMs)*time.Millisecond))

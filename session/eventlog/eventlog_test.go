@@ -123,7 +123,7 @@ func TestTransientChain(t *testing.T) {
 			"DEBUG turn_end",
 			"DEBUG agent_end messages=1",
 			"DEBUG state_change state.event=agent_end state.from=continuing state.to=classifying",
-			"DEBUG state_change state.event=settle state.from=classifying state.to=idle",
+			"DEBUG state_change state.event=accept state.from=classifying state.to=idle",
 			"INFO turn_settled turn.outcome=success",
 		}, lines(t, out))
 		assert.Contains(t, out.String(), `"provider":"scripted","model":"scripted-1"`, "the retry names the provider and model")
@@ -143,7 +143,7 @@ func TestExhaustedChainAtWarn(t *testing.T) {
 			"WARN auto_retry_start error.class=retryable error.message=503 retry.attempt=2 retry.delay=4e+09 retry.max_attempts=3",
 			"WARN auto_retry_start error.class=retryable error.message=503 retry.attempt=3 retry.delay=8e+09 retry.max_attempts=3",
 			"ERROR auto_retry_end error.class=retryable error.message=503 retry.attempt=3 retry.outcome=exhausted",
-			"ERROR turn_settled error.code=exhausted error.message=session: retries exhausted after 3 attempts: 503 turn.outcome=failed",
+			"ERROR turn_settled error.code=exhausted error.message=policy: retries exhausted after 3 attempts: 503 turn.outcome=failed",
 		}, lines(t, out))
 	})
 }
@@ -162,7 +162,7 @@ func TestAbortedWait(t *testing.T) {
 		require.ErrorIs(t, <-settled, session.ErrRetryCancelled)
 		assert.Equal(t, []string{
 			"INFO auto_retry_end error.message=Retry cancelled retry.attempt=1 retry.outcome=cancelled",
-			"INFO turn_settled error.code=retry_cancelled error.message=session: retry cancelled turn.outcome=failed",
+			"INFO turn_settled error.code=retry_cancelled error.message=policy: retry cancelled turn.outcome=failed",
 		}, slices.DeleteFunc(lines(t, out), func(l string) bool { return strings.HasPrefix(l, "WARN") }))
 	})
 }

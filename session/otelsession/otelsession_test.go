@@ -206,7 +206,7 @@ func TestExhaustedChain(t *testing.T) {
 		}
 		assert.Equal(t, sorted(
 			"caller <-> @0s+14s {}",
-			"agentfsm.turn <caller> @0s+14s Error(session: retries exhausted after 3 attempts: 503) {agentfsm.turn.outcome=exhausted agentfsm.turn.retries=3 error.type=retryable gen_ai.conversation.id=s1 "+model+" gen_ai.usage.input_tokens=400 gen_ai.usage.output_tokens=80}",
+			"agentfsm.turn <caller> @0s+14s Error(policy: retries exhausted after 3 attempts: 503) {agentfsm.turn.outcome=exhausted agentfsm.turn.retries=3 error.type=retryable gen_ai.conversation.id=s1 "+model+" gen_ai.usage.input_tokens=400 gen_ai.usage.output_tokens=80}",
 			run("0s", 0, false),
 			wait("0s", "2s", 1, 2000),
 			run("2s", 1, true),
@@ -269,7 +269,7 @@ func TestAbortedWait(t *testing.T) {
 		span.End()
 		assert.Equal(t, sorted(
 			"caller <-> @0s+500ms {}",
-			"agentfsm.turn <caller> @0s+500ms Error(session: retry cancelled) {agentfsm.turn.outcome=retry_cancelled agentfsm.turn.retries=1 error.type=retry_cancelled gen_ai.conversation.id=s1 "+model+" gen_ai.usage.input_tokens=100 gen_ai.usage.output_tokens=20}",
+			"agentfsm.turn <caller> @0s+500ms Error(policy: retry cancelled) {agentfsm.turn.outcome=retry_cancelled agentfsm.turn.retries=1 error.type=retry_cancelled gen_ai.conversation.id=s1 "+model+" gen_ai.usage.input_tokens=100 gen_ai.usage.output_tokens=20}",
 			`agentfsm.run <agentfsm.turn> @0s+0s Error(503) {agentfsm.retry.attempt=0 agentfsm.run.continuation=false error.type=retryable gen_ai.response.finish_reasons=["error"] gen_ai.response.model=scripted-1 `+runAttrs+` gen_ai.usage.input_tokens=100 gen_ai.usage.output_tokens=20}`,
 			"agentfsm.backoff <agentfsm.turn> @0s+500ms {agentfsm.backoff.outcome=cancelled agentfsm.retry.attempt=1 agentfsm.retry.delay_ms=2000 agentfsm.retry.max_attempts=3 error.type=retryable "+model+"}",
 		), r.spanLines())

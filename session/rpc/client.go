@@ -377,7 +377,7 @@ func (c *Client) Compact(ctx context.Context, customInstructions string) (sessio
 	return res.compaction(session.ReasonManual), nil
 }
 
-// GetState returns the session's state.
+// GetState returns the session's status: the data of get_state.
 func (c *Client) GetState(ctx context.Context) (State, error) {
 	data, err := c.call(ctx, "get_state", nil, false)
 	var st State

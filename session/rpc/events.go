@@ -3,6 +3,7 @@ package rpc
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/session"
@@ -92,9 +93,9 @@ type (
 		ErrorMessage string            `json:"errorMessage,omitempty"`
 	}
 	stateChange struct {
-		From  states.State      `json:"from"`
-		To    states.State      `json:"to"`
-		Event transitions.Event `json:"event"`
+		From    states.State        `json:"from"`
+		To      states.State        `json:"to"`
+		Trigger transitions.Trigger `json:"event"`
 	}
 	turnSettled struct {
 		Success    bool      `json:"success"`
@@ -106,6 +107,86 @@ type (
 		Count int `json:"count"`
 	}
 )
+
+// sessionErrors are the policy's errors whose text begins "policy:" in Go
+// and "session:" on the wire, as it did when the wire was fixed: a
+// response's error has no code, so a client tells a busy session or a
+// refused compaction by its text, and reads every error of the stream as
+// the session's, which is what it speaks to.
+var sessionErrors = []error{
+	session.ErrBusy, session.ErrClosed, session.ErrRetryCancelled, session.ErrAborted, session.ErrExhausted,
+	session.ErrProvider, session.ErrOverflow, session.ErrHistory, session.ErrStartFailed,
+	session.ErrNothingToCompact, session.ErrAlreadyCompacted, session.ErrCompactionCancelled,
+}
+
+// The leads of a failed compaction's errorMessage, which the policy writes
+// before the error's text.
+var compactionLeads = []string{"Auto-compaction failed: ", "Context overflow recovery failed: "}
+
+// wireText is text as the wire carries it: when it begins (or a failed
+// compaction's errorMessage goes on, after its lead) with the text of one
+// of sessionErrors, that text's "policy:" is "session:", and so is that of
+// a policy error it wraps (an overflow's compaction error, say). What
+// follows a provider error is the provider's text and goes as it is, as
+// does anything else.
+func wireText(text string) string {
+	for _, l := range compactionLeads {
+		if strings.HasPrefix(text, l) {
+			return l + sessionText(text[len(l):])
+		}
+	}
+	return sessionText(text)
+}
+
+// sessionText maps the policy error text that body begins with, and those
+// it wraps, to their wire text, in one pass over body.
+func sessionText(body string) string {
+	var b strings.Builder
+	for {
+		rest, e, ok := policyPrefix(body)
+		if !ok {
+			if b.Len() == 0 {
+				return body
+			}
+			b.WriteString(body)
+			return b.String()
+		}
+		b.WriteString("session: ")
+		b.WriteString(strings.TrimPrefix(e.Error(), "policy: "))
+		// After an exhausted chain (" after 3 attempts: …") or a provider
+		// error comes the provider's text, as it is; after any other, the
+		// error it wraps, which may be the policy's too.
+		if rest == "" || !strings.HasPrefix(rest, ": ") || e == session.ErrProvider {
+			b.WriteString(rest)
+			return b.String()
+		}
+		b.WriteString(": ")
+		body = rest[2:]
+	}
+}
+
+// policyPrefix reports what follows the text of the error of sessionErrors
+// that body begins with, whole or followed by ": " or " ", and that error.
+func policyPrefix(body string) (rest string, sentinel error, ok bool) {
+	for _, e := range sessionErrors {
+		msg := e.Error()
+		if !strings.HasPrefix(msg, "policy: ") {
+			continue
+		}
+		after, found := strings.CutPrefix(body, msg)
+		if found && (after == "" || after[0] == ':' || after[0] == ' ') {
+			return after, e, true
+		}
+	}
+	return body, nil, false
+}
+
+// renamedTriggers maps a rule's name as servers of an earlier version wrote
+// it in a state_change line to its name now, so that a line logged then
+// still decodes to the rule it stood for.
+var renamedTriggers = map[transitions.Trigger]transitions.Trigger{
+	"settle": transitions.Accept,
+}
 
 // wireClass is a classify.Class on the wire: its name, omitted for None. A
 // name this client does not know reads as None, so a newer server's class
@@ -177,7 +258,7 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 	case session.AutoCompactionStart:
 		body = autoCompactionStart(e)
 	case session.AutoCompactionEnd:
-		w := autoCompactionEnd{Aborted: e.Aborted, WillRetry: e.WillRetry, ErrorMessage: e.ErrorMessage}
+		w := autoCompactionEnd{Aborted: e.Aborted, WillRetry: e.WillRetry, ErrorMessage: wireText(e.ErrorMessage)}
 		if e.Result != nil {
 			res := wireCompaction(*e.Result)
 			w.Result = &res
@@ -188,7 +269,7 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 	case session.TurnSettled:
 		w := turnSettled{Success: e.Err == nil, ErrorClass: wireClass(e.ErrorClass)}
 		if e.Err != nil {
-			w.Error, w.Code = e.Err.Error(), ErrorCode(e.Err)
+			w.Error, w.Code = wireText(e.Err.Error()), ErrorCode(e.Err)
 		}
 		body = w
 	case session.EventsDropped:
@@ -213,8 +294,10 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 // Result has no Reason (the AutoCompactionStart before it has it), and a
 // TurnSettled's Err has the text the server sent and matches the sentinel
 // error its code names (errors.Is(err, session.ErrExhausted)), but it is
-// neither an *ExhaustedError nor the provider's Go error. A type this client
-// does not know is an error.
+// neither an *ExhaustedError nor the provider's Go error. A state_change
+// an earlier server wrote with a rule's earlier name ("settle") has the
+// rule's name now (transitions.Accept). A type this client does not know is
+// an error.
 func (e Event) Value() (session.Event, error) {
 	var err error
 	decode := func(v any) {
@@ -271,6 +354,9 @@ func (e Event) Value() (session.Event, error) {
 	case "state_change":
 		var w stateChange
 		decode(&w)
+		if now, ok := renamedTriggers[w.Trigger]; ok {
+			w.Trigger = now
+		}
 		ev = session.StateChange(w)
 	case "turn_settled":
 		var w turnSettled

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -50,7 +51,7 @@ func TestEventWireForms(t *testing.T) {
 		{session.AutoCompactionEnd{ErrorMessage: "Auto-compaction failed: x"},
 			`{"type":"auto_compaction_end","aborted":false,"willRetry":false,"errorMessage":"Auto-compaction failed: x"}`},
 		{session.AutoCompactionEnd{Aborted: true}, `{"type":"auto_compaction_end","aborted":true,"willRetry":false}`},
-		{session.StateChange{From: "classifying", To: "backoff", Event: "retry"}, `{"type":"state_change","from":"classifying","to":"backoff","event":"retry"}`},
+		{session.StateChange{From: "classifying", To: "backoff", Trigger: "retry"}, `{"type":"state_change","from":"classifying","to":"backoff","event":"retry"}`},
 		{session.TurnSettled{}, `{"type":"turn_settled","success":true}`},
 		{session.EventsDropped{Count: 4}, `{"type":"events_dropped","count":4}`},
 	}
@@ -116,7 +117,8 @@ func TestEventWireForms(t *testing.T) {
 }
 
 // TestTurnSettledErrorCodes: each sentinel error of a failed turn goes out
-// as its code beside the text, and comes back as an error with that text
+// as its code beside its text (its wire text, "session:"), and comes back
+// as an error with that text
 // that matches the same sentinels (an exhausted chain's ErrProvider too).
 // An error of no sentinel has no code, and an unknown code matches nothing.
 // Issue item 5.
@@ -144,13 +146,15 @@ func TestTurnSettledErrorCodes(t *testing.T) {
 	for _, c := range cases {
 		b, err := marshalEvent(session.TurnSettled{Err: c.err})
 		require.NoError(t, err)
-		text, _ := json.Marshal(c.err.Error())
+		onWire := wireText(c.err.Error())
+		assert.True(t, strings.HasPrefix(onWire, "session: "), onWire)
+		text, _ := json.Marshal(onWire)
 		assert.Equal(t, `{"type":"turn_settled","success":false,"error":`+string(text)+`,"code":"`+c.code+`"}`, string(b))
 		v, err := Event{Type: "turn_settled", Raw: b}.Value()
 		require.NoError(t, err)
 		back := v.(session.TurnSettled).Err
 		require.Error(t, back)
-		assert.Equal(t, c.err.Error(), back.Error())
+		assert.Equal(t, onWire, back.Error())
 		for _, s := range all {
 			assert.Equal(t, slices.Contains(c.match, s), errors.Is(back, s), "%s: %v", c.code, s)
 		}
@@ -166,4 +170,61 @@ func TestTurnSettledErrorCodes(t *testing.T) {
 	for _, s := range all {
 		assert.NotErrorIs(t, back, s)
 	}
+}
+
+// TestPolicyErrorTextsOnTheWire: a policy error's text goes out with the
+// "session:" it has always had on the wire, where it stands first in a
+// turn's or a response's error and after the prefix of a failed
+// compaction's errorMessage; any other text, and a "policy:" further in,
+// goes as it is.
+func TestPolicyErrorTextsOnTheWire(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{session.ErrBusy.Error(), "session: busy: a turn is in flight"},
+		{session.ErrClosed.Error(), "session: closed"},
+		{session.ErrAlreadyCompacted.Error(), "session: already compacted"},
+		{session.ErrNothingToCompact.Error(), "session: nothing to compact"},
+		{session.ErrCompactionCancelled.Error(), "session: compaction cancelled"},
+		{session.ErrAborted.Error(), "session: aborted"},
+		{session.ErrRetryCancelled.Error(), "session: retry cancelled"},
+		{(&session.ExhaustedError{Attempts: 3, Last: "503"}).Error(), "session: retries exhausted after 3 attempts: 503"},
+		{fmt.Errorf("%w: 400 bad request", session.ErrProvider).Error(), "session: provider error: 400 bad request"},
+		{fmt.Errorf("%w: %w", session.ErrOverflow, errors.New("prompt is too long")).Error(), "session: context overflow not recovered: prompt is too long"},
+		{fmt.Errorf("%w: disk full", session.ErrHistory).Error(), "session: history write failed: disk full"},
+		{fmt.Errorf("%w: dial tcp", session.ErrStartFailed).Error(), "session: run could not start: dial tcp"},
+		{"Auto-compaction failed: " + session.ErrNothingToCompact.Error(), "Auto-compaction failed: session: nothing to compact"},
+		{"Context overflow recovery failed: " + fmt.Errorf("%w: disk full", session.ErrHistory).Error(), "Context overflow recovery failed: session: history write failed: disk full"},
+		// A policy error that wraps another: both read as the session's.
+		{fmt.Errorf("%w: %w", session.ErrOverflow, session.ErrNothingToCompact).Error(), "session: context overflow not recovered: session: nothing to compact"},
+		{fmt.Errorf("%w: %w", session.ErrOverflow, session.ErrCompactionCancelled).Error(), "session: context overflow not recovered: session: compaction cancelled"},
+		{fmt.Errorf("%w: %w", session.ErrOverflow, fmt.Errorf("%w: disk full", session.ErrHistory)).Error(),
+			"session: context overflow not recovered: session: history write failed: disk full"},
+		{fmt.Errorf("%w: %w", session.ErrStartFailed, session.ErrClosed).Error(), "session: run could not start: session: closed"},
+		// What follows a provider error is the provider's text, as it is.
+		{fmt.Errorf("%w: policy: aborted", session.ErrProvider).Error(), "session: provider error: policy: aborted"},
+		{(&session.ExhaustedError{Attempts: 1, Last: "policy: aborted"}).Error(), "session: retries exhausted after 1 attempts: policy: aborted"},
+		// Not the policy's: as it is.
+		{"policy: something else", "policy: something else"},
+		{"session: the summary's model call failed", "session: the summary's model call failed"},
+		{"Auto-compaction failed: policy: the summary's details cannot be written as JSON", "Auto-compaction failed: policy: the summary's details cannot be written as JSON"},
+		{"503 policy: busy: a turn is in flight", "503 policy: busy: a turn is in flight"},
+		{"", ""},
+	}
+	for _, c := range cases {
+		assert.Equal(t, c.want, wireText(c.in), c.in)
+	}
+	// A cause that is itself a long chain of policy texts (an agent's start
+	// error can say anything) is mapped in one pass, not one copy per link.
+	n := 1 << 16
+	assert.Equal(t, strings.Repeat("session: run could not start: ", n)+"x", wireText(strings.Repeat("policy: run could not start: ", n)+"x"))
+
+	b, err := marshalEvent(session.TurnSettled{Err: session.ErrAborted})
+	require.NoError(t, err)
+	assert.Equal(t, `{"type":"turn_settled","success":false,"error":"session: aborted","code":"aborted"}`, string(b))
+	back, err := Event{Type: "turn_settled", Raw: b}.Value()
+	require.NoError(t, err)
+	assert.ErrorIs(t, back.(session.TurnSettled).Err, session.ErrAborted)
+
+	b, err = marshalEvent(session.AutoCompactionEnd{ErrorMessage: "Auto-compaction failed: " + session.ErrNothingToCompact.Error()})
+	require.NoError(t, err)
+	assert.Equal(t, `{"type":"auto_compaction_end","aborted":false,"willRetry":false,"errorMessage":"Auto-compaction failed: session: nothing to compact"}`, string(b))
 }

@@ -629,3 +629,51 @@ func TestTurnSettledCarriesErrorCode(t *testing.T) {
 		assert.Equal(t, []string{"exhausted", "provider", "retry_cancelled", "overflow", "none"}, codes)
 	})
 }
+
+// TestPolicyErrorsKeepTheirWireText: the policy's errors say "policy:" in
+// Go, but on the wire they read as they always have, "session:" — a
+// response's error has no code, so a client tells a busy session from
+// other failures by its text. Pinned byte for byte: a busy prompt's
+// response, a compaction's with nothing to compact, and the turn_settled of an exhausted
+// chain and of an abort.
+func TestPolicyErrorsKeepTheirWireText(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		const s503 = "503 Service Unavailable"
+		fail := scripted.Call{StopReason: "error", ErrorMessage: s503}
+		sv := serve(t, []scripted.Call{{StopReason: "stop", Text: "one", LatencyMs: 1000}, fail, fail, fail, fail,
+			{StopReason: "stop", Text: "slow", LatencyMs: 60000}})
+		line := func() string {
+			t.Helper()
+			l, err := sv.out.ReadString('\n')
+			require.NoError(t, err)
+			return strings.TrimSuffix(l, "\n")
+		}
+		until := func(prefix string) string {
+			t.Helper()
+			for range 100 {
+				if l := line(); strings.HasPrefix(l, prefix) {
+					return l
+				}
+			}
+			t.Fatalf("no line %s", prefix)
+			return ""
+		}
+		sv.send(t, `{"id":"1","type":"prompt","message":"one"}`+"\n")
+		assert.Equal(t, `{"id":"1","type":"response","command":"prompt","success":true}`, line())
+		sv.send(t, `{"id":"2","type":"prompt","message":"two"}`+"\n")
+		assert.Equal(t, `{"id":"2","type":"response","command":"prompt","success":false,"error":"session: busy: a turn is in flight"}`, until(`{"id":"2"`))
+		assert.Equal(t, `{"type":"turn_settled","success":true}`, until(`{"type":"turn_settled"`))
+
+		sv.send(t, `{"id":"3","type":"compact"}`+"\n")
+		assert.Equal(t, `{"id":"3","type":"response","command":"compact","success":false,"error":"session: nothing to compact"}`, until(`{"id":"3"`))
+
+		sv.send(t, `{"id":"5","type":"prompt","message":"exhaust"}`+"\n")
+		assert.Equal(t, `{"type":"turn_settled","success":false,"error":"session: retries exhausted after 3 attempts: 503 Service Unavailable","code":"exhausted","errorClass":"retryable"}`,
+			until(`{"type":"turn_settled"`))
+
+		sv.send(t, `{"id":"6","type":"prompt","message":"slow"}`+"\n")
+		until(`{"id":"6"`)
+		sv.send(t, `{"id":"7","type":"abort"}`+"\n")
+		assert.Equal(t, `{"type":"turn_settled","success":false,"error":"session: aborted","code":"aborted"}`, until(`{"type":"turn_settled"`))
+	})
+}

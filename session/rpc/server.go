@@ -315,7 +315,7 @@ func (srv *server) ok(cmd command, data any) {
 }
 
 func (srv *server) fail(cmd command, name, why string) {
-	srv.w.line(response{ID: cmd.ID, Type: "response", Command: name, Success: false, Error: why})
+	srv.w.line(response{ID: cmd.ID, Type: "response", Command: name, Success: false, Error: wireText(why)})
 }
 
 // async runs f off the reading goroutine.
@@ -396,7 +396,7 @@ func init() {
 			srv.w.mu.Lock()
 			settled, err := srv.s.Send(str(raw, "message"))
 			if err != nil {
-				srv.w.lineLocked(response{ID: cmd.ID, Type: "response", Command: cmd.Type, Error: err.Error()})
+				srv.w.lineLocked(response{ID: cmd.ID, Type: "response", Command: cmd.Type, Error: wireText(err.Error())})
 				srv.w.mu.Unlock()
 				return
 			}
