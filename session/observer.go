@@ -14,9 +14,11 @@ import (
 // The session calls its observers on its own goroutine, one call at a time
 // and in order, before any subscriber receives the event: an observer must
 // return quickly, and must call none of the session's methods but ID,
-// Model and the getters of Status (the others wait for that goroutine: from
-// an observer they return ErrObserverCall, or do nothing when they return
-// no error). An observer shared by several sessions is
+// Model and the getters of Status (the others wait for that goroutine).
+// The session an observer may call is the one FromContext finds in the
+// context it is given: on it, those others return ErrObserverCall, or do
+// nothing when they return no error. Called on any other value, such as
+// the one New returned, they wait for ever. An observer shared by several sessions is
 // called by each of them concurrently. A panic in an observer is recovered
 // and logged (WithLogger); the call then counts as having returned the
 // context it was given. An observer must not call runtime.Goexit: it would
@@ -65,8 +67,8 @@ func (s *Session) startTurn(ctx context.Context) {
 	for _, o := range s.observers {
 		func() {
 			defer s.recoverObserver()
-			if c := o.StartTurn(ctx, id, model); c != nil {
-				ctx = context.WithoutCancel(c)
+			if c := o.StartTurn(s.callerCtx(ctx), id, model); c != nil {
+				ctx = context.WithoutCancel(s.uncallerCtx(c))
 			}
 		}()
 	}
@@ -93,9 +95,9 @@ func (s *Session) startObservedRun(req RunRequest) (context.Context, func(error)
 	for _, o := range s.observers {
 		func() {
 			defer s.recoverObserver()
-			c, end := o.StartRun(ctx, req)
+			c, end := o.StartRun(s.callerCtx(ctx), req)
 			if c != nil {
-				ctx = context.WithoutCancel(c)
+				ctx = context.WithoutCancel(s.uncallerCtx(c))
 			}
 			if end != nil {
 				ends = append(ends, end)
@@ -114,7 +116,7 @@ func (s *Session) startObservedRun(req RunRequest) (context.Context, func(error)
 
 // observe gives ev to the observers.
 func (s *Session) observe(ev Event) {
-	ctx := s.turnContext()
+	ctx := s.callerCtx(s.turnContext())
 	for _, o := range s.observers {
 		func() {
 			defer s.recoverObserver()
@@ -131,13 +133,42 @@ func (s *Session) recoverObserver() {
 }
 
 // ErrObserverCall is what a session method that waits for the session's
-// goroutine returns when an observer calls it, on that goroutine (the
-// methods without an error do nothing): the call would wait for ever.
-var ErrObserverCall = errors.New("session: called from an observer, on the session's own goroutine, which it would wait for")
+// goroutine returns when it is called on the value an observer, or a log
+// handler that goroutine (or the agent's, or the summarizer's) waits for,
+// is handed (FromContext); the methods without an error do nothing. The
+// call would wait for ever.
+var ErrObserverCall = errors.New("session: called from an observer or a log handler, on the session's own goroutine, which it would wait for")
 
-// onLoop reports whether the caller is the goroutine running the loop's
-// queue while observers may be called on it. Only a session with
-// observers reads the goroutine's ID (a stack read).
-func (s *Session) onLoop() bool {
-	return len(s.observers) > 0 && s.loopG.Load() == goid()
+// callerKey is the context key under which a callback finds the session
+// value to call back through.
+type callerKey struct{}
+
+// FromContext returns the session value a callback is handed in its
+// context, or nil when ctx holds none: an observer finds it in the context
+// of each call (on it, the methods that wait for the session's goroutine
+// return ErrObserverCall, or do nothing), a log handler in the context of
+// each record (Handler.Handle): for a line about a subscriber, a value
+// whose calls are that subscriber's (as SubscribeSession hands it), for
+// any other line the observers' value (the line is logged while the
+// session's goroutine, the agent's or the summarizer's waits for the
+// handler). The contexts the
+// session passes on from an observer's StartTurn and StartRun (a turn's
+// and a run's, an agent's included) do not hold it.
+func FromContext(ctx context.Context) *Session {
+	s, _ := ctx.Value(callerKey{}).(*Session)
+	return s
+}
+
+// callerCtx is ctx holding the value of the session's own goroutine.
+func (s *Session) callerCtx(ctx context.Context) context.Context {
+	return context.WithValue(ctx, callerKey{}, s.loopView)
+}
+
+// uncallerCtx is ctx, an observer's, without the value of the session's
+// own goroutine, which must not reach the agent or another goroutine.
+func (s *Session) uncallerCtx(ctx context.Context) context.Context {
+	if ctx.Value(callerKey{}) == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, callerKey{}, nil)
 }

@@ -113,7 +113,7 @@ func TestEveryMethodFromInsideASubscriber(t *testing.T) {
 					var once sync.Once
 					returned := make(chan struct{})
 					var after atomic.Int32 // calls of the subscriber after its call returned
-					s.Subscribe(func(ev session.Event) {
+					s.SubscribeSession(func(in *session.Session, ev session.Event) {
 						select {
 						case <-returned:
 							after.Add(1)
@@ -122,7 +122,7 @@ func TestEveryMethodFromInsideASubscriber(t *testing.T) {
 						}
 						if trigger(ev) {
 							once.Do(func() {
-								c.call(t, s)
+								c.call(t, in)
 								close(returned)
 							})
 						}
@@ -182,7 +182,7 @@ func TestFlushFromInsideASubscriber(t *testing.T) {
 		var flushed []string
 		var ownAfter []string
 		var inFlush atomic.Bool
-		s.Subscribe(func(ev session.Event) {
+		s.SubscribeSession(func(s *session.Session, ev session.Event) {
 			if inFlush.Load() {
 				t.Error("the subscriber was called while its Flush ran")
 			}
@@ -224,7 +224,7 @@ func TestSubscribersFlushAndCloseTogether(t *testing.T) {
 				for _, name := range calls {
 					done.Add(1)
 					var once sync.Once
-					s.Subscribe(func(ev session.Event) {
+					s.SubscribeSession(func(s *session.Session, ev session.Event) {
 						if _, ok := ev.(session.AgentEnd); !ok {
 							return
 						}
@@ -268,7 +268,7 @@ func TestCloseFromInsideASubscriber(t *testing.T) {
 			mu.Unlock()
 		})
 		closerCalls := 0
-		s.Subscribe(func(ev session.Event) {
+		s.SubscribeSession(func(s *session.Session, ev session.Event) {
 			closerCalls++
 			if _, ok := ev.(session.MessageStart); ok {
 				require.NoError(t, s.Close())
