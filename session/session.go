@@ -206,9 +206,13 @@ func WithRandom(f func() float64) Option {
 // the session waits for: a handler that panics, with any value, or calls
 // runtime.Goexit loses that line and nothing else. The handler is called
 // while the session's own goroutine, a subscriber's, or the agent's or the
-// summarizer's waits for it: it must return, and must call none of the
-// session's methods but ID, Model and the getters of Status (the others
-// may wait for the goroutine that waits for the handler).
+// summarizer's waits for it: it must return, and calls back into the
+// session through the value FromContext finds in the record's context
+// (Handler.Handle's ctx). On it a line about a subscriber may Flush and
+// Close as that subscriber would (SubscribeSession), and for any other
+// line the methods that would wait for the waiting goroutine return
+// ErrObserverCall or do nothing. Called on any other value, such as the
+// one New returned, those methods may wait for ever.
 func WithLogger(l *slog.Logger) Option {
 	return func(s *Session) error {
 		if l == nil {
