@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -231,5 +232,64 @@ func TestObserversSessionDoesNotReachTheAgent(t *testing.T) {
 		if errors.Is(cfgErr, session.ErrObserverCall) {
 			t.Error("the agent was handed the observers' session")
 		}
+	})
+}
+
+// Two Flushes at once on the value one subscriber is handed (its function's
+// and a helper goroutine's) keep it counted as flushing until both have
+// returned: when the first returns, another subscriber's Flush still does
+// not wait for it, since its function waits, in the second, for that other
+// subscriber. A flag that the first Flush cleared made the two wait for
+// each other for ever.
+func TestTwoFlushesOnOneHandedValue(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		agent := playing(func(_ context.Context, _ session.RunRequest, emit func(session.Event)) error {
+			m := assistant("stop", "fine")
+			emit(session.AgentStart{})
+			time.Sleep(time.Second)
+			emit(session.TurnStart{}) // t=1s
+			time.Sleep(time.Second)
+			emit(session.MessageStart{Message: m}) // t=2s
+			time.Sleep(10 * time.Second)
+			emit(session.MessageEnd{Message: m})
+			emit(session.TurnEnd{})
+			emit(session.AgentEnd{})
+			return nil
+		})
+		s, _ := newSessionOn(t, agent)
+		helperDone := make(chan struct{})
+		var yFlushed atomic.Bool
+		// x flushes from a helper at t=0 (first flush: waits for y, slow on
+		// agent_start until t=3s), then from its own function at t=2.5s
+		// (second flush: waits for y to get past message_start).
+		s.SubscribeSession(func(in *session.Session, ev session.Event) {
+			if _, ok := ev.(session.AgentStart); !ok {
+				return
+			}
+			go func() { in.Flush(); close(helperDone) }()
+			time.Sleep(2500 * time.Millisecond)
+			in.Flush()
+			<-helperDone
+		})
+		// y, past the first flush's barrier at t=3s, flushes at t=3.1s,
+		// handling turn_start, ahead of the second flush's barrier.
+		s.SubscribeSession(func(in *session.Session, ev session.Event) {
+			switch ev.(type) {
+			case session.AgentStart:
+				time.Sleep(3 * time.Second)
+			case session.TurnStart:
+				time.Sleep(100 * time.Millisecond)
+				select {
+				case <-helperDone:
+				default:
+					t.Error("the first flush had not returned when y flushed")
+				}
+				in.Flush()
+				yFlushed.Store(true)
+			}
+		})
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		s.Flush() // waits for both: for ever if they wait for each other
+		assert.True(t, yFlushed.Load())
 	})
 }

@@ -46,10 +46,12 @@ type subscriber struct {
 	running  bool          // a delivery goroutine is at work
 	idle     chan struct{} // closed when the delivery goroutine stops, if someone waits
 
-	// Guarded by subscribers.mu: the subscriber's function is inside a
-	// Flush (waiting) or a Close (inClose) of its session, called through
-	// the value SubscribeSession hands it.
-	waiting bool
+	// Guarded by subscribers.mu: how many Flush calls are in progress
+	// (waiting), and whether Close was called (inClose), on the value
+	// SubscribeSession handed this subscriber. A count, not a flag: the
+	// value may flush from the function and from a goroutine it waits
+	// for at once, and the first to return must not clear the second.
+	waiting int
 	inClose bool
 }
 
@@ -156,18 +158,20 @@ func (s *subscriber) passBarrier() {
 // before the call. Called for subscriber me (not nil: the call came through
 // the value SubscribeSession handed me), it waits neither for me (its
 // queue moves only once its function returns) nor for a subscriber whose
-// function was already waiting in a flush or close called the same way
-// when it began (that one may be waiting for me): the waits between
-// subscribers always go from an earlier waiter to a later one, so they
-// never close a circle.
+// value was already inside a flush or close when it began (that one may
+// be waiting for me). A flush through a subscriber's value waits only for
+// subscribers through whose value no flush was in progress when it began,
+// so whatever holds one of them up began later: the waits between flushes
+// always go from an earlier one to a later one, and never close a circle.
+// (A subscriber inside close is stopped, and holds up no flush.)
 func (ss *subscribers) flush(me *subscriber) {
 	ss.mu.Lock()
 	if me != nil {
-		me.waiting = true
+		me.waiting++
 	}
 	var waits []chan struct{}
 	for _, sub := range ss.list {
-		if sub == me || (me != nil && sub.waiting) {
+		if sub == me || (me != nil && sub.waiting > 0) {
 			continue
 		}
 		if done := make(chan struct{}); sub.barrier(done) {
@@ -181,7 +185,7 @@ func (ss *subscribers) flush(me *subscriber) {
 	}
 	if me != nil {
 		ss.mu.Lock()
-		me.waiting = false
+		me.waiting--
 		ss.mu.Unlock()
 	}
 }
