@@ -13,13 +13,15 @@ import (
 //
 // The session calls its observers on its own goroutine, one call at a time
 // and in order, before any subscriber receives the event: an observer must
-// return quickly, and must call none of the session's methods but ID,
-// Model and the getters of Status (the others wait for that goroutine).
-// The session an observer may call is the one FromContext finds in the
-// context it is given: on it, those others return ErrObserverCall, or do
-// nothing when they return no error. Called on any other value, such as
-// the one New returned, they wait for ever. An observer shared by several sessions is
-// called by each of them concurrently. A panic in an observer is recovered
+// return quickly. Most of the session's methods wait for that goroutine, so
+// an observer calls back only through the value FromContext finds in the
+// context it is given: on it, ID, Model, Status and its getters, History,
+// Subscribe and the unsubscribe it returns work as anywhere, Flush returns
+// at once, and the others return ErrObserverCall, or do nothing when they
+// return no error. Called on any other value, such as the one New
+// returned, those others wait for ever: the session cannot tell that the
+// call comes from its own goroutine. An observer shared by several
+// sessions is called by each of them concurrently. A panic in an observer is recovered
 // and logged (WithLogger); the call then counts as having returned the
 // context it was given. An observer must not call runtime.Goexit: it would
 // end the session's goroutine in the middle of its work.
@@ -133,27 +135,27 @@ func (s *Session) recoverObserver() {
 }
 
 // ErrObserverCall is what a session method that waits for the session's
-// goroutine returns when it is called on the value an observer, or a log
-// handler that goroutine (or the agent's, or the summarizer's) waits for,
-// is handed (FromContext); the methods without an error do nothing. The
-// call would wait for ever.
-var ErrObserverCall = errors.New("session: called from an observer or a log handler, on the session's own goroutine, which it would wait for")
+// goroutine returns when it is called on the value FromContext finds in an
+// observer's context, or in a log handler's that the session's goroutine,
+// the agent's or the summarizer's waits for; the methods without an error
+// do nothing. The call would wait for the goroutine that waits for it.
+var ErrObserverCall = errors.New("session: called back from an observer or a log handler, which the session waits for")
 
 // callerKey is the context key under which a callback finds the session
 // value to call back through.
 type callerKey struct{}
 
 // FromContext returns the session value a callback is handed in its
-// context, or nil when ctx holds none: an observer finds it in the context
-// of each call (on it, the methods that wait for the session's goroutine
-// return ErrObserverCall, or do nothing), a log handler in the context of
-// each record (Handler.Handle): for a line about a subscriber, a value
-// whose calls are that subscriber's (as SubscribeSession hands it), for
-// any other line the observers' value (the line is logged while the
-// session's goroutine, the agent's or the summarizer's waits for the
-// handler). The contexts the
-// session passes on from an observer's StartTurn and StartRun (a turn's
-// and a run's, an agent's included) do not hold it.
+// context, or nil when ctx holds none. An observer finds it in the context
+// of each call: on it, the methods that wait for the session's goroutine
+// return ErrObserverCall, or do nothing (see Observer). A log handler
+// (WithLogger) finds it in the context of each record (Handler.Handle):
+// for a line about a subscriber (its panic), a value whose calls are that
+// subscriber's, as SubscribeSession hands it; for any other line, logged
+// while the session's goroutine, the agent's or the summarizer's waits
+// for the handler, the observers' value. The contexts the session passes
+// on (a turn's and a run's, the agent's included) never hold it, whatever
+// Prompt's context or an observer's StartTurn and StartRun returned.
 func FromContext(ctx context.Context) *Session {
 	s, _ := ctx.Value(callerKey{}).(*Session)
 	return s

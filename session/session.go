@@ -335,19 +335,21 @@ func (s *Session) Model() Model { return s.x.engine.Model() }
 // or later events. It returns a function that ends the subscription: no
 // call starts after it returns (one in progress may still finish).
 //
-// fn may call the methods of the session that do not wait for subscribers:
-// all but Flush and Close. Those that wait (Prompt, a Send's channel,
-// Abort, Compact) wait for the session's own work, never for fn's
-// deliveries, so they return when called from fn too; meanwhile fn's later
-// events wait in its queue (or, under WithBuffer, are dropped and
-// counted). A turn in flight makes Prompt and Send return ErrBusy, so fn
-// cannot start a turn while handling an event of another one.
+// fn may call every method of the session but Flush and Close. Those that
+// wait (Prompt, a Send's channel, Abort, Compact) wait for the session's
+// own work, never for fn's deliveries, so they return when called from fn
+// too; meanwhile fn's later events wait in its queue (or, under
+// WithBuffer, are dropped and counted). A turn in flight makes Prompt and
+// Send return ErrBusy, so fn cannot start a turn while handling an event
+// of another one.
 //
-// Flush and Close wait for every subscriber, and the session cannot tell
-// that a call comes from fn: called from fn on the session fn captured,
-// they would wait for fn itself, for ever. A subscriber that flushes or
-// closes subscribes with SubscribeSession, and calls them on the session
-// it is handed.
+// fn must not call Flush or Close, nor wait for a goroutine that calls
+// them: they wait until every subscriber, fn's own included, has received
+// what was emitted before the call, so they would wait for fn to return,
+// for ever. The session cannot tell such a call from one made by another
+// goroutine while fn is merely slow, which must wait: Go gives a goroutine
+// no identity. A subscriber that flushes or closes subscribes with
+// SubscribeSession, and calls them on the session it is handed.
 func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscribe func()) {
 	sub := &subscriber{fn: fn, logger: s.logger, redact: s.secrets.text}
 	sub.ctx = context.WithValue(context.Background(), callerKey{}, &Session{core: s.core, from: sub})
@@ -355,12 +357,14 @@ func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscrib
 }
 
 // SubscribeSession is Subscribe for a subscriber that calls back: fn is
-// handed, with each event, the session to make its calls on. That value is
-// the same session (any method may be called on it, from any goroutine,
-// during fn's calls and after) except that its calls are known to be this
-// subscriber's, so that Flush and Close called on it never wait for this
-// subscriber's deliveries (see Flush and Close), and so never wait for fn
-// itself, nor for a goroutine fn waits for that makes them.
+// handed, with each event, the session to make its calls on, always the
+// same value. It is the same session (any method may be called on it, from
+// any goroutine, during fn's calls and after) except that its calls are
+// taken to be this subscriber's: Flush and Close called on it never wait
+// for this subscriber's deliveries (see Flush and Close), and so never for
+// fn itself, nor for a goroutine fn waits for that makes them. They still
+// wait for every other subscriber: a value must not be flushed or closed
+// from another subscriber's function.
 func (s *Session) SubscribeSession(fn func(s *Session, ev Event), opts ...SubscribeOption) (unsubscribe func()) {
 	sub := &subscriber{logger: s.logger, redact: s.secrets.text}
 	mine := &Session{core: s.core, from: sub}
@@ -381,12 +385,13 @@ func (s *Session) subscribe(sub *subscriber, opts []SubscribeOption) (unsubscrib
 // Called on the value SubscribeSession hands a subscriber, Flush waits for
 // every other subscriber, but not for that one: the events queued for it
 // behind the one it is handling arrive after its function returns, in
-// order. Nor does it wait for a subscriber whose function was already
-// waiting in Flush or Close, called that way, when the call began, since
-// that one may be waiting for the caller. Called on the value an observer
-// or a log handler finds in its context (FromContext), it returns at once.
+// order. Nor does it wait for a subscriber on whose value a Flush or a
+// Close was already in progress when the call began, since that one may
+// be waiting for the caller. Called on the value an observer or a log
+// handler finds in its context (FromContext), it returns at once: the
+// subscribers may be waiting for the goroutine that waits for the caller.
 // Called from a subscriber's function on any other value, it waits for
-// that subscriber too, and so for ever.
+// that subscriber too, and so for ever (see Subscribe).
 func (s *Session) Flush() {
 	if s.loop {
 		return // the subscribers may be waiting for the loop
@@ -445,7 +450,7 @@ func (s *Session) send(ctx context.Context, text string) (<-chan error, error) {
 		effects, err := s.x.engine.Prompt(time.Now(), text)
 		if busy = err; err == nil {
 			s.x.reply = reply
-			s.x.turnCtx = context.WithoutCancel(ctx)
+			s.x.turnCtx = context.WithoutCancel(s.uncallerCtx(ctx))
 			if len(s.observers) > 0 {
 				s.startTurn(ctx)
 			}
@@ -636,11 +641,11 @@ func (s *Session) History() History { return s.history }
 // Called on the value SubscribeSession hands a subscriber, Close does not
 // wait for that subscriber: the events still queued for it are dropped,
 // and only the rest of the call in progress runs after Close returns. Nor
-// does it wait for another subscriber whose function is inside Close,
-// called that way, too. Called on the value an observer or a log handler
-// finds in its context (FromContext), it returns ErrObserverCall and
-// closes nothing. Called from a subscriber's function on any other value,
-// it waits for that subscriber too, and so for ever.
+// does it wait for another subscriber on whose value Close was called too.
+// Called on the value an observer or a log handler finds in its context
+// (FromContext), it returns ErrObserverCall and closes nothing. Called
+// from a subscriber's function on any other value, it waits for that
+// subscriber too, and so for ever (see Subscribe).
 func (s *Session) Close() error {
 	if s.loop {
 		return ErrObserverCall
