@@ -49,8 +49,11 @@ type Observer interface {
 
 // WithObserver adds an observer. Given more than once, the observers are
 // called in the order given, and each StartTurn and StartRun is given the
-// context the previous observer returned. A nil o makes New fail, and so
-// does a nil pointer or func in it.
+// context the previous observer returned. An observer calls the session
+// back only through the value FromContext finds in its context, on which
+// the methods that would wait for the session's goroutine return
+// ErrObserverCall (see Observer). A nil o makes New fail, and so does a
+// nil pointer or func in it.
 func WithObserver(o Observer) Option {
 	return func(s *Session) error {
 		if err := refuseNil(o, "Observer"); err != nil {
