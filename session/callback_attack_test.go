@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -344,3 +345,35 @@ func TestCapturedFlushWaitsForTheSubscriber(t *testing.T) {
 		<-flushed
 	})
 }
+
+// A nil function subscribes nothing: no delivery goroutine calls it, so no
+// panic is recovered and logged for every event, and its unsubscribe does
+// nothing, any number of times.
+func TestNilSubscriberFunctionSubscribesNothing(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		var logs strings.Builder
+		var mu sync.Mutex
+		logger := slog.New(slog.NewTextHandler(writerFunc(func(p []byte) (int, error) {
+			mu.Lock()
+			defer mu.Unlock()
+			return logs.Write(p)
+		}), nil))
+		s, _, _ := newSession(t, []scripted.Call{ok("answer")}, session.WithLogger(logger))
+		stop := s.Subscribe(nil)
+		stopSession := s.SubscribeSession(nil)
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		s.Flush()
+		synctest.Wait()
+		stop()
+		stop()
+		stopSession()
+		require.NoError(t, s.Close())
+		mu.Lock()
+		defer mu.Unlock()
+		assert.Empty(t, logs.String(), "nothing was logged")
+	})
+}
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -333,7 +333,8 @@ func (s *Session) Model() Model { return s.x.engine.Model() }
 // on a goroutine of the subscription's own: a slow fn delays only itself,
 // and a panic in fn is recovered (and logged) without stopping the session
 // or later events. It returns a function that ends the subscription: no
-// call starts after it returns (one in progress may still finish).
+// call starts after it returns (one in progress may still finish). A nil
+// fn subscribes nothing, and the function returned does nothing.
 //
 // fn may call every method of the session but Flush and Close. Those that
 // wait (Prompt, a Send's channel, Abort, Compact) wait for the session's
@@ -351,6 +352,9 @@ func (s *Session) Model() Model { return s.x.engine.Model() }
 // no identity. A subscriber that flushes or closes subscribes with
 // SubscribeSession, and calls them on the session it is handed.
 func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscribe func()) {
+	if fn == nil {
+		return func() {}
+	}
 	sub := &subscriber{fn: fn, logger: s.logger, redact: s.secrets.text}
 	sub.ctx = context.WithValue(context.Background(), callerKey{}, &Session{core: s.core, from: sub})
 	return s.subscribe(sub, opts)
@@ -364,8 +368,12 @@ func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscrib
 // for this subscriber's deliveries (see Flush and Close), and so never for
 // fn itself, nor for a goroutine fn waits for that makes them. They still
 // wait for every other subscriber: a value must not be flushed or closed
-// from another subscriber's function.
+// from another subscriber's function. A nil fn subscribes nothing, as
+// for Subscribe.
 func (s *Session) SubscribeSession(fn func(s *Session, ev Event), opts ...SubscribeOption) (unsubscribe func()) {
+	if fn == nil {
+		return func() {}
+	}
 	sub := &subscriber{logger: s.logger, redact: s.secrets.text}
 	mine := &Session{core: s.core, from: sub}
 	sub.fn = func(ev Event) { fn(mine, ev) }
