@@ -75,7 +75,8 @@ type core struct {
 	closed    bool
 	done      chan struct{} // closed by Close, once the loop is stopped
 	closeOnce sync.Once
-	// onLoop is the value handed to the callbacks run on the loop (see
+	// loopView is the value handed to the observers and to the log
+	// handlers that the loop, the agent or the summarizer waits for (see
 	// FromContext).
 	loopView *Session
 
