@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -377,3 +378,47 @@ func TestNilSubscriberFunctionSubscribesNothing(t *testing.T) {
 type writerFunc func([]byte) (int, error)
 
 func (f writerFunc) Write(p []byte) (int, error) { return f(p) }
+
+// A subscriber whose function panics, or calls runtime.Goexit, and flushes
+// and closes through its value in deferred calls as it unwinds, returns
+// from both: the session is closed, the other subscriber received
+// everything emitted before, and nothing waits for ever.
+func TestSubscriberFlushesAndClosesWhileUnwinding(t *testing.T) {
+	for _, how := range []string{"panic", "Goexit"} {
+		t.Run(how, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				s, _, _ := newSession(t, []scripted.Call{ok("answer")})
+				var mu sync.Mutex
+				var slowGot []session.Event
+				s.Subscribe(func(ev session.Event) {
+					time.Sleep(time.Second)
+					mu.Lock()
+					slowGot = append(slowGot, ev)
+					mu.Unlock()
+				})
+				closed := make(chan error, 1)
+				var once sync.Once
+				s.SubscribeSession(func(in *session.Session, ev session.Event) {
+					if _, ok := ev.(session.TurnSettled); !ok {
+						return
+					}
+					once.Do(func() {
+						defer func() { closed <- in.Close() }()
+						defer in.Flush()
+						if how == "panic" {
+							panic("the subscriber broke")
+						}
+						runtime.Goexit()
+					})
+				})
+				require.NoError(t, s.Prompt(context.Background(), "hi"))
+				require.NoError(t, <-closed)
+				require.ErrorIs(t, s.Prompt(context.Background(), "after"), session.ErrClosed)
+				mu.Lock()
+				defer mu.Unlock()
+				require.NotEmpty(t, slowGot)
+				assert.IsType(t, session.TurnSettled{}, slowGot[len(slowGot)-1])
+			})
+		})
+	}
+}
