@@ -645,7 +645,7 @@ func (s *Session) History() History { return s.history }
 // already emitted (so a subscriber that never returns keeps Close waiting);
 // no subscriber is called after that. Methods called after Close return
 // ErrClosed or do nothing. Close is safe to call more than once, and from
-// anywhere; every call returns on those terms.
+// any goroutine; every call returns on those terms, a callback's as below.
 //
 // Called on the value SubscribeSession hands a subscriber, Close does not
 // wait for that subscriber: the events still queued for it are dropped,
