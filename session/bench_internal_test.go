@@ -14,8 +14,8 @@ import (
 func benchSession(b *testing.B) (*Session, policy.RunID) {
 	cfg := DefaultConfig()
 	cfg.Retry.BaseDelayMs = 3_600_000 // no wait ends during the benchmark
-	s := &Session{history: &MemoryHistory{}, summarizer: DigestSummarizer{}, random: func() float64 { return 0 },
-		logger: discardLogger, done: make(chan struct{})}
+	s := &Session{core: &core{history: &MemoryHistory{}, summarizer: DigestSummarizer{}, random: func() float64 { return 0 },
+		logger: discardLogger, done: make(chan struct{})}}
 	var err error
 	if s.x.engine, err = policy.New(policy.Setup{SessionID: "bench", Model: Model{Provider: "p", ID: "m", ContextWindow: 200000}, Config: cfg}); err != nil {
 		b.Fatal(err)
@@ -81,7 +81,7 @@ func BenchmarkAgentEndDecision(b *testing.B) {
 	defer func() {
 		for _, r := range pool {
 			r.s.x.stopTimer()
-			r.s.subs.close()
+			r.s.subs.close(nil)
 		}
 	}()
 	reset := func() {

@@ -130,7 +130,7 @@ func (s *Session) append(entries []policy.Entry) (err error) {
 		}
 	}()
 	if err := s.history.Append(entries...); err != nil {
-		logError(s.logger, "session: history append failed", func() []any { return []any{"error", err} })
+		logError(s.callerCtx(context.Background()), s.logger, "session: history append failed", func() []any { return []any{"error", err} })
 		return err
 	}
 	return nil

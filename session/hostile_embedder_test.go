@@ -289,7 +289,7 @@ func TestHostilePromptFromTurnSettled(t *testing.T) {
 		var mu sync.Mutex
 		var results []error
 		settled := 0
-		s.Subscribe(func(ev session.Event) {
+		s.SubscribeSession(func(s *session.Session, ev session.Event) {
 			if _, ok := ev.(session.TurnSettled); !ok {
 				return
 			}

@@ -13,11 +13,15 @@ import (
 //
 // The session calls its observers on its own goroutine, one call at a time
 // and in order, before any subscriber receives the event: an observer must
-// return quickly, and must call none of the session's methods but ID,
-// Model and the getters of Status (the others wait for that goroutine: from
-// an observer they return ErrObserverCall, or do nothing when they return
-// no error). An observer shared by several sessions is
-// called by each of them concurrently. A panic in an observer is recovered
+// return quickly. Most of the session's methods wait for that goroutine, so
+// an observer calls back only through the value FromContext finds in the
+// context it is given: on it, ID, Model, Status and its getters, History,
+// Subscribe and the unsubscribe it returns work as anywhere, Flush returns
+// at once, and the others return ErrObserverCall, or do nothing when they
+// return no error. Called on any other value, such as the one New
+// returned, those others wait for ever: the session cannot tell that the
+// call comes from its own goroutine. An observer shared by several
+// sessions is called by each of them concurrently. A panic in an observer is recovered
 // and logged (WithLogger); the call then counts as having returned the
 // context it was given. An observer must not call runtime.Goexit: it would
 // end the session's goroutine in the middle of its work.
@@ -45,8 +49,11 @@ type Observer interface {
 
 // WithObserver adds an observer. Given more than once, the observers are
 // called in the order given, and each StartTurn and StartRun is given the
-// context the previous observer returned. A nil o makes New fail, and so
-// does a nil pointer or func in it.
+// context the previous observer returned. An observer calls the session
+// back only through the value FromContext finds in its context, on which
+// the methods that would wait for the session's goroutine return
+// ErrObserverCall (see Observer). A nil o makes New fail, and so does a
+// nil pointer or func in it.
 func WithObserver(o Observer) Option {
 	return func(s *Session) error {
 		if err := refuseNil(o, "Observer"); err != nil {
@@ -65,8 +72,8 @@ func (s *Session) startTurn(ctx context.Context) {
 	for _, o := range s.observers {
 		func() {
 			defer s.recoverObserver()
-			if c := o.StartTurn(ctx, id, model); c != nil {
-				ctx = context.WithoutCancel(c)
+			if c := o.StartTurn(s.callerCtx(ctx), id, model); c != nil {
+				ctx = context.WithoutCancel(s.uncallerCtx(c))
 			}
 		}()
 	}
@@ -93,9 +100,9 @@ func (s *Session) startObservedRun(req RunRequest) (context.Context, func(error)
 	for _, o := range s.observers {
 		func() {
 			defer s.recoverObserver()
-			c, end := o.StartRun(ctx, req)
+			c, end := o.StartRun(s.callerCtx(ctx), req)
 			if c != nil {
-				ctx = context.WithoutCancel(c)
+				ctx = context.WithoutCancel(s.uncallerCtx(c))
 			}
 			if end != nil {
 				ends = append(ends, end)
@@ -114,7 +121,7 @@ func (s *Session) startObservedRun(req RunRequest) (context.Context, func(error)
 
 // observe gives ev to the observers.
 func (s *Session) observe(ev Event) {
-	ctx := s.turnContext()
+	ctx := s.callerCtx(s.turnContext())
 	for _, o := range s.observers {
 		func() {
 			defer s.recoverObserver()
@@ -131,13 +138,42 @@ func (s *Session) recoverObserver() {
 }
 
 // ErrObserverCall is what a session method that waits for the session's
-// goroutine returns when an observer calls it, on that goroutine (the
-// methods without an error do nothing): the call would wait for ever.
-var ErrObserverCall = errors.New("session: called from an observer, on the session's own goroutine, which it would wait for")
+// goroutine returns when it is called on the value FromContext finds in an
+// observer's context, or in a log handler's that the session's goroutine,
+// the agent's or the summarizer's waits for; the methods without an error
+// do nothing. The call would wait for the goroutine that waits for it.
+var ErrObserverCall = errors.New("session: called back from an observer or a log handler, which the session waits for")
 
-// onLoop reports whether the caller is the goroutine running the loop's
-// queue while observers may be called on it. Only a session with
-// observers reads the goroutine's ID (a stack read).
-func (s *Session) onLoop() bool {
-	return len(s.observers) > 0 && s.loopG.Load() == goid()
+// callerKey is the context key under which a callback finds the session
+// value to call back through.
+type callerKey struct{}
+
+// FromContext returns the session value a callback is handed in its
+// context, or nil when ctx holds none. An observer finds it in the context
+// of each call: on it, the methods that wait for the session's goroutine
+// return ErrObserverCall, or do nothing (see Observer). A log handler
+// (WithLogger) finds it in the context of each record (Handler.Handle):
+// for a line about a subscriber (its panic), a value whose calls are that
+// subscriber's, as SubscribeSession hands it; for any other line, logged
+// while the session's goroutine, the agent's or the summarizer's waits
+// for the handler, the observers' value. The contexts the session passes
+// on (a turn's and a run's, the agent's included) never hold it, whatever
+// Prompt's context or an observer's StartTurn and StartRun returned.
+func FromContext(ctx context.Context) *Session {
+	s, _ := ctx.Value(callerKey{}).(*Session)
+	return s
+}
+
+// callerCtx is ctx holding the value of the session's own goroutine.
+func (s *Session) callerCtx(ctx context.Context) context.Context {
+	return context.WithValue(ctx, callerKey{}, s.loopView)
+}
+
+// uncallerCtx is ctx, an observer's, without the value of the session's
+// own goroutine, which must not reach the agent or another goroutine.
+func (s *Session) uncallerCtx(ctx context.Context) context.Context {
+	if ctx.Value(callerKey{}) == nil {
+		return ctx
+	}
+	return context.WithValue(ctx, callerKey{}, nil)
 }

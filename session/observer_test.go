@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
@@ -298,51 +299,67 @@ func TestObserverMayReadTheGetters(t *testing.T) {
 // reentrantObserver calls back into its session from every call, as an
 // observer must not: each method that waits for the session's goroutine.
 type reentrantObserver struct {
-	s    *session.Session
+	on   bool
 	errs []error
+	nils int // calls whose context held no session
 }
 
-func (o *reentrantObserver) call() {
-	if o.s == nil {
+func (o *reentrantObserver) call(ctx context.Context) {
+	if !o.on {
 		return
 	}
-	_ = o.s.Config()
-	_ = o.s.Messages()
-	_, snapErr := o.s.Snapshot()
-	_, compactErr := o.s.Compact(context.Background(), "")
-	o.errs = append(o.errs, snapErr, compactErr, o.s.Prompt(context.Background(), "again"), o.s.Close())
-	o.s.Abort()
-	o.s.AbortRetry()
-	o.s.SetAutoRetryEnabled(true)
+	s := session.FromContext(ctx)
+	if s == nil {
+		o.nils++
+		return
+	}
+	_ = s.Config()
+	_ = s.Messages()
+	_, snapErr := s.Snapshot()
+	_, compactErr := s.Compact(context.Background(), "")
+	o.errs = append(o.errs, snapErr, compactErr, s.Prompt(context.Background(), "again"), s.Close())
+	s.Abort()
+	s.AbortRetry()
+	s.AbortCompaction()
+	s.SetAutoRetryEnabled(true)
+	s.SetAutoCompactionEnabled(true)
+	s.Flush()
+	if settled, err := s.Send("again"); settled != nil {
+		o.errs = append(o.errs, errors.New("Send from an observer returned a channel"))
+	} else {
+		o.errs = append(o.errs, err)
+	}
 }
 
 func (o *reentrantObserver) StartTurn(ctx context.Context, _ string, _ session.Model) context.Context {
-	o.call()
+	o.call(ctx)
 	return ctx
 }
 
 func (o *reentrantObserver) StartRun(ctx context.Context, _ session.RunRequest) (context.Context, func(error)) {
-	o.call()
-	return ctx, func(error) { o.call() }
+	o.call(ctx)
+	return ctx, func(error) { o.call(ctx) }
 }
 
-func (o *reentrantObserver) Observe(context.Context, session.Event) { o.call() }
+func (o *reentrantObserver) Observe(ctx context.Context, _ session.Event) { o.call(ctx) }
 
-// An observer that calls back into its session, against its contract, gets
-// ErrObserverCall (or nothing happens) instead of waiting for ever for the
-// goroutine it runs on; the turn goes on, and Close still closes.
+// An observer that calls back into its session, against its contract,
+// through the session its context holds, gets ErrObserverCall (or nothing
+// happens) instead of waiting for ever for the goroutine it runs on; the
+// turn goes on, and Close still closes.
 func TestObserverCallingBackGetsAnErrorNotADeadlock(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		o := &reentrantObserver{}
 		s, _, rec := newSession(t, []scripted.Call{fail(service503), ok("done")}, session.WithObserver(o))
-		o.s = s
+		o.on = true
 		require.NoError(t, s.Prompt(context.Background(), "hi"))
 		assert.Equal(t, []string{`retry_start 1/3 2000ms "503 Service Unavailable"`, "retry_end ok 1"}, rec.recovery())
 		require.NotEmpty(t, o.errs)
+		assert.Zero(t, o.nils, "every observer call is handed the session to call back")
 		for _, err := range o.errs {
 			require.ErrorIs(t, err, session.ErrObserverCall)
 		}
-		o.s = nil
+		o.on = false
 		require.NoError(t, s.Close())
 		require.ErrorIs(t, s.Prompt(context.Background(), "after"), session.ErrClosed)
 	})

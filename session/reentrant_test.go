@@ -25,6 +25,10 @@ type reentrantCall struct {
 	call  func(t *testing.T, s *session.Session)
 	turn  []error // what the turn may end with when called during it
 	close bool    // the session is closed afterwards
+	// handed: the call is made only on the value SubscribeSession hands
+	// (Flush and Close wait for the subscriber that calls them on the
+	// session it captured).
+	handed bool
 }
 
 func reentrantCalls() []reentrantCall {
@@ -89,15 +93,27 @@ func reentrantCalls() []reentrantCall {
 			stop()
 			s.Subscribe(func(session.Event) {}) // stays until Close
 		}},
-		{name: "Flush", call: func(_ *testing.T, s *session.Session) { s.Flush() }},
+		{name: "Flush", call: func(_ *testing.T, s *session.Session) { s.Flush() }, handed: true},
 		{name: "Close", call: func(t *testing.T, s *session.Session) { assert.NoError(t, s.Close()) },
-			turn: []error{session.ErrAborted}, close: true},
+			turn: []error{session.ErrAborted}, close: true, handed: true},
+		{name: "FlushThenClose", call: func(t *testing.T, s *session.Session) {
+			s.Flush()
+			assert.NoError(t, s.Close())
+			s.Flush() // closed: waits for nothing
+			assert.NoError(t, s.Close())
+		}, turn: []error{session.ErrAborted}, close: true, handed: true},
+		{name: "Status", call: func(t *testing.T, s *session.Session) {
+			st := s.Status()
+			assert.Equal(t, s.State(), st.State)
+		}},
 	}
 }
 
 // Every public method of Session returns when called from inside a
 // subscriber, during a run, during a retry's wait and after the turn
-// settled, and the session is consistent afterwards (issue item 14).
+// settled, and the session is consistent afterwards (issue item 14): on
+// the value SubscribeSession hands it, and, for all but Flush and Close,
+// on the session a plain Subscribe's function captured.
 func TestEveryMethodFromInsideASubscriber(t *testing.T) {
 	triggers := map[string]func(session.Event) bool{
 		"during a run":        func(ev session.Event) bool { _, ok := ev.(session.MessageEnd); return ok },
@@ -106,61 +122,75 @@ func TestEveryMethodFromInsideASubscriber(t *testing.T) {
 	}
 	for _, c := range reentrantCalls() {
 		for when, trigger := range triggers {
-			t.Run(c.name+" "+when, func(t *testing.T) {
-				bubble(t, func(t *testing.T) {
-					s, _, rec := newSession(t, []scripted.Call{ok("first answer"), fail(service503), slow(ok("second answer"), 1000)}, smallKeep())
-					warmUp(t, s)
-					var once sync.Once
-					returned := make(chan struct{})
-					var after atomic.Int32 // calls of the subscriber after its call returned
-					s.Subscribe(func(ev session.Event) {
-						select {
-						case <-returned:
-							after.Add(1)
-							return
-						default:
+			for _, handed := range []bool{true, false} {
+				if c.handed && !handed {
+					continue
+				}
+				how := " on the captured session"
+				if handed {
+					how = " on the handed session"
+				}
+				t.Run(c.name+" "+when+how, func(t *testing.T) {
+					bubble(t, func(t *testing.T) {
+						s, _, rec := newSession(t, []scripted.Call{ok("first answer"), fail(service503), slow(ok("second answer"), 1000)}, smallKeep())
+						warmUp(t, s)
+						var once sync.Once
+						returned := make(chan struct{})
+						var after atomic.Int32 // calls of the subscriber after its call returned
+						fn := func(in *session.Session, ev session.Event) {
+							select {
+							case <-returned:
+								after.Add(1)
+								return
+							default:
+							}
+							if trigger(ev) {
+								once.Do(func() {
+									c.call(t, in)
+									close(returned)
+								})
+							}
 						}
-						if trigger(ev) {
-							once.Do(func() {
-								c.call(t, s)
-								close(returned)
-							})
+						if handed {
+							s.SubscribeSession(fn)
+						} else {
+							s.Subscribe(func(ev session.Event) { fn(s, ev) })
 						}
-					})
-					err := s.Prompt(context.Background(), "second question, long enough too")
-					if err != nil && when != "after the turn" {
-						matched := false
-						for _, want := range c.turn {
-							matched = matched || errors.Is(err, want)
+						err := s.Prompt(context.Background(), "second question, long enough too")
+						if err != nil && when != "after the turn" {
+							matched := false
+							for _, want := range c.turn {
+								matched = matched || errors.Is(err, want)
+							}
+							assert.True(t, matched, "the turn ended with %v", err)
+						} else {
+							assert.NoError(t, err)
 						}
-						assert.True(t, matched, "the turn ended with %v", err)
-					} else {
-						assert.NoError(t, err)
-					}
-					<-returned // a call that never returns deadlocks the bubble here
+						<-returned // a call that never returns deadlocks the bubble here
 
-					// The session is consistent. (Wait: the getters' snapshot
-					// is published just after Prompt is released.)
-					s.Flush()
-					synctest.Wait()
-					assert.Equal(t, states.Idle, s.State())
-					assert.False(t, s.IsStreaming())
-					assert.False(t, s.IsCompacting())
-					assert.Zero(t, s.RetryAttempt())
-					if c.close {
-						require.ErrorIs(t, s.Prompt(context.Background(), "after close"), session.ErrClosed)
-						assert.Nil(t, s.Messages())
-						assert.Zero(t, after.Load(), "no call after Close returned")
-						return
-					}
-					assert.Equal(t, s.MessageCount(), len(s.Messages()))
-					n := len(rec.events())
-					require.NoError(t, s.Prompt(context.Background(), "one more"))
-					s.Flush()
-					assert.Greater(t, len(rec.events()), n)
-					assert.Positive(t, after.Load(), "the subscriber keeps receiving events")
+						// The session is consistent. (Wait: the getters' snapshot
+						// is published just after Prompt is released.)
+						s.Flush()
+						synctest.Wait()
+						assert.Equal(t, states.Idle, s.State())
+						assert.False(t, s.IsStreaming())
+						assert.False(t, s.IsCompacting())
+						assert.Zero(t, s.RetryAttempt())
+						if c.close {
+							require.ErrorIs(t, s.Prompt(context.Background(), "after close"), session.ErrClosed)
+							assert.Nil(t, s.Messages())
+							assert.Zero(t, after.Load(), "no call after Close returned")
+							return
+						}
+						assert.Equal(t, s.MessageCount(), len(s.Messages()))
+						n := len(rec.events())
+						require.NoError(t, s.Prompt(context.Background(), "one more"))
+						s.Flush()
+						assert.Greater(t, len(rec.events()), n)
+						assert.Positive(t, after.Load(), "the subscriber keeps receiving events")
+					})
 				})
-			})
+			}
 		}
 	}
 }
@@ -182,7 +212,7 @@ func TestFlushFromInsideASubscriber(t *testing.T) {
 		var flushed []string
 		var ownAfter []string
 		var inFlush atomic.Bool
-		s.Subscribe(func(ev session.Event) {
+		s.SubscribeSession(func(s *session.Session, ev session.Event) {
 			if inFlush.Load() {
 				t.Error("the subscriber was called while its Flush ran")
 			}
@@ -224,7 +254,7 @@ func TestSubscribersFlushAndCloseTogether(t *testing.T) {
 				for _, name := range calls {
 					done.Add(1)
 					var once sync.Once
-					s.Subscribe(func(ev session.Event) {
+					s.SubscribeSession(func(s *session.Session, ev session.Event) {
 						if _, ok := ev.(session.AgentEnd); !ok {
 							return
 						}
@@ -268,7 +298,7 @@ func TestCloseFromInsideASubscriber(t *testing.T) {
 			mu.Unlock()
 		})
 		closerCalls := 0
-		s.Subscribe(func(ev session.Event) {
+		s.SubscribeSession(func(s *session.Session, ev session.Event) {
 			closerCalls++
 			if _, ok := ev.(session.MessageStart); ok {
 				require.NoError(t, s.Close())

@@ -11,7 +11,6 @@ import (
 	"reflect"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/agentfsm/agentfsm/policy"
@@ -30,7 +29,29 @@ import (
 // all methods are safe to call from any goroutine, a subscriber's
 // included. Events reach subscribers in order, each subscriber on its own
 // goroutine. Close a session when done with it.
+//
+// Go cannot tell one goroutine from another, so a session cannot tell by
+// itself that a call comes from inside one of its callbacks. It hands every
+// callback that may call back the session to call through instead: a
+// subscriber receives it with each event (SubscribeSession), an observer
+// and a log handler find it in their context (FromContext). Calls made
+// through that value are known to be the callback's, and never wait for
+// the callback itself; the same calls made through the *Session New
+// returned are calls from outside, which wait as documented (see
+// docs/session.md, "Calls from inside a callback").
 type Session struct {
+	*core
+	// from is the subscriber whose calls this value makes
+	// (SubscribeSession), nil for any other value.
+	from *subscriber
+	// loop marks the value observers and log handlers on the session's
+	// own goroutine are handed (FromContext): its calls cannot wait for
+	// that goroutine.
+	loop bool
+}
+
+// core is a session's state, which every value calling it shares.
+type core struct {
 	agent      Agent
 	history    History
 	creds      CredentialStore
@@ -54,9 +75,10 @@ type Session struct {
 	closed    bool
 	done      chan struct{} // closed by Close, once the loop is stopped
 	closeOnce sync.Once
-	// loopG is the ID of the goroutine running the queue, 0 when none
-	// does; kept only when there are observers (see onLoop).
-	loopG atomic.Uint64
+	// loopView is the value handed to the observers and to the log
+	// handlers that the loop, the agent or the summarizer waits for (see
+	// FromContext).
+	loopView *Session
 
 	subs subscribers
 
@@ -185,9 +207,13 @@ func WithRandom(f func() float64) Option {
 // the session waits for: a handler that panics, with any value, or calls
 // runtime.Goexit loses that line and nothing else. The handler is called
 // while the session's own goroutine, a subscriber's, or the agent's or the
-// summarizer's waits for it: it must return, and must call none of the
-// session's methods but ID, Model and the getters of Status (the others
-// may wait for the goroutine that waits for the handler).
+// summarizer's waits for it: it must return, and calls back into the
+// session through the value FromContext finds in the record's context
+// (Handler.Handle's ctx). On it a line about a subscriber may Flush and
+// Close as that subscriber would (SubscribeSession), and for any other
+// line the methods that would wait for the waiting goroutine return
+// ErrObserverCall or do nothing. Called on any other value, such as the
+// one New returned, those methods may wait for ever.
 func WithLogger(l *slog.Logger) Option {
 	return func(s *Session) error {
 		if l == nil {
@@ -238,7 +264,7 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 	if err := refuseNil(agent, "Agent"); err != nil {
 		return nil, err
 	}
-	s := &Session{
+	s := &Session{core: &core{
 		agent:      agent,
 		history:    &MemoryHistory{},
 		summarizer: DigestSummarizer{},
@@ -247,7 +273,8 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 		secrets:    &redactor{},
 		done:       make(chan struct{}),
 		setup:      &policy.Setup{Config: DefaultConfig()},
-	}
+	}}
+	s.loopView = &Session{core: s.core, loop: true}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
@@ -307,19 +334,56 @@ func (s *Session) Model() Model { return s.x.engine.Model() }
 // on a goroutine of the subscription's own: a slow fn delays only itself,
 // and a panic in fn is recovered (and logged) without stopping the session
 // or later events. It returns a function that ends the subscription: no
-// call starts after it returns (one in progress may still finish).
+// call starts after it returns (one in progress may still finish). A nil
+// fn subscribes nothing, and the function returned does nothing.
 //
-// fn may call any method of the session. The methods that wait (Prompt, a
-// Send's channel, Abort, Compact, Flush, Close) wait for the session's own
-// work, never for fn's deliveries, so they return when called from fn too;
-// meanwhile fn's later events wait in its queue (or, under WithBuffer, are
-// dropped and counted). A turn in flight makes Prompt and Send return
-// ErrBusy, so fn cannot start a turn while handling an event of another
-// one. Flush and Close say what they wait for when called from fn. A call
-// on another goroutine, even one fn waits for, or from a subscriber of
-// another session, is a call from outside.
+// fn may call every method of the session but Flush and Close. Those that
+// wait (Prompt, a Send's channel, Abort, Compact) wait for the session's
+// own work, never for fn's deliveries, so they return when called from fn
+// too; meanwhile fn's later events wait in its queue (or, under
+// WithBuffer, are dropped and counted). A turn in flight makes Prompt and
+// Send return ErrBusy, so fn cannot start a turn while handling an event
+// of another one.
+//
+// fn must not call Flush or Close, nor wait for a goroutine that calls
+// them: they wait until every subscriber, fn's own included, has received
+// what was emitted before the call, so they would wait for fn to return,
+// for ever. The session cannot tell such a call from one made by another
+// goroutine while fn is merely slow, which must wait: Go gives a goroutine
+// no identity. A subscriber that flushes or closes subscribes with
+// SubscribeSession, and calls them on the session it is handed.
 func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscribe func()) {
-	sub := s.subs.add(fn, s.logger, s.secrets.text, opts)
+	if fn == nil {
+		return func() {}
+	}
+	sub := &subscriber{fn: fn, logger: s.logger, redact: s.secrets.text}
+	sub.ctx = context.WithValue(context.Background(), callerKey{}, &Session{core: s.core, from: sub})
+	return s.subscribe(sub, opts)
+}
+
+// SubscribeSession is Subscribe for a subscriber that calls back: fn is
+// handed, with each event, the session to make its calls on, always the
+// same value. It is the same session (any method may be called on it, from
+// any goroutine, during fn's calls and after) except that its calls are
+// taken to be this subscriber's: Flush and Close called on it never wait
+// for this subscriber's deliveries (see Flush and Close), and so never for
+// fn itself, nor for a goroutine fn waits for that makes them. They still
+// wait for every other subscriber: a value must not be flushed or closed
+// from another subscriber's function. A nil fn subscribes nothing, as
+// for Subscribe.
+func (s *Session) SubscribeSession(fn func(s *Session, ev Event), opts ...SubscribeOption) (unsubscribe func()) {
+	if fn == nil {
+		return func() {}
+	}
+	sub := &subscriber{logger: s.logger, redact: s.secrets.text}
+	mine := &Session{core: s.core, from: sub}
+	sub.fn = func(ev Event) { fn(mine, ev) }
+	sub.ctx = context.WithValue(context.Background(), callerKey{}, mine)
+	return s.subscribe(sub, opts)
+}
+
+func (s *Session) subscribe(sub *subscriber, opts []SubscribeOption) (unsubscribe func()) {
+	s.subs.add(sub, opts)
 	var once sync.Once
 	return func() { once.Do(func() { s.subs.remove(sub) }) }
 }
@@ -327,12 +391,22 @@ func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscrib
 // Flush returns once every subscriber has received every event emitted
 // before the call (a subscriber that never returns keeps it waiting).
 //
-// Called from inside a subscriber's function, Flush waits for every other
-// subscriber, but not for its own: the events queued for it behind the one
-// it is handling arrive after its function returns, in order. Nor does it
-// wait for a subscriber whose function was already waiting in Flush or
-// Close when the call began, since that one may be waiting for the caller.
-func (s *Session) Flush() { s.subs.flush() }
+// Called on the value SubscribeSession hands a subscriber, Flush waits for
+// every other subscriber, but not for that one: the events queued for it
+// behind the one it is handling arrive after its function returns, in
+// order. Nor does it wait for a subscriber on whose value a Flush or a
+// Close was already in progress when the call began, since that one may
+// be waiting for the caller. Called on the value an observer or a log
+// handler finds in its context (FromContext), it returns at once: the
+// subscribers may be waiting for the goroutine that waits for the caller.
+// Called from a subscriber's function on any other value, it waits for
+// that subscriber too, and so for ever (see Subscribe).
+func (s *Session) Flush() {
+	if s.loop {
+		return // the subscribers may be waiting for the loop
+	}
+	s.subs.flush(s.from)
+}
 
 // Prompt sends text as the user's next message and returns when the whole
 // turn has settled: the run, every retry it triggers, and any overflow
@@ -385,7 +459,7 @@ func (s *Session) send(ctx context.Context, text string) (<-chan error, error) {
 		effects, err := s.x.engine.Prompt(time.Now(), text)
 		if busy = err; err == nil {
 			s.x.reply = reply
-			s.x.turnCtx = context.WithoutCancel(ctx)
+			s.x.turnCtx = context.WithoutCancel(s.uncallerCtx(ctx))
 			if len(s.observers) > 0 {
 				s.startTurn(ctx)
 			}
@@ -571,14 +645,18 @@ func (s *Session) History() History { return s.history }
 // already emitted (so a subscriber that never returns keeps Close waiting);
 // no subscriber is called after that. Methods called after Close return
 // ErrClosed or do nothing. Close is safe to call more than once, and from
-// anywhere; every call returns on those terms.
+// any goroutine; every call returns on those terms, a callback's as below.
 //
-// Called from inside a subscriber's function, Close does not wait for that
-// subscriber: the events still queued for it are dropped, and only the
-// rest of the call in progress runs after Close returns. Nor does it wait
-// for another subscriber whose function is inside Close too.
+// Called on the value SubscribeSession hands a subscriber, Close does not
+// wait for that subscriber: the events still queued for it are dropped,
+// and only the rest of the call in progress runs after Close returns. Nor
+// does it wait for another subscriber on whose value Close was called too.
+// Called on the value an observer or a log handler finds in its context
+// (FromContext), it returns ErrObserverCall and closes nothing. Called
+// from a subscriber's function on any other value, it waits for that
+// subscriber too, and so for ever (see Subscribe).
 func (s *Session) Close() error {
-	if s.onLoop() {
+	if s.loop {
 		return ErrObserverCall
 	}
 	s.closeOnce.Do(func() {
@@ -593,13 +671,13 @@ func (s *Session) Close() error {
 		})
 		close(s.done)
 	})
-	s.subs.close()
+	s.subs.close(s.from)
 	return nil
 }
 
 // do runs f on the loop and waits for it.
 func (s *Session) do(f func()) error {
-	if s.onLoop() {
+	if s.loop {
 		return ErrObserverCall
 	}
 	finished := make(chan struct{})
@@ -636,10 +714,6 @@ func (s *Session) post(f func()) bool {
 // drain is the loop's goroutine: it runs the queued closures one at a
 // time, then exits when the queue is empty.
 func (s *Session) drain() {
-	if len(s.observers) > 0 {
-		s.loopG.Store(goid())
-		defer s.loopG.Store(0)
-	}
 	for {
 		s.qmu.Lock()
 		if len(s.queue) == 0 {

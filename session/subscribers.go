@@ -1,8 +1,8 @@
 package session
 
 import (
+	"context"
 	"log/slog"
-	"runtime"
 	"sync"
 )
 
@@ -29,6 +29,9 @@ type subscriber struct {
 	limit  int
 	logger *slog.Logger
 	redact func(string) string // the session's redaction of noted secrets
+	// ctx is what the lines logged about this subscriber are logged with:
+	// it holds the session value whose calls are this subscriber's.
+	ctx context.Context
 
 	mu sync.Mutex
 	// queue holds the events to deliver and, for each flush waiting on
@@ -41,12 +44,14 @@ type subscriber struct {
 	stopped  bool          // unsubscribed: deliver nothing more
 	closing  bool          // session closed: deliver what is queued, then stop
 	running  bool          // a delivery goroutine is at work
-	goid     uint64        // that goroutine's ID, 0 when none runs
 	idle     chan struct{} // closed when the delivery goroutine stops, if someone waits
 
-	// Guarded by subscribers.mu: the subscriber's function is inside a
-	// Flush (waiting) or a Close (inClose) of its session.
-	waiting bool
+	// Guarded by subscribers.mu: how many Flush calls are in progress
+	// (waiting), and whether Close was called (inClose), on the value
+	// SubscribeSession handed this subscriber. A count, not a flag: the
+	// value may flush from the function and from a goroutine it waits
+	// for at once, and the first to return must not clear the second.
+	waiting int
 	inClose bool
 }
 
@@ -58,8 +63,7 @@ type subscribers struct {
 	closed  bool
 }
 
-func (ss *subscribers) add(fn func(Event), logger *slog.Logger, redact func(string) string, opts []SubscribeOption) *subscriber {
-	sub := &subscriber{fn: fn, logger: logger, redact: redact}
+func (ss *subscribers) add(sub *subscriber, opts []SubscribeOption) *subscriber {
 	for _, o := range opts {
 		if o.limit > 0 {
 			sub.limit = o.limit
@@ -95,57 +99,6 @@ func (s *subscriber) stop() {
 	}
 	s.barriers = nil
 	s.queue = nil
-}
-
-// caller returns the subscriber whose function the calling goroutine is
-// running, or nil when it runs none of them.
-func (ss *subscribers) caller() *subscriber {
-	ss.mu.Lock()
-	delivering := false
-	for _, sub := range ss.list {
-		sub.mu.Lock()
-		delivering = delivering || sub.running
-		sub.mu.Unlock()
-	}
-	ss.mu.Unlock()
-	if !delivering {
-		return nil // no delivery goroutine, so not one of them
-	}
-	id := goid()
-	ss.mu.Lock()
-	defer ss.mu.Unlock()
-	for _, sub := range ss.list {
-		sub.mu.Lock()
-		mine := sub.running && sub.goid == id
-		sub.mu.Unlock()
-		if mine {
-			return sub
-		}
-	}
-	return nil
-}
-
-// stackBufs holds buffers for goid: the one runtime.Stack fills escapes.
-var stackBufs = sync.Pool{New: func() any { return new([40]byte) }}
-
-// goid returns the calling goroutine's ID, which Go exposes only at the
-// start of a stack trace ("goroutine 18 [running]:"). IDs are never reused.
-func goid() uint64 {
-	buf := stackBufs.Get().(*[40]byte)
-	defer stackBufs.Put(buf)
-	b := buf[:runtime.Stack(buf[:], false)]
-	const prefix = "goroutine "
-	if len(b) < len(prefix) {
-		return 0
-	}
-	var id uint64
-	for _, c := range b[len(prefix):] {
-		if c < '0' || c > '9' {
-			break
-		}
-		id = id*10 + uint64(c-'0')
-	}
-	return id
 }
 
 // emit queues ev for every subscriber. It never blocks and starts no
@@ -202,21 +155,23 @@ func (s *subscriber) passBarrier() {
 }
 
 // flush returns when every subscriber has received every event emitted
-// before the call. Called from inside a subscriber's function, it waits
-// neither for that subscriber (its queue moves only once the function
-// returns) nor for a subscriber whose function was already waiting in a
-// flush or close when it began (that one may be waiting for the caller):
-// the waits between subscribers always go from an earlier waiter to a
-// later one, so they never close a circle.
-func (ss *subscribers) flush() {
-	me := ss.caller()
+// before the call. Called for subscriber me (not nil: the call came through
+// the value SubscribeSession handed me), it waits neither for me (its
+// queue moves only once its function returns) nor for a subscriber whose
+// value was already inside a flush or close when it began (that one may
+// be waiting for me). A flush through a subscriber's value waits only for
+// subscribers through whose value no flush was in progress when it began,
+// so whatever holds one of them up began later: the waits between flushes
+// always go from an earlier one to a later one, and never close a circle.
+// (A subscriber inside close is stopped, and holds up no flush.)
+func (ss *subscribers) flush(me *subscriber) {
 	ss.mu.Lock()
 	if me != nil {
-		me.waiting = true
+		me.waiting++
 	}
 	var waits []chan struct{}
 	for _, sub := range ss.list {
-		if sub == me || (me != nil && sub.waiting) {
+		if sub == me || (me != nil && sub.waiting > 0) {
 			continue
 		}
 		if done := make(chan struct{}); sub.barrier(done) {
@@ -230,20 +185,19 @@ func (ss *subscribers) flush() {
 	}
 	if me != nil {
 		ss.mu.Lock()
-		me.waiting = false
+		me.waiting--
 		ss.mu.Unlock()
 	}
 }
 
 // close lets every subscriber deliver what is queued, and waits until they
-// have. Called from inside a subscriber's function, it stops that
-// subscriber instead (what is queued for it is dropped, and any flush
-// waiting on it released), and it never waits for a subscriber whose
-// function is inside close itself: that one was stopped the same way, and
-// may be waiting for the caller. No subscriber is called once it returns,
-// except for the rest of the calls in progress in those two cases.
-func (ss *subscribers) close() {
-	me := ss.caller()
+// have. Called for subscriber me (not nil), it stops me instead (what is
+// queued for it is dropped, and any flush waiting on it released), and it
+// never waits for a subscriber whose function is inside close called the
+// same way: that one was stopped the same way, and may be waiting for me.
+// No subscriber is called once it returns, except for the rest of the
+// calls in progress in those two cases.
+func (ss *subscribers) close(me *subscriber) {
 	ss.mu.Lock()
 	ss.closed = true
 	if me != nil {
@@ -308,12 +262,10 @@ func (s *subscriber) waitIdle() {
 }
 
 // deliver hands queued events to the function until the queue is empty.
-// It records its goroutine's ID first, so that the function's calls into
-// the session can be told from anyone else's. A function that ends the
+// A function that ends the
 // goroutine with runtime.Goexit, which no recover stops, hands what is
 // left of the batch back to the queue, and a fresh goroutine delivers it.
 func (s *subscriber) deliver() {
-	id := goid()
 	var (
 		batch   []Event
 		next    int // batch[next:] is still to deliver
@@ -334,10 +286,8 @@ func (s *subscriber) deliver() {
 	}()
 	for {
 		s.mu.Lock()
-		s.goid = id
 		if s.stopped || (len(s.queue) == 0 && s.dropped == 0) {
 			s.running = false
-			s.goid = 0
 			if s.idle != nil {
 				close(s.idle)
 				s.idle = nil
@@ -400,10 +350,10 @@ func (s *subscriber) call(ev Event) (alive bool) {
 	returned := false
 	defer func() {
 		if r := recover(); r != nil {
-			logSubscriberPanic(s.logger, s.redact, ev, r)
+			logSubscriberPanic(s.ctx, s.logger, s.redact, ev, r)
 			alive = true
 		} else if !returned {
-			logSubscriberPanic(s.logger, s.redact, ev, errGoexit) // deliver carries on
+			logSubscriberPanic(s.ctx, s.logger, s.redact, ev, errGoexit) // deliver carries on
 		}
 	}()
 	s.fn(ev)

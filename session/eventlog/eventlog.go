@@ -64,7 +64,9 @@ func WithContent() Option { return func(lg *logger) { lg.content = true } }
 // on a goroutine of its own, in order, and a slow handler delays only it; a
 // handler that panics, or calls runtime.Goexit, loses that line (the
 // session recovers it, and reports it to its own logger, see
-// session.WithLogger) and the next events are still logged.
+// session.WithLogger) and the next events are still logged. As any plain
+// subscriber's function, the handler must not call s's Flush or Close: they
+// would wait for the handler itself (see Session.Subscribe).
 func Subscribe(s *session.Session, l *slog.Logger, opts ...Option) (unsubscribe func()) {
 	if l == nil || l.Handler() == nil {
 		l = slog.Default()
