@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -84,19 +85,19 @@ func markEpisode(e *Engine, _ *step) { e.setEpisode(true) }
 func clearEpisode(e *Engine, _ *step) { e.setEpisode(false) }
 
 func startCompactionOverflow(e *Engine, s *step) {
-	e.startCompaction(s.at, ReasonOverflow, true, false)
+	e.startCompaction(s.at, transcript.ReasonOverflow, true, false)
 }
 
 func startCompactionThreshold(e *Engine, s *step) {
-	e.startCompaction(s.at, ReasonThreshold, false, false)
+	e.startCompaction(s.at, transcript.ReasonThreshold, false, false)
 }
 
 func startCompactionOverflowBeforePrompt(e *Engine, s *step) {
-	e.startCompaction(s.at, ReasonOverflow, false, true)
+	e.startCompaction(s.at, transcript.ReasonOverflow, false, true)
 }
 
 func startCompactionThresholdBeforePrompt(e *Engine, s *step) {
-	e.startCompaction(s.at, ReasonThreshold, false, true)
+	e.startCompaction(s.at, transcript.ReasonThreshold, false, true)
 }
 
 func startCompactionManual(e *Engine, s *step) { e.startManualCompaction(s) }
@@ -113,7 +114,7 @@ func stopCompaction(e *Engine, _ *step) {
 
 func reportRefusal(e *Engine, _ *step) {
 	const refused = "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."
-	e.emit(AutoCompactionStart{Reason: ReasonOverflow})
+	e.emit(AutoCompactionStart{Reason: transcript.ReasonOverflow})
 	e.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: refused})
 }
 
@@ -146,7 +147,7 @@ func failTurnRecoveryFailed(e *Engine, s *step) { e.failTurn(fmt.Errorf("%w: %w"
 
 func failTurnMessage(e *Engine, s *step) {
 	switch m := s.msg; {
-	case m.StopReason == classify.StopReasonAborted:
+	case m.StopReason == transcript.StopReasonAborted:
 		e.failTurn(ErrAborted)
 	case m.IsError():
 		e.failTurnOn(providerError(ErrProvider, m.ErrorMessage, m.Err), s.v.class())

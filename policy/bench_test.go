@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/internal/baseline"
 	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // The engine's costs, each read beside BenchmarkLooplabEvent measured in the
@@ -25,12 +25,12 @@ func BenchmarkLooplabEvent(b *testing.B) {
 	}
 }
 
-var benchFailure = func() policy.Message {
-	m := answer(classify.StopReasonError, "503 Service Unavailable")
+var benchFailure = func() transcript.Message {
+	m := answer(transcript.StopReasonError, "503 Service Unavailable")
 	return m
 }()
 
-var benchSuccess = answer(classify.StopReasonStop, "done")
+var benchSuccess = answer(transcript.StopReasonStop, "done")
 
 // ended returns a run of e that ended on a transient error and has not yet
 // returned.
@@ -113,7 +113,7 @@ func BenchmarkTurnWithThreeRetries(b *testing.B) {
 type turnPlayer struct{ failing, succeeding []policy.Event }
 
 func newTurnPlayer() turnPlayer {
-	runEvents := func(m policy.Message) []policy.Event {
+	runEvents := func(m transcript.Message) []policy.Event {
 		return []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: m}, policy.MessageEnd{Message: m}, policy.AgentEnd{}}
 	}
 	return turnPlayer{runEvents(benchFailure), runEvents(benchSuccess)}

@@ -3,6 +3,8 @@ package policy
 import (
 	"fmt"
 	"time"
+
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // RunID, TimerID and CompactionID name what an Engine asked its driver to
@@ -90,8 +92,8 @@ type Effect struct {
 	Event Event
 
 	Run     RunID
-	Prompt  *Message
-	Context []Message
+	Prompt  *transcript.Message
+	Context []transcript.Message
 	Cause   error
 
 	Timer    TimerID
@@ -100,11 +102,11 @@ type Effect struct {
 	Compaction CompactionID
 	Request    *SummaryRequest
 
-	Entries []Entry
+	Entries []transcript.Entry
 	Await   bool
 
 	Hint time.Duration
 
 	Err    error
-	Result *Compaction
+	Result *transcript.Compaction
 }

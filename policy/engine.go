@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/fsm"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Engine is one session's recovery policy as a deterministic machine: the
@@ -49,9 +50,9 @@ type Engine struct {
 	turn    *turn
 
 	out     []Effect
-	entries []Entry // recorded by the input in progress
-	raised  []step  // steps raised by the input in progress, not yet taken
-	cur     step    // the step whose rule's actions are running (take)
+	entries []transcript.Entry // recorded by the input in progress
+	raised  []step             // steps raised by the input in progress, not yet taken
+	cur     step               // the step whose rule's actions are running (take)
 }
 
 // Setup is what an Engine is made from.
@@ -68,7 +69,7 @@ type Setup struct {
 	// History is the session's history so far, oldest first: the engine
 	// rebuilds its runtime context from it. It may be the history's tail:
 	// see Before.
-	History []Entry
+	History []transcript.Entry
 	// Before is how many entries of the history precede History: 0 when
 	// History is the whole history. A driver whose history is long may
 	// hand over only its tail, from the latest compaction's first kept
@@ -147,7 +148,7 @@ func (e *Engine) SessionID() string { return e.id }
 
 // Messages returns a copy of the runtime context: what the next model call
 // sees.
-func (e *Engine) Messages() []Message { return cloneMessages(e.ctx.msgs) }
+func (e *Engine) Messages() []transcript.Message { return cloneMessages(e.ctx.msgs) }
 
 // Quiet reports whether nothing is in flight: no run and no compaction.
 // Abort's caller waits for it.

@@ -3,6 +3,7 @@ package policy
 import (
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -25,14 +26,14 @@ type (
 	TurnStart struct{}
 	// MessageStart: a message began.
 	MessageStart struct {
-		Message Message
+		Message transcript.Message
 	}
 	// MessageUpdate: a message in progress grew, for a view that shows
 	// it as it arrives: Delta is what arrived, Message the message so far
 	// (it may be left empty). The session passes it on and keeps nothing
 	// of it: MessageEnd carries the message.
 	MessageUpdate struct {
-		Message Message
+		Message transcript.Message
 		Delta   Delta
 	}
 	// MessageEnd: a message is complete. The session appends it to the
@@ -41,13 +42,13 @@ type (
 	// is refused as the agent's error instead (see Agent in package
 	// session).
 	MessageEnd struct {
-		Message Message
+		Message transcript.Message
 	}
 	// TurnEnd: a turn ended.
 	TurnEnd struct{}
 	// AgentEnd: the run ended; Messages are the messages it made.
 	AgentEnd struct {
-		Messages []Message
+		Messages []transcript.Message
 	}
 )
 
@@ -112,13 +113,13 @@ type (
 	}
 	// AutoCompactionStart: an automatic compaction began.
 	AutoCompactionStart struct {
-		Reason CompactionReason
+		Reason transcript.CompactionReason
 	}
 	// AutoCompactionEnd: an automatic compaction ended; exactly one per
 	// start. Result is set only when it succeeded; ErrorMessage says why
 	// it failed.
 	AutoCompactionEnd struct {
-		Result       *Compaction
+		Result       *transcript.Compaction
 		Aborted      bool
 		WillRetry    bool
 		ErrorMessage string

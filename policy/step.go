@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -14,7 +15,7 @@ type step struct {
 	at    time.Time
 	facts transitions.Facts
 	// msg is the message decided on, with what its classification said.
-	msg *Message
+	msg *transcript.Message
 	v   verdict
 	// draw is the random number for a retry's jitter.
 	draw float64

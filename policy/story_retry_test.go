@@ -13,6 +13,7 @@ import (
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 const service503 = "503 Service Unavailable"
@@ -326,13 +327,13 @@ func TestStoryRetryChain(t *testing.T) {
 				"start_run continuation context=[user-1]",
 				"backoff>continuing elapsed",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageEnd{Message: answer(classify.StopReasonToolUse, "read a file")}),
+			{in: events(policy.AgentStart{}, policy.MessageEnd{Message: answer(transcript.StopReasonToolUse, "read a file")}),
 				want: []string{
 					"message msg-3 toolUse",
 					"retry_end ok 1 recovered",
 					"append message:msg-3",
 				}, check: statusIs(policy.Status{State: states.Continuing, RetryEnabled: true, CompactionEnabled: true, Streaming: true, MessageCount: 2})},
-			{in: events(policy.MessageEnd{Message: toolResult("t1")}, policy.MessageEnd{Message: answer(classify.StopReasonToolUse, "edit it")}, policy.MessageEnd{Message: toolResult("t2")}), want: []string{
+			{in: events(policy.MessageEnd{Message: toolResult("t1")}, policy.MessageEnd{Message: answer(transcript.StopReasonToolUse, "edit it")}, policy.MessageEnd{Message: toolResult("t2")}), want: []string{
 				"message msg-4 toolResult",
 				"append message:msg-4",
 				"message msg-5 toolUse",
@@ -371,7 +372,7 @@ func TestStoryRetryChain(t *testing.T) {
 				"start_run continuation context=[user-1]",
 				"backoff>continuing elapsed",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageEnd{Message: answer(classify.StopReasonToolUse, "x")}, policy.MessageEnd{Message: toolResult("t1")}), want: []string{
+			{in: events(policy.AgentStart{}, policy.MessageEnd{Message: answer(transcript.StopReasonToolUse, "x")}, policy.MessageEnd{Message: toolResult("t1")}), want: []string{
 				"message msg-3 toolUse",
 				"retry_end ok 1 recovered",
 				"append message:msg-3",
@@ -624,7 +625,7 @@ func TestStoryRetryChain(t *testing.T) {
 				"start_run prompt user-1 context=[user-1]",
 				"append message:user-1",
 			}},
-			{in: reply(policy.Message{Role: policy.RoleAssistant, StopReason: classify.StopReasonError, HTTPStatus: 529, Provider: "p", Model: "m"}), want: []string{
+			{in: reply(transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError, HTTPStatus: 529, Provider: "p", Model: "m"}), want: []string{
 				"message msg-2 error p/m \"\"",
 				"append message:msg-2",
 				"agent_end [msg-2]",
@@ -713,14 +714,14 @@ func cancelledLines(n int) []string {
 	}
 }
 
-func toolResult(id string) policy.Message {
-	return policy.Message{Role: policy.RoleToolResult, ToolCallID: id, ToolName: "read", Content: policy.TextContent("42 lines")}
+func toolResult(id string) transcript.Message {
+	return transcript.Message{Role: transcript.RoleToolResult, ToolCallID: id, ToolName: "read", Content: transcript.TextContent("42 lines")}
 }
 
 // Aborts, AbortRetry and AbortCompaction with nothing to stop, and at each
 // point of a run (docs/policy.md §7).
 func TestStoryAborts(t *testing.T) {
-	aborted := policy.Message{Role: policy.RoleAssistant, StopReason: classify.StopReasonAborted, Provider: "p", Model: "m"}
+	aborted := transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonAborted, Provider: "p", Model: "m"}
 	playAll(t, []story{
 		{name: "AbortRetry and AbortCompaction with nothing to stop do nothing", steps: []step{
 			{in: abortRetryIn()},
@@ -880,7 +881,7 @@ func TestStoryAborts(t *testing.T) {
 				"start_run prompt user-1 context=[user-1]",
 				"append message:user-1",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageStart{Message: policy.Message{Role: policy.RoleAssistant}})},
+			{in: events(policy.AgentStart{}, policy.MessageStart{Message: transcript.Message{Role: transcript.RoleAssistant}})},
 			{in: abortIn(), want: []string{
 				"cancel_run user",
 			}},
@@ -1050,7 +1051,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"start_run prompt user-1 context=[user-1]",
 				"append message:user-1",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageStart{Message: policy.Message{Role: policy.RoleAssistant}})},
+			{in: events(policy.AgentStart{}, policy.MessageStart{Message: transcript.Message{Role: transcript.RoleAssistant}})},
 			{in: returned(policy.RunReturn{Err: errors.New("503 stream reset")}), want: []string{
 				"message msg-2 error p/m \"503 stream reset\"",
 				"agent_end [msg-2]",
@@ -1066,7 +1067,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"start_run prompt user-1 context=[user-1]",
 				"append message:user-1",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageStart{Message: policy.Message{Role: policy.RoleAssistant}})},
+			{in: events(policy.AgentStart{}, policy.MessageStart{Message: transcript.Message{Role: transcript.RoleAssistant}})},
 			{in: returned(policy.RunReturn{}), want: []string{
 				"message msg-2 error p/m \"the agent stopped without ending the run\"",
 				"agent_end [msg-2]",
@@ -1101,7 +1102,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"start_run prompt user-1 context=[user-1]",
 				"append message:user-1",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageStart{Message: policy.Message{Role: policy.RoleAssistant}})},
+			{in: events(policy.AgentStart{}, policy.MessageStart{Message: transcript.Message{Role: transcript.RoleAssistant}})},
 			{in: returned(policy.RunReturn{Panic: errors.New("503 overloaded")}), want: []string{
 				"message msg-2 error p/m \"the agent panicked: 503 overloaded\"",
 				"agent_end [msg-2]",

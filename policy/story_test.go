@@ -10,8 +10,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // The policy's stories, told to a bare Engine: each story is a table of
@@ -38,12 +38,12 @@ type player struct {
 	turnErr       error
 	turnDone      bool
 	compactErr    error
-	compactResult *policy.Compaction
+	compactResult *transcript.Compaction
 	promptErr     error
 	// request is the last StartCompaction's.
 	request *policy.SummaryRequest
 	// runContext is the last StartRun's context.
-	runContext []policy.Message
+	runContext []transcript.Message
 }
 
 // input is one step's input: it feeds the engine and returns its effects
@@ -189,7 +189,7 @@ func (p *player) eventLine(ev policy.Event) string {
 		if m.IsError() {
 			return fmt.Sprintf("message %s %s %s/%s %q", m.ID, m.StopReason, m.Provider, m.Model, m.ErrorMessage)
 		}
-		if m.Role != policy.RoleAssistant {
+		if m.Role != transcript.RoleAssistant {
 			return fmt.Sprintf("message %s %s", m.ID, m.Role)
 		}
 		return fmt.Sprintf("message %s %s", m.ID, m.StopReason)
@@ -201,7 +201,7 @@ func (p *player) eventLine(ev policy.Event) string {
 	return ""
 }
 
-func compactionLine(c *policy.Compaction) string {
+func compactionLine(c *transcript.Compaction) string {
 	return fmt.Sprintf("%s %q kept=%s before=%d", c.Reason, c.Summary, c.FirstKeptEntryID, c.TokensBefore)
 }
 
@@ -212,7 +212,7 @@ func errLine(err error) string {
 	return err.Error()
 }
 
-func ids(ms []policy.Message) string {
+func ids(ms []transcript.Message) string {
 	var out []string
 	for _, m := range ms {
 		out = append(out, m.ID)
@@ -233,9 +233,9 @@ func promptIn(text string) input {
 
 // reply is one whole run answered by the model with m: agent_start, the
 // message, agent_end, and the run's return.
-func reply(m policy.Message) input { return replyWith(m, policy.RunReturn{}) }
+func reply(m transcript.Message) input { return replyWith(m, policy.RunReturn{}) }
 
-func replyWith(m policy.Message, ret policy.RunReturn) input {
+func replyWith(m transcript.Message, ret policy.RunReturn) input {
 	return func(p *player) []string {
 		var out []string
 		for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: m}, policy.MessageEnd{Message: m}, policy.AgentEnd{}} {
@@ -333,14 +333,14 @@ func set(f func(e *policy.Engine)) input {
 
 // The model's answers.
 
-func errorAnswer(text string) policy.Message { return answer(classify.StopReasonError, text) }
+func errorAnswer(text string) transcript.Message { return answer(transcript.StopReasonError, text) }
 
-func okAnswer(text string) policy.Message { return answer(classify.StopReasonStop, text) }
+func okAnswer(text string) transcript.Message { return answer(transcript.StopReasonStop, text) }
 
 // sized is a successful answer reporting a context of total tokens.
-func sized(total int) policy.Message {
+func sized(total int) transcript.Message {
 	m := okAnswer("big")
-	m.Usage = &policy.Usage{Input: total, TotalTokens: total}
+	m.Usage = &transcript.Usage{Input: total, TotalTokens: total}
 	return m
 }
 

@@ -13,7 +13,7 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // AgentSummarizer is a Summarizer that asks the model: it runs Agent once
@@ -155,7 +155,7 @@ func (a AgentSummarizer) Summarize(ctx context.Context, req SummaryRequest) (Sum
 		return Summary{}, fmt.Errorf("session: the summary's model run failed: %w", err)
 	case last == nil:
 		return Summary{}, errors.New("session: the summary's model run gave no answer")
-	case last.IsError() || last.StopReason == classify.StopReasonAborted:
+	case last.IsError() || last.StopReason == transcript.StopReasonAborted:
 		msg := last.ErrorMessage
 		if msg == "" {
 			msg = string(last.StopReason)

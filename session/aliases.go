@@ -1,42 +1,45 @@
 package session
 
-import "github.com/agentfsm/agentfsm/policy"
+import (
+	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
+)
 
 // The session's values are those of package policy, the decision core it
 // drives: a program that embeds a Session needs no other import.
 
 // Messages.
 type (
-	Role      = policy.Role
-	Usage     = policy.Usage
+	Role      = transcript.Role
+	Usage     = transcript.Usage
 	Model     = policy.Model
-	Message   = policy.Message
-	Block     = policy.Block
-	BlockType = policy.BlockType
-	Cost      = policy.Cost
+	Message   = transcript.Message
+	Block     = transcript.Block
+	BlockType = transcript.BlockType
+	Cost      = transcript.Cost
 )
 
 // The block types.
 const (
-	BlockText     = policy.BlockText
-	BlockImage    = policy.BlockImage
-	BlockThinking = policy.BlockThinking
-	BlockToolCall = policy.BlockToolCall
+	BlockText     = transcript.BlockText
+	BlockImage    = transcript.BlockImage
+	BlockThinking = transcript.BlockThinking
+	BlockToolCall = transcript.BlockToolCall
 )
 
 // TextBlock is a text block holding s (see policy.TextBlock).
-func TextBlock(s string) Block { return policy.TextBlock(s) }
+func TextBlock(s string) Block { return transcript.TextBlock(s) }
 
 // TextContent is content of one text block holding s (see
 // policy.TextContent).
-func TextContent(s string) []Block { return policy.TextContent(s) }
+func TextContent(s string) []Block { return transcript.TextContent(s) }
 
 // The roles.
 const (
-	RoleUser       = policy.RoleUser
-	RoleAssistant  = policy.RoleAssistant
-	RoleToolResult = policy.RoleToolResult
-	RoleSummary    = policy.RoleSummary
+	RoleUser       = transcript.RoleUser
+	RoleAssistant  = transcript.RoleAssistant
+	RoleToolResult = transcript.RoleToolResult
+	RoleSummary    = transcript.RoleSummary
 )
 
 // Settings.
@@ -91,8 +94,8 @@ const (
 
 // Compaction.
 type (
-	CompactionReason = policy.CompactionReason
-	Compaction       = policy.Compaction
+	CompactionReason = transcript.CompactionReason
+	Compaction       = transcript.Compaction
 	SummaryRequest   = policy.SummaryRequest
 	Summary          = policy.Summary
 	DigestSummarizer = policy.DigestSummarizer
@@ -100,9 +103,9 @@ type (
 
 // The compaction reasons.
 const (
-	ReasonOverflow  = policy.ReasonOverflow
-	ReasonThreshold = policy.ReasonThreshold
-	ReasonManual    = policy.ReasonManual
+	ReasonOverflow  = transcript.ReasonOverflow
+	ReasonThreshold = transcript.ReasonThreshold
+	ReasonManual    = transcript.ReasonManual
 )
 
 // DefaultDigestChars is the default bound of a digest.
@@ -110,15 +113,15 @@ const DefaultDigestChars = policy.DefaultDigestChars
 
 // History entries.
 type (
-	Entry     = policy.Entry
-	EntryType = policy.EntryType
+	Entry     = transcript.Entry
+	EntryType = transcript.EntryType
 )
 
 // The entry types.
 const (
-	EntryMessage    = policy.EntryMessage
-	EntryCompaction = policy.EntryCompaction
-	EntryRemoval    = policy.EntryRemoval
+	EntryMessage    = transcript.EntryMessage
+	EntryCompaction = transcript.EntryCompaction
+	EntryRemoval    = transcript.EntryRemoval
 )
 
 // Errors: Prompt's and Compact's errors match one of these (see package
@@ -137,7 +140,7 @@ var (
 	ErrAlreadyCompacted    = policy.ErrAlreadyCompacted
 	ErrCompactionCancelled = policy.ErrCompactionCancelled
 	ErrInvalidConfig       = policy.ErrInvalidConfig
-	ErrInvalidEntry        = policy.ErrInvalidEntry
+	ErrInvalidEntry        = transcript.ErrInvalidEntry
 )
 
 // ExhaustedError is the error of a turn whose retry chain ran out.

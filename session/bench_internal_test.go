@@ -4,9 +4,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/internal/baseline"
 	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // benchSession is a session whose loop does not run: the benchmark feeds
@@ -45,7 +45,7 @@ func (s *Session) ended(b *testing.B) policy.RunID {
 		}
 	}
 	s.applyBut(effects, policy.StartRun)
-	m := Message{ID: "m-1", Role: RoleAssistant, StopReason: classify.StopReasonError,
+	m := Message{ID: "m-1", Role: RoleAssistant, StopReason: transcript.StopReasonError,
 		ErrorMessage: "503 Service Unavailable", Provider: "p", Model: "m", Usage: &Usage{Input: 100}}
 	for _, ev := range []Event{AgentStart{}, MessageStart{Message: m}, MessageEnd{Message: m}, AgentEnd{}} {
 		s.applyBut(s.x.engine.RunEvent(now, id, ev), policy.StartRun)

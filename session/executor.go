@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // executor is what the loop's goroutine owns: the engine, and the handles
@@ -122,7 +123,7 @@ func (s *Session) timerFired() {
 
 // append writes entries to history, in order, in one Append; it logs a
 // failure. A History that panics is recovered, logged, and fails the write.
-func (s *Session) append(entries []policy.Entry) (err error) {
+func (s *Session) append(entries []transcript.Entry) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.logPanic("history", r)

@@ -12,10 +12,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agentfsm/agentfsm/classify"
 )
 
 // faultyFile is a history file whose next write, sync or truncate fails
@@ -181,7 +180,7 @@ func bigHistory(t *testing.T, path string) (firstKept string) {
 		}
 		id := fmt.Sprintf("%s-%d", kind, n)
 		return Entry{Type: EntryMessage, ID: id, Timestamp: int64(n), Message: &Message{ID: id, Role: role, Content: TextContent(text),
-			StopReason: map[Role]classify.StopReason{RoleAssistant: "stop"}[role], Timestamp: int64(n)}}
+			StopReason: map[Role]transcript.StopReason{RoleAssistant: "stop"}[role], Timestamp: int64(n)}}
 	}
 	for range 100 {
 		var batch []Entry

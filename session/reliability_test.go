@@ -13,10 +13,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // The tests of this file play agents that misbehave, or callers that act
@@ -56,7 +56,7 @@ func (a *runs) calls() int {
 // assistant is a message of the scripted model; an "error" one carries
 // text as its error.
 func assistant(stop, text string) session.Message {
-	m := session.Message{Role: session.RoleAssistant, StopReason: classify.StopReason(stop), Provider: "scripted", Model: "scripted-1",
+	m := session.Message{Role: session.RoleAssistant, StopReason: transcript.StopReason(stop), Provider: "scripted", Model: "scripted-1",
 		Usage: &session.Usage{Input: 100, Output: 20, TotalTokens: 120}}
 	if stop == "error" {
 		m.ErrorMessage = text

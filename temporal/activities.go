@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Sink receives a session's events, in order, each as its wire line
@@ -64,10 +65,10 @@ func (a *Activities) Register(r ActivityRegistry) {
 
 // RunInput is what the workflow hands the run activity.
 type RunInput struct {
-	SessionID string           `json:"sessionId"`
-	Prompt    *policy.Message  `json:"prompt,omitempty"`
-	Context   []policy.Message `json:"context"`
-	Model     policy.Model     `json:"model"`
+	SessionID string               `json:"sessionId"`
+	Prompt    *transcript.Message  `json:"prompt,omitempty"`
+	Context   []transcript.Message `json:"context"`
+	Model     policy.Model         `json:"model"`
 }
 
 // RunResult is how a run went: the agent's events but the fragments, in
@@ -87,9 +88,9 @@ type RunResult struct {
 type AgentEvent struct {
 	// Type is the event's wire type: agent_start, turn_start,
 	// message_start, message_end, turn_end or agent_end.
-	Type     string           `json:"type"`
-	Message  *policy.Message  `json:"message,omitempty"`
-	Messages []policy.Message `json:"messages"`
+	Type     string               `json:"type"`
+	Message  *transcript.Message  `json:"message,omitempty"`
+	Messages []transcript.Message `json:"messages"`
 }
 
 // agentEvent returns ev as an AgentEvent; false for an event that is not

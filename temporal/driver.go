@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/rpc"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // driver carries out the engine's effects in the workflow, as package
@@ -28,7 +29,7 @@ type driver struct {
 	setup policy.Setup
 	creds bool
 	// history is every entry the session wrote, in order.
-	history []policy.Entry
+	history []transcript.Entry
 	// inputs counts what this run of the workflow fed the engine.
 	inputs int
 

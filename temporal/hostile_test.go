@@ -20,6 +20,7 @@ import (
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/temporal"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // env is a test environment with the workflow and activities on agent.
@@ -105,9 +106,9 @@ func TestCompactUpdate(t *testing.T) {
 	require.NoError(t, p1.err)
 	require.NoError(t, p2.err)
 	require.NoError(t, c1.err)
-	res, ok := c1.val.(policy.Compaction)
-	require.True(t, ok, "compact answers a policy.Compaction, not %T", c1.val)
-	assert.Equal(t, policy.ReasonManual, res.Reason)
+	res, ok := c1.val.(transcript.Compaction)
+	require.True(t, ok, "compact answers a transcript.Compaction, not %T", c1.val)
+	assert.Equal(t, transcript.ReasonManual, res.Reason)
 	assert.NotEmpty(t, res.Summary)
 	assert.Equal(t, "already_compacted", code(t, c2.err))
 }

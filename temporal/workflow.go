@@ -12,6 +12,7 @@ import (
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Workflow is the session workflow as a worker runs it: its fields are
@@ -64,7 +65,7 @@ type Start struct {
 	Credentials bool `json:"credentials,omitempty"`
 	// History is the session's history so far, oldest first: a session
 	// started on it goes on from its runtime context.
-	History []policy.Entry `json:"history,omitempty"`
+	History []transcript.Entry `json:"history,omitempty"`
 	// Snapshot and Events are set when a session continues as new: the
 	// engine's state (on History), and how many events were delivered.
 	Snapshot *policy.Snapshot `json:"snapshot,omitempty"`
@@ -121,7 +122,7 @@ func newDriver(ctx workflow.Context, w *Workflow, in Start) (*driver, []policy.E
 	if in.Config != nil {
 		setup.Config = *in.Config
 	}
-	d := &driver{root: ctx, w: w, creds: in.Credentials, seq: in.Events, history: append([]policy.Entry(nil), in.History...)}
+	d := &driver{root: ctx, w: w, creds: in.Credentials, seq: in.Events, history: append([]transcript.Entry(nil), in.History...)}
 	d.setup = setup
 	d.setup.History = nil
 	var effects []policy.Effect
@@ -237,9 +238,9 @@ func (d *driver) prompt(ctx workflow.Context, text string) error {
 }
 
 // compact is the compact update: a manual compaction.
-func (d *driver) compact(ctx workflow.Context, instructions string) (policy.Compaction, error) {
+func (d *driver) compact(ctx workflow.Context, instructions string) (transcript.Compaction, error) {
 	if d.closing {
-		return policy.Compaction{}, turnError(errClosed)
+		return transcript.Compaction{}, turnError(errClosed)
 	}
 	effects, err := d.engine.Compact(workflow.Now(ctx), instructions)
 	d.inputs++
@@ -250,13 +251,13 @@ func (d *driver) compact(ctx workflow.Context, instructions string) (policy.Comp
 	}
 	d.apply(ctx, effects)
 	if err != nil {
-		return policy.Compaction{}, turnError(err)
+		return transcript.Compaction{}, turnError(err)
 	}
 	if err := workflow.Await(ctx, func() bool { return c.done }); err != nil {
-		return policy.Compaction{}, err
+		return transcript.Compaction{}, err
 	}
 	if c.err != nil {
-		return policy.Compaction{}, turnError(c.err)
+		return transcript.Compaction{}, turnError(c.err)
 	}
 	return c.result, nil
 }
@@ -266,7 +267,7 @@ func (d *driver) compact(ctx workflow.Context, instructions string) (policy.Comp
 type waiter struct {
 	done   bool
 	err    error
-	result policy.Compaction
+	result transcript.Compaction
 }
 
 // turnError is err as an update's error: an application error whose type

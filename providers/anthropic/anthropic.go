@@ -27,8 +27,8 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Provider is the provider name the agent reports and resolves credentials
@@ -260,7 +260,7 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 		emit(session.MessageEnd{Message: msg})
 		made = append(made, msg)
 		conversation = append(conversation, msg)
-		if msg.StopReason != classify.StopReasonToolUse {
+		if msg.StopReason != transcript.StopReasonToolUse {
 			emit(session.TurnEnd{})
 			break
 		}
@@ -400,7 +400,7 @@ func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.Message
 		msg.StopReason, msg.ErrorType, msg.ErrorMessage = stopReason(acc.StopReason)
 	case ctx.Err() != nil:
 		msg = head
-		msg.StopReason = classify.StopReasonAborted
+		msg.StopReason = transcript.StopReasonAborted
 		msg.ErrorMessage = "Request was aborted"
 		msg.Content = content(acc, false)
 		if started {
@@ -474,20 +474,20 @@ func safeAPIError(e *sdk.Error) error {
 
 // stopReason maps the API's stop reason to the session's, with the error
 // type and message of one that is a failure.
-func stopReason(r sdk.StopReason) (classify.StopReason, string, string) {
+func stopReason(r sdk.StopReason) (transcript.StopReason, string, string) {
 	switch r {
 	case sdk.StopReasonToolUse:
-		return classify.StopReasonToolUse, "", ""
+		return transcript.StopReasonToolUse, "", ""
 	case sdk.StopReasonMaxTokens:
-		return classify.StopReasonLength, "", ""
+		return transcript.StopReasonLength, "", ""
 	case sdk.StopReasonModelContextWindowExceeded:
-		return classify.StopReasonError, "model_context_window_exceeded",
+		return transcript.StopReasonError, "model_context_window_exceeded",
 			"model_context_window_exceeded: the response filled the model's context window"
 	case sdk.StopReasonRefusal:
-		return classify.StopReasonError, "refusal", "refusal: the model declined to answer"
+		return transcript.StopReasonError, "refusal", "refusal: the model declined to answer"
 	}
 	// end_turn, stop_sequence, pause_turn and any newer reason.
-	return classify.StopReasonStop, "", ""
+	return transcript.StopReasonStop, "", ""
 }
 
 // delta is the session's delta of a content_block_delta event.

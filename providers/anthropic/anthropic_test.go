@@ -24,6 +24,7 @@ import (
 	"github.com/agentfsm/agentfsm/internal/providertest"
 	"github.com/agentfsm/agentfsm/providers/anthropic"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 func TestMain(m *testing.M) {
@@ -145,13 +146,13 @@ func TestOverloadedThenSuccess(t *testing.T) {
 		ends := ev.ends()
 		require.Len(t, ends, 2)
 		failed := ends[0]
-		assert.Equal(t, classify.StopReasonError, failed.StopReason)
+		assert.Equal(t, transcript.StopReasonError, failed.StopReason)
 		assert.Equal(t, "529 overloaded_error: Overloaded", failed.ErrorMessage)
 		assert.Equal(t, 529, failed.HTTPStatus)
 		assert.Equal(t, "overloaded_error", failed.ErrorType)
 		assert.True(t, strings.HasPrefix(failed.Headers["request-id"], "req_"), failed.Headers)
 		answer := ends[1]
-		assert.Equal(t, classify.StopReasonStop, answer.StopReason)
+		assert.Equal(t, transcript.StopReasonStop, answer.StopReason)
 		assert.Equal(t, "anthropic", answer.Provider)
 		assert.Equal(t, providertest.AnthropicModel, answer.Model)
 		assert.Equal(t, &session.Usage{Input: 120, Output: 8, CacheRead: 40, CacheWrite: 10, TotalTokens: 178}, answer.Usage)
@@ -255,7 +256,7 @@ func TestCutStreamIsRetried(t *testing.T) {
 				require.NoError(t, s.Prompt(t.Context(), "hi"))
 				assert.Equal(t, "whole", lastText(s))
 				failed := ev.ends()[0]
-				assert.Equal(t, classify.StopReasonError, failed.StopReason)
+				assert.Equal(t, transcript.StopReasonError, failed.StopReason)
 				assert.Error(t, failed.Err)
 				assert.Equal(t, 1, count[session.AutoRetryStart](ev.all()), failed.ErrorMessage)
 			})
@@ -316,7 +317,7 @@ func TestToolRoundTripSurvivesRetry(t *testing.T) {
 
 		ends := ev.ends()
 		require.Len(t, ends, 5)
-		assert.Equal(t, classify.StopReasonToolUse, ends[0].StopReason)
+		assert.Equal(t, transcript.StopReasonToolUse, ends[0].StopReason)
 		assert.Equal(t, []session.Block{
 			{Type: session.BlockThinking, Thinking: "Read it first.", ThinkingSignature: "sig-1"},
 			session.TextBlock("Reading."),
@@ -375,7 +376,7 @@ func TestAbortMidStream(t *testing.T) {
 		assert.False(t, reqs[0].Complete)
 		ends := ev.ends()
 		require.Len(t, ends, 1)
-		assert.Equal(t, classify.StopReasonAborted, ends[0].StopReason)
+		assert.Equal(t, transcript.StopReasonAborted, ends[0].StopReason)
 		assert.Equal(t, []session.Block{session.TextBlock("this ")}, ends[0].Content)
 		assert.Equal(t, 0, count[session.AutoRetryStart](ev.all()))
 	})
@@ -517,7 +518,7 @@ func TestContextWindowExceededIsOverflow(t *testing.T) {
 		assert.Equal(t, 1, count[session.AutoCompactionStart](ev.all()))
 		ends := ev.ends()
 		overflow := ends[len(ends)-2]
-		assert.Equal(t, classify.StopReasonError, overflow.StopReason)
+		assert.Equal(t, transcript.StopReasonError, overflow.StopReason)
 		assert.Equal(t, "model_context_window_exceeded", overflow.ErrorType)
 		assert.Contains(t, overflow.ErrorMessage, "model_context_window_exceeded")
 	})
@@ -541,17 +542,17 @@ func TestContextConversion(t *testing.T) {
 	ctx := []session.Message{
 		{Role: session.RoleSummary, Content: session.TextContent("We read main.go.")},
 		{Role: session.RoleUser, Content: []session.Block{session.TextBlock("look:"), {Type: session.BlockImage, Data: "iVBORw0KGgo=", MimeType: "image/png"}}},
-		{Role: session.RoleAssistant, StopReason: classify.StopReasonStop, Content: []session.Block{
+		{Role: session.RoleAssistant, StopReason: transcript.StopReasonStop, Content: []session.Block{
 			{Type: session.BlockThinking, Thinking: "opaque==", Redacted: true},
 			{Type: session.BlockThinking, Thinking: "another model's reasoning"},
 			{Type: session.BlockToolCall, ID: "toolu_9", Name: "read", Arguments: json.RawMessage(`{"path":"a<b>.go"}`)},
 		}},
-		{Role: session.RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: "529 overloaded_error: Overloaded"},
+		{Role: session.RoleAssistant, StopReason: transcript.StopReasonError, ErrorMessage: "529 overloaded_error: Overloaded"},
 		{Role: session.RoleUser, Content: session.TextContent("go on")},
 		// Another provider's signed thinking (an OpenAI-compatible
 		// server's, signed with the field it came in) goes as text, its
 		// redacted thinking not at all: the API would refuse them.
-		{Role: session.RoleAssistant, StopReason: classify.StopReasonStop, Provider: "openai", Model: "deepseek-chat", Content: []session.Block{
+		{Role: session.RoleAssistant, StopReason: transcript.StopReasonStop, Provider: "openai", Model: "deepseek-chat", Content: []session.Block{
 			{Type: session.BlockThinking, Thinking: "deepseek's reasoning", ThinkingSignature: "reasoning_content"},
 			{Type: session.BlockThinking, Thinking: "b3BhcXVl", Redacted: true},
 			session.TextBlock("an answer"),
@@ -579,7 +580,7 @@ func TestContextConversion(t *testing.T) {
 	assert.Equal(t, []string{"policy.AgentStart", "policy.TurnStart", "policy.MessageStart", "policy.MessageUpdate",
 		"policy.MessageEnd", "policy.TurnEnd", "policy.AgentEnd"}, kinds)
 	end := evs[4].(session.MessageEnd).Message
-	assert.Equal(t, classify.StopReasonLength, end.StopReason)
+	assert.Equal(t, transcript.StopReasonLength, end.StopReason)
 	assert.Equal(t, []session.Message{end}, evs[6].(session.AgentEnd).Messages)
 }
 
@@ -598,11 +599,11 @@ func TestBadInputFailsBeforeEmitting(t *testing.T) {
 		{"required not names", []anthropic.Tool{{Name: "x", Schema: json.RawMessage(`{"required":"a"}`)}}, good, `tool "x": the schema's required`},
 		{"tool without name", []anthropic.Tool{{}}, good, "a tool has no name"},
 		{"two tools of one name", []anthropic.Tool{{Name: "x"}, {Name: "x"}}, good, `two tools are named "x"`},
-		{"image in an assistant message", nil, []session.Message{{Role: session.RoleAssistant, StopReason: classify.StopReasonStop,
+		{"image in an assistant message", nil, []session.Message{{Role: session.RoleAssistant, StopReason: transcript.StopReasonStop,
 			Content: []session.Block{{Type: session.BlockImage, Data: "x", MimeType: "image/png"}}}}, `message 0: an assistant message cannot hold a block of type "image"`},
 		{"tool call in a user message", nil, []session.Message{{Role: session.RoleUser,
 			Content: []session.Block{{Type: session.BlockToolCall, ID: "t"}}}}, `message 0: a user message cannot hold a block of type "toolCall"`},
-		{"arguments not an object", nil, []session.Message{{Role: session.RoleAssistant, StopReason: classify.StopReasonToolUse,
+		{"arguments not an object", nil, []session.Message{{Role: session.RoleAssistant, StopReason: transcript.StopReasonToolUse,
 			Content: []session.Block{{Type: session.BlockToolCall, ID: "t", Arguments: json.RawMessage(`[]`)}}}}, `tool call "t": arguments are not a JSON object`},
 		{"unknown role", nil, []session.Message{{Role: "system"}}, `message 0: unknown role "system"`},
 	} {
@@ -780,7 +781,7 @@ func TestToolRoundsCap(t *testing.T) {
 		assert.Zero(t, count[session.AutoRetryStart](ev.all()), "not retried")
 		ends := ev.ends()
 		last := ends[len(ends)-1]
-		assert.Equal(t, classify.StopReasonError, last.StopReason)
+		assert.Equal(t, transcript.StopReasonError, last.StopReason)
 		assert.Equal(t, anthropic.ErrorTypeToolRounds, last.ErrorType)
 		assert.Equal(t, "anthropic: the run reached its cap of 2 tool rounds (Options.MaxToolRounds) and the model still calls tools", last.ErrorMessage)
 		assert.Equal(t, 1, srv.Pending(), "the third reply is never asked for")

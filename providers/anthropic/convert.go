@@ -6,8 +6,8 @@ import (
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // summaryPrefix introduces a compaction's summary to the model.
@@ -73,7 +73,7 @@ func messageParams(ms []session.Message) ([]sdk.MessageParam, error) {
 			add(true, blocks...)
 		case session.RoleAssistant:
 			flush()
-			if m.StopReason == classify.StopReasonError || m.StopReason == classify.StopReasonAborted {
+			if m.StopReason == transcript.StopReasonError || m.StopReason == transcript.StopReasonAborted {
 				continue
 			}
 			blocks, calls, err := assistantBlocks(m)

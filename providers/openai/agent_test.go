@@ -17,6 +17,7 @@ import (
 	"github.com/agentfsm/agentfsm/internal/providertest"
 	"github.com/agentfsm/agentfsm/providers/openai"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // run calls the agent directly and returns what it emitted.
@@ -78,7 +79,7 @@ func TestOpenAIRunEvents(t *testing.T) {
 		assert.Equal(t, "disk full", end.Messages[1].Text())
 		assert.True(t, end.Messages[2].ToolError)
 		assert.Contains(t, end.Messages[2].Text(), `no tool named "missing"`)
-		assert.Equal(t, classify.StopReasonLength, end.Messages[3].StopReason)
+		assert.Equal(t, transcript.StopReasonLength, end.Messages[3].StopReason)
 	})
 }
 
@@ -92,8 +93,8 @@ func TestOpenAIRequestMessages(t *testing.T) {
 		ctx := []session.Message{
 			{Role: session.RoleSummary, Content: session.TextContent("earlier: the user asked about Go")},
 			{Role: session.RoleUser, Content: []session.Block{session.TextBlock("what is this?"), {Type: session.BlockImage, Data: "aGk=", MimeType: "image/png"}}},
-			{Role: session.RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: "503"},
-			{Role: session.RoleAssistant, StopReason: classify.StopReasonToolUse, Content: []session.Block{
+			{Role: session.RoleAssistant, StopReason: transcript.StopReasonError, ErrorMessage: "503"},
+			{Role: session.RoleAssistant, StopReason: transcript.StopReasonToolUse, Content: []session.Block{
 				{Type: session.BlockThinking, Thinking: "hmm", ThinkingSignature: "sig"},
 				session.TextBlock("Looking."),
 				{Type: session.BlockToolCall, ID: "c1", Name: "shot", Arguments: json.RawMessage(`{"x":1}`)},
@@ -138,7 +139,7 @@ func TestOpenAIReasoningAndEmptyChunks(t *testing.T) {
 		m := end.Messages[0]
 		assert.Equal(t, []session.Block{{Type: session.BlockThinking, Thinking: "think", ThinkingSignature: "reasoning_content"}, session.TextBlock("Hi")}, m.Content,
 			"the signature names the field the reasoning came in")
-		assert.Equal(t, classify.StopReasonStop, m.StopReason)
+		assert.Equal(t, transcript.StopReasonStop, m.StopReason)
 		assert.Nil(t, m.Usage, "no usage chunk came")
 	})
 }
@@ -184,7 +185,7 @@ func TestOpenAIForeignErrorBodiesKeepStatus(t *testing.T) {
 		for _, w := range want {
 			evs := run(t, fake, nil, []session.Message{{Role: session.RoleUser, Content: session.TextContent("go")}})
 			m := evs[len(evs)-1].(session.AgentEnd).Messages[0]
-			assert.Equal(t, classify.StopReasonError, m.StopReason)
+			assert.Equal(t, transcript.StopReasonError, m.StopReason)
 			assert.Equal(t, w.status, m.HTTPStatus)
 			assert.Equal(t, w.text, m.ErrorMessage)
 			assert.NotEmpty(t, m.Headers["x-request-id"])
@@ -272,12 +273,12 @@ func TestOpenAIReasoningGoesBackToItsModel(t *testing.T) {
 				read := openai.Tool{Name: "read", Run: func(context.Context, json.RawMessage) (string, error) { return "package main", nil }}
 				earlier := []session.Message{
 					{Role: session.RoleUser, Content: session.TextContent("before")},
-					{Role: session.RoleAssistant, StopReason: classify.StopReasonStop, Provider: "openai", Model: "other-model", Content: []session.Block{
+					{Role: session.RoleAssistant, StopReason: transcript.StopReasonStop, Provider: "openai", Model: "other-model", Content: []session.Block{
 						{Type: session.BlockThinking, Thinking: "another model's thought", ThinkingSignature: field}, session.TextBlock("other")}},
-					{Role: session.RoleAssistant, StopReason: classify.StopReasonStop, Provider: "anthropic", Model: "gpt-4o", Content: []session.Block{
+					{Role: session.RoleAssistant, StopReason: transcript.StopReasonStop, Provider: "anthropic", Model: "gpt-4o", Content: []session.Block{
 						{Type: session.BlockThinking, Thinking: "signed thought", ThinkingSignature: "EqQBCkYIBxgCKkBs"}, session.TextBlock("signed")}},
 					// Its own reasoning with no answer and no call: no message.
-					{Role: session.RoleAssistant, StopReason: classify.StopReasonLength, Provider: "openai", Model: "gpt-4o", Content: []session.Block{
+					{Role: session.RoleAssistant, StopReason: transcript.StopReasonLength, Provider: "openai", Model: "gpt-4o", Content: []session.Block{
 						{Type: session.BlockThinking, Thinking: "cut short", ThinkingSignature: field}}},
 					{Role: session.RoleUser, Content: session.TextContent("read main.go")},
 				}

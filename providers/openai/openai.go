@@ -24,8 +24,8 @@ import (
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // DefaultProvider is the provider name of an Agent whose Options name none.
@@ -238,7 +238,7 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 		}
 		emit(session.MessageEnd{Message: m})
 		made = append(made, m)
-		if m.StopReason != classify.StopReasonToolUse {
+		if m.StopReason != transcript.StopReasonToolUse {
 			emit(session.TurnEnd{})
 			break
 		}

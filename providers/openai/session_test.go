@@ -21,6 +21,7 @@ import (
 	"github.com/agentfsm/agentfsm/internal/providertest"
 	"github.com/agentfsm/agentfsm/providers/openai"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 func TestMain(m *testing.M) {
@@ -176,7 +177,7 @@ func TestOpenAIServerErrorThenSuccessRetriesOnce(t *testing.T) {
 		assert.Contains(t, r[0].ErrorMessage, "500 server_error")
 		m := lastAssistant(t, h.s)
 		assert.Equal(t, "Hello there.", m.Text())
-		assert.Equal(t, classify.StopReasonStop, m.StopReason)
+		assert.Equal(t, transcript.StopReasonStop, m.StopReason)
 		assert.Equal(t, &session.Usage{Input: 20, Output: 8, CacheRead: 100, TotalTokens: 128}, m.Usage)
 		assert.Equal(t, "openai", m.Provider)
 		assert.Equal(t, providertest.OpenAIModel, m.Model)
@@ -304,7 +305,7 @@ func TestOpenAIToolRoundTripSurvivesRetry(t *testing.T) {
 		msgs := h.s.Messages()
 		require.Len(t, msgs, 4)
 		call := msgs[1]
-		assert.Equal(t, classify.StopReasonToolUse, call.StopReason)
+		assert.Equal(t, transcript.StopReasonToolUse, call.StopReason)
 		require.Len(t, call.Content, 1)
 		assert.Equal(t, session.Block{Type: session.BlockToolCall, ID: "call_1", Name: "read", Arguments: json.RawMessage(`{"path":"main.go"}`)}, call.Content[0])
 		assert.Equal(t, session.RoleToolResult, msgs[2].Role)
@@ -349,7 +350,7 @@ func TestOpenAIAbortMidStream(t *testing.T) {
 		require.Len(t, reqs, 1)
 		assert.True(t, reqs[0].Cancelled, "the server saw the request cancelled")
 		m := lastAssistant(t, h.s)
-		assert.Equal(t, classify.StopReasonAborted, m.StopReason)
+		assert.Equal(t, transcript.StopReasonAborted, m.StopReason)
 		assert.Equal(t, "never ", m.Text(), "what arrived before the abort")
 	})
 }
@@ -433,7 +434,7 @@ func TestOpenAIPromptDeadline(t *testing.T) {
 		reqs := h.fake.Settled()
 		require.Len(t, reqs, 1)
 		assert.True(t, reqs[0].Cancelled)
-		assert.Equal(t, classify.StopReasonAborted, lastAssistant(t, h.s).StopReason)
+		assert.Equal(t, transcript.StopReasonAborted, lastAssistant(t, h.s).StopReason)
 	})
 }
 

@@ -17,8 +17,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // ErrIncompleteStream is wrapped by the error of a stream that ended
@@ -161,7 +161,7 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 	switch {
 	case ctx.Err() != nil:
 		m := head
-		m.StopReason = classify.StopReasonAborted
+		m.StopReason = transcript.StopReasonAborted
 		m.ErrorMessage = "Request was aborted"
 		m.Content = partial(content)
 		m.Usage = usage
@@ -182,20 +182,20 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 	m.Timestamp = now()
 	switch finish {
 	case "tool_calls", "function_call":
-		m.StopReason = classify.StopReasonToolUse
+		m.StopReason = transcript.StopReasonToolUse
 	case "length":
-		m.StopReason = classify.StopReasonLength
+		m.StopReason = transcript.StopReasonLength
 	case "content_filter":
-		m.StopReason = classify.StopReasonError
+		m.StopReason = transcript.StopReasonError
 		m.ErrorMessage = "content_filter: the provider's content filter stopped the answer"
 		m.ErrorType = "content_filter"
 	default:
-		m.StopReason = classify.StopReasonStop
+		m.StopReason = transcript.StopReasonStop
 	}
 	// Some compatible servers (Ollama among them) finish a tool call with
 	// "stop": the calls decide.
-	if len(calls) > 0 && m.StopReason == classify.StopReasonStop {
-		m.StopReason = classify.StopReasonToolUse
+	if len(calls) > 0 && m.StopReason == transcript.StopReasonStop {
+		m.StopReason = transcript.StopReasonToolUse
 	}
 	return m
 }
@@ -404,7 +404,7 @@ func imagePart(b session.Block) sdk.ChatCompletionContentPartUnionParam {
 // own (the model that wrote it is the one called); false when there is
 // nothing to send.
 func assistantMessage(m session.Message, answered, called map[string]bool, own bool) (sdk.ChatCompletionMessageParamUnion, bool) {
-	if m.StopReason == classify.StopReasonError || m.StopReason == classify.StopReasonAborted {
+	if m.StopReason == transcript.StopReasonError || m.StopReason == transcript.StopReasonAborted {
 		return sdk.ChatCompletionMessageParamUnion{}, false
 	}
 	var p sdk.ChatCompletionAssistantMessageParam

@@ -18,8 +18,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Script is what the agent answers, as JSON:
@@ -47,7 +47,7 @@ type Call struct {
 	// StopReason is the answer's: stop, toolUse, length or error. toolUse
 	// makes the run execute a stand-in tool and call the model again
 	// within the same run.
-	StopReason classify.StopReason `json:"stopReason"`
+	StopReason transcript.StopReason `json:"stopReason"`
 	// Text is the answer's text, when Content is empty.
 	Text string `json:"text,omitempty"`
 	// Content is the answer's content blocks (text, thinking, tool calls,
@@ -91,8 +91,8 @@ type ToolResult struct {
 // DefaultModel is the model of a script that names none.
 var DefaultModel = session.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 200000}
 
-var stopReasons = map[classify.StopReason]bool{
-	classify.StopReasonStop: true, classify.StopReasonToolUse: true, classify.StopReasonLength: true, classify.StopReasonError: true,
+var stopReasons = map[transcript.StopReason]bool{
+	transcript.StopReasonStop: true, transcript.StopReasonToolUse: true, transcript.StopReasonLength: true, transcript.StopReasonError: true,
 }
 
 // Parse reads a script. Unknown keys, an unknown stopReason and negative
@@ -122,9 +122,9 @@ func Parse(data []byte) (Script, error) {
 			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d].stopReason %q (want stop, toolUse, length or error)", i, c.StopReason)
 		case c.LatencyMs < 0:
 			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d].latencyMs must not be negative", i)
-		case c.StopReason == classify.StopReasonError && c.ErrorMessage == "" && c.Status == 0 && c.ErrorType == "":
+		case c.StopReason == transcript.StopReasonError && c.ErrorMessage == "" && c.Status == 0 && c.ErrorType == "":
 			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d] is an error with no errorMessage, status or errorType", i)
-		case len(c.ToolResults) > 0 && c.StopReason != classify.StopReasonToolUse:
+		case len(c.ToolResults) > 0 && c.StopReason != transcript.StopReasonToolUse:
 			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d] has toolResults but stopReason %q (want toolUse)", i, c.StopReason)
 		case len(c.ToolResults) > len(toolCalls(c.Content)):
 			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d] has %d toolResults for %d toolCall blocks", i, len(c.ToolResults), len(toolCalls(c.Content)))
@@ -183,7 +183,7 @@ func (a *Agent) take() (Call, string) {
 	a.ids++
 	id := "call-" + strconv.Itoa(a.ids)
 	if a.next >= len(a.calls) {
-		return Call{StopReason: classify.StopReasonStop, Text: "ok"}, id
+		return Call{StopReason: transcript.StopReasonStop, Text: "ok"}, id
 	}
 	c := a.calls[a.next]
 	a.next++
@@ -222,7 +222,7 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 		msg.Timestamp = time.Now().UnixMilli()
 		if aborted {
 			// The usage reported before the abort, as a provider streams it.
-			msg.StopReason = classify.StopReasonAborted
+			msg.StopReason = transcript.StopReasonAborted
 			msg.ErrorMessage = "Request was aborted"
 			msg.Usage = withTotal(call.Usage, session.Usage{})
 		} else {
@@ -234,7 +234,7 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 		}
 		emit(session.MessageEnd{Message: msg})
 		made = append(made, msg)
-		if msg.StopReason != classify.StopReasonToolUse {
+		if msg.StopReason != transcript.StopReasonToolUse {
 			emit(session.TurnEnd{})
 			break
 		}
