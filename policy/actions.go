@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
@@ -57,23 +58,23 @@ func dropDecision(e *Engine, _ *step) { e.pending = nil }
 
 func endChainFailed(e *Engine, s *step) {
 	if s.msg != nil {
-		e.endChain(s.msg.ErrorMessage, RetryFailed, s.v.class())
+		e.endChain(s.msg.ErrorMessage, events.RetryFailed, s.v.class())
 	} else {
-		e.endChain(s.err.Error(), RetryFailed, classify.None)
+		e.endChain(s.err.Error(), events.RetryFailed, classify.None)
 	}
 }
 
 func endChainExhausted(e *Engine, s *step) {
-	e.endChain(s.msg.ErrorMessage, RetryExhausted, s.v.class())
+	e.endChain(s.msg.ErrorMessage, events.RetryExhausted, s.v.class())
 }
 
 func endChainCancelled(e *Engine, _ *step) {
-	e.endChain("Retry cancelled", RetryCancelled, classify.None)
+	e.endChain("Retry cancelled", events.RetryCancelled, classify.None)
 }
 
 func endChainRecovered(e *Engine, _ *step) {
 	if e.attempt > 0 {
-		e.emit(AutoRetryEnd{Success: true, Attempt: e.attempt, Outcome: RetryRecovered})
+		e.emit(events.AutoRetryEnd{Success: true, Attempt: e.attempt, Outcome: events.RetryRecovered})
 		e.attempt = 0
 	}
 }
@@ -114,8 +115,8 @@ func stopCompaction(e *Engine, _ *step) {
 
 func reportRefusal(e *Engine, _ *step) {
 	const refused = "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."
-	e.emit(AutoCompactionStart{Reason: transcript.ReasonOverflow})
-	e.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: refused})
+	e.emit(events.AutoCompactionStart{Reason: transcript.ReasonOverflow})
+	e.emit(events.AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: refused})
 }
 
 // The run and the turn.

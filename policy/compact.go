@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
@@ -140,7 +141,7 @@ func (e *Engine) summaryLimit(kept []transcript.Message) int {
 // startCompaction begins an automatic compaction; the machine is in
 // compacting. With nothing to compact it ends at once, failed.
 func (e *Engine) startCompaction(at time.Time, reason transcript.CompactionReason, willRetry, check bool) {
-	e.emit(AutoCompactionStart{Reason: reason})
+	e.emit(events.AutoCompactionStart{Reason: reason})
 	c, ok := e.prepareCompaction(reason)
 	if !ok {
 		e.compactionFailed(at, &compaction{reason: reason, willRetry: willRetry, check: check}, ErrNothingToCompact)
@@ -255,7 +256,7 @@ func (e *Engine) committed(at time.Time, err error) {
 	if c.manual {
 		e.effect(Effect{Kind: FinishCompact, Result: &res})
 	} else {
-		e.emit(AutoCompactionEnd{Result: &res, Aborted: false, WillRetry: c.willRetry})
+		e.emit(events.AutoCompactionEnd{Result: &res, Aborted: false, WillRetry: c.willRetry})
 	}
 	e.fire(&step{at: at, facts: transitions.Facts{Signal: transitions.CompactionEnded, Compacted: true, WillRetry: c.willRetry}})
 }
@@ -267,9 +268,9 @@ func (e *Engine) compactionFailed(at time.Time, c *compaction, err error) {
 	case c.manual:
 		e.effect(Effect{Kind: FinishCompact, Err: err})
 	case c.reason == transcript.ReasonOverflow:
-		e.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: "Context overflow recovery failed: " + err.Error()})
+		e.emit(events.AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: "Context overflow recovery failed: " + err.Error()})
 	default:
-		e.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: "Auto-compaction failed: " + err.Error()})
+		e.emit(events.AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: "Auto-compaction failed: " + err.Error()})
 	}
 	e.raise(step{at: at, err: err, facts: transitions.Facts{Signal: transitions.CompactionEnded, WillRetry: c.willRetry}})
 }
@@ -295,7 +296,7 @@ func (e *Engine) cancelCompaction(c *compaction) {
 		e.effect(Effect{Kind: FinishCompact, Err: ErrCompactionCancelled})
 		return
 	}
-	e.emit(AutoCompactionEnd{Aborted: true, WillRetry: false})
+	e.emit(events.AutoCompactionEnd{Aborted: true, WillRetry: false})
 	if c.willRetry {
 		e.failTurn(fmt.Errorf("%w: %w", ErrOverflow, ErrCompactionCancelled))
 	}

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
@@ -96,9 +97,9 @@ func (e *Engine) UsageLimitAnswered(at time.Time, switched bool) []Effect {
 // endChain ends an active chain that a run ended some other way than by a
 // retry or a success (docs/policy.md §3.5), with the class of the error
 // that ended it.
-func (e *Engine) endChain(finalError string, outcome RetryOutcome, class classify.Class) {
+func (e *Engine) endChain(finalError string, outcome events.RetryOutcome, class classify.Class) {
 	if e.attempt > 0 {
-		e.emit(AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: finalError, Outcome: outcome, ErrorClass: class})
+		e.emit(events.AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: finalError, Outcome: outcome, ErrorClass: class})
 		e.attempt = 0
 	}
 }

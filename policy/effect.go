@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/transcript"
 )
 
@@ -89,7 +90,7 @@ func (k EffectKind) String() string {
 type Effect struct {
 	Kind EffectKind
 
-	Event Event
+	Event events.Event
 
 	Run     RunID
 	Prompt  *transcript.Message

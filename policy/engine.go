@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/fsm"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -196,7 +197,7 @@ func (e *Engine) end(at time.Time) []Effect {
 func (e *Engine) effect(ef Effect) { e.out = append(e.out, ef) }
 
 // emit reports ev to the session's subscribers.
-func (e *Engine) emit(ev Event) { e.out = append(e.out, Effect{Kind: Emit, Event: ev}) }
+func (e *Engine) emit(ev events.Event) { e.out = append(e.out, Effect{Kind: Emit, Event: ev}) }
 
 // ticket gives out the identity of a new run, timer or compaction.
 func (e *Engine) ticket() uint64 {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -41,17 +42,17 @@ func describe(effects []policy.Effect) []string {
 		switch ef.Kind {
 		case policy.Emit:
 			switch ev := ef.Event.(type) {
-			case policy.StateChange:
+			case events.StateChange:
 				out = append(out, fmt.Sprintf("state %s>%s %s", ev.From, ev.To, ev.Event))
-			case policy.AutoRetryStart:
+			case events.AutoRetryStart:
 				out = append(out, fmt.Sprintf("retry_start %d/%d %dms", ev.Attempt, ev.MaxAttempts, ev.DelayMs))
-			case policy.AutoRetryEnd:
+			case events.AutoRetryEnd:
 				out = append(out, fmt.Sprintf("retry_end %v %d %s", ev.Success, ev.Attempt, ev.FinalError))
-			case policy.AutoCompactionStart:
+			case events.AutoCompactionStart:
 				out = append(out, "compaction_start "+string(ev.Reason))
-			case policy.AutoCompactionEnd:
+			case events.AutoCompactionEnd:
 				out = append(out, fmt.Sprintf("compaction_end result=%v willRetry=%v %s", ev.Result != nil, ev.WillRetry, ev.ErrorMessage))
-			case policy.TurnSettled:
+			case events.TurnSettled:
 				out = append(out, fmt.Sprintf("turn_settled %v", ev.Err == nil))
 			}
 		case policy.StartRun:
@@ -109,7 +110,7 @@ func answer(stop transcript.StopReason, text string) transcript.Message {
 // call feeds the events of one model call answered by m, and the run's end.
 func call(e *policy.Engine, at time.Time, run policy.RunID, m transcript.Message) []string {
 	var out []string
-	for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: m}, policy.MessageEnd{Message: m}, policy.AgentEnd{}} {
+	for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
 		out = append(out, describe(e.RunEvent(at, run, ev))...)
 	}
 	return append(out, describe(e.RunReturned(at, run, policy.RunReturn{}))...)
@@ -206,8 +207,8 @@ func TestEngineAbortedRunDecidesNothing(t *testing.T) {
 	e := newEngine(t, nil)
 	_, run := prompt(t, e, t0)
 	m := answer(transcript.StopReasonError, "503")
-	e.RunEvent(t0, run, policy.AgentStart{})
-	e.RunEvent(t0, run, policy.MessageEnd{Message: m})
+	e.RunEvent(t0, run, events.AgentStart{})
+	e.RunEvent(t0, run, events.MessageEnd{Message: m})
 	assert.Equal(t, []string{"cancel_run 1"}, describe(e.Abort(t0, errors.New("user"))))
 	assert.Equal(t, []string{"turn_settled false", "finish_turn session: aborted"},
 		describe(e.RunReturned(t0, run, policy.RunReturn{})), "the missing agent_end is the driver's to report, and nothing is decided")
@@ -261,7 +262,7 @@ func TestEngineIsDeterministic(t *testing.T) {
 		lines, run := prompt(t, e, t0)
 		out = append(out, lines...)
 		for i := range 3 {
-			for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageEnd{Message: answer(transcript.StopReasonError, "503")}, policy.AgentEnd{}} {
+			for _, ev := range []events.Event{events.AgentStart{}, events.MessageEnd{Message: answer(transcript.StopReasonError, "503")}, events.AgentEnd{}} {
 				out = append(out, describe(e.RunEvent(t0, run, ev))...)
 			}
 			effects := e.RunReturned(t0, run, policy.RunReturn{Draw: 0.25 * float64(i)})

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
@@ -65,7 +66,7 @@ func (e *Engine) current(id RunID) *run {
 
 // RunEvent is an event the agent emitted during run id. Events of a run that
 // ended or was replaced are dropped, and so is a nil event.
-func (e *Engine) RunEvent(at time.Time, id RunID, ev Event) []Effect {
+func (e *Engine) RunEvent(at time.Time, id RunID, ev events.Event) []Effect {
 	e.begin()
 	r := e.current(id)
 	if r == nil || r.ended || ev == nil {
@@ -76,7 +77,7 @@ func (e *Engine) RunEvent(at time.Time, id RunID, ev Event) []Effect {
 	// An event passed on as it came is emitted as the same interface
 	// value: boxing it again would copy its message.
 	switch v := ev.(type) {
-	case MessageStart:
+	case events.MessageStart:
 		if v.Message.Role == transcript.RoleAssistant {
 			r.started = true
 		}
@@ -84,12 +85,12 @@ func (e *Engine) RunEvent(at time.Time, id RunID, ev Event) []Effect {
 			v.Message.Content = bs
 			ev = v
 		}
-	case MessageUpdate:
+	case events.MessageUpdate:
 		if bs := writableBlocks(v.Message.Content); !sameBlocks(bs, v.Message.Content) {
 			v.Message.Content = bs
 			ev = v
 		}
-	case MessageEnd:
+	case events.MessageEnd:
 		if err := v.Message.CheckContent(); err != nil {
 			e.refuse(at, r, v.Message, err)
 			return e.end(at)
@@ -101,7 +102,7 @@ func (e *Engine) RunEvent(at time.Time, id RunID, ev Event) []Effect {
 		e.emit(v)
 		e.onMessageEnd(at, r, v.Message)
 		return e.end(at)
-	case AgentEnd:
+	case events.AgentEnd:
 		r.ended = true
 		if v.Messages == nil || !writable(v.Messages) {
 			// The run's own list: it ended, so nothing changes it
@@ -209,7 +210,7 @@ func (e *Engine) closeRun(at time.Time, r *run, ret RunReturn) error {
 func (e *Engine) endRun(r *run) {
 	if r.emitted && !r.ended {
 		r.ended = true
-		e.emit(AgentEnd{Messages: cloneMessages(r.messages)})
+		e.emit(events.AgentEnd{Messages: cloneMessages(r.messages)})
 	}
 }
 
@@ -219,11 +220,11 @@ func (e *Engine) failRun(at time.Time, r *run, err error) {
 	err = wiretext.Error(err) // a panic's value, say
 	m := transcript.Message{ID: e.ctx.newID("msg"), Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError, ErrorMessage: err.Error(),
 		Provider: e.model.Provider, Model: e.model.ID, Timestamp: at.UnixMilli(), Err: err}
-	e.emit(MessageStart{Message: m})
-	e.emit(MessageEnd{Message: m})
+	e.emit(events.MessageStart{Message: m})
+	e.emit(events.MessageEnd{Message: m})
 	e.onMessageEnd(at, r, m)
 	r.ended = true
-	e.emit(AgentEnd{Messages: cloneMessages(r.messages)})
+	e.emit(events.AgentEnd{Messages: cloneMessages(r.messages)})
 }
 
 // refuse ends run r on a message m of its agent that cannot be written

@@ -10,6 +10,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -105,7 +106,7 @@ func (w *walker) step(pick func(n int) int) error {
 		run := w.run
 		inputs = append(inputs, func() error { // one call and the end
 			m := walkAnswers[pick(len(walkAnswers))]
-			for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: m}, policy.MessageEnd{Message: m}, policy.AgentEnd{}} {
+			for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
 				if err := w.apply(w.e.RunEvent(w.at, run, ev)); err != nil {
 					return err
 				}
@@ -115,7 +116,7 @@ func (w *walker) step(pick func(n int) int) error {
 		}, func() error { // the run could not start, or failed midway
 			w.run = 0
 			if pick(2) == 0 {
-				_ = w.apply(w.e.RunEvent(w.at, run, policy.AgentStart{}))
+				_ = w.apply(w.e.RunEvent(w.at, run, events.AgentStart{}))
 			}
 			return w.apply(w.e.RunReturned(w.at, run, policy.RunReturn{Err: errors.New("connection reset")}))
 		})

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -59,7 +60,7 @@ func (d *driver) feed(effects []policy.Effect) {
 // answerRun plays the run in flight with one call answered by m.
 func (d *driver) answerRun(at time.Time, m transcript.Message, draw float64) {
 	run := d.run
-	for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: m}, policy.MessageEnd{Message: m}, policy.AgentEnd{}} {
+	for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
 		d.feed(d.e.RunEvent(at, run, ev))
 	}
 	d.feed(d.e.RunReturned(at, run, policy.RunReturn{Draw: draw}))

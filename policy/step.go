@@ -4,6 +4,7 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
@@ -95,12 +96,12 @@ func (e *Engine) raise(s step) { e.raised = append(e.raised, s) }
 
 // stateChanges holds one StateChange per edge of the table, already in an
 // Event interface, so reporting a transition allocates nothing.
-var stateChanges = func() map[StateChange]Event {
-	out := map[StateChange]Event{}
+var stateChanges = func() map[events.StateChange]events.Event {
+	out := map[events.StateChange]events.Event{}
 	for _, r := range transitions.Table() {
 		for _, from := range r.From {
 			if !r.Internal(from) {
-				sc := StateChange{From: from, To: r.To, Event: r.Event}
+				sc := events.StateChange{From: from, To: r.To, Event: r.Event}
 				out[sc] = sc
 			}
 		}
@@ -108,8 +109,8 @@ var stateChanges = func() map[StateChange]Event {
 	return out
 }()
 
-func stateChangeEvent(from, to states.State, ev transitions.Event) Event {
-	sc := StateChange{From: from, To: to, Event: ev}
+func stateChangeEvent(from, to states.State, ev transitions.Event) events.Event {
+	sc := events.StateChange{From: from, To: to, Event: ev}
 	if ev, ok := stateChanges[sc]; ok {
 		return ev
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -581,11 +582,11 @@ func TestStoryThreshold(t *testing.T) {
 				"start_run prompt user-3 context=[user-1 msg-2 user-3]",
 				"append message:user-3",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageEnd{Message: func() transcript.Message {
+			{in: feed(events.AgentStart{}, events.MessageEnd{Message: func() transcript.Message {
 				m := sized(180000)
 				m.StopReason = transcript.StopReasonAborted
 				return m
-			}()}, policy.AgentEnd{}), want: []string{
+			}()}, events.AgentEnd{}), want: []string{
 				"message msg-4 aborted",
 				"append message:msg-4",
 				"agent_end [msg-4]",

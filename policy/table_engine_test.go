@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -103,9 +104,9 @@ func TestEngineReplyEndsTheChain(t *testing.T) {
 	call(e, t0, run, answer(transcript.StopReasonError, "503 Service Unavailable"))
 	effects := e.TimerFired(t0.Add(2*time.Second), 2)
 	run = runOf(t, effects)
-	assert.Equal(t, []string{"append message await=false"}, describe(e.RunEvent(t0, run, policy.MessageEnd{Message: answer(transcript.StopReasonError, "503 again")})))
+	assert.Equal(t, []string{"append message await=false"}, describe(e.RunEvent(t0, run, events.MessageEnd{Message: answer(transcript.StopReasonError, "503 again")})))
 	assert.Equal(t, 1, e.Status().Attempt)
-	assert.Equal(t, []string{"retry_end true 1 ", "append message await=false"}, describe(e.RunEvent(t0, run, policy.MessageEnd{Message: answer(transcript.StopReasonStop, "done")})))
+	assert.Equal(t, []string{"retry_end true 1 ", "append message await=false"}, describe(e.RunEvent(t0, run, events.MessageEnd{Message: answer(transcript.StopReasonStop, "done")})))
 	assert.Equal(t, 0, e.Status().Attempt)
 	assert.Equal(t, states.Continuing, e.Status().State, "reply is internal: the machine stays")
 }

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -93,7 +94,7 @@ func (e *Engine) advanceTurn() {
 		return
 	}
 	e.turn = nil
-	e.emit(TurnSettled{Err: t.err, ErrorClass: t.class})
+	e.emit(events.TurnSettled{Err: t.err, ErrorClass: t.class})
 	e.effect(Effect{Kind: FinishTurn, Err: t.err})
 }
 

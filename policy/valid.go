@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -26,25 +27,25 @@ import (
 // validEvent returns an agent's event with every message and string in it
 // under the rule: ev itself when all of it is, so that an event passed on
 // unchanged is not copied.
-func validEvent(ev Event) Event {
+func validEvent(ev events.Event) events.Event {
 	switch e := ev.(type) {
-	case MessageStart:
+	case events.MessageStart:
 		if m, changed := e.Message.Clean(); changed {
 			e.Message = m
 			return e
 		}
-	case MessageUpdate:
+	case events.MessageUpdate:
 		m, changed := e.Message.Clean()
 		if kind, text := wiretext.String(e.Delta.Kind), wiretext.String(e.Delta.Text); changed || kind != e.Delta.Kind || text != e.Delta.Text {
 			e.Message, e.Delta.Kind, e.Delta.Text = m, kind, text
 			return e
 		}
-	case MessageEnd:
+	case events.MessageEnd:
 		if m, changed := e.Message.Clean(); changed {
 			e.Message = m
 			return e
 		}
-	case AgentEnd:
+	case events.AgentEnd:
 		if ms := transcript.CleanMessages(e.Messages); len(ms) > 0 && &ms[0] != &e.Messages[0] {
 			e.Messages = ms
 			return e

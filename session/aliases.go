@@ -1,6 +1,7 @@
 package session
 
 import (
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -65,31 +66,31 @@ const MaxDelay = policy.MaxDelay
 
 // Events.
 type (
-	Event               = policy.Event
-	AgentStart          = policy.AgentStart
-	TurnStart           = policy.TurnStart
-	MessageStart        = policy.MessageStart
-	MessageUpdate       = policy.MessageUpdate
-	Delta               = policy.Delta
-	MessageEnd          = policy.MessageEnd
-	TurnEnd             = policy.TurnEnd
-	AgentEnd            = policy.AgentEnd
-	AutoRetryStart      = policy.AutoRetryStart
-	AutoRetryEnd        = policy.AutoRetryEnd
-	AutoCompactionStart = policy.AutoCompactionStart
-	AutoCompactionEnd   = policy.AutoCompactionEnd
-	StateChange         = policy.StateChange
-	TurnSettled         = policy.TurnSettled
-	EventsDropped       = policy.EventsDropped
-	RetryOutcome        = policy.RetryOutcome
+	Event               = events.Event
+	AgentStart          = events.AgentStart
+	TurnStart           = events.CallStart
+	MessageStart        = events.MessageStart
+	MessageUpdate       = events.MessageUpdate
+	Delta               = events.Delta
+	MessageEnd          = events.MessageEnd
+	TurnEnd             = events.CallEnd
+	AgentEnd            = events.AgentEnd
+	AutoRetryStart      = events.AutoRetryStart
+	AutoRetryEnd        = events.AutoRetryEnd
+	AutoCompactionStart = events.AutoCompactionStart
+	AutoCompactionEnd   = events.AutoCompactionEnd
+	StateChange         = events.StateChange
+	TurnSettled         = events.TurnSettled
+	EventsDropped       = events.EventsDropped
+	RetryOutcome        = events.RetryOutcome
 )
 
 // The outcomes of a retry chain.
 const (
-	RetryRecovered = policy.RetryRecovered
-	RetryExhausted = policy.RetryExhausted
-	RetryCancelled = policy.RetryCancelled
-	RetryFailed    = policy.RetryFailed
+	RetryRecovered = events.RetryRecovered
+	RetryExhausted = events.RetryExhausted
+	RetryCancelled = events.RetryCancelled
+	RetryFailed    = events.RetryFailed
 )
 
 // Compaction.

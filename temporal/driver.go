@@ -9,6 +9,7 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -283,7 +284,7 @@ func (d *driver) markUsageLimit(hint time.Duration) {
 }
 
 // emit queues ev's wire line for the sink.
-func (d *driver) emit(ctx workflow.Context, ev policy.Event) {
+func (d *driver) emit(ctx workflow.Context, ev events.Event) {
 	line, err := rpc.MarshalEvent(ev)
 	if err != nil {
 		workflow.GetLogger(ctx).Error("temporal: an event has no wire form", "error", err)

@@ -9,6 +9,7 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/states"
@@ -284,7 +285,7 @@ func turnError(err error) error {
 			code = c.code
 		}
 	}
-	if line, merr := rpc.MarshalEvent(policy.TurnSettled{Err: err}); code == "error" && merr == nil {
+	if line, merr := rpc.MarshalEvent(events.TurnSettled{Err: err}); code == "error" && merr == nil {
 		var w struct {
 			Code string `json:"code"`
 		}

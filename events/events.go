@@ -1,4 +1,4 @@
-package policy
+package events
 
 import (
 	"github.com/agentfsm/agentfsm/classify"
@@ -22,8 +22,10 @@ type Event interface {
 type (
 	// AgentStart: a run began.
 	AgentStart struct{}
-	// TurnStart: one model call (and the tools it asks for) began.
-	TurnStart struct{}
+	// CallStart: one model call (and the tools it asks for) began. A
+	// user's turn (a Prompt) holds one or more calls. On the RPC wire it
+	// is "turn_start", the reference agent's name.
+	CallStart struct{}
 	// MessageStart: a message began.
 	MessageStart struct {
 		Message transcript.Message
@@ -44,8 +46,9 @@ type (
 	MessageEnd struct {
 		Message transcript.Message
 	}
-	// TurnEnd: a turn ended.
-	TurnEnd struct{}
+	// CallEnd: the model call of the last CallStart and its tools ended.
+	// On the RPC wire it is "turn_end".
+	CallEnd struct{}
 	// AgentEnd: the run ended; Messages are the messages it made.
 	AgentEnd struct {
 		Messages []transcript.Message
@@ -149,11 +152,11 @@ type (
 )
 
 func (AgentStart) event()          {}
-func (TurnStart) event()           {}
+func (CallStart) event()           {}
 func (MessageStart) event()        {}
 func (MessageUpdate) event()       {}
 func (MessageEnd) event()          {}
-func (TurnEnd) event()             {}
+func (CallEnd) event()             {}
 func (AgentEnd) event()            {}
 func (AutoRetryStart) event()      {}
 func (AutoRetryEnd) event()        {}
