@@ -111,7 +111,8 @@ type Status struct {
 	State states.State `json:"state"`
 	// Attempt is the retry counter: 0 when no chain is active.
 	Attempt int `json:"retryAttempt"`
-	// Retrying reports whether a chain is active (Attempt > 0).
+	// Retrying reports whether a retry chain is active, from its
+	// AutoRetryStart to its AutoRetryEnd (Attempt > 0).
 	Retrying bool `json:"isRetrying"`
 	// RetryEnabled and CompactionEnabled are the settings.
 	RetryEnabled      bool `json:"autoRetryEnabled"`

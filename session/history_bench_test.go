@@ -14,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 var heapTurns = flag.Int("heap-turns", 2000, "how many turns BenchmarkFileHistoryHeap measures")
@@ -36,11 +39,11 @@ func BenchmarkFileHistoryAppend(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer plain.Close()
-	failed := session.Message{ID: "call-1", Role: session.RoleAssistant, StopReason: "error", ErrorMessage: "503 Service Unavailable",
-		Provider: "p", Model: "m", Timestamp: 1700000000000, Usage: &session.Usage{Input: 1200, Output: 0, TotalTokens: 1200}}
-	step := []session.Entry{
-		{Type: session.EntryMessage, ID: failed.ID, Timestamp: failed.Timestamp, Message: &failed},
-		{Type: session.EntryRemoval, ID: failed.ID, Timestamp: failed.Timestamp},
+	failed := transcript.Message{ID: "call-1", Role: transcript.RoleAssistant, StopReason: "error", ErrorMessage: "503 Service Unavailable",
+		Provider: "p", Model: "m", Timestamp: 1700000000000, Usage: &transcript.Usage{Input: 1200, Output: 0, TotalTokens: 1200}}
+	step := []transcript.Entry{
+		{Type: transcript.EntryMessage, ID: failed.ID, Timestamp: failed.Timestamp, Message: &failed},
+		{Type: transcript.EntryRemoval, ID: failed.ID, Timestamp: failed.Timestamp},
 	}
 	var lines bytes.Buffer
 	enc := json.NewEncoder(&lines)
@@ -86,15 +89,15 @@ func BenchmarkFileHistoryHeap(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		model := session.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 60_000}
+		model := policy.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 60_000}
 		agent := &sizedAgent{window: model.ContextWindow, answer: 2_000, tool: 4_000}
 		s, err := session.New(agent, session.WithModel(model), session.WithHistory(h))
 		if err != nil {
 			b.Fatal(err)
 		}
 		var compactions, summary atomic.Int64
-		s.Subscribe(func(ev session.Event) {
-			if e, ok := ev.(session.AutoCompactionEnd); ok && e.Result != nil {
+		s.Subscribe(func(ev events.Event) {
+			if e, ok := ev.(events.AutoCompactionEnd); ok && e.Result != nil {
 				summary.Store(int64(len(e.Result.Summary)))
 				compactions.Add(1)
 			}
@@ -120,7 +123,7 @@ func BenchmarkFileHistoryHeap(b *testing.B) {
 		}
 		// The summary grows with each compaction up to its bound: the
 		// measures start once it is there.
-		for summary.Load() < session.DefaultDigestChars*9/10 {
+		for summary.Load() < policy.DefaultDigestChars*9/10 {
 			untilCompaction()
 		}
 		warm, from := compactions.Load(), turn

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // historyCount is the count of entries a session started on the history
@@ -96,8 +97,8 @@ func writeHistory(t *testing.T, path string) []string {
 	for i := range 10 {
 		require.NoError(t, h.Append(msgEntry(fmt.Sprintf("m%d", i), fmt.Sprintf("message %d", i))))
 	}
-	require.NoError(t, h.Append(session.Entry{Type: session.EntryCompaction, ID: "c", Timestamp: 2,
-		Compaction: &session.Compaction{Reason: session.ReasonManual, Summary: "s", FirstKeptEntryID: "m6"}}))
+	require.NoError(t, h.Append(transcript.Entry{Type: transcript.EntryCompaction, ID: "c", Timestamp: 2,
+		Compaction: &transcript.Compaction{Reason: transcript.ReasonManual, Summary: "s", FirstKeptEntryID: "m6"}}))
 	for i := range 3 {
 		require.NoError(t, h.Append(msgEntry(fmt.Sprintf("n%d", i), "after")))
 	}
@@ -143,7 +144,7 @@ func TestFileHistoryCountTrueAfterEditBeforeCompaction(t *testing.T) {
 }
 
 // idsOf is the IDs of entries, in order.
-func idsOf(entries []session.Entry) []string {
+func idsOf(entries []transcript.Entry) []string {
 	var ids []string
 	for _, e := range entries {
 		ids = append(ids, e.ID)
@@ -165,8 +166,8 @@ func TestFileHistoryAppendCutShortIsDroppedWhole(t *testing.T) {
 	require.NoError(t, h.Append(msgEntry("a", "first")))
 	before, err := os.ReadFile(full)
 	require.NoError(t, err)
-	step := []session.Entry{msgEntry("b", "failed"), {Type: session.EntryRemoval, ID: "b", Timestamp: 1},
-		{Type: session.EntryCompaction, ID: "c", Timestamp: 2, Compaction: &session.Compaction{Reason: session.ReasonManual, Summary: "s", FirstKeptEntryID: "a"}},
+	step := []transcript.Entry{msgEntry("b", "failed"), {Type: transcript.EntryRemoval, ID: "b", Timestamp: 1},
+		{Type: transcript.EntryCompaction, ID: "c", Timestamp: 2, Compaction: &transcript.Compaction{Reason: transcript.ReasonManual, Summary: "s", FirstKeptEntryID: "a"}},
 		msgEntry("d", "after")}
 	require.NoError(t, h.Append(step...))
 	require.NoError(t, h.Close())
@@ -204,8 +205,8 @@ func TestFileHistoryCountsAnotherWritersLines(t *testing.T) {
 	_, err = other.WriteString(`{"type":"message","id":"x","timestamp":1,"message":{"id":"x","role":"user","timestamp":1}}` + "\n\n")
 	require.NoError(t, err)
 	require.NoError(t, other.Close())
-	require.NoError(t, h.Append(session.Entry{Type: session.EntryCompaction, ID: "c", Timestamp: 2,
-		Compaction: &session.Compaction{Reason: session.ReasonManual, Summary: "s", FirstKeptEntryID: "b"}}, msgEntry("d", "after")))
+	require.NoError(t, h.Append(transcript.Entry{Type: transcript.EntryCompaction, ID: "c", Timestamp: 2,
+		Compaction: &transcript.Compaction{Reason: transcript.ReasonManual, Summary: "s", FirstKeptEntryID: "b"}}, msgEntry("d", "after")))
 	assert.Equal(t, []string{"a", "b", "x", "c", "d"}, idsOf(readAll(t, h)))
 	require.NoError(t, h.Close())
 	snapshot, entries := historyCount(t, path)

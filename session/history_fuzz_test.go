@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // validHistory is a history file with an entry of every type.
@@ -145,7 +146,7 @@ func FuzzOpenFileHistory(f *testing.F) {
 		s, err := session.New(scripted.New(scripted.Script{}), session.WithHistory(h))
 		require.NoError(t, err, "a session starts on an accepted history")
 		require.NoError(t, s.Close())
-		extra := session.Entry{Type: session.EntryRemoval, ID: "fuzz", Timestamp: 1}
+		extra := transcript.Entry{Type: transcript.EntryRemoval, ID: "fuzz", Timestamp: 1}
 		require.NoError(t, h.Append(extra))
 		require.NoError(t, h.Close())
 		h, err = session.OpenFileHistory(path)

@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -50,8 +51,8 @@ func (f *faultyFile) Truncate(size int64) error {
 	return f.File.Truncate(size)
 }
 
-func testEntry(id string) Entry {
-	return Entry{Type: EntryMessage, ID: id, Timestamp: 1, Message: &Message{ID: id, Role: RoleUser, Content: TextContent("text of " + id), Timestamp: 1}}
+func testEntry(id string) transcript.Entry {
+	return transcript.Entry{Type: transcript.EntryMessage, ID: id, Timestamp: 1, Message: &transcript.Message{ID: id, Role: transcript.RoleUser, Content: transcript.TextContent("text of " + id), Timestamp: 1}}
 }
 
 // openFaulty opens a history at a new path with one entry, "a", and puts
@@ -69,8 +70,8 @@ func openFaulty(t *testing.T) (*FileHistory, *faultyFile, string) {
 }
 
 // readAll collects h's entries, failing the test on an error.
-func readAll(t require.TestingT, h History) []Entry {
-	var out []Entry
+func readAll(t require.TestingT, h History) []transcript.Entry {
+	var out []transcript.Entry
 	for e, err := range h.Entries() {
 		require.NoError(t, err)
 		out = append(out, e)
@@ -78,7 +79,7 @@ func readAll(t require.TestingT, h History) []Entry {
 	return out
 }
 
-func entryIDs(es []Entry) []string {
+func entryIDs(es []transcript.Entry) []string {
 	var ids []string
 	for _, e := range es {
 		ids = append(ids, e.ID)
@@ -146,15 +147,15 @@ func TestFileHistoryAppendRefusesInvalidEntry(t *testing.T) {
 	h, _, path := openFaulty(t)
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
-	for _, e := range []Entry{
-		{Type: EntryMessage, ID: "x"},
-		{Type: EntryCompaction, ID: "x"},
+	for _, e := range []transcript.Entry{
+		{Type: transcript.EntryMessage, ID: "x"},
+		{Type: transcript.EntryCompaction, ID: "x"},
 		{Type: "bogus", ID: "x"},
-		{Type: EntryMessage, ID: "x", Message: &Message{ID: "y"}},
+		{Type: transcript.EntryMessage, ID: "x", Message: &transcript.Message{ID: "y"}},
 	} {
 		err := h.Append(e)
 		require.Error(t, err, "%+v", e)
-		assert.True(t, errors.Is(err, ErrInvalidEntry), "%v", err)
+		assert.True(t, errors.Is(err, transcript.ErrInvalidEntry), "%v", err)
 	}
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -172,35 +173,35 @@ func bigHistory(t *testing.T, path string) (firstKept string) {
 	defer h.Close()
 	text := strings.Repeat("x", 1000)
 	n := 0
-	message := func(role Role) Entry {
+	message := func(role transcript.Role) transcript.Entry {
 		n++
 		kind := "user"
-		if role == RoleAssistant {
+		if role == transcript.RoleAssistant {
 			kind = "msg"
 		}
 		id := fmt.Sprintf("%s-%d", kind, n)
-		return Entry{Type: EntryMessage, ID: id, Timestamp: int64(n), Message: &Message{ID: id, Role: role, Content: TextContent(text),
-			StopReason: map[Role]transcript.StopReason{RoleAssistant: "stop"}[role], Timestamp: int64(n)}}
+		return transcript.Entry{Type: transcript.EntryMessage, ID: id, Timestamp: int64(n), Message: &transcript.Message{ID: id, Role: role, Content: transcript.TextContent(text),
+			StopReason: map[transcript.Role]transcript.StopReason{transcript.RoleAssistant: "stop"}[role], Timestamp: int64(n)}}
 	}
 	for range 100 {
-		var batch []Entry
+		var batch []transcript.Entry
 		for range 100 {
-			batch = append(batch, message(RoleUser), message(RoleAssistant))
+			batch = append(batch, message(transcript.RoleUser), message(transcript.RoleAssistant))
 		}
 		require.NoError(t, h.Append(batch...))
 	}
-	var last []Entry
+	var last []transcript.Entry
 	for range 2 {
-		last = append(last, message(RoleUser), message(RoleAssistant))
+		last = append(last, message(transcript.RoleUser), message(transcript.RoleAssistant))
 	}
 	require.NoError(t, h.Append(last...))
 	n++
-	compaction := Entry{Type: EntryCompaction, ID: fmt.Sprintf("compaction-%d", n), Timestamp: int64(n),
-		Compaction: &Compaction{Reason: ReasonThreshold, Summary: "the story so far", FirstKeptEntryID: last[0].ID}}
-	failed := message(RoleAssistant) // msg-20006, removed below
+	compaction := transcript.Entry{Type: transcript.EntryCompaction, ID: fmt.Sprintf("compaction-%d", n), Timestamp: int64(n),
+		Compaction: &transcript.Compaction{Reason: transcript.ReasonThreshold, Summary: "the story so far", FirstKeptEntryID: last[0].ID}}
+	failed := message(transcript.RoleAssistant) // msg-20006, removed below
 	failed.Message.StopReason = "error"
-	after := []Entry{message(RoleUser), message(RoleAssistant), message(RoleUser)}
-	require.NoError(t, h.Append(compaction, failed, Entry{Type: EntryRemoval, ID: failed.ID, Timestamp: int64(n)}, after[0], after[1], after[2]))
+	after := []transcript.Entry{message(transcript.RoleUser), message(transcript.RoleAssistant), message(transcript.RoleUser)}
+	require.NoError(t, h.Append(compaction, failed, transcript.Entry{Type: transcript.EntryRemoval, ID: failed.ID, Timestamp: int64(n)}, after[0], after[1], after[2]))
 	return last[0].ID
 }
 
@@ -233,9 +234,9 @@ func TestFileHistoryReopenReadsOnlyTheTail(t *testing.T) {
 		}
 		h, err := OpenFileHistory(path)
 		require.NoError(t, err)
-		s, err := New(agentFunc(func(_ context.Context, _ RunRequest, emit func(Event)) error {
-			m := Message{Role: RoleAssistant, StopReason: "stop", Content: TextContent("ok")}
-			for _, ev := range []Event{AgentStart{}, MessageStart{Message: m}, MessageEnd{Message: m}, AgentEnd{}} {
+		s, err := New(agentFunc(func(_ context.Context, _ RunRequest, emit func(events.Event)) error {
+			m := transcript.Message{Role: transcript.RoleAssistant, StopReason: "stop", Content: transcript.TextContent("ok")}
+			for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
 				emit(ev)
 			}
 			return nil
@@ -261,7 +262,7 @@ func TestFileHistoryReopenReadsOnlyTheTail(t *testing.T) {
 	}
 }
 
-func messageIDsOf(msgs []Message) []string {
+func messageIDsOf(msgs []transcript.Message) []string {
 	var out []string
 	for _, m := range msgs {
 		out = append(out, m.ID)
@@ -269,9 +270,9 @@ func messageIDsOf(msgs []Message) []string {
 	return out
 }
 
-type agentFunc func(context.Context, RunRequest, func(Event)) error
+type agentFunc func(context.Context, RunRequest, func(events.Event)) error
 
-func (f agentFunc) Run(ctx context.Context, req RunRequest, emit func(Event)) error {
+func (f agentFunc) Run(ctx context.Context, req RunRequest, emit func(events.Event)) error {
 	return f(ctx, req, emit)
 }
 

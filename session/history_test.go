@@ -10,12 +10,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
-func msgEntry(id, text string) session.Entry {
-	return session.Entry{Type: session.EntryMessage, ID: id, Timestamp: 1, Message: &session.Message{ID: id, Role: session.RoleUser, Content: session.TextContent(text), Timestamp: 1}}
+func msgEntry(id, text string) transcript.Entry {
+	return transcript.Entry{Type: transcript.EntryMessage, ID: id, Timestamp: 1, Message: &transcript.Message{ID: id, Role: transcript.RoleUser, Content: transcript.TextContent(text), Timestamp: 1}}
 }
 
 func TestMemoryHistory(t *testing.T) {
@@ -30,8 +32,8 @@ func TestMemoryHistory(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, before)
 	assert.Len(t, tail, 2, "without a compaction the tail is everything")
-	require.NoError(t, h.Append(msgEntry("c", "z"), session.Entry{Type: session.EntryCompaction, ID: "k", Timestamp: 2,
-		Compaction: &session.Compaction{Reason: session.ReasonManual, Summary: "s", FirstKeptEntryID: "b"}}))
+	require.NoError(t, h.Append(msgEntry("c", "z"), transcript.Entry{Type: transcript.EntryCompaction, ID: "k", Timestamp: 2,
+		Compaction: &transcript.Compaction{Reason: transcript.ReasonManual, Summary: "s", FirstKeptEntryID: "b"}}))
 	before, tail, err = h.Tail()
 	require.NoError(t, err)
 	assert.Equal(t, 1, before, "the tail starts at the first kept entry")
@@ -45,8 +47,8 @@ func TestFileHistoryRoundTrip(t *testing.T) {
 	h, err := session.OpenFileHistory(path)
 	require.NoError(t, err)
 	require.NoError(t, h.Append(msgEntry("a", "first")))
-	require.NoError(t, h.Append(session.Entry{Type: session.EntryCompaction, ID: "c", Timestamp: 2,
-		Compaction: &session.Compaction{Reason: session.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}}))
+	require.NoError(t, h.Append(transcript.Entry{Type: transcript.EntryCompaction, ID: "c", Timestamp: 2,
+		Compaction: &transcript.Compaction{Reason: transcript.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}}))
 	require.NoError(t, h.Close())
 	require.Error(t, h.Append(msgEntry("late", "x")), "append after close fails")
 
@@ -151,7 +153,7 @@ func TestSessionOnFileHistory(t *testing.T) {
 	s, err := session.New(scripted.New(scripted.Script{}), session.WithHistory(h))
 	require.NoError(t, err)
 	defer s.Close()
-	assert.Equal(t, 2, s.MessageCount(), "the runtime context is rebuilt without the removed error")
+	assert.Equal(t, 2, s.Status().MessageCount, "the runtime context is rebuilt without the removed error")
 }
 
 // TestFileHistoryCompactionFormat: a compaction entry is written as before
@@ -168,10 +170,10 @@ func TestFileHistoryCompactionFormat(t *testing.T) {
 	require.NoError(t, err)
 	got := readAll(t, h)
 	require.Len(t, got, 2)
-	assert.Equal(t, session.Compaction{Reason: session.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}, *got[1].Compaction)
+	assert.Equal(t, transcript.Compaction{Reason: transcript.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}, *got[1].Compaction)
 
-	require.NoError(t, h.Append(session.Entry{Type: session.EntryCompaction, ID: "c2", Timestamp: 3,
-		Compaction: &session.Compaction{Reason: session.ReasonManual, Summary: "t", FirstKeptEntryID: "a", TokensBefore: 9,
+	require.NoError(t, h.Append(transcript.Entry{Type: transcript.EntryCompaction, ID: "c2", Timestamp: 3,
+		Compaction: &transcript.Compaction{Reason: transcript.ReasonManual, Summary: "t", FirstKeptEntryID: "a", TokensBefore: 9,
 			Details: map[string]any{"files": []string{"a.go"}}}}))
 	require.NoError(t, h.Close())
 	data, err := os.ReadFile(path)
@@ -185,7 +187,7 @@ func TestFileHistoryCompactionFormat(t *testing.T) {
 	got = readAll(t, h)
 	require.Len(t, got, 3)
 	assert.Equal(t, map[string]any{"files": []any{"a.go"}}, got[2].Compaction.Details)
-	assert.Equal(t, *got[1].Compaction, session.Compaction{Reason: session.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}, "no details: none read")
+	assert.Equal(t, *got[1].Compaction, transcript.Compaction{Reason: transcript.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}, "no details: none read")
 }
 
 // TestFileHistoryRefusesDetailsJSONCannotEncode: a compaction whose
@@ -198,8 +200,8 @@ func TestFileHistoryRefusesDetailsJSONCannotEncode(t *testing.T) {
 	h, err := session.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
-	sum := summarizerFunc(func(context.Context, session.SummaryRequest) (session.Summary, error) {
-		return session.Summary{Text: "s", Details: make(chan int)}, nil
+	sum := summarizerFunc(func(context.Context, policy.SummaryRequest) (policy.Summary, error) {
+		return policy.Summary{Text: "s", Details: make(chan int)}, nil
 	})
 	s, _, _ := newSession(t, []scripted.Call{ok("first answer"), ok("second answer")}, smallKeep(), session.WithSummarizer(sum), session.WithHistory(h))
 	warmUp(t, s)
@@ -210,7 +212,7 @@ func TestFileHistoryRefusesDetailsJSONCannotEncode(t *testing.T) {
 	_, err = s.Compact(context.Background(), "")
 	require.ErrorContains(t, err, "the summary's details cannot be written as JSON")
 	require.ErrorContains(t, err, "chan int")
-	err = h.Append(session.Entry{Type: session.EntryCompaction, ID: "k", Compaction: &session.Compaction{Summary: "s", Details: make(chan int)}})
+	err = h.Append(transcript.Entry{Type: transcript.EntryCompaction, ID: "k", Compaction: &transcript.Compaction{Summary: "s", Details: make(chan int)}})
 	require.ErrorContains(t, err, "encoding history entry")
 	require.ErrorContains(t, err, "chan int")
 	after, err := os.ReadFile(path)

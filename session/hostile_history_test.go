@@ -8,7 +8,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // TestHostileInvalidUTF8IDsCollideOnReopen: docs/session.md: "IDs are
@@ -31,7 +33,7 @@ func TestHostileInvalidUTF8IDsCollideOnReopen(t *testing.T) {
 		second := assistant("stop", "second answer")
 		second.ID = "a\xfe"
 		agent := playing(answer(first), answer(second))
-		s, err := session.New(agent, session.WithModel(session.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 200000}),
+		s, err := session.New(agent, session.WithModel(policy.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 200000}),
 			session.WithHistory(h), smallKeep())
 		require.NoError(t, err)
 		require.NoError(t, s.Prompt(context.Background(), "first question, long enough to matter"))
@@ -47,7 +49,7 @@ func TestHostileInvalidUTF8IDsCollideOnReopen(t *testing.T) {
 		defer h2.Close()
 		seen := map[string]bool{}
 		for _, e := range readAll(t, h2) {
-			if e.Type != session.EntryMessage {
+			if e.Type != transcript.EntryMessage {
 				continue
 			}
 			assert.False(t, seen[e.ID], "message ID %q is in the history twice", e.ID)

@@ -7,6 +7,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
@@ -48,7 +50,7 @@ func TestTypedNilOptionsAreRefused(t *testing.T) {
 // observer's do.
 type nopObserver struct{ events int }
 
-func (o *nopObserver) StartTurn(ctx context.Context, _ string, _ session.Model) context.Context {
+func (o *nopObserver) StartTurn(ctx context.Context, _ string, _ policy.Model) context.Context {
 	return ctx
 }
 
@@ -56,4 +58,4 @@ func (o *nopObserver) StartRun(ctx context.Context, _ session.RunRequest) (conte
 	return ctx, nil
 }
 
-func (o *nopObserver) Observe(context.Context, session.Event) { o.events++ }
+func (o *nopObserver) Observe(context.Context, events.Event) { o.events++ }

@@ -14,8 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
-	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Session runs an agent under the recovery policy: it retries transient
@@ -43,7 +44,7 @@ type Session struct {
 	// setup and resume are what the options chose, until New has made the
 	// engine from them.
 	setup  *policy.Setup
-	resume *Snapshot
+	resume *policy.Snapshot
 
 	// The loop: closures queued for the one goroutine that runs them. A
 	// goroutine runs the queue only while it is not empty, so a session
@@ -61,18 +62,10 @@ type Session struct {
 	subs subscribers
 
 	statusMu sync.Mutex
-	status   Status
+	status   policy.Status
 
 	x executor // owned by the goroutine running the loop's queue
 }
-
-// Status is the whole observable state of a session, read at once (see
-// Session.Status).
-type Status = policy.Status
-
-// Snapshot is a session's state as a serializable value (see
-// Session.Snapshot and WithSnapshot).
-type Snapshot = policy.Snapshot
 
 // Option configures New.
 //
@@ -84,7 +77,7 @@ type Option func(*Session) error
 
 // WithConfig sets the settings; the default is DefaultConfig. An invalid
 // Config makes New fail.
-func WithConfig(cfg Config) Option {
+func WithConfig(cfg policy.Config) Option {
 	return func(s *Session) error {
 		if err := cfg.Validate(); err != nil {
 			return err
@@ -98,7 +91,7 @@ func WithConfig(cfg Config) Option {
 // usage limit can switch credentials and an overflow can be told to be the
 // current model's) and its context window. A provider, ID or base URL
 // that is not valid UTF-8 makes New fail.
-func WithModel(m Model) Option {
+func WithModel(m policy.Model) Option {
 	return func(s *Session) error { s.setup.Model = m; return nil }
 }
 
@@ -209,7 +202,7 @@ func WithLogger(l *slog.Logger) Option {
 // backoff deadline (see policy.Resume: a run or compaction that was in
 // flight is resumed as interrupted). The snapshot's settings and session
 // ID win over WithConfig and WithSessionID.
-func WithSnapshot(snap Snapshot) Option {
+func WithSnapshot(snap policy.Snapshot) Option {
 	return func(s *Session) error { s.resume = &snap; return nil }
 }
 
@@ -241,12 +234,12 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 	s := &Session{
 		agent:      agent,
 		history:    &MemoryHistory{},
-		summarizer: DigestSummarizer{},
+		summarizer: policy.DigestSummarizer{},
 		random:     mrand.Float64,
 		logger:     discardLogger,
 		secrets:    &redactor{},
 		done:       make(chan struct{}),
-		setup:      &policy.Setup{Config: DefaultConfig()},
+		setup:      &policy.Setup{Config: policy.DefaultConfig()},
 	}
 	for _, o := range opts {
 		if err := o(s); err != nil {
@@ -301,7 +294,7 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 func (s *Session) ID() string { return s.x.engine.SessionID() }
 
 // Model returns the session's model.
-func (s *Session) Model() Model { return s.x.engine.Model() }
+func (s *Session) Model() policy.Model { return s.x.engine.Model() }
 
 // Subscribe calls fn with every event from now on, in order, one at a time,
 // on a goroutine of the subscription's own: a slow fn delays only itself,
@@ -318,7 +311,7 @@ func (s *Session) Model() Model { return s.x.engine.Model() }
 // one. Flush and Close say what they wait for when called from fn. A call
 // on another goroutine, even one fn waits for, or from a subscriber of
 // another session, is a call from outside.
-func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscribe func()) {
+func (s *Session) Subscribe(fn func(events.Event), opts ...SubscribeOption) (unsubscribe func()) {
 	sub := s.subs.add(fn, s.logger, s.secrets.text, opts)
 	var once sync.Once
 	return func() { once.Do(func() { s.subs.remove(sub) }) }
@@ -361,7 +354,7 @@ func (s *Session) Prompt(ctx context.Context, text string) error {
 	case <-ctx.Done():
 		s.abort(context.Cause(ctx))
 		err := <-settled
-		if errors.Is(err, ErrAborted) {
+		if errors.Is(err, policy.ErrAborted) {
 			return fmt.Errorf("%w: %w", err, context.Cause(ctx))
 		}
 		return err
@@ -416,7 +409,7 @@ func (s *Session) AbortRetry() {
 // compaction in flight): at once, as long as the agent and the summarizer
 // honour their contexts.
 func (s *Session) Abort() {
-	s.abort(ErrAborted)
+	s.abort(policy.ErrAborted)
 }
 
 func (s *Session) abort(cause error) {
@@ -450,9 +443,9 @@ func (s *Session) AbortCompaction() {
 // ErrAlreadyCompacted, ErrCompactionCancelled, ErrBusy, ErrClosed, the
 // summarizer's error, or the history's when the compaction's entry could
 // not be written (the context is then unchanged).
-func (s *Session) Compact(ctx context.Context, instructions string) (Compaction, error) {
+func (s *Session) Compact(ctx context.Context, instructions string) (transcript.Compaction, error) {
 	type answer struct {
-		res Compaction
+		res transcript.Compaction
 		err error
 	}
 	reply := make(chan answer, 1)
@@ -461,7 +454,7 @@ func (s *Session) Compact(ctx context.Context, instructions string) (Compaction,
 		effects, err := s.x.engine.Compact(time.Now(), instructions)
 		if err == nil {
 			mine = s.x.engine.CompactionInFlight()
-			s.x.compact = func(res Compaction, err error) { reply <- answer{res, err} }
+			s.x.compact = func(res transcript.Compaction, err error) { reply <- answer{res, err} }
 		}
 		s.apply(effects)
 		if err != nil {
@@ -469,7 +462,7 @@ func (s *Session) Compact(ctx context.Context, instructions string) (Compaction,
 		}
 	})
 	if err != nil {
-		return Compaction{}, err
+		return transcript.Compaction{}, err
 	}
 	select {
 	case a := <-reply:
@@ -484,7 +477,7 @@ func (s *Session) Compact(ctx context.Context, instructions string) (Compaction,
 		a := <-reply
 		return a.res, a.err
 	case <-s.done:
-		return Compaction{}, ErrClosed
+		return transcript.Compaction{}, policy.ErrClosed
 	}
 }
 
@@ -494,69 +487,44 @@ func (s *Session) SetAutoRetryEnabled(on bool) {
 	_ = s.do(func() { s.x.engine.SetRetryEnabled(on) })
 }
 
-// AutoRetryEnabled reads retry.enabled.
-func (s *Session) AutoRetryEnabled() bool { return s.Status().RetryEnabled }
-
 // SetAutoCompactionEnabled writes compaction.enabled.
 func (s *Session) SetAutoCompactionEnabled(on bool) {
 	_ = s.do(func() { s.x.engine.SetCompactionEnabled(on) })
 }
 
-// AutoCompactionEnabled reads compaction.enabled.
-func (s *Session) AutoCompactionEnabled() bool { return s.Status().CompactionEnabled }
-
 // Config returns the session's current settings.
-func (s *Session) Config() Config {
-	var cfg Config
+func (s *Session) Config() policy.Config {
+	var cfg policy.Config
 	if s.do(func() { cfg = s.x.engine.Config() }) != nil {
-		return Config{}
+		return policy.Config{}
 	}
 	return cfg
 }
 
 // Status returns the session's whole observable state at once: the
-// machine's state, the attempt, the settings, whether a run or a
-// compaction is in flight, the size of the runtime context. Read together,
-// its fields never contradict each other.
-func (s *Session) Status() Status {
+// machine's state, the retry attempt, the settings, whether a run or a
+// compaction is in flight, the size of the runtime context (see
+// policy.Status). Read together, its fields never contradict each other;
+// it is the one way to read any of them.
+func (s *Session) Status() policy.Status {
 	s.statusMu.Lock()
 	defer s.statusMu.Unlock()
 	return s.status
 }
 
-// IsRetrying reports whether a retry chain is active: from its
-// auto_retry_start to its auto_retry_end.
-func (s *Session) IsRetrying() bool { return s.Status().Retrying }
-
-// RetryAttempt returns the chain's attempt counter: 0 when no chain is
-// active.
-func (s *Session) RetryAttempt() int { return s.Status().Attempt }
-
-// State returns the recovery machine's state.
-func (s *Session) State() states.State { return s.Status().State }
-
-// IsStreaming reports whether a run is in flight.
-func (s *Session) IsStreaming() bool { return s.Status().Streaming }
-
-// IsCompacting reports whether a compaction is in flight.
-func (s *Session) IsCompacting() bool { return s.Status().Compacting }
-
-// MessageCount returns the number of messages in the runtime context.
-func (s *Session) MessageCount() int { return s.Status().MessageCount }
-
 // Snapshot returns the session's state as a serializable value, to resume
 // it in another process with WithSnapshot and the same history. Taken with
 // nothing in flight (idle, or waiting out a backoff), it resumes exactly.
-func (s *Session) Snapshot() (Snapshot, error) {
-	var snap Snapshot
+func (s *Session) Snapshot() (policy.Snapshot, error) {
+	var snap policy.Snapshot
 	err := s.do(func() { snap = s.x.engine.Snapshot() })
 	return snap, err
 }
 
 // Messages returns a copy of the runtime context: the messages the next
 // model call will see.
-func (s *Session) Messages() []Message {
-	var out []Message
+func (s *Session) Messages() []transcript.Message {
+	var out []transcript.Message
 	if s.do(func() { out = s.x.engine.Messages() }) != nil {
 		return nil
 	}
@@ -609,7 +577,7 @@ func (s *Session) do(f func()) error {
 		s.rest()
 		close(finished)
 	}) {
-		return ErrClosed
+		return policy.ErrClosed
 	}
 	<-finished
 	return nil

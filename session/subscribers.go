@@ -4,6 +4,8 @@ import (
 	"log/slog"
 	"runtime"
 	"sync"
+
+	"github.com/agentfsm/agentfsm/events"
 )
 
 // SubscribeOption configures one subscription: WithBuffer gives one. The
@@ -25,7 +27,7 @@ func WithBuffer(n int) SubscribeOption {
 // costs no goroutine while its session waits; a slow or stuck function
 // holds up only its own deliveries.
 type subscriber struct {
-	fn     func(Event)
+	fn     func(events.Event)
 	limit  int
 	logger *slog.Logger
 	redact func(string) string // the session's redaction of noted secrets
@@ -34,9 +36,9 @@ type subscriber struct {
 	// queue holds the events to deliver and, for each flush waiting on
 	// this subscriber, a nil where the flush's barrier stands; barriers
 	// are those flushes' channels, oldest first (see flush).
-	queue    []Event
+	queue    []events.Event
 	barriers []chan struct{}
-	spare    []Event // the last batch's slice, reused by the next queue
+	spare    []events.Event // the last batch's slice, reused by the next queue
 	dropped  int
 	stopped  bool          // unsubscribed: deliver nothing more
 	closing  bool          // session closed: deliver what is queued, then stop
@@ -58,7 +60,7 @@ type subscribers struct {
 	closed  bool
 }
 
-func (ss *subscribers) add(fn func(Event), logger *slog.Logger, redact func(string) string, opts []SubscribeOption) *subscriber {
+func (ss *subscribers) add(fn func(events.Event), logger *slog.Logger, redact func(string) string, opts []SubscribeOption) *subscriber {
 	sub := &subscriber{fn: fn, logger: logger, redact: redact}
 	for _, o := range opts {
 		if o.limit > 0 {
@@ -150,7 +152,7 @@ func goid() uint64 {
 
 // emit queues ev for every subscriber. It never blocks and starts no
 // delivery: wake does, once for everything emitted since the last call.
-func (ss *subscribers) emit(ev Event) {
+func (ss *subscribers) emit(ev events.Event) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	for _, sub := range ss.list {
@@ -267,7 +269,7 @@ func (ss *subscribers) close() {
 	}
 }
 
-func (s *subscriber) push(ev Event) {
+func (s *subscriber) push(ev events.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ev == nil || s.stopped || s.closing {
@@ -315,7 +317,7 @@ func (s *subscriber) waitIdle() {
 func (s *subscriber) deliver() {
 	id := goid()
 	var (
-		batch   []Event
+		batch   []events.Event
 		next    int // batch[next:] is still to deliver
 		dropped int
 		normal  bool
@@ -368,7 +370,7 @@ func (s *subscriber) deliver() {
 // releases the barriers left). It moves *next past each event before the
 // call and zeroes *dropped before telling, so that a call that never
 // returns (runtime.Goexit) leaves them saying what is left.
-func (s *subscriber) deliverBatch(batch []Event, next, dropped *int) {
+func (s *subscriber) deliverBatch(batch []events.Event, next, dropped *int) {
 	for *next < len(batch) {
 		ev := batch[*next]
 		*next++
@@ -382,7 +384,7 @@ func (s *subscriber) deliverBatch(batch []Event, next, dropped *int) {
 	}
 	if n := *dropped; n > 0 {
 		*dropped = 0
-		s.call(EventsDropped{Count: n})
+		s.call(events.EventsDropped{Count: n})
 	}
 }
 
@@ -390,7 +392,7 @@ func (s *subscriber) deliverBatch(batch []Event, next, dropped *int) {
 // neither stops the session nor this subscriber's later events (a
 // runtime.Goexit is logged too; deliver takes care of the rest). It reports
 // false when the subscriber was removed meanwhile.
-func (s *subscriber) call(ev Event) (alive bool) {
+func (s *subscriber) call(ev events.Event) (alive bool) {
 	s.mu.Lock()
 	stopped := s.stopped
 	s.mu.Unlock()

@@ -14,6 +14,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/scenarios"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -69,13 +70,13 @@ func TestContinueAsNewAfterEveryTurn(t *testing.T) {
 		require.NoError(t, err)
 		defer s.Close()
 		var all []string
-		s.Subscribe(func(ev session.Event) {
+		s.Subscribe(func(ev events.Event) {
 			line, ok, err := scenarios.Recovery(ev)
 			assert.NoError(t, err)
 			if ok {
 				want = append(want, line)
 			}
-			if m, ok := ev.(session.MessageEnd); ok {
+			if m, ok := ev.(events.MessageEnd); ok {
 				all = append(all, m.Message.ID)
 			}
 		})

@@ -13,7 +13,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/internal/lines"
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
 )
 
@@ -46,7 +46,7 @@ var stopReasons = map[string]bool{"stop": true, "toolUse": true, "length": true,
 
 func runClassify(args []string, env *environment) int {
 	fs := newFlagSet("classify", "agentfsm classify [--rules extended|seed] [--context-window N] [--explain] < input")
-	rulesName := fs.String("rules", session.DefaultConfig().Retry.Rules.String(), "rule `set`: extended (a new session's) or seed (the reference's rules, exactly)")
+	rulesName := fs.String("rules", policy.DefaultConfig().Retry.Rules.String(), "rule `set`: extended (a new session's) or seed (the reference's rules, exactly)")
 	window := fs.Int("context-window", 0, "the model's context window in `tokens`, for silent and truncated overflows (0: unknown)")
 	explain := fs.Bool("explain", false, "say, per input, how it was read and which rules decided (a \"why\" list)")
 	if code := fs.parse(args, env); code >= 0 {

@@ -9,13 +9,14 @@ import (
 	"os"
 	"regexp"
 
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 )
 
 // settings is what a settings file holds: the session's config, and the
 // credentials a usage limit switches between.
 type settings struct {
-	config session.Config
+	config policy.Config
 	// credentials name their secrets (an environment variable each),
 	// never hold them.
 	credentials []settingsCredential
@@ -49,9 +50,9 @@ const maxSettingsSize = 1 << 20
 func loadSettings(path string) (settings, error) {
 	switch path {
 	case "":
-		return settings{config: session.DefaultConfig()}, nil
+		return settings{config: policy.DefaultConfig()}, nil
 	case referenceSettings:
-		return settings{config: session.ReferenceConfig()}, nil
+		return settings{config: policy.ReferenceConfig()}, nil
 	}
 	data, err := readSettingsFile(path)
 	if err != nil {
@@ -110,7 +111,7 @@ func readBounded(path string, limit int64, kind string, checks ...func(string, o
 func parseSettings(data []byte) (settings, error) {
 	if !json.Valid(data) {
 		// Not JSON: ParseConfig says where.
-		_, err := session.ParseConfig(data)
+		_, err := policy.ParseConfig(data)
 		return settings{}, err
 	}
 	if err := checkRepeatedKeys(data); err != nil {
@@ -124,7 +125,7 @@ func parseSettings(data []byte) (settings, error) {
 			return settings{}, err
 		}
 	}
-	cfg, err := session.ParseConfig(rest)
+	cfg, err := policy.ParseConfig(rest)
 	if err != nil {
 		return settings{}, err
 	}
@@ -199,7 +200,7 @@ func walkRepeats(dec *json.Decoder, tok json.Token, path string) error {
 				name = path + "." + key
 			}
 			if seen[key] {
-				return fmt.Errorf("%w: %s appears twice", session.ErrInvalidConfig, name)
+				return fmt.Errorf("%w: %s appears twice", policy.ErrInvalidConfig, name)
 			}
 			seen[key] = true
 			if tok, err = dec.Token(); err != nil {
@@ -264,12 +265,12 @@ func (s settings) store(provider string, lookup func(string) (string, bool)) (se
 	if len(s.credentials) == 0 {
 		return nil, nil
 	}
-	var creds []session.Credential
+	var creds []policy.Credential
 	for _, c := range s.credentials {
 		if v, ok := lookup(c.Env); !ok || v == "" {
 			return nil, fmt.Errorf("credential %q: the environment variable %s is not set", c.ID, c.Env)
 		}
-		creds = append(creds, session.Credential{ID: c.ID, Provider: provider, Type: c.Type, BaseURL: c.BaseURL, Secret: "env:" + c.Env})
+		creds = append(creds, policy.Credential{ID: c.ID, Provider: provider, Type: c.Type, BaseURL: c.BaseURL, Secret: "env:" + c.Env})
 	}
 	return session.NewMemoryCredentials(nil, creds...), nil
 }

@@ -16,8 +16,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/internal/providertest"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/anthropic"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // streamHandler answers every request with a 200 event stream that starts
@@ -70,7 +72,7 @@ func TestEventWithoutEndIsBounded(t *testing.T) {
 		s := newSession(t, a, fastConfig())
 		rec := watch(s)
 		err := s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrProvider)
+		require.ErrorIs(t, err, policy.ErrProvider)
 		ends := rec.ends()
 		require.Len(t, ends, 1, "the failure is not retried")
 		assert.ErrorIs(t, ends[0].Err, session.ErrStreamLimit)
@@ -132,6 +134,6 @@ func TestHostileUsageIsSane(t *testing.T) {
 		require.NoError(t, s.Prompt(context.Background(), "one"))
 		u := s.Messages()[1].Usage
 		require.NotNil(t, u)
-		assert.Equal(t, session.Usage{Input: 0, Output: math.MaxInt, CacheRead: 0, CacheWrite: 3, TotalTokens: math.MaxInt}, *u)
+		assert.Equal(t, transcript.Usage{Input: 0, Output: math.MaxInt, CacheRead: 0, CacheWrite: 3, TotalTokens: math.MaxInt}, *u)
 	})
 }

@@ -20,10 +20,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/providertest"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/anthropic"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // leakDump writes every form of what a session gave out: its events (Go
@@ -31,7 +34,7 @@ import (
 // (%+v), the turn errors, the history and the log lines. It fails the
 // test when errors.As reaches the SDK's error (which holds the request,
 // and the key in its header) from any error.
-func leakDump(t *testing.T, evs []session.Event, turnErrs []error, s *session.Session, logs string) string {
+func leakDump(t *testing.T, evs []events.Event, turnErrs []error, s *session.Session, logs string) string {
 	t.Helper()
 	var all strings.Builder
 	checkErr := func(err error) {
@@ -51,13 +54,13 @@ func leakDump(t *testing.T, evs []session.Event, turnErrs []error, s *session.Se
 			all.Write(wire)
 		}
 		switch e := ev.(type) {
-		case session.MessageEnd:
+		case events.MessageEnd:
 			checkErr(e.Message.Err)
-		case session.AgentEnd:
+		case events.AgentEnd:
 			for _, m := range e.Messages {
 				checkErr(m.Err)
 			}
-		case session.TurnSettled:
+		case events.TurnSettled:
 			checkErr(e.Err)
 		}
 	}
@@ -108,7 +111,7 @@ func TestFailedCallsHoldNoKey(t *testing.T) {
 		)
 		var turnErrs []error
 		err := s.Prompt(context.Background(), "one")
-		require.ErrorIs(t, err, session.ErrProvider)
+		require.ErrorIs(t, err, policy.ErrProvider)
 		turnErrs = append(turnErrs, err)
 		require.NoError(t, s.Prompt(context.Background(), "two"))
 		assert.Equal(t, 5, len(srv.Requests()))
@@ -122,7 +125,7 @@ func TestFailedCallsHoldNoKey(t *testing.T) {
 		var args string
 		for _, m := range s.Messages() {
 			for _, b := range m.Content {
-				if b.Type == session.BlockToolCall {
+				if b.Type == transcript.BlockToolCall {
 					args = string(b.Arguments)
 				}
 			}
@@ -180,7 +183,7 @@ func TestHugeErrorBodyIsBounded(t *testing.T) {
 		s := newSession(t, a, fastConfig())
 		rec := watch(s)
 		err := s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrProvider)
+		require.ErrorIs(t, err, policy.ErrProvider)
 		synctest.Wait()
 		assert.Less(t, written.Load(), int64(session.MaxErrorBody+256<<10), "the client read past the limit")
 		assert.LessOrEqual(t, len(err.Error()), session.MaxErrorMessage+len("session: provider error: "))

@@ -17,7 +17,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/providertest"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/openai"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
@@ -33,7 +35,7 @@ func TestOpenAIFailedCallsHoldNoKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		key := secrets["OPENAI_API_KEY"]
 		read := openai.Tool{Name: "read", Run: func(context.Context, json.RawMessage) (string, error) { return "done", nil }}
-		cfg := session.DefaultConfig()
+		cfg := policy.DefaultConfig()
 		cfg.Retry.BaseDelayMs = 1
 		h := newHarness(t, cfg, []openai.Tool{read})
 
@@ -51,7 +53,7 @@ func TestOpenAIFailedCallsHoldNoKey(t *testing.T) {
 			completion("your key is "+key+" indeed"),
 		)
 		err1 := h.s.Prompt(context.Background(), "one")
-		require.ErrorIs(t, err1, session.ErrProvider)
+		require.ErrorIs(t, err1, policy.ErrProvider)
 		require.NoError(t, h.s.Prompt(context.Background(), "two"))
 		assert.Len(t, h.fake.Requests(), 5)
 
@@ -70,9 +72,9 @@ func TestOpenAIFailedCallsHoldNoKey(t *testing.T) {
 				all.Write(wire)
 			}
 			switch e := ev.(type) {
-			case session.MessageEnd:
+			case events.MessageEnd:
 				checkErr(e.Message.Err)
-			case session.TurnSettled:
+			case events.TurnSettled:
 				checkErr(e.Err)
 			}
 		}
@@ -111,7 +113,7 @@ func TestOpenAIHugeErrorBodyIsBounded(t *testing.T) {
 		require.NoError(t, err)
 		defer s.Close()
 		err = s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrProvider)
+		require.ErrorIs(t, err, policy.ErrProvider)
 		synctest.Wait()
 		assert.Less(t, written.Load(), int64(session.MaxErrorBody+256<<10), "the client read past the limit")
 		msgs := s.Messages()

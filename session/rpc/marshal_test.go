@@ -6,14 +6,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/session/rpc"
 )
 
 // TestMarshalEventIsTheServersLine: a program logging events writes the
 // server's line, which a client decodes back into the event. Issue item 4.
 func TestMarshalEventIsTheServersLine(t *testing.T) {
-	ev := session.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 5, ErrorMessage: "529 overloaded_error: Overloaded"}
+	ev := events.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 5, ErrorMessage: "529 overloaded_error: Overloaded"}
 	b, err := rpc.MarshalEvent(ev)
 	require.NoError(t, err)
 	assert.Equal(t, `{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":5,"errorMessage":"529 overloaded_error: Overloaded"}`, string(b))
