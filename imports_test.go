@@ -17,7 +17,7 @@ const module = "github.com/agentfsm/agentfsm"
 // provider SDK, telemetry or workflow library, only the standard library
 // and coreDeps.
 var core = map[string]bool{
-	"transcript": true, "events": true, "classify": true, "states": true, "transitions": true, "fsm": true, "policy": true,
+	"transcript": true, "events": true, "history": true, "credentials": true, "classify": true, "states": true, "transitions": true, "fsm": true, "policy": true,
 	"session": true, "session/rpc": true, "internal/lines": true, "internal/wiretext": true, "session/eventlog": true,
 }
 
@@ -43,19 +43,21 @@ var layers = map[string]int{
 	"fsm":                   4,
 	"fsm/svg":               5,
 	"policy":                5,
-	"session":               6,
-	"session/scripted":      7,
-	"session/rpc":           7,
-	"internal/providertest": 7,
-	"props":                 8,
-	"session/eventlog":      8,
-	"session/otelsession":   8,
-	"internal/scenarios":    8,
-	"providers/openai":      8,
-	"cmd/agentfsm/view":     8,
-	"providers/anthropic":   8,
-	"cmd/agentfsm":          9,
-	".":                     10, // this test
+	"history":               6,
+	"credentials":           6,
+	"session":               7,
+	"session/scripted":      8,
+	"session/rpc":           8,
+	"internal/providertest": 8,
+	"props":                 9,
+	"session/eventlog":      9,
+	"session/otelsession":   9,
+	"internal/scenarios":    9,
+	"providers/openai":      9,
+	"cmd/agentfsm/view":     9,
+	"providers/anthropic":   9,
+	"cmd/agentfsm":          10,
+	".":                     11, // this test
 }
 
 // TestImportDirection parses every Go file of the module and fails when a

@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -24,7 +25,7 @@ import (
 type syncDriver struct {
 	e       *policy.Engine
 	agent   session.Agent
-	history session.MemoryHistory
+	history history.MemoryHistory
 	random  func() float64
 	now     time.Time
 	events  []string

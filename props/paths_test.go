@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
@@ -240,7 +241,7 @@ func TestReplayEveryPath(t *testing.T) {
 					opts = append(opts, session.WithSummarizer(failingSummarizer{}))
 				}
 				if sc.credentials {
-					store := session.NewMemoryCredentials(nil,
+					store := credentials.NewMemoryCredentials(nil,
 						policy.Credential{ID: "a", Type: "api_key", Provider: scripted.DefaultModel.Provider},
 						policy.Credential{ID: "b", Type: "api_key", Provider: scripted.DefaultModel.Provider},
 					)

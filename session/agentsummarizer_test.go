@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
@@ -352,7 +353,7 @@ func TestAgentSummarizerTranscriptIsBounded(t *testing.T) {
 // switch, the other key.
 func TestCompactionRequestCarriesModelAndSwitchedCredential(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		store := session.NewMemoryCredentials(nil,
+		store := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "A", Provider: "scripted", Type: "api_key"},
 			policy.Credential{ID: "B", Provider: "scripted", Type: "api_key"})
 		agent := scripted.New(scripted.Script{Calls: []scripted.Call{ok("first answer"), fail(usageLimit), overflowCall(), ok("recovered")}})

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/internal/baseline"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -15,7 +16,7 @@ import (
 func benchSession(b *testing.B) (*Session, policy.RunID) {
 	cfg := policy.DefaultConfig()
 	cfg.Retry.BaseDelayMs = 3_600_000 // no wait ends during the benchmark
-	s := &Session{history: &MemoryHistory{}, summarizer: policy.DigestSummarizer{}, random: func() float64 { return 0 },
+	s := &Session{history: &history.MemoryHistory{}, summarizer: policy.DigestSummarizer{}, random: func() float64 { return 0 },
 		logger: discardLogger, done: make(chan struct{})}
 	var err error
 	if s.x.engine, err = policy.New(policy.Setup{SessionID: "bench", Model: policy.Model{Provider: "p", ID: "m", ContextWindow: 200000}, Config: cfg}); err != nil {

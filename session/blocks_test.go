@@ -17,6 +17,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
@@ -32,7 +33,7 @@ func TestHistoryBeforeBlocksStillOpens(t *testing.T) {
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "h.jsonl")
 	require.NoError(t, os.WriteFile(path, data, 0o600))
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
 	entries := readAll(t, h)
@@ -68,7 +69,7 @@ func TestScriptedBlocksSurviveRetry(t *testing.T) {
 		}, ToolResults: []scripted.ToolResult{{Content: []transcript.Block{transcript.TextBlock("a picture"),
 			{Type: transcript.BlockImage, Data: "iVBORw0KGgo=", MimeType: "image/png"}}, IsError: true}}}
 		agent := scripted.New(scripted.Script{Calls: []scripted.Call{fail(service503), call, ok("done")}})
-		var h session.MemoryHistory
+		var h history.MemoryHistory
 		s, err := session.New(agent, session.WithHistory(&h))
 		require.NoError(t, err)
 		defer s.Close()
@@ -90,7 +91,7 @@ type fataler interface {
 	Fatalf(format string, args ...any)
 }
 
-func checkRoundTrips(t fataler, s *session.Session, h session.History) {
+func checkRoundTrips(t fataler, s *session.Session, h history.History) {
 	msgs := s.Messages()
 	for _, m := range msgs {
 		b := encode(t, m)
@@ -262,7 +263,7 @@ func TestBlockRichConversationsRoundTrip(t *testing.T) {
 			}
 			defer os.RemoveAll(dir)
 			path := filepath.Join(dir, "h.jsonl")
-			h, err := session.OpenFileHistory(path)
+			h, err := history.OpenFileHistory(path)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -313,7 +314,7 @@ func TestBlockRichConversationsRoundTrip(t *testing.T) {
 			if err := h.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if h, err = session.OpenFileHistory(path); err != nil {
+			if h, err = history.OpenFileHistory(path); err != nil {
 				t.Fatal(err)
 			}
 			if got := readAll(t, h); !assert.ObjectsAreEqual(wantEntries, got) {
@@ -348,7 +349,7 @@ func checkPairs(t *rapid.T, msgs []transcript.Message) {
 // naming the block, and the file is left as it was (issue 13 item 1).
 func TestHistoryRefusesBadBlocks(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
-	fh, err := session.OpenFileHistory(path)
+	fh, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer fh.Close()
 	require.NoError(t, fh.Append(msgEntry("a", "x")))
@@ -365,7 +366,7 @@ func TestHistoryRefusesBadBlocks(t *testing.T) {
 	for _, c := range bad {
 		e := msgEntry("b", "y")
 		e.Message.Content = append(e.Message.Content, c.block)
-		for _, h := range []session.History{fh, &session.MemoryHistory{}} {
+		for _, h := range []history.History{fh, &history.MemoryHistory{}} {
 			err := h.Append(e)
 			require.ErrorIs(t, err, transcript.ErrInvalidEntry)
 			assert.ErrorContains(t, err, c.says)
@@ -383,8 +384,8 @@ func TestHistoryWithBadContentIsCorrupt(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "h.jsonl")
 		line := `{"type":"message","id":"u","timestamp":1,"message":{"id":"u","role":"user","content":` + content + `,"timestamp":1}}`
 		require.NoError(t, os.WriteFile(path, []byte(line+"\n"+line+"\n"), 0o600))
-		_, err := session.OpenFileHistory(path)
-		require.ErrorIs(t, err, session.ErrCorruptHistory, content)
+		_, err := history.OpenFileHistory(path)
+		require.ErrorIs(t, err, history.ErrCorruptHistory, content)
 		assert.ErrorContains(t, err, "line 1", content)
 	}
 }
@@ -409,7 +410,7 @@ func (a blocksAgent) Run(ctx context.Context, req session.RunRequest, emit func(
 // reopened session has the live context (issue 13 item 1).
 func TestStringContentKeptAsItReadsBack(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	agent := blocksAgent{msgs: []transcript.Message{
 		{Role: transcript.RoleToolResult, StringContent: true, Content: []transcript.Block{transcript.TextBlock("a"), {Type: transcript.BlockImage}}},
@@ -428,7 +429,7 @@ func TestStringContentKeptAsItReadsBack(t *testing.T) {
 	assert.Nil(t, live[3].Content)
 	assert.True(t, live[4].StringContent)
 
-	h, err = session.OpenFileHistory(path)
+	h, err = history.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
 	s, err = session.New(agent, session.WithHistory(h))
@@ -442,7 +443,7 @@ func TestStringContentKeptAsItReadsBack(t *testing.T) {
 func TestSnapshotResumesWithBlocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "h.jsonl")
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		call := scripted.Call{StopReason: "toolUse", Content: []transcript.Block{
 			{Type: transcript.BlockThinking, Thinking: "plan", ThinkingSignature: "c2ln"},
@@ -461,7 +462,7 @@ func TestSnapshotResumesWithBlocks(t *testing.T) {
 		require.ErrorIs(t, <-done, policy.ErrAborted)
 		require.NoError(t, h.Close())
 
-		h, err = session.OpenFileHistory(path)
+		h, err = history.OpenFileHistory(path)
 		require.NoError(t, err)
 		defer h.Close()
 		r, err := session.New(scripted.New(scripted.Script{Calls: []scripted.Call{ok("done")}}), session.WithHistory(h), session.WithSnapshot(snap))

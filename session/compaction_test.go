@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -221,7 +222,7 @@ func TestCompactionIsOneType(t *testing.T) {
 		sum := summarizerFunc(func(_ context.Context, req policy.SummaryRequest) (policy.Summary, error) {
 			return policy.Summary{Text: "summary of " + string(req.Reason), Details: details}, nil
 		})
-		var h session.MemoryHistory
+		var h history.MemoryHistory
 		s, _, rec := newSession(t, []scripted.Call{ok("first answer"), overflowCall(), ok("recovered"), ok("third")},
 			smallKeep(), session.WithSummarizer(sum), session.WithHistory(&h))
 		warmUp(t, s)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
@@ -26,7 +27,7 @@ func TestMemoryCredentials(t *testing.T) {
 		{ID: "k1", Provider: "p", Type: "api_key"},
 		{ID: "k2", Provider: "p", Type: "api_key"},
 	}
-	store := session.NewMemoryCredentials(clock, creds...)
+	store := credentials.NewMemoryCredentials(clock, creds...)
 
 	h := fnv.New32a()
 	h.Write([]byte("sess"))
@@ -60,7 +61,7 @@ func TestMemoryCredentials(t *testing.T) {
 }
 
 func TestMemoryCredentialsBaseURL(t *testing.T) {
-	store := session.NewMemoryCredentials(nil,
+	store := credentials.NewMemoryCredentials(nil,
 		policy.Credential{ID: "eu", Provider: "p", Type: "api_key", BaseURL: "https://eu.example"},
 		policy.Credential{ID: "us", Provider: "p", Type: "api_key", BaseURL: "https://us.example"})
 	// Only one credential serves the EU endpoint: no switch there.
@@ -86,7 +87,7 @@ func sessionsAt(i, n, count int) []string {
 // session on A, a usage limit switches to C, and Current never hands out B.
 func TestMemoryCredentialsSwitchAndCurrentAgreeOnType(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	store := session.NewMemoryCredentials(func() time.Time { return now },
+	store := credentials.NewMemoryCredentials(func() time.Time { return now },
 		policy.Credential{ID: "A", Provider: "p", Type: "api_key"},
 		policy.Credential{ID: "B", Provider: "p", Type: "oauth"},
 		policy.Credential{ID: "C", Provider: "p", Type: "api_key"})
@@ -143,7 +144,7 @@ func TestMemoryCredentialsOneRuleProperty(t *testing.T) {
 		for i := range n {
 			creds = append(creds, policy.Credential{ID: fmt.Sprint("k", i), Provider: "p", Type: rapid.SampledFrom(types).Draw(t, "type")})
 		}
-		store := session.NewMemoryCredentials(func() time.Time { return now }, creds...)
+		store := credentials.NewMemoryCredentials(func() time.Time { return now }, creds...)
 		sessions := []string{"s0", "s1", "s2", "s3"}
 		startType := func(id string) string {
 			h := fnv.New32a()
@@ -222,7 +223,7 @@ func (a *credentialAgent) Run(ctx context.Context, req session.RunRequest, emit 
 // once on C, the next key of its type, and never runs on B (oauth).
 func TestUsageLimitSwitchesToTheNextCredentialOfItsType(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		store := session.NewMemoryCredentials(nil,
+		store := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "A", Provider: "scripted", Type: "api_key"},
 			policy.Credential{ID: "B", Provider: "scripted", Type: "oauth"},
 			policy.Credential{ID: "C", Provider: "scripted", Type: "api_key"})
@@ -248,7 +249,7 @@ func TestUsageLimitSwitchesToTheNextCredentialOfItsType(t *testing.T) {
 
 func TestEnvSecrets(t *testing.T) {
 	env := map[string]string{"ANTHROPIC_API_KEY": "sk-ant", "TEAM_KEY": "sk-team", "EMPTY": ""}
-	r := session.EnvSecrets{Lookup: func(name string) (string, bool) { v, ok := env[name]; return v, ok }}
+	r := credentials.EnvSecrets{Lookup: func(name string) (string, bool) { v, ok := env[name]; return v, ok }}
 	ctx := context.Background()
 	for _, c := range []struct {
 		cred policy.Credential
@@ -269,7 +270,7 @@ func TestEnvSecrets(t *testing.T) {
 			assert.Equal(t, c.want, got)
 			continue
 		}
-		assert.ErrorIs(t, err, session.ErrNoSecret)
+		assert.ErrorIs(t, err, credentials.ErrNoSecret)
 		assert.ErrorContains(t, err, c.err)
 		assert.ErrorContains(t, err, `"`+c.cred.ID+`"`, "the error names the credential")
 	}

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 }
 
 // readAll collects h's entries, failing the test on an error.
-func readAll(t require.TestingT, h session.History) []transcript.Entry {
+func readAll(t require.TestingT, h history.History) []transcript.Entry {
 	var out []transcript.Entry
 	for e, err := range h.Entries() {
 		require.NoError(t, err)

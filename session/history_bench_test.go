@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -29,7 +30,7 @@ var heapTurns = flag.Int("heap-turns", 2000, "how many turns BenchmarkFileHistor
 // go test ./session -run '^$' -bench FileHistoryAppend -benchtime 2s
 func BenchmarkFileHistoryAppend(b *testing.B) {
 	dir := b.TempDir()
-	h, err := session.OpenFileHistory(filepath.Join(dir, "h.jsonl"))
+	h, err := history.OpenFileHistory(filepath.Join(dir, "h.jsonl"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func BenchmarkFileHistoryAppend(b *testing.B) {
 // go test ./session -run '^$' -bench FileHistoryHeap -benchtime 1x
 func BenchmarkFileHistoryHeap(b *testing.B) {
 	for b.Loop() {
-		h, err := session.OpenFileHistory(filepath.Join(b.TempDir(), "h.jsonl"))
+		h, err := history.OpenFileHistory(filepath.Join(b.TempDir(), "h.jsonl"))
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -22,7 +23,7 @@ import (
 func historyCount(t *testing.T, path string) (snapshot, entries int) {
 	t.Helper()
 	bubble(t, func(t *testing.T) {
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		defer h.Close()
 		s, err := session.New(scripted.New(scripted.Script{}), session.WithHistory(h))
@@ -60,11 +61,11 @@ func TestFileHistoryRefusesCompleteUnknownLastLine(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "h.jsonl")
 				content := []byte(first + last + newline)
 				require.NoError(t, os.WriteFile(path, content, 0o600))
-				h, err := session.OpenFileHistory(path)
+				h, err := history.OpenFileHistory(path)
 				if err == nil {
 					h.Close()
 				}
-				require.ErrorIs(t, err, session.ErrCorruptHistory)
+				require.ErrorIs(t, err, history.ErrCorruptHistory)
 				assert.Contains(t, err.Error(), path)
 				assert.Contains(t, err.Error(), "line 2")
 				after, err := os.ReadFile(path)
@@ -77,7 +78,7 @@ func TestFileHistoryRefusesCompleteUnknownLastLine(t *testing.T) {
 	for _, torn := range []string{`{"type":"branch","id":"b","timestamp":2,"bra`, `[1,2,`, `nul`, `"` + strings.Repeat("x", 1<<20), `{`} {
 		path := filepath.Join(t.TempDir(), "h.jsonl")
 		require.NoError(t, os.WriteFile(path, []byte(first+torn), 0o600))
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err, "%.40q", torn)
 		assert.Equal(t, []string{"a"}, idsOf(readAll(t, h)))
 		require.NoError(t, h.Close())
@@ -92,7 +93,7 @@ func TestFileHistoryRefusesCompleteUnknownLastLine(t *testing.T) {
 // messages. It returns the file's lines.
 func writeHistory(t *testing.T, path string) []string {
 	t.Helper()
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	for i := range 10 {
 		require.NoError(t, h.Append(msgEntry(fmt.Sprintf("m%d", i), fmt.Sprintf("message %d", i))))
@@ -161,7 +162,7 @@ func idsOf(entries []transcript.Entry) []string {
 func TestFileHistoryAppendCutShortIsDroppedWhole(t *testing.T) {
 	dir := t.TempDir()
 	full := filepath.Join(dir, "full.jsonl")
-	h, err := session.OpenFileHistory(full)
+	h, err := history.OpenFileHistory(full)
 	require.NoError(t, err)
 	require.NoError(t, h.Append(msgEntry("a", "first")))
 	before, err := os.ReadFile(full)
@@ -177,7 +178,7 @@ func TestFileHistoryAppendCutShortIsDroppedWhole(t *testing.T) {
 	for cut := len(before); cut < len(data); cut++ {
 		path := filepath.Join(dir, fmt.Sprintf("cut%d.jsonl", cut))
 		require.NoError(t, os.WriteFile(path, data[:cut], 0o600))
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err, "cut at %d", cut)
 		want := []string{"a"}
 		if cut == len(data)-1 {
@@ -197,7 +198,7 @@ func TestFileHistoryAppendCutShortIsDroppedWhole(t *testing.T) {
 // the count a reopened session gives its snapshots, stay the file's.
 func TestFileHistoryCountsAnotherWritersLines(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	require.NoError(t, h.Append(msgEntry("a", "first"), msgEntry("b", "second")))
 	other, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
@@ -235,7 +236,7 @@ func TestFileHistoryRefusesAppendAfterAnotherWritersDamage(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "h.jsonl")
-			h, err := session.OpenFileHistory(path)
+			h, err := history.OpenFileHistory(path)
 			require.NoError(t, err)
 			defer h.Close()
 			require.NoError(t, h.Append(msgEntry("a", "first"), msgEntry("b", "second")))
@@ -266,7 +267,7 @@ func appendTo(path, s string) error {
 // reopens (in a new FileHistory) with every entry.
 func TestFileHistoryAfterClose(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	require.NoError(t, h.Append(msgEntry("a", "first")))
 	require.NoError(t, h.Close())
@@ -275,7 +276,7 @@ func TestFileHistoryAfterClose(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrClosed)
 	assert.Contains(t, err.Error(), path)
 
-	h2, err := session.OpenFileHistory(path)
+	h2, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h2.Close()
 	require.ErrorIs(t, h.Append(msgEntry("b", "second")), os.ErrClosed, "the old one stays closed")

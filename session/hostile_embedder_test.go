@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -103,7 +104,7 @@ func TestHostileCompactWithDoneContextDoesNotCancelAnotherCompact(t *testing.T) 
 // failingHistory is a MemoryHistory whose Append fails on the calls listed
 // in fail (1-based).
 type failingHistory struct {
-	session.MemoryHistory
+	history.MemoryHistory
 	mu    sync.Mutex
 	calls int
 	fail  map[int]bool
@@ -388,7 +389,7 @@ func TestHostileAbortDuringCheckBeforePrompt(t *testing.T) {
 // panickingHistory is a MemoryHistory whose Append panics on its first
 // call.
 type panickingHistory struct {
-	session.MemoryHistory
+	history.MemoryHistory
 	once sync.Once
 }
 

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -26,7 +27,7 @@ import (
 func TestHostileInvalidUTF8IDsCollideOnReopen(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "chat.jsonl")
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		first := assistant("stop", "first answer")
 		first.ID = "a\xff"
@@ -44,7 +45,7 @@ func TestHostileInvalidUTF8IDsCollideOnReopen(t *testing.T) {
 		require.NoError(t, s.Close())
 		require.NoError(t, h.Close())
 
-		h2, err := session.OpenFileHistory(path)
+		h2, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		defer h2.Close()
 		seen := map[string]bool{}

@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -205,7 +206,7 @@ func TestOversizedSummaryInHistoryIsSummarizedAgain(t *testing.T) {
 		fmt.Fprintf(&old, "- user: question %d of a conversation long ago\n", i)
 	}
 	require.Greater(t, old.Len()/4, scripted.DefaultModel.ContextWindow)
-	history := &session.MemoryHistory{}
+	history := &history.MemoryHistory{}
 	for _, e := range []transcript.Entry{
 		{Type: transcript.EntryMessage, ID: "u1", Message: &transcript.Message{ID: "u1", Role: transcript.RoleUser, Content: transcript.TextContent("a question")}},
 		{Type: transcript.EntryMessage, ID: "a1", Message: &transcript.Message{ID: "a1", Role: transcript.RoleAssistant, StopReason: "stop", Content: transcript.TextContent("an answer")}},

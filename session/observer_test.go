@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -217,7 +218,7 @@ func TestWithObserverRefusesNil(t *testing.T) {
 // caller's context and sees it to its end.
 func TestObserverSeesAResumedTurn(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		history := &session.MemoryHistory{}
+		history := &history.MemoryHistory{}
 		s, _, _ := newSession(t, []scripted.Call{fail(service503)}, session.WithHistory(history))
 		done := promptAsync(s, "hi")
 		synctest.Wait()

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -27,7 +28,7 @@ func twoKeys() []policy.Credential {
 // A usage limit with a free second credential switches at once (§3.3).
 func TestUsageLimitSwitchesCredential(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		store := session.NewMemoryCredentials(nil, twoKeys()...)
+		store := credentials.NewMemoryCredentials(nil, twoKeys()...)
 		first, found := store.Current("scripted", "test-session")
 		require.True(t, found)
 		s, _, rec := newSession(t, []scripted.Call{fail(usageLimit + "; retry-after: 30"), ok("done")}, session.WithCredentials(store))
@@ -62,7 +63,7 @@ func TestUsageLimitWithoutFreeCredential(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
-				store := session.NewMemoryCredentials(nil, policy.Credential{ID: "only", Provider: "scripted", Type: "api_key"})
+				store := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "only", Provider: "scripted", Type: "api_key"})
 				s, _, rec := newSession(t, []scripted.Call{fail(c.text), ok("done")}, session.WithCredentials(store), session.WithConfig(c.cfg))
 				start := time.Now()
 				done := promptAsync(s, "hi")
@@ -79,7 +80,7 @@ func TestUsageLimitWithoutFreeCredential(t *testing.T) {
 // A different type is not a switch.
 func TestUsageLimitOtherTypeIsNoSwitch(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		store := session.NewMemoryCredentials(nil,
+		store := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "key", Provider: "scripted", Type: "api_key"},
 			policy.Credential{ID: "login", Provider: "scripted", Type: "oauth"})
 		s, _, rec := newSession(t, []scripted.Call{fail(usageLimit), ok("done")}, session.WithCredentials(store))

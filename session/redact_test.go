@@ -21,6 +21,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
@@ -114,7 +115,7 @@ func (l *lockedBuf) String() string {
 func TestEchoedSecretIsRedactedEverywhere(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "history.jsonl")
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		defer h.Close()
 		logs := &lockedBuf{}

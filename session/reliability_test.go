@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
@@ -321,7 +322,7 @@ func TestUsageLimitHintOverCapSwitchesFirst(t *testing.T) {
 	cfg.Retry.MaxDelayMs = 60_000
 	t.Run("a free credential", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
-			store := session.NewMemoryCredentials(nil, twoKeys()...)
+			store := credentials.NewMemoryCredentials(nil, twoKeys()...)
 			first, _ := store.Current("scripted", "test-session")
 			s, _, rec := newSession(t, []scripted.Call{fail(text), ok("done")}, session.WithCredentials(store), session.WithConfig(cfg))
 			start := time.Now()
@@ -333,7 +334,7 @@ func TestUsageLimitHintOverCapSwitchesFirst(t *testing.T) {
 	})
 	t.Run("no free credential", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
-			store := session.NewMemoryCredentials(nil, policy.Credential{ID: "only", Provider: "scripted", Type: "api_key"})
+			store := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "only", Provider: "scripted", Type: "api_key"})
 			s, _, rec := newSession(t, []scripted.Call{fail(text)}, session.WithCredentials(store), session.WithConfig(cfg))
 			start := time.Now()
 			require.ErrorIs(t, s.Prompt(context.Background(), "hi"), policy.ErrExhausted)

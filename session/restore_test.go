@@ -16,6 +16,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -25,19 +26,19 @@ import (
 // histories runs f on a MemoryHistory and on a FileHistory. reopen gives
 // the history to start the next session on: the same MemoryHistory, or
 // the file closed and opened again.
-func histories(t *testing.T, f func(t *testing.T, h session.History, reopen func() session.History)) {
+func histories(t *testing.T, f func(t *testing.T, h history.History, reopen func() history.History)) {
 	t.Run("memory", func(t *testing.T) {
-		h := &session.MemoryHistory{}
-		f(t, h, func() session.History { return h })
+		h := &history.MemoryHistory{}
+		f(t, h, func() history.History { return h })
 	})
 	t.Run("file", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "h.jsonl")
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		t.Cleanup(func() { h.Close() })
-		f(t, h, func() session.History {
+		f(t, h, func() history.History {
 			require.NoError(t, h.Close())
-			h, err = session.OpenFileHistory(path)
+			h, err = history.OpenFileHistory(path)
 			require.NoError(t, err)
 			return h
 		})
@@ -46,7 +47,7 @@ func histories(t *testing.T, f func(t *testing.T, h session.History, reopen func
 
 // reopened starts a session on h with a new scripted agent playing calls,
 // as a new process would.
-func reopened(t *testing.T, h session.History, calls []scripted.Call, opts ...session.Option) *session.Session {
+func reopened(t *testing.T, h history.History, calls []scripted.Call, opts ...session.Option) *session.Session {
 	t.Helper()
 	agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: calls})
 	opts = append([]session.Option{session.WithModel(scripted.DefaultModel), session.WithHistory(h)}, opts...)
@@ -67,7 +68,7 @@ func messageIDs(ms []transcript.Message) []string {
 // reopening rebuilds the runtime context the session had, the error and
 // the turn after it included (issue item 5).
 func TestReopenKeepsSettledErrorAndWhatFollows(t *testing.T) {
-	histories(t, func(t *testing.T, h session.History, reopen func() session.History) {
+	histories(t, func(t *testing.T, h history.History, reopen func() history.History) {
 		bubble(t, func(t *testing.T) {
 			cfg := policy.DefaultConfig()
 			cfg.Compaction.KeepRecentTokens = 5
@@ -93,7 +94,7 @@ func TestReopenKeepsSettledErrorAndWhatFollows(t *testing.T) {
 // compaction, stay out of the rebuilt runtime context; a settled error
 // stays in (issue item 5).
 func TestReopenReplaysRemovals(t *testing.T) {
-	histories(t, func(t *testing.T, h session.History, reopen func() session.History) {
+	histories(t, func(t *testing.T, h history.History, reopen func() history.History) {
 		bubble(t, func(t *testing.T) {
 			cfg := policy.DefaultConfig()
 			cfg.Compaction.KeepRecentTokens = 5
@@ -123,7 +124,7 @@ func TestReopenReplaysRemovals(t *testing.T) {
 // agent's own IDs included: a compaction after the reopen cuts where it
 // says and the runtime context shrinks (issue item 6).
 func TestReopenCompactionShrinksContext(t *testing.T) {
-	histories(t, func(t *testing.T, h session.History, reopen func() session.History) {
+	histories(t, func(t *testing.T, h history.History, reopen func() history.History) {
 		bubble(t, func(t *testing.T) {
 			s := reopened(t, h, []scripted.Call{ok("first answer"), ok("second answer")})
 			require.NoError(t, s.Prompt(context.Background(), "first question"))
@@ -189,7 +190,7 @@ func assertUniqueIDs(t require.TestingT, entries []transcript.Entry) {
 // message of the runtime context has it, and the session's own IDs never
 // repeat.
 func TestIDsUniqueAcrossReopens(t *testing.T) {
-	histories(t, func(t *testing.T, h session.History, reopen func() session.History) {
+	histories(t, func(t *testing.T, h history.History, reopen func() history.History) {
 		bubble(t, func(t *testing.T) {
 			cfg := policy.DefaultConfig()
 			cfg.Compaction.KeepRecentTokens = 5
@@ -296,8 +297,8 @@ var outcomes = []scripted.Call{
 func TestReopenReproducesRuntimeContext(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		rapid.SyncTest(t, func(t *rapid.T) {
-			var h session.History = &session.MemoryHistory{}
-			reopen := func() session.History { return h }
+			var h history.History = &history.MemoryHistory{}
+			reopen := func() history.History { return h }
 			if rapid.Bool().Draw(t, "file") {
 				dir, err := os.MkdirTemp("", "reopen")
 				if err != nil {
@@ -305,17 +306,17 @@ func TestReopenReproducesRuntimeContext(t *testing.T) {
 				}
 				defer os.RemoveAll(dir)
 				path := filepath.Join(dir, "h.jsonl")
-				fh, err := session.OpenFileHistory(path)
+				fh, err := history.OpenFileHistory(path)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer func() { fh.Close() }()
 				h = fh
-				reopen = func() session.History {
+				reopen = func() history.History {
 					if err := fh.Close(); err != nil {
 						t.Fatal(err)
 					}
-					if fh, err = session.OpenFileHistory(path); err != nil {
+					if fh, err = history.OpenFileHistory(path); err != nil {
 						t.Fatal(err)
 					}
 					return fh

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
@@ -83,7 +84,7 @@ func TestRetryEventsCarryTheirFacts(t *testing.T) {
 // the credential that hit the limit, by ID only.
 func TestUsageLimitRetryNamesTheCredential(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		store := session.NewMemoryCredentials(nil,
+		store := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "A", Provider: "scripted", Type: "api_key", Secret: "env:KEY_A"},
 			policy.Credential{ID: "C", Provider: "scripted", Type: "api_key", Secret: "env:KEY_C"})
 		agent := scripted.New(scripted.Script{Calls: []scripted.Call{fail(usageLimit), fail(usageLimit), ok("done")}})

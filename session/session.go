@@ -14,7 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -33,8 +35,8 @@ import (
 // goroutine. Close a session when done with it.
 type Session struct {
 	agent      Agent
-	history    History
-	creds      CredentialStore
+	history    history.History
+	creds      credentials.CredentialStore
 	summarizer Summarizer
 	random     func() float64
 	logger     *slog.Logger
@@ -115,7 +117,7 @@ func WithSessionID(id string) Option {
 // after it, less the ones removed), and gives its messages IDs that no
 // entry there has. A nil h makes New fail, and so does a nil pointer or
 // func in it, such as the *FileHistory of an OpenFileHistory that failed.
-func WithHistory(h History) Option {
+func WithHistory(h history.History) Option {
 	return func(s *Session) error {
 		if err := refuseNil(h, "History"); err != nil {
 			return err
@@ -129,7 +131,7 @@ func WithHistory(h History) Option {
 // one the usage-limit branch only waits. A nil c makes New fail (leave the
 // option out for a session without credentials), and so does a nil pointer
 // or func in it.
-func WithCredentials(c CredentialStore) Option {
+func WithCredentials(c credentials.CredentialStore) Option {
 	return func(s *Session) error {
 		if err := refuseNil(c, "CredentialStore"); err != nil {
 			return err
@@ -233,7 +235,7 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 	}
 	s := &Session{
 		agent:      agent,
-		history:    &MemoryHistory{},
+		history:    &history.MemoryHistory{},
 		summarizer: policy.DigestSummarizer{},
 		random:     mrand.Float64,
 		logger:     discardLogger,
@@ -256,7 +258,7 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 		}
 	}
 	s.setup.Credentials = s.creds != nil
-	before, entries, err := entriesOf(s.history)
+	before, entries, err := history.Load(s.history)
 	if err != nil {
 		return nil, err
 	}
@@ -532,7 +534,7 @@ func (s *Session) Messages() []transcript.Message {
 }
 
 // History returns the session's history store.
-func (s *Session) History() History { return s.history }
+func (s *Session) History() history.History { return s.history }
 
 // Close aborts whatever is in flight, waits until the session is quiet, and
 // stops it. It returns once every subscriber has received the events

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -22,7 +23,7 @@ import (
 // retry fires at the original deadline with the same attempt.
 func TestSessionResumesFromSnapshot(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		history := &session.MemoryHistory{}
+		history := &history.MemoryHistory{}
 		s, _, _ := newSession(t, []scripted.Call{fail(service503)}, session.WithHistory(history))
 		start := time.Now()
 		done := promptAsync(s, "hi")
@@ -70,7 +71,7 @@ func TestSessionRefusesUnknownSnapshot(t *testing.T) {
 // did, racing the loop's first run).
 func TestResumeAfterTheDeadlineRacesNothing(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		history := &session.MemoryHistory{}
+		history := &history.MemoryHistory{}
 		s, _, _ := newSession(t, []scripted.Call{fail(service503)}, session.WithHistory(history))
 		done := promptAsync(s, "hi")
 		synctest.Wait()
@@ -96,7 +97,7 @@ func TestResumeAfterTheDeadlineRacesNothing(t *testing.T) {
 // settles on its run. The prompt was lost, and the turn went on without it.
 func TestSnapshotKeepsThePromptTheCheckHeld(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		history := &session.MemoryHistory{}
+		history := &history.MemoryHistory{}
 		s, agent, _ := newSession(t, []scripted.Call{ok("first")}, smallKeep(), session.WithHistory(history),
 			session.WithSummarizer(blockingSummarizer))
 		warmUp(t, s)

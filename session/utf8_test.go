@@ -16,7 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
@@ -136,7 +138,7 @@ func checkLines(t *testing.T, what string, data []byte) {
 func TestAgentTextHoldsToTheRule(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "h.jsonl")
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		s, rec := newSessionOn(t, playing(badRun), session.WithHistory(h))
 		require.NoError(t, s.Prompt(context.Background(), "look"))
@@ -178,7 +180,7 @@ func TestAgentTextHoldsToTheRule(t *testing.T) {
 		require.NoError(t, err)
 		checkLines(t, "history", data)
 
-		h2, err := session.OpenFileHistory(path)
+		h2, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		defer h2.Close()
 		s2, err := session.New(playing(), session.WithHistory(h2))
@@ -251,7 +253,7 @@ func TestSummaryHoldsToTheRule(t *testing.T) {
 			return policy.Summary{Text: "summary \xff", Details: details}, nil
 		})
 		path := filepath.Join(t.TempDir(), "h.jsonl")
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		defer h.Close()
 		s, _ := newSessionOn(t, playing(), session.WithHistory(h), session.WithSummarizer(sum), smallKeep())
@@ -293,7 +295,7 @@ func TestSummaryHoldsToTheRule(t *testing.T) {
 // names it in valid text.
 func TestCredentialIDHoldsToTheRule(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		creds := session.NewMemoryCredentials(nil, policy.Credential{ID: "team-\xff", Provider: "scripted", Type: "api_key"})
+		creds := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "team-\xff", Provider: "scripted", Type: "api_key"})
 		s, rec := newSessionOn(t, playing(answer(assistant("error", service503))), session.WithCredentials(creds))
 		require.NoError(t, s.Prompt(context.Background(), "go"))
 		var seen bool
@@ -356,7 +358,7 @@ func TestUnwritableMessageIsTheAgentsError(t *testing.T) {
 					return nil
 				}
 				path := filepath.Join(t.TempDir(), "h.jsonl")
-				h, err := session.OpenFileHistory(path)
+				h, err := history.OpenFileHistory(path)
 				require.NoError(t, err)
 				defer h.Close()
 				s, rec := newSessionOn(t, playing(run), session.WithHistory(h))
@@ -386,7 +388,7 @@ func TestUnwritableMessageIsTheAgentsError(t *testing.T) {
 }
 
 // readMessages is the messages of h's message entries.
-func readMessages(t *testing.T, h session.History) []transcript.Message {
+func readMessages(t *testing.T, h history.History) []transcript.Message {
 	var out []transcript.Message
 	for _, e := range readAll(t, h) {
 		if e.Type == transcript.EntryMessage {

@@ -10,6 +10,7 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
@@ -40,7 +41,7 @@ type Activities struct {
 	// Credentials is the credential store of the sessions started with
 	// Start.Credentials; the credential of each run is read here, in the
 	// activity, and never enters the workflow.
-	Credentials session.CredentialStore
+	Credentials credentials.CredentialStore
 	// Sink receives the sessions' events; nil drops them.
 	Sink Sink
 	// Stream, when set, receives each message_update fragment as the

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/internal/scenarios"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
@@ -16,11 +17,11 @@ import (
 	"github.com/agentfsm/agentfsm/transcript"
 )
 
-// history plays sc in process and returns the history it wrote.
-func history(t *testing.T, sc scenarios.Scenario) []transcript.Entry {
+// played plays sc in process and returns the history it wrote.
+func played(t *testing.T, sc scenarios.Scenario) []transcript.Entry {
 	var out []transcript.Entry
 	synctest.Test(t, func(t *testing.T) {
-		h := &session.MemoryHistory{}
+		h := &history.MemoryHistory{}
 		s, err := session.New(scripted.New(sc.Script()), session.WithHistory(h), session.WithModel(scenarios.Model),
 			session.WithConfig(sc.Config()), session.WithRandom(scenarios.Draw))
 		require.NoError(t, err)
@@ -43,7 +44,7 @@ func history(t *testing.T, sc scenarios.Scenario) []transcript.Entry {
 func TestShortenRebuildsTheSameEngine(t *testing.T) {
 	for _, sc := range scenarios.All() {
 		t.Run(sc.Name, func(t *testing.T) {
-			whole := history(t, sc)
+			whole := played(t, sc)
 			setup := policy.Setup{SessionID: "s", Model: scenarios.Model, Config: sc.Config()}
 			setup.History = whole
 			a, err := policy.New(setup)

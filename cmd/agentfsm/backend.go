@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/anthropic"
 	"github.com/agentfsm/agentfsm/providers/openai"
@@ -50,7 +51,7 @@ func (b backend) agent(lookup func(string) (string, bool), tools []tool, keyed b
 	if *b.contextWindow < 0 {
 		return nil, policy.Model{}, fmt.Errorf("--context-window must not be negative, got %d", *b.contextWindow)
 	}
-	secrets := session.EnvSecrets{Lookup: lookup}
+	secrets := credentials.EnvSecrets{Lookup: lookup}
 	model := *b.model
 	var windows map[string]int
 	setWindow := func(id string) {

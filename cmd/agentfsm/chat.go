@@ -15,6 +15,7 @@ import (
 	"unicode"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -113,7 +114,7 @@ func runChat(args []string, env *environment) int {
 		return fail(2, "--summarizer %q: want digest or model", *summarizer)
 	}
 	if *historyPath != "" {
-		h, err := session.OpenFileHistory(*historyPath)
+		h, err := history.OpenFileHistory(*historyPath)
 		if err != nil {
 			return fail(2, "--history: %v", err)
 		}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/cmd/agentfsm/view"
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
@@ -196,7 +197,7 @@ func (d *demo) play(sc scenario, emit func(events.Event)) outcome {
 	}
 	opts := []session.Option{session.WithConfig(cfg), session.WithModel(scripted.DefaultModel), session.WithSessionID("demo-" + sc.name)}
 	if len(sc.creds) > 0 {
-		opts = append(opts, session.WithCredentials(session.NewMemoryCredentials(nil, sc.creds...)))
+		opts = append(opts, session.WithCredentials(credentials.NewMemoryCredentials(nil, sc.creds...)))
 	}
 	s, err := session.New(scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: sc.calls}), opts...)
 	if err != nil {

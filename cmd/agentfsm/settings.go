@@ -9,8 +9,8 @@ import (
 	"os"
 	"regexp"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/policy"
-	"github.com/agentfsm/agentfsm/session"
 )
 
 // settings is what a settings file holds: the session's config, and the
@@ -261,7 +261,7 @@ func parseCredentials(raw json.RawMessage) ([]settingsCredential, error) {
 // environment variable, read when a call is made (session.EnvSecrets); a
 // variable not set now is an error that names it, so a missing key is a
 // usage error before any turn.
-func (s settings) store(provider string, lookup func(string) (string, bool)) (session.CredentialStore, error) {
+func (s settings) store(provider string, lookup func(string) (string, bool)) (credentials.CredentialStore, error) {
 	if len(s.credentials) == 0 {
 		return nil, nil
 	}
@@ -272,7 +272,7 @@ func (s settings) store(provider string, lookup func(string) (string, bool)) (se
 		}
 		creds = append(creds, policy.Credential{ID: c.ID, Provider: provider, Type: c.Type, BaseURL: c.BaseURL, Secret: "env:" + c.Env})
 	}
-	return session.NewMemoryCredentials(nil, creds...), nil
+	return credentials.NewMemoryCredentials(nil, creds...), nil
 }
 
 // settingsHelp is the --settings flag's help.

@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/policy"
-	"github.com/agentfsm/agentfsm/session"
 )
 
 // Issue item 5: the settings' credentials name each key's variable; bad
@@ -31,7 +31,7 @@ func TestParseSettingsCredentials(t *testing.T) {
 	c, ok := store.Current("openai", "s1")
 	require.True(t, ok)
 	assert.Contains(t, []string{"env:KEY_A", "env:KEY_B"}, c.Secret, "the credential names its variable, never holds the key")
-	key, err := session.EnvSecrets{Lookup: lookup}.Resolve(context.Background(), c)
+	key, err := credentials.EnvSecrets{Lookup: lookup}.Resolve(context.Background(), c)
 	require.NoError(t, err)
 	assert.Equal(t, env[c.Secret[len("env:"):]], key)
 

@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
@@ -221,7 +222,7 @@ func (sc Scenario) Play(ctx context.Context) ([]string, error) {
 		session.WithRandom(Draw),
 	}
 	if len(sc.Credentials) > 0 {
-		opts = append(opts, session.WithCredentials(session.NewMemoryCredentials(nil, sc.Credentials...)))
+		opts = append(opts, session.WithCredentials(credentials.NewMemoryCredentials(nil, sc.Credentials...)))
 	}
 	s, err := session.New(scripted.New(sc.Script()), opts...)
 	if err != nil {

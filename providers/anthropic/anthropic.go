@@ -27,6 +27,7 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
@@ -101,7 +102,7 @@ type Options struct {
 	// Secrets turns a credential into its API key at call time;
 	// session.EnvSecrets{} (ANTHROPIC_API_KEY, or the credential's
 	// "env:NAME") when nil.
-	Secrets session.SecretResolver
+	Secrets credentials.SecretResolver
 	// Tools are the tools the model may call.
 	Tools []Tool
 	// ContextWindows overrides or adds entries of the known models'
@@ -159,7 +160,7 @@ func New(opts Options) *Agent {
 		opts.MaxTokens = DefaultMaxTokens
 	}
 	if opts.Secrets == nil {
-		opts.Secrets = session.EnvSecrets{}
+		opts.Secrets = credentials.EnvSecrets{}
 	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultIdleTimeout

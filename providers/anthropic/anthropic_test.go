@@ -21,7 +21,9 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/internal/providertest"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/anthropic"
@@ -48,7 +50,7 @@ func newAgent(srv *providertest.Server, tools ...anthropic.Tool) *anthropic.Agen
 	return anthropic.New(anthropic.Options{
 		BaseURL:    srv.BaseURL(),
 		HTTPClient: srv.Client(),
-		Secrets:    session.EnvSecrets{Lookup: lookup},
+		Secrets:    credentials.EnvSecrets{Lookup: lookup},
 		Tools:      tools,
 	})
 }
@@ -420,11 +422,11 @@ func TestUsageLimitSwitchesKey(t *testing.T) {
 				srv.Push(providertest.AnthropicOverloaded(), tc.reply, text("paid for"))
 				cfg := fastConfig()
 				cfg.Retry.Rules = classify.Extended
-				creds := session.NewMemoryCredentials(nil,
+				creds := credentials.NewMemoryCredentials(nil,
 					policy.Credential{ID: "a", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_A"},
 					policy.Credential{ID: "b", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_B"})
 				path := filepath.Join(t.TempDir(), "history.jsonl")
-				h, err := session.OpenFileHistory(path)
+				h, err := history.OpenFileHistory(path)
 				require.NoError(t, err)
 				var logs bytes.Buffer
 				logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -470,11 +472,11 @@ func TestUsageLimitSwitchesKey(t *testing.T) {
 func TestMissingSecretFailsBeforeEmitting(t *testing.T) {
 	srv := providertest.NewAnthropic(t)
 	a := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
-		Secrets: session.EnvSecrets{Lookup: func(string) (string, bool) { return "", false }}})
+		Secrets: credentials.EnvSecrets{Lookup: func(string) (string, bool) { return "", false }}})
 	var evs []events.Event
 	err := a.Run(t.Context(), session.RunRequest{Context: []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("hi")}}},
 		func(e events.Event) { evs = append(evs, e) })
-	require.ErrorIs(t, err, session.ErrNoSecret)
+	require.ErrorIs(t, err, credentials.ErrNoSecret)
 	assert.Contains(t, err.Error(), "ANTHROPIC_API_KEY")
 	assert.Empty(t, evs)
 	assert.Empty(t, srv.Requests())
@@ -612,7 +614,7 @@ func TestBadInputFailsBeforeEmitting(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := providertest.NewAnthropic(t)
 			a := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
-				Secrets: session.EnvSecrets{Lookup: lookup}, Tools: tc.tools})
+				Secrets: credentials.EnvSecrets{Lookup: lookup}, Tools: tc.tools})
 			evs, err := run(t, a, tc.ctx)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
@@ -726,14 +728,14 @@ func TestSummaryFollowsKeySwitch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := providertest.NewAnthropic(t)
 		agent := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
-			Secrets: session.EnvSecrets{Lookup: func(name string) (string, bool) {
+			Secrets: credentials.EnvSecrets{Lookup: func(name string) (string, bool) {
 				v, ok := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-default", "KEY_A": keyA, "KEY_B": keyB}[name]
 				return v, ok
 			}}})
 		cfg := fastConfig()
 		cfg.Retry.Rules = classify.Extended
 		cfg.Compaction.KeepRecentTokens = 5
-		creds := session.NewMemoryCredentials(nil,
+		creds := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "a", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_A"},
 			policy.Credential{ID: "b", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_B"})
 		s := newSession(t, agent, cfg, session.WithCredentials(creds), session.WithSummarizer(session.AgentSummarizer{Agent: agent}))
@@ -772,7 +774,7 @@ func TestToolRoundsCap(t *testing.T) {
 			return "package main", nil
 		}}
 		agent := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
-			Secrets: session.EnvSecrets{Lookup: lookup}, Tools: []anthropic.Tool{read}, MaxToolRounds: 2})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}, Tools: []anthropic.Tool{read}, MaxToolRounds: 2})
 		s := newSession(t, agent, fastConfig())
 		ev := watch(s)
 		err := s.Prompt(t.Context(), "loop")
@@ -811,7 +813,7 @@ func TestToolRoundsUncapped(t *testing.T) {
 		srv.Push(text("done"))
 		read := anthropic.Tool{Name: "read", Run: func(context.Context, json.RawMessage) (string, error) { return "x", nil }}
 		agent := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
-			Secrets: session.EnvSecrets{Lookup: lookup}, Tools: []anthropic.Tool{read}, MaxToolRounds: -1})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}, Tools: []anthropic.Tool{read}, MaxToolRounds: -1})
 		s := newSession(t, agent, fastConfig())
 		require.NoError(t, s.Prompt(t.Context(), "loop"))
 		assert.Equal(t, "done", lastText(s))

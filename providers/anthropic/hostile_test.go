@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/internal/providertest"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/anthropic"
@@ -68,7 +69,7 @@ func TestEventWithoutEndIsBounded(t *testing.T) {
 			return nil
 		})
 		a := anthropic.New(anthropic.Options{BaseURL: "http://anthropic.test", HTTPClient: providertest.Client(handler),
-			Secrets: session.EnvSecrets{Lookup: lookup}})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}})
 		s := newSession(t, a, fastConfig())
 		rec := watch(s)
 		err := s.Prompt(context.Background(), "hi")
@@ -105,7 +106,7 @@ func TestEndlessAnswerIsLinear(t *testing.T) {
 			return err
 		})
 		a := anthropic.New(anthropic.Options{BaseURL: "http://anthropic.test", HTTPClient: providertest.Client(handler),
-			Secrets: session.EnvSecrets{Lookup: lookup}})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}})
 		s := newSession(t, a, fastConfig())
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)

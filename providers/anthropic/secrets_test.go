@@ -20,6 +20,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/providertest"
 	"github.com/agentfsm/agentfsm/policy"
@@ -175,7 +176,7 @@ func TestHugeErrorBodyIsBounded(t *testing.T) {
 			_, _ = w.Write([]byte(`"}}`))
 		})
 		a := anthropic.New(anthropic.Options{BaseURL: "http://anthropic.test", HTTPClient: providertest.Client(handler),
-			Secrets: session.EnvSecrets{Lookup: lookup}})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}})
 		var before runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
@@ -220,7 +221,7 @@ func TestRedirectWithKeyHoldsNoKey(t *testing.T) {
 			http.Redirect(w, r, "/v1/messages?k="+url.QueryEscape(keyA), http.StatusTemporaryRedirect)
 		})
 		a := anthropic.New(anthropic.Options{BaseURL: "http://anthropic.test", HTTPClient: providertest.Client(handler),
-			Secrets: session.EnvSecrets{Lookup: lookup}})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}})
 		cfg := fastConfig()
 		cfg.Retry.MaxRetries = 1
 		s := newSession(t, a, cfg)

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/providertest"
 	"github.com/agentfsm/agentfsm/policy"
@@ -26,7 +27,7 @@ import (
 func run(t *testing.T, fake *providertest.Server, tools []openai.Tool, ctx []transcript.Message) []events.Event {
 	t.Helper()
 	agent := openai.New(openai.Options{Model: "gpt-4o", BaseURL: fake.BaseURL(), HTTPClient: fake.Client(),
-		Secrets: session.EnvSecrets{Lookup: lookup}, Tools: tools})
+		Secrets: credentials.EnvSecrets{Lookup: lookup}, Tools: tools})
 	var evs []events.Event
 	require.NoError(t, agent.Run(context.Background(), session.RunRequest{Context: ctx}, func(ev events.Event) { evs = append(evs, ev) }))
 	return evs
@@ -161,7 +162,7 @@ func TestOpenAIModelContextWindow(t *testing.T) {
 // Issue 13 item 2: a tool whose schema is not a JSON object stops the run
 // before it starts.
 func TestOpenAIBadToolSchemaFailsToStart(t *testing.T) {
-	agent := openai.New(openai.Options{Model: "gpt-4o", Secrets: session.EnvSecrets{Lookup: lookup},
+	agent := openai.New(openai.Options{Model: "gpt-4o", Secrets: credentials.EnvSecrets{Lookup: lookup},
 		Tools: []openai.Tool{{Name: "t", Schema: json.RawMessage(`[1]`), Run: func(context.Context, json.RawMessage) (string, error) { return "", nil }}}})
 	emitted := false
 	err := agent.Run(context.Background(), session.RunRequest{}, func(events.Event) { emitted = true })
@@ -220,7 +221,7 @@ func TestOpenAIAgentSharedBySessions(t *testing.T) {
 			fake.Push(completion("ok"))
 		}
 		agent := openai.New(openai.Options{Model: "gpt-4o", BaseURL: fake.BaseURL(), HTTPClient: fake.Client(),
-			Secrets: session.EnvSecrets{Lookup: lookup}})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}})
 		errs := make(chan error, n)
 		for i := range n {
 			s, err := session.New(agent, session.WithModel(agent.Model()), session.WithSessionID(fmt.Sprint("s", i)))

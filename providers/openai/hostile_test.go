@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/internal/providertest"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/openai"
@@ -39,7 +40,7 @@ func hostileAgent(written *atomic.Int64, body func(w func([]byte) error) error) 
 		}
 	})
 	return openai.New(openai.Options{Model: providertest.OpenAIModel, BaseURL: "http://openai.test/v1/",
-		HTTPClient: providertest.Client(handler), Secrets: session.EnvSecrets{Lookup: lookup}})
+		HTTPClient: providertest.Client(handler), Secrets: credentials.EnvSecrets{Lookup: lookup}})
 }
 
 // TestOpenAIEventWithoutEndIsBounded: data lines without the blank line

@@ -24,6 +24,7 @@ import (
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
@@ -58,7 +59,7 @@ type Options struct {
 	// session.EnvSecrets{} (a credential's "env:NAME", or OPENAI_API_KEY
 	// for provider "openai"). A server that needs no key still needs a
 	// resolver that returns some string: the SDK always sends a key.
-	Secrets session.SecretResolver
+	Secrets credentials.SecretResolver
 	// Tools are the tools the model may call.
 	Tools []Tool
 	// ContextWindows adds to and overrides DefaultContextWindows, by model
@@ -145,7 +146,7 @@ func New(opts Options) *Agent {
 		opts.MaxToolRounds = DefaultMaxToolRounds
 	}
 	if opts.Secrets == nil {
-		opts.Secrets = session.EnvSecrets{}
+		opts.Secrets = credentials.EnvSecrets{}
 	}
 	opts.Tools = append([]Tool(nil), opts.Tools...)
 	windows := make(map[string]int, len(opts.ContextWindows))

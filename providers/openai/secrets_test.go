@@ -17,6 +17,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/providertest"
 	"github.com/agentfsm/agentfsm/policy"
@@ -108,7 +109,7 @@ func TestOpenAIHugeErrorBodyIsBounded(t *testing.T) {
 			_, _ = w.Write([]byte(`"}}`))
 		})
 		a := openai.New(openai.Options{Model: providertest.OpenAIModel, BaseURL: "http://openai.test/v1/",
-			HTTPClient: providertest.Client(handler), Secrets: session.EnvSecrets{Lookup: lookup}})
+			HTTPClient: providertest.Client(handler), Secrets: credentials.EnvSecrets{Lookup: lookup}})
 		s, err := session.New(a, session.WithModel(a.Model()))
 		require.NoError(t, err)
 		defer s.Close()

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/providertest"
 	"github.com/agentfsm/agentfsm/policy"
@@ -81,7 +82,7 @@ func newHarness(t *testing.T, cfg policy.Config, tools []openai.Tool, opts ...se
 		Model:      providertest.OpenAIModel,
 		BaseURL:    fake.BaseURL(),
 		HTTPClient: fake.Client(),
-		Secrets:    session.EnvSecrets{Lookup: lookup},
+		Secrets:    credentials.EnvSecrets{Lookup: lookup},
 		Tools:      tools,
 	})
 	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -363,7 +364,7 @@ func TestOpenAIInsufficientQuotaSwitchesKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := policy.DefaultConfig()
 		cfg.Retry.Rules = classify.Extended
-		store := session.NewMemoryCredentials(nil,
+		store := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "a", Provider: "openai", Type: "api_key", Secret: "env:KEY_A"},
 			policy.Credential{ID: "b", Provider: "openai", Type: "api_key", Secret: "env:KEY_B"},
 		)
@@ -385,11 +386,11 @@ func TestOpenAIMissingSecretFailsToStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := providertest.NewOpenAI(t)
 		agent := openai.New(openai.Options{Model: "gpt-4o", BaseURL: fake.BaseURL(), HTTPClient: fake.Client(),
-			Secrets: session.EnvSecrets{Lookup: func(string) (string, bool) { return "", false }}})
+			Secrets: credentials.EnvSecrets{Lookup: func(string) (string, bool) { return "", false }}})
 		var evs []events.Event
 		err := agent.Run(context.Background(), session.RunRequest{Context: []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("hi")}}},
 			func(ev events.Event) { evs = append(evs, ev) })
-		require.ErrorIs(t, err, session.ErrNoSecret)
+		require.ErrorIs(t, err, credentials.ErrNoSecret)
 		assert.Empty(t, evs)
 		assert.Empty(t, fake.Requests())
 
@@ -448,7 +449,7 @@ func TestOpenAISummaryFollowsKeySwitch(t *testing.T) {
 		cfg := policy.DefaultConfig()
 		cfg.Retry.Rules = classify.Extended
 		cfg.Compaction.KeepRecentTokens = 5
-		store := session.NewMemoryCredentials(nil,
+		store := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "a", Provider: "openai", Type: "api_key", Secret: "env:KEY_A"},
 			policy.Credential{ID: "b", Provider: "openai", Type: "api_key", Secret: "env:KEY_B"},
 		)
@@ -457,7 +458,7 @@ func TestOpenAISummaryFollowsKeySwitch(t *testing.T) {
 		var summarizer session.AgentSummarizer
 		h := newHarness(t, cfg, nil, session.WithCredentials(store), session.WithSummarizer(&summarizer))
 		summarizer.Agent = openai.New(openai.Options{Model: providertest.OpenAIModel, BaseURL: h.fake.BaseURL(),
-			HTTPClient: h.fake.Client(), Secrets: session.EnvSecrets{Lookup: lookup}})
+			HTTPClient: h.fake.Client(), Secrets: credentials.EnvSecrets{Lookup: lookup}})
 		h.fake.Push(completion("first answer"), providertest.OpenAIInsufficientQuota(),
 			providertest.OpenAIContextLengthExceeded(128000, 130000), completion("## Goal\nAnswer the questions."), completion("recovered"))
 		require.NoError(t, h.s.Prompt(context.Background(), "first question, long enough to matter"))
@@ -490,7 +491,7 @@ func TestOpenAIToolRoundsCap(t *testing.T) {
 			return "package main", nil
 		}}
 		agent := openai.New(openai.Options{Model: providertest.OpenAIModel, BaseURL: fake.BaseURL(), HTTPClient: fake.Client(),
-			Secrets: session.EnvSecrets{Lookup: lookup}, Tools: []openai.Tool{read}, MaxToolRounds: 3})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}, Tools: []openai.Tool{read}, MaxToolRounds: 3})
 		s, err := session.New(agent, session.WithModel(agent.Model()))
 		require.NoError(t, err)
 		defer s.Close()

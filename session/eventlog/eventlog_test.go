@@ -16,6 +16,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
@@ -198,7 +199,7 @@ func TestNoContentUnlessAsked(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cfg := policy.DefaultConfig()
 				cfg.Compaction.KeepRecentTokens = 5
-				store := session.NewMemoryCredentials(nil, policy.Credential{ID: "team-a", Provider: "scripted", Type: "api_key", Secret: "env:HUSH_KEY"})
+				store := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "team-a", Provider: "scripted", Type: "api_key", Secret: "env:HUSH_KEY"})
 				l, out := logger(eventlog.LevelTrace)
 				s := newSession(t, []scripted.Call{
 					ok("the first answer, secret-answer-one"),

@@ -22,6 +22,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
@@ -289,7 +290,7 @@ func TestAbortedWait(t *testing.T) {
 // credential that hit the limit, by ID; the switch retries at once.
 func TestUsageLimitNamesTheCredential(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := session.NewMemoryCredentials(nil,
+		store := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "A", Provider: "scripted", Type: "api_key", Secret: "env:KEY_A"},
 			policy.Credential{ID: "B", Provider: "scripted", Type: "api_key", Secret: "env:KEY_B"})
 		r := newRig(t, []scripted.Call{fail("usage limit reached"), ok("done")}, session.WithCredentials(store))
@@ -536,7 +537,7 @@ func TestNilProvidersAreRefused(t *testing.T) {
 // is valid UTF-8, with U+FFFD for each bad byte.
 func TestTextIsValidUTF8(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := session.NewMemoryCredentials(nil,
+		store := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "A\xff", Provider: "scripted", Type: "api_key"},
 			policy.Credential{ID: "B\xfe", Provider: "scripted", Type: "api_key"})
 		r := newRig(t, []scripted.Call{fail("usage limit reached \xff"), fail("boom \xfe"), ok("done")}, session.WithCredentials(store))

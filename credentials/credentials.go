@@ -1,4 +1,4 @@
-package session
+package credentials
 
 import (
 	"context"
@@ -33,7 +33,7 @@ type EnvSecrets struct {
 var providerKeys = map[string]string{"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 // ErrNoSecret matches the error of a secret that cannot be resolved.
-var ErrNoSecret = errors.New("session: no secret for the credential")
+var ErrNoSecret = errors.New("credentials: no secret for the credential")
 
 // Resolve implements SecretResolver.
 func (r EnvSecrets) Resolve(_ context.Context, c policy.Credential) (string, error) {

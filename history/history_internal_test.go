@@ -1,8 +1,7 @@
-package session
+package history
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,8 +10,9 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
-	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -234,13 +234,11 @@ func TestFileHistoryReopenReadsOnlyTheTail(t *testing.T) {
 		}
 		h, err := OpenFileHistory(path)
 		require.NoError(t, err)
-		s, err := New(agentFunc(func(_ context.Context, _ RunRequest, emit func(events.Event)) error {
-			m := transcript.Message{Role: transcript.RoleAssistant, StopReason: "stop", Content: transcript.TextContent("ok")}
-			for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
-				emit(ev)
-			}
-			return nil
-		}), WithHistory(h))
+		// What a session does as it starts on h (session.New): Load, then
+		// the engine replays what Load returned.
+		before, entries, err := Load(h)
+		require.NoError(t, err)
+		e, err := policy.New(policy.Setup{SessionID: "s", Model: policy.Model{ID: "m"}, Config: policy.DefaultConfig(), History: entries, Before: before})
 		require.NoError(t, err)
 		read := h.read.Load()
 		if index {
@@ -250,14 +248,13 @@ func TestFileHistoryReopenReadsOnlyTheTail(t *testing.T) {
 			assert.GreaterOrEqual(t, read, int64(len(data))-1<<20, "%s: read whole", file)
 		}
 		assert.Equal(t, []string{"compaction-20005", firstKept, "msg-20002", "user-20003", "msg-20004", "user-20007", "msg-20008", "user-20009"},
-			messageIDsOf(s.Messages()), "the runtime context replaying the whole history gives")
-		snap, err := s.Snapshot()
-		require.NoError(t, err)
+			messageIDsOf(e.Messages()), "the runtime context replaying the whole history gives")
+		snap := e.Snapshot()
 		assert.Equal(t, count, snap.History, "%s: the entry count", file)
-		require.NoError(t, s.Prompt(context.Background(), "next"))
-		msgs := s.Messages()
-		assert.Equal(t, []string{"user-20010", "msg-20011"}, messageIDsOf(msgs[len(msgs)-2:]), "numbered after every ID of the history")
-		require.NoError(t, s.Close())
+		_, err = e.Prompt(time.Unix(0, 0), "next")
+		require.NoError(t, err)
+		msgs := e.Messages()
+		assert.Equal(t, "user-20010", msgs[len(msgs)-1].ID, "numbered after every ID of the history")
 		require.NoError(t, h.Close())
 	}
 }
@@ -268,12 +265,6 @@ func messageIDsOf(msgs []transcript.Message) []string {
 		out = append(out, m.ID)
 	}
 	return out
-}
-
-type agentFunc func(context.Context, RunRequest, func(events.Event)) error
-
-func (f agentFunc) Run(ctx context.Context, req RunRequest, emit func(events.Event)) error {
-	return f(ctx, req, emit)
 }
 
 // Opening a file whose last entry lost its newline writes the newline

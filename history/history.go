@@ -1,4 +1,4 @@
-package session
+package history
 
 import (
 	"bufio"
@@ -42,9 +42,9 @@ type Tailer interface {
 	Tail() (before int, entries []transcript.Entry, err error)
 }
 
-// entriesOf reads h as a session starts on it: its tail when it is a
+// Load reads h as a session starts on it: its tail when it is a
 // Tailer, else every entry.
-func entriesOf(h History) (before int, entries []transcript.Entry, err error) {
+func Load(h History) (before int, entries []transcript.Entry, err error) {
 	if t, ok := h.(Tailer); ok {
 		return t.Tail()
 	}
@@ -185,10 +185,10 @@ type historyFile interface {
 var (
 	// ErrCorruptHistory: a line of the file is not a valid entry, and is
 	// not what a write cut short leaves (see OpenFileHistory).
-	ErrCorruptHistory = errors.New("session: corrupt history file")
+	ErrCorruptHistory = errors.New("history: corrupt history file")
 	// ErrHistoryLocked: another FileHistory, in this process or another,
 	// has the file open.
-	ErrHistoryLocked = errors.New("session: history file in use by another writer")
+	ErrHistoryLocked = errors.New("history: history file in use by another writer")
 )
 
 // OpenFileHistory opens (or creates, readable and writable by its owner
@@ -227,7 +227,7 @@ func OpenFileHistory(path string) (*FileHistory, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("session: opening history: %w", err)
+		return nil, fmt.Errorf("history: opening history: %w", err)
 	}
 	h := &FileHistory{path: path, abs: abs, f: f}
 	if err := h.load(); err != nil {
@@ -243,25 +243,25 @@ func OpenFileHistory(path string) (*FileHistory, error) {
 func openHistoryFile(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|openFlags, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("session: opening history: %w", err)
+		return nil, fmt.Errorf("history: opening history: %w", err)
 	}
 	// The opened file is checked, not the path: the path may name another
 	// file by now.
 	fi, err := f.Stat()
 	switch {
 	case err != nil:
-		err = fmt.Errorf("session: opening history: %w", err)
+		err = fmt.Errorf("history: opening history: %w", err)
 	case !fi.Mode().IsRegular():
-		err = fmt.Errorf("session: history %s is not a regular file but %s", path, fileKind(fi.Mode()))
+		err = fmt.Errorf("history: history %s is not a regular file but %s", path, fileKind(fi.Mode()))
 	case foreignOwner(fi) >= 0:
-		err = fmt.Errorf("session: history %s belongs to user %d, not to this process's user %d: "+
+		err = fmt.Errorf("history: history %s belongs to user %d, not to this process's user %d: "+
 			"its owner could read the conversation written to it", path, foreignOwner(fi), processUID())
 	default:
 		err = lockFile(f)
 		if errors.Is(err, ErrHistoryLocked) {
 			err = fmt.Errorf("%w: %s", ErrHistoryLocked, path)
 		} else if err != nil {
-			err = fmt.Errorf("session: locking history: %w", err)
+			err = fmt.Errorf("history: locking history: %w", err)
 		}
 	}
 	if err != nil {
@@ -295,14 +295,14 @@ func fileKind(m os.FileMode) string {
 func (h *FileHistory) load() error {
 	fi, err := h.f.Stat()
 	if err != nil {
-		return fmt.Errorf("session: reading history %s: %w", h.path, err)
+		return fmt.Errorf("history: reading history %s: %w", h.path, err)
 	}
 	size := fi.Size()
 	lines := &backLines{r: h.reader(), off: size}
 	// The last line, when it has no newline: kept whole, or dropped.
 	last, lastAt, err := lines.partial()
 	if err != nil {
-		return fmt.Errorf("session: reading history %s: %w", h.path, err)
+		return fmt.Errorf("history: reading history %s: %w", h.path, err)
 	}
 	st := scanState{cut: size, phase: phaseStepEnd}
 	if last != nil {
@@ -342,7 +342,7 @@ func (h *FileHistory) load() error {
 		h.size = size
 	}
 	if err != nil {
-		return fmt.Errorf("session: repairing history %s: %w", h.path, err)
+		return fmt.Errorf("history: repairing history %s: %w", h.path, err)
 	}
 	return nil
 }
@@ -402,7 +402,7 @@ func (h *FileHistory) scan(lines *backLines, st *scanState) error {
 	for {
 		line, at, err := lines.prev()
 		if err != nil {
-			return fmt.Errorf("session: reading history %s: %w", h.path, err)
+			return fmt.Errorf("history: reading history %s: %w", h.path, err)
 		}
 		if line == nil {
 			h.tailAt, h.tailBefore, h.count = 0, 0, st.seen
@@ -528,15 +528,15 @@ func (h *FileHistory) Append(entries ...transcript.Entry) error {
 	defer h.mu.Unlock()
 	switch {
 	case h.f == nil:
-		return fmt.Errorf("session: history %s: %w", h.path, os.ErrClosed)
+		return fmt.Errorf("history: history %s: %w", h.path, os.ErrClosed)
 	case h.broken != nil:
-		return fmt.Errorf("session: history %s refuses appends since one could not be undone (reopen it): %w", h.path, h.broken)
+		return fmt.Errorf("history: history %s refuses appends since one could not be undone (reopen it): %w", h.path, h.broken)
 	}
 	// The size to go back to is the file's, which is the one kept unless
 	// a writer that ignores the lock changed the file.
 	fi, err := h.f.Stat()
 	if err != nil {
-		return fmt.Errorf("session: appending to history %s: %w", h.path, err)
+		return fmt.Errorf("history: appending to history %s: %w", h.path, err)
 	}
 	if err := h.samePath(fi); err != nil {
 		return err
@@ -553,9 +553,9 @@ func (h *FileHistory) Append(entries ...transcript.Entry) error {
 	if err := h.write(lines); err != nil {
 		if undo := h.undo(fi.Size()); undo != nil {
 			h.broken = undo
-			return fmt.Errorf("session: appending to history %s: %w; undoing the partial append failed: %w", h.path, err, undo)
+			return fmt.Errorf("history: appending to history %s: %w; undoing the partial append failed: %w", h.path, err, undo)
 		}
-		return fmt.Errorf("session: appending to history %s: %w", h.path, err)
+		return fmt.Errorf("history: appending to history %s: %w", h.path, err)
 	}
 	h.size += int64(len(lines))
 	h.count += len(entries)
@@ -570,9 +570,9 @@ func (h *FileHistory) samePath(fi os.FileInfo) error {
 	pi, err := os.Stat(h.abs)
 	switch {
 	case err != nil:
-		return fmt.Errorf("session: history %s is gone from its path (deleted or moved?): %w", h.path, err)
+		return fmt.Errorf("history: history %s is gone from its path (deleted or moved?): %w", h.path, err)
 	case !os.SameFile(fi, pi):
-		return fmt.Errorf("session: history %s was replaced by another file under it (another writer?): reopen it", h.path)
+		return fmt.Errorf("history: history %s was replaced by another file under it (another writer?): reopen it", h.path)
 	}
 	return nil
 }
@@ -585,7 +585,7 @@ func (h *FileHistory) samePath(fi os.FileInfo) error {
 // own: the next append would land on a line cut short.
 func (h *FileHistory) adopt(size int64) error {
 	if size < h.size {
-		return fmt.Errorf("session: history %s shrank from %d to %d bytes under it (another writer?): reopen it", h.path, h.size, size)
+		return fmt.Errorf("history: history %s shrank from %d to %d bytes under it (another writer?): reopen it", h.path, h.size, size)
 	}
 	n := 0
 	for line, err := range linesOf(h.f, h.path, h.size, size) {
@@ -602,7 +602,7 @@ func (h *FileHistory) adopt(size int64) error {
 	}
 	last := make([]byte, 1)
 	if _, err := h.f.ReadAt(last, size-1); err != nil {
-		return fmt.Errorf("session: reading history %s: %w", h.path, err)
+		return fmt.Errorf("history: reading history %s: %w", h.path, err)
 	}
 	if last[0] != '\n' {
 		return fmt.Errorf("%w %s: another writer left its last line without a newline", ErrCorruptHistory, h.path)
@@ -627,7 +627,7 @@ func (h *FileHistory) encode(entries []transcript.Entry) ([]byte, error) {
 			l.Index, l.Offset = &index, &offset
 		}
 		if err := enc.Encode(l); err != nil {
-			return nil, fmt.Errorf("session: encoding history entry %q: %w", e.ID, err)
+			return nil, fmt.Errorf("history: encoding history entry %q: %w", e.ID, err)
 		}
 	}
 	return buf.Bytes(), nil
@@ -734,7 +734,7 @@ func linesOf(f io.ReaderAt, path string, from, end int64) iter.Seq2[[]byte, erro
 			case err == io.EOF:
 				err = nil // the last line, read up to end
 			case err != nil:
-				yield(nil, fmt.Errorf("session: reading history %s: %w", path, err))
+				yield(nil, fmt.Errorf("history: reading history %s: %w", path, err))
 				return
 			}
 			if !yield(bytes.TrimSuffix(line, []byte("\n")), nil) {
