@@ -67,15 +67,6 @@ var effectNames = [...]string{
 	MarkUsageLimit: "MarkUsageLimit", FinishTurn: "FinishTurn", FinishCompact: "FinishCompact",
 }
 
-// EffectKinds returns every kind of effect, in declaration order.
-func EffectKinds() []EffectKind {
-	out := make([]EffectKind, 0, len(effectNames)-1)
-	for k := Emit; int(k) < len(effectNames); k++ {
-		out = append(out, k)
-	}
-	return out
-}
-
 // String returns the kind's name, as in the constants.
 func (k EffectKind) String() string {
 	if k > 0 && int(k) < len(effectNames) {

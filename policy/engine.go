@@ -152,9 +152,9 @@ func (e *Engine) SessionID() string { return e.id }
 // sees.
 func (e *Engine) Messages() []transcript.Message { return cloneMessages(e.ctx.msgs) }
 
-// Quiet reports whether nothing is in flight: no run and no compaction.
-// Abort's caller waits for it.
-func (e *Engine) Quiet() bool { return e.run == nil && e.pending == nil && e.comp == nil }
+// quiet reports whether nothing is in flight: no run and no compaction
+// (Status: neither Streaming nor Compacting). Abort's caller waits for it.
+func (e *Engine) quiet() bool { return e.run == nil && e.pending == nil && e.comp == nil }
 
 // SetRetryEnabled writes retry.enabled; it takes effect at the next
 // decision.
@@ -182,7 +182,7 @@ func (e *Engine) end(at time.Time) []Effect {
 		e.effect(Effect{Kind: Append, Entries: e.entries, Await: e.comp != nil && e.comp.committing})
 	}
 	out := e.out
-	if e.Quiet() {
+	if e.quiet() {
 		// A session that waits (for a prompt, or out a backoff) keeps no
 		// buffer: the next input makes a new one.
 		e.out, e.entries, e.raised = nil, nil, nil

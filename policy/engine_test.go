@@ -151,7 +151,7 @@ func TestEngineTransientThenSuccess(t *testing.T) {
 		"turn_settled true",
 		"finish_turn <nil>",
 	}, call(e, t0.Add(2*time.Second), runOf(t, effects), answer(transcript.StopReasonStop, "done")))
-	assert.True(t, e.Quiet())
+	assert.True(t, !e.Status().Streaming && !e.Status().Compacting)
 }
 
 func TestEngineExhausted(t *testing.T) {

@@ -193,7 +193,7 @@ func (w *walker) settle() error {
 	ok := func(n int) int { return 0 }
 	rest := func() bool {
 		st := w.e.Status()
-		return w.e.Quiet() && st.State == "idle" && w.timer == 0 && !w.await && !w.usage
+		return !st.Streaming && !st.Compacting && st.State == "idle" && w.timer == 0 && !w.await && !w.usage
 	}
 	for steps := 0; !rest(); steps++ {
 		if steps > 200 {

@@ -642,10 +642,14 @@ func (s *Session) publish() {
 // callers of Abort are released once nothing is in flight.
 func (s *Session) rest() {
 	s.publish()
-	if len(s.x.quiet) > 0 && s.x.engine.Quiet() {
+	if len(s.x.quiet) > 0 && quiet(s.x.engine.Status()) {
 		for _, q := range s.x.quiet {
 			close(q)
 		}
 		s.x.quiet = nil
 	}
 }
+
+// quiet reports whether nothing is in flight in an engine of status st: no
+// run and no compaction.
+func quiet(st policy.Status) bool { return !st.Streaming && !st.Compacting }

@@ -107,7 +107,7 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 		}
 		d.apply(ctx, d.engine.Abort(workflow.Now(ctx), errClosed))
 		return workflow.Await(ctx, func() bool {
-			return d.engine.Quiet() && workflow.AllHandlersFinished(ctx) && len(d.events) == 0 && !d.delivering
+			return quiet(d.engine.Status()) && workflow.AllHandlersFinished(ctx) && len(d.events) == 0 && !d.delivering
 		})
 	}
 }
@@ -312,7 +312,7 @@ var localCodes = []struct {
 // restful reports whether the session can continue as new: nothing in
 // flight, no turn and no manual compaction waiting, the machine idle.
 func (d *driver) restful() bool {
-	return d.engine.Quiet() && d.turn == nil && d.manual == nil && d.engine.Status().State == states.Idle
+	return quiet(d.engine.Status()) && d.turn == nil && d.manual == nil && d.engine.Status().State == states.Idle
 }
 
 // tooLong reports whether this run of the workflow has fed the engine
@@ -333,3 +333,7 @@ func (d *driver) next() Start {
 	snap.History = len(history)
 	return Start{SessionID: d.engine.SessionID(), Model: d.engine.Model(), Config: &snap.Config, Credentials: d.creds, History: history, Snapshot: &snap, Events: d.seq}
 }
+
+// quiet reports whether nothing is in flight in an engine of status st: no
+// run and no compaction.
+func quiet(st policy.Status) bool { return !st.Streaming && !st.Compacting }
