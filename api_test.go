@@ -6,6 +6,7 @@ import (
 	"go/token"
 	"os"
 	"path/filepath"
+	"sort"
 	"strings"
 	"testing"
 )
@@ -77,12 +78,73 @@ func TestTestOnlyNamesAreInternal(t *testing.T) {
 		"fsm/svg":     {"RenderDOT"},
 		"classify":    {"Patterns", "Pattern", "Group", "GroupOverflow", "GroupNotOverflow", "GroupSeedRetry", "GroupUsageFlag", "GroupExtendedRetry", "GroupExtendedUsage"},
 		"session/rpc": {"MaxLine"},
+		"policy":      {"EffectKinds"},
+		"transitions": {"Signals"},
 	}
 	for dir, names := range internal {
 		api := exported(t, dir)
 		for _, name := range names {
 			if api[name] {
 				t.Errorf("package %s exports %s, which only tests use", dir, name)
+			}
+		}
+	}
+}
+
+// api returns the exported names of the package in dir, as exported does,
+// without the methods of unexported types: what go doc shows a user.
+func api(t *testing.T, dir string) []string {
+	names := exported(t, dir)
+	var out []string
+	for n := range names {
+		if i := strings.Index(n, "."); i > 0 && !names[n[:i]] {
+			continue
+		}
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// TestAPISize: a newcomer can hold the API. Every type has one home
+// (transcript, events, policy, history, credentials), session drives and
+// re-exports nothing. The counts are exported identifiers with the methods
+// of exported types. Issue 22 item 4.
+func TestAPISize(t *testing.T) {
+	limits := map[string]int{"policy": 80, "session": 58, "classify": 42}
+	for dir, limit := range limits {
+		names := api(t, dir)
+		t.Logf("%s: %d exported names (limit %d)", dir, len(names), limit)
+		if len(names) > limit {
+			t.Errorf("package %s exports %d names, more than %d:\n%s", dir, len(names), limit, strings.Join(names, "\n"))
+		}
+	}
+}
+
+// TestNoAliases: no package re-exports another's type under its own name,
+// so that go doc shows every type where it is defined.
+func TestNoAliases(t *testing.T) {
+	for _, dir := range []string{"session", "policy", "transcript", "events", "history", "credentials", "classify"} {
+		files, err := filepath.Glob(filepath.Join(dir, "*.go"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, path := range files {
+			if strings.HasSuffix(path, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, decl := range f.Decls {
+				if d, ok := decl.(*ast.GenDecl); ok && d.Tok == token.TYPE {
+					for _, spec := range d.Specs {
+						if s := spec.(*ast.TypeSpec); s.Assign.IsValid() && s.Name.IsExported() {
+							t.Errorf("%s: type %s is an alias of another package's type", path, s.Name.Name)
+						}
+					}
+				}
 			}
 		}
 	}

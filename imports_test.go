@@ -17,7 +17,7 @@ const module = "github.com/agentfsm/agentfsm"
 // provider SDK, telemetry or workflow library, only the standard library
 // and coreDeps.
 var core = map[string]bool{
-	"classify": true, "states": true, "transitions": true, "fsm": true, "policy": true,
+	"transcript": true, "events": true, "history": true, "credentials": true, "classify": true, "states": true, "transitions": true, "fsm": true, "policy": true,
 	"session": true, "session/rpc": true, "internal/lines": true, "internal/wiretext": true, "session/eventlog": true,
 }
 
@@ -35,25 +35,29 @@ var layers = map[string]int{
 	"internal/lines":        0,
 	"internal/wiretext":     0,
 	"internal/baseline":     0,
-	"classify":              0,
 	"states":                0,
-	"transitions":           1,
-	"fsm":                   2,
-	"fsm/svg":               3,
-	"policy":                3,
-	"session":               4,
-	"session/scripted":      5,
-	"session/rpc":           5,
-	"internal/providertest": 5,
-	"props":                 6,
-	"session/eventlog":      6,
-	"session/otelsession":   6,
-	"internal/scenarios":    6,
-	"providers/openai":      6,
-	"cmd/agentfsm/view":     6,
-	"providers/anthropic":   6,
-	"cmd/agentfsm":          7,
-	".":                     8, // this test
+	"transcript":            1,
+	"classify":              2,
+	"transitions":           3,
+	"events":                4,
+	"fsm":                   4,
+	"fsm/svg":               5,
+	"policy":                5,
+	"history":               6,
+	"credentials":           6,
+	"session":               7,
+	"session/scripted":      8,
+	"session/rpc":           8,
+	"internal/providertest": 8,
+	"props":                 9,
+	"session/eventlog":      9,
+	"session/otelsession":   9,
+	"internal/scenarios":    9,
+	"providers/openai":      9,
+	"cmd/agentfsm/view":     9,
+	"providers/anthropic":   9,
+	"cmd/agentfsm":          10,
+	".":                     11, // this test
 }
 
 // TestImportDirection parses every Go file of the module and fails when a

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // pagePath is the benchmark's 64 KiB error page.
@@ -19,7 +20,7 @@ func corpusMessages(b *testing.B) []classify.Message {
 	var msgs []classify.Message
 	for _, r := range rows {
 		if r.set == originalSet {
-			msgs = append(msgs, classify.Message{StopReason: classify.StopReasonError, ErrorMessage: r.message})
+			msgs = append(msgs, classify.Message{StopReason: transcript.StopReasonError, ErrorMessage: r.message})
 		}
 	}
 	if len(msgs) != 83 {
@@ -33,7 +34,7 @@ func pageMessage(b *testing.B) classify.Message {
 	if err != nil {
 		b.Fatalf("page: %v", err)
 	}
-	return classify.Message{StopReason: classify.StopReasonError, ErrorMessage: string(data)}
+	return classify.Message{StopReason: transcript.StopReasonError, ErrorMessage: string(data)}
 }
 
 var sink classify.Result

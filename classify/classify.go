@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Result is the classifier's answer for one message.
@@ -44,7 +46,7 @@ func (r Rules) Classify(m Message, now time.Time) Result {
 // classify is Classify; with why non-nil it also records the rules that
 // decided (Explain). Without, it records nothing and allocates nothing.
 func (r Rules) classify(m Message, now time.Time, why *[]Why) Result {
-	if m.StopReason != StopReasonError {
+	if m.StopReason != transcript.StopReasonError {
 		if IsOverflow(m) {
 			if why != nil {
 				*why = append(*why, usageWhy(m))
@@ -148,12 +150,12 @@ func IsOverflow(m Message) bool {
 	w := m.ContextWindow
 	in, cache := max(m.Usage.Input, 0), max(m.Usage.CacheRead, 0)
 	switch m.StopReason {
-	case StopReasonError:
+	case transcript.StopReasonError:
 		return overflowBits(seedScanner.scan(m.ErrorMessage))
-	case StopReasonStop:
+	case transcript.StopReasonStop:
 		// in + cache > w, with w − cache in [1−MaxInt, MaxInt].
 		return w > 0 && in > w-cache
-	case StopReasonLength:
+	case transcript.StopReasonLength:
 		// in + cache ≥ 0.99 × w ⇔ in + cache ≥ ceil(0.99 × w) = w − floor(w/100).
 		return w > 0 && m.Usage.Output <= 0 && in >= w-w/100-cache
 	}

@@ -15,12 +15,13 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 var now = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
 func errMsg(text string) classify.Message {
-	return classify.Message{StopReason: classify.StopReasonError, ErrorMessage: text}
+	return classify.Message{StopReason: transcript.StopReasonError, ErrorMessage: text}
 }
 
 func classOf(r classify.Rules, text string) classify.Class {
@@ -186,12 +187,12 @@ func TestOverflowPatterns(t *testing.T) {
 	// An overflow is never retryable, whatever else it says.
 	assert.Equal(t, classify.Overflow, classOf(classify.Seed, "503 overloaded: prompt is too long"))
 	// Only an error message is an overflow by its text.
-	assert.False(t, classify.IsOverflow(classify.Message{StopReason: classify.StopReasonStop, ErrorMessage: "prompt is too long"}))
+	assert.False(t, classify.IsOverflow(classify.Message{StopReason: transcript.StopReasonStop, ErrorMessage: "prompt is too long"}))
 }
 
 func TestSilentAndTruncatedOverflow(t *testing.T) {
-	u := func(in, out, cache int) classify.Usage {
-		return classify.Usage{Input: in, Output: out, CacheRead: cache}
+	u := func(in, out, cache int) transcript.Usage {
+		return transcript.Usage{Input: in, Output: out, CacheRead: cache}
 	}
 	cases := []struct {
 		name string
@@ -299,13 +300,13 @@ func TestTypedFieldsDecideFirst(t *testing.T) {
 		&net.DNSError{Err: "timeout", IsTimeout: true},
 	}
 	for _, err := range goErrs {
-		m := classify.Message{StopReason: classify.StopReasonError, Err: err}
+		m := classify.Message{StopReason: transcript.StopReasonError, Err: err}
 		assert.Equal(t, classify.Retryable, classify.Extended.Classify(m, now).Class, "%v", err)
 		assert.Equal(t, classify.Retryable, classify.Seed.Classify(m, now).Class, "%v", err)
 	}
-	m := classify.Message{StopReason: classify.StopReasonError, Err: errors.New("boom")}
+	m := classify.Message{StopReason: transcript.StopReasonError, Err: errors.New("boom")}
 	assert.Equal(t, classify.Fatal, classify.Extended.Classify(m, now).Class)
-	m = classify.Message{StopReason: classify.StopReasonError, Err: errors.New("fetch failed")}
+	m = classify.Message{StopReason: transcript.StopReasonError, Err: errors.New("fetch failed")}
 	assert.Equal(t, classify.Retryable, classify.Seed.Classify(m, now).Class, "a Go error's text is read when there is no message")
 }
 
@@ -392,7 +393,7 @@ func TestClassifyDoesNotAllocate(t *testing.T) {
 		errMsg("503 Service Unavailable; retry-after: 3"),
 		errMsg("prompt is too long"),
 		errMsg("You exceeded your current quota"),
-		{StopReason: classify.StopReasonStop, Usage: classify.Usage{Input: 5}, ContextWindow: 10},
+		{StopReason: transcript.StopReasonStop, Usage: transcript.Usage{Input: 5}, ContextWindow: 10},
 	}
 	for _, r := range []classify.Rules{classify.Seed, classify.Extended} {
 		for _, m := range msgs {
@@ -407,8 +408,8 @@ func TestClassifyDoesNotAllocate(t *testing.T) {
 // as 0.
 func TestOverflowChecksDoNotWrap(t *testing.T) {
 	const maxInt = math.MaxInt
-	u := func(in, out, cache int) classify.Usage {
-		return classify.Usage{Input: in, Output: out, CacheRead: cache}
+	u := func(in, out, cache int) transcript.Usage {
+		return transcript.Usage{Input: in, Output: out, CacheRead: cache}
 	}
 	cases := []struct {
 		name string
@@ -461,12 +462,12 @@ func TestExtendedFatalBeatsTransient(t *testing.T) {
 		seed, ext classify.Class
 	}{
 		{"too large, as text (the seed sees 500 in 45000)", errMsg(tooLarge), classify.Retryable, classify.Fatal},
-		{"too large in a 429", classify.Message{StopReason: classify.StopReasonError, Status: 429, ErrorMessage: tooLarge}, classify.Retryable, classify.Fatal},
-		{"tool ids after a 500", classify.Message{StopReason: classify.StopReasonError, ErrorMessage: "500 internal error: " + toolIDs}, classify.Retryable, classify.Fatal},
-		{"tool ids with a transient type", classify.Message{StopReason: classify.StopReasonError, ErrorType: "api_error", ErrorMessage: toolIDs}, classify.Retryable, classify.Fatal},
-		{"over the budget in a 429", classify.Message{StopReason: classify.StopReasonError, Status: 429, ErrorMessage: overBudget}, classify.Retryable, classify.Fatal},
+		{"too large in a 429", classify.Message{StopReason: transcript.StopReasonError, Status: 429, ErrorMessage: tooLarge}, classify.Retryable, classify.Fatal},
+		{"tool ids after a 500", classify.Message{StopReason: transcript.StopReasonError, ErrorMessage: "500 internal error: " + toolIDs}, classify.Retryable, classify.Fatal},
+		{"tool ids with a transient type", classify.Message{StopReason: transcript.StopReasonError, ErrorType: "api_error", ErrorMessage: toolIDs}, classify.Retryable, classify.Fatal},
+		{"over the budget in a 429", classify.Message{StopReason: transcript.StopReasonError, Status: 429, ErrorMessage: overBudget}, classify.Retryable, classify.Fatal},
 		{"within the budget", errMsg("Rate limit reached on tokens per min (TPM): Limit 30000, Used 22999, Requested 12528."), classify.Retryable, classify.Retryable},
-		{"a usage limit comes first", classify.Message{StopReason: classify.StopReasonError, Status: 403, ErrorMessage: "Model access is denied: insufficient balance"}, classify.Fatal, classify.UsageLimit},
+		{"a usage limit comes first", classify.Message{StopReason: transcript.StopReasonError, Status: 403, ErrorMessage: "Model access is denied: insufficient balance"}, classify.Fatal, classify.UsageLimit},
 	} {
 		assert.Equal(t, c.seed, classify.Seed.Classify(c.m, now).Class, "seed: %s", c.name)
 		assert.Equal(t, c.ext, classify.Extended.Classify(c.m, now).Class, "extended: %s", c.name)

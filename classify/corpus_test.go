@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // corpusPath is the labelled corpus of real provider error messages.
@@ -98,7 +99,7 @@ const originalSet = "original"
 // error text of a failed call.
 func corpusClass(r corpusRow) classify.Class {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	return classify.Extended.Classify(classify.Message{StopReason: classify.StopReasonError, ErrorMessage: r.message}, now).Class
+	return classify.Extended.Classify(classify.Message{StopReason: transcript.StopReasonError, ErrorMessage: r.message}, now).Class
 }
 
 // agrees reports whether got is right for a row labelled label. A none row
@@ -236,7 +237,7 @@ func TestSeedAnswersTheOriginalSetAsTheReference(t *testing.T) {
 		if r.set != originalSet {
 			continue
 		}
-		res := classify.Seed.Classify(classify.Message{StopReason: classify.StopReasonError, ErrorMessage: r.message}, now)
+		res := classify.Seed.Classify(classify.Message{StopReason: transcript.StopReasonError, ErrorMessage: r.message}, now)
 		name := res.Class.String()
 		if res.UsageLimit {
 			name += "+usage"

@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"sync"
 	"time"
+
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Rule names a rule of the classification order (see Rules.Classify).
@@ -91,7 +93,7 @@ func (r Rules) Explain(m Message, now time.Time) (Result, []Why) {
 // message is not an error).
 func usageWhy(m Message) Why {
 	in, cache := max(m.Usage.Input, 0), max(m.Usage.CacheRead, 0)
-	if m.StopReason == StopReasonLength {
+	if m.StopReason == transcript.StopReasonLength {
 		return Why{Rule: RuleTruncatedOverflow, Effect: "overflow",
 			Value: fmt.Sprintf("length, output %d, input %d + cacheRead %d ≥ 99%% of context window %d", m.Usage.Output, in, cache, m.ContextWindow)}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Issue item 5: every verdict says which rule decided it.
@@ -30,33 +31,33 @@ func TestExplain(t *testing.T) {
 		class classify.Class
 		why   []classify.Why
 	}{
-		{"not an error", classify.Extended, classify.Message{StopReason: classify.StopReasonStop},
+		{"not an error", classify.Extended, classify.Message{StopReason: transcript.StopReasonStop},
 			classify.None, []classify.Why{{Rule: classify.RuleStopReason, Value: "stop", Effect: "none"}}},
-		{"a silent overflow", classify.Extended, classify.Message{StopReason: classify.StopReasonStop, Usage: classify.Usage{Input: 250000}, ContextWindow: 200000},
+		{"a silent overflow", classify.Extended, classify.Message{StopReason: transcript.StopReasonStop, Usage: transcript.Usage{Input: 250000}, ContextWindow: 200000},
 			classify.Overflow, []classify.Why{{Rule: classify.RuleSilentOverflow, Value: "stop, input 250000 + cacheRead 0 > context window 200000", Effect: "overflow"}}},
-		{"a truncated overflow", classify.Seed, classify.Message{StopReason: classify.StopReasonLength, Usage: classify.Usage{Input: 199000}, ContextWindow: 200000},
+		{"a truncated overflow", classify.Seed, classify.Message{StopReason: transcript.StopReasonLength, Usage: transcript.Usage{Input: 199000}, ContextWindow: 200000},
 			classify.Overflow, []classify.Why{{Rule: classify.RuleTruncatedOverflow, Value: "length, output 0, input 199000 + cacheRead 0 ≥ 99% of context window 200000", Effect: "overflow"}}},
 		{"an overflow pattern", classify.Extended, errMsg("prompt is too long: 213462 tokens > 200000 maximum"),
 			classify.Overflow, []classify.Why{pattern(`prompt is too long`, "overflow", "overflow")}},
-		{"an overflow error type", classify.Extended, classify.Message{StopReason: classify.StopReasonError, ErrorType: "context_length_exceeded"},
+		{"an overflow error type", classify.Extended, classify.Message{StopReason: transcript.StopReasonError, ErrorType: "context_length_exceeded"},
 			classify.Overflow, []classify.Why{{Rule: classify.RuleErrorType, Value: `"context_length_exceeded"`, Effect: "overflow"}}},
 		{"a throttle that reads like an overflow", classify.Extended, errMsg("Throttling error: Too many tokens, please wait before trying again."),
 			classify.Retryable, []classify.Why{pattern(`^(Throttling error|Service unavailable):`, "not-overflow", "not an overflow"), pattern(`throttl`, "extended-retry", "retryable")}},
-		{"a typed 429 whose text reads like an overflow", classify.Extended, classify.Message{StopReason: classify.StopReasonError, Status: 429, ErrorMessage: "token limit exceeded"},
+		{"a typed 429 whose text reads like an overflow", classify.Extended, classify.Message{StopReason: transcript.StopReasonError, Status: 429, ErrorMessage: "token limit exceeded"},
 			classify.Retryable, []classify.Why{pattern(`token limit exceeded`, "overflow", "ignored: a typed throttle is not an overflow"), {Rule: classify.RuleStatus, Value: "429", Effect: "throttle (never an overflow)"}}},
-		{"a typed status with a usage text", classify.Extended, classify.Message{StopReason: classify.StopReasonError, Status: 400, ErrorMessage: "Your credit balance is too low"},
+		{"a typed status with a usage text", classify.Extended, classify.Message{StopReason: transcript.StopReasonError, Status: 400, ErrorMessage: "Your credit balance is too low"},
 			classify.UsageLimit, []classify.Why{{Rule: classify.RuleStatus, Value: "400", Effect: "permanent"}, pattern(`credit balance is too low`, "extended-usage", "usage limit")}},
-		{"a Go error", classify.Seed, classify.Message{StopReason: classify.StopReasonError, Err: syscall.ECONNRESET},
+		{"a Go error", classify.Seed, classify.Message{StopReason: transcript.StopReasonError, Err: syscall.ECONNRESET},
 			classify.Retryable, []classify.Why{{Rule: classify.RuleGoError, Value: `"connection reset by peer"`, Effect: "transient"}}},
 		{"a retry pattern and a hint", classify.Extended, errMsg("503 Service Unavailable; retry-after: 3"),
 			classify.Retryable, []classify.Why{pattern(`\b(429|500|502|503|504|52[0-4]|529)\b`, "extended-retry", "retryable"), {Rule: classify.RuleTextHint, Value: "3s", Effect: "wait"}}},
-		{"a hint in the headers", classify.Extended, classify.Message{StopReason: classify.StopReasonError, ErrorMessage: "overloaded", Headers: map[string]string{"Retry-After": "7"}},
+		{"a hint in the headers", classify.Extended, classify.Message{StopReason: transcript.StopReasonError, ErrorMessage: "overloaded", Headers: map[string]string{"Retry-After": "7"}},
 			classify.Retryable, []classify.Why{pattern(`overloaded`, "extended-retry", "retryable"), {Rule: classify.RuleHeaderHint, Value: "7s", Effect: "wait"}}},
 		{"seed: a usage limit takes the branch", classify.Seed, errMsg("429 usage limit reached"),
 			classify.Retryable, []classify.Why{pattern(`usage.?limit`, "seed-retry", "retryable"), pattern(`usage.?limit|usage_limit_reached|limit_reached`, "usage-flag", "the usage-limit branch")}},
 		{"no pattern", classify.Extended, errMsg("Invalid API key"),
 			classify.Fatal, []classify.Why{{Rule: classify.RuleNoPattern, Value: "extended", Effect: "fatal"}}},
-		{"nothing at all", classify.Seed, classify.Message{StopReason: classify.StopReasonError},
+		{"nothing at all", classify.Seed, classify.Message{StopReason: transcript.StopReasonError},
 			classify.Fatal, []classify.Why{{Rule: classify.RuleNoPattern, Effect: "fatal"}}},
 	}
 	for _, c := range cases {
@@ -73,7 +74,7 @@ func TestExplain(t *testing.T) {
 	_, why := classify.Extended.Explain(errMsg("overloaded"), now)
 	require.Len(t, why, 1)
 	assert.Equal(t, "pattern `overloaded` (extended-retry; Anthropic, Google): retryable", why[0].String())
-	_, why = classify.Extended.Explain(classify.Message{StopReason: classify.StopReasonError, Err: errors.New("boom")}, now)
+	_, why = classify.Extended.Explain(classify.Message{StopReason: transcript.StopReasonError, Err: errors.New("boom")}, now)
 	assert.Equal(t, "no pattern of the extended rules matched: fatal", why[0].String())
 }
 

@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // FuzzClassify feeds arbitrary messages to both rule sets: no panic, a valid
@@ -28,8 +29,8 @@ func FuzzClassify(f *testing.F) {
 	f.Add("", "error", 529, 0, 0)
 	f.Fuzz(func(t *testing.T, text, stop string, status, input, window int) {
 		m := classify.Message{
-			StopReason: classify.StopReason(stop), ErrorMessage: text, Status: status,
-			Usage: classify.Usage{Input: input}, ContextWindow: window,
+			StopReason: transcript.StopReason(stop), ErrorMessage: text, Status: status,
+			Usage: transcript.Usage{Input: input}, ContextWindow: window,
 		}
 		now := time.Unix(1_800_000_000, 0)
 		seed := classify.Seed.Classify(m, now)

@@ -3,51 +3,18 @@ package classify
 import (
 	"errors"
 	"fmt"
+
+	"github.com/agentfsm/agentfsm/transcript"
 )
-
-// StopReason is why a model call ended.
-type StopReason string
-
-// The stop reasons an assistant message can have.
-const (
-	StopReasonStop    StopReason = "stop"
-	StopReasonToolUse StopReason = "toolUse"
-	StopReasonLength  StopReason = "length"
-	StopReasonError   StopReason = "error"
-	StopReasonAborted StopReason = "aborted"
-)
-
-// Usage is the token usage a model call reports. The classifier reads a
-// negative count as 0, and its checks never overflow, however large the
-// counts.
-type Usage struct {
-	Input       int `json:"input"`
-	Output      int `json:"output"`
-	CacheRead   int `json:"cacheRead"`
-	CacheWrite  int `json:"cacheWrite"`
-	TotalTokens int `json:"totalTokens"`
-	// Cost is what the call cost, when the agent knows it.
-	Cost *Cost `json:"cost,omitempty"`
-}
-
-// Cost is what a model call cost, in the provider's currency (usually US
-// dollars), by part, as the reference agent reports it.
-type Cost struct {
-	Input      float64 `json:"input"`
-	Output     float64 `json:"output"`
-	CacheRead  float64 `json:"cacheRead"`
-	CacheWrite float64 `json:"cacheWrite"`
-	Total      float64 `json:"total"`
-}
 
 // Message is what the classifier reads of one assistant message: its stop
 // reason, error text and usage, any typed facts the embedding code knows
 // about the error, and the model's context window. Only StopReason is
 // required; every other field may be left zero.
 type Message struct {
-	StopReason   StopReason
+	StopReason   transcript.StopReason
 	ErrorMessage string
-	Usage        Usage
+	Usage        transcript.Usage
 
 	// Status is the HTTP status of the failed request; 0 when unknown.
 	Status int

@@ -4,6 +4,8 @@ import (
 	"fmt"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -56,23 +58,23 @@ func dropDecision(e *Engine, _ *step) { e.pending = nil }
 
 func endChainFailed(e *Engine, s *step) {
 	if s.msg != nil {
-		e.endChain(s.msg.ErrorMessage, RetryFailed, s.v.class())
+		e.endChain(s.msg.ErrorMessage, events.RetryFailed, s.v.class())
 	} else {
-		e.endChain(s.err.Error(), RetryFailed, classify.None)
+		e.endChain(s.err.Error(), events.RetryFailed, classify.None)
 	}
 }
 
 func endChainExhausted(e *Engine, s *step) {
-	e.endChain(s.msg.ErrorMessage, RetryExhausted, s.v.class())
+	e.endChain(s.msg.ErrorMessage, events.RetryExhausted, s.v.class())
 }
 
 func endChainCancelled(e *Engine, _ *step) {
-	e.endChain("Retry cancelled", RetryCancelled, classify.None)
+	e.endChain("Retry cancelled", events.RetryCancelled, classify.None)
 }
 
 func endChainRecovered(e *Engine, _ *step) {
 	if e.attempt > 0 {
-		e.emit(AutoRetryEnd{Success: true, Attempt: e.attempt, Outcome: RetryRecovered})
+		e.emit(events.AutoRetryEnd{Success: true, Attempt: e.attempt, Outcome: events.RetryRecovered})
 		e.attempt = 0
 	}
 }
@@ -84,19 +86,19 @@ func markEpisode(e *Engine, _ *step) { e.setEpisode(true) }
 func clearEpisode(e *Engine, _ *step) { e.setEpisode(false) }
 
 func startCompactionOverflow(e *Engine, s *step) {
-	e.startCompaction(s.at, ReasonOverflow, true, false)
+	e.startCompaction(s.at, transcript.ReasonOverflow, true, false)
 }
 
 func startCompactionThreshold(e *Engine, s *step) {
-	e.startCompaction(s.at, ReasonThreshold, false, false)
+	e.startCompaction(s.at, transcript.ReasonThreshold, false, false)
 }
 
 func startCompactionOverflowBeforePrompt(e *Engine, s *step) {
-	e.startCompaction(s.at, ReasonOverflow, false, true)
+	e.startCompaction(s.at, transcript.ReasonOverflow, false, true)
 }
 
 func startCompactionThresholdBeforePrompt(e *Engine, s *step) {
-	e.startCompaction(s.at, ReasonThreshold, false, true)
+	e.startCompaction(s.at, transcript.ReasonThreshold, false, true)
 }
 
 func startCompactionManual(e *Engine, s *step) { e.startManualCompaction(s) }
@@ -113,8 +115,8 @@ func stopCompaction(e *Engine, _ *step) {
 
 func reportRefusal(e *Engine, _ *step) {
 	const refused = "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."
-	e.emit(AutoCompactionStart{Reason: ReasonOverflow})
-	e.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: refused})
+	e.emit(events.AutoCompactionStart{Reason: transcript.ReasonOverflow})
+	e.emit(events.AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: refused})
 }
 
 // The run and the turn.
@@ -146,7 +148,7 @@ func failTurnRecoveryFailed(e *Engine, s *step) { e.failTurn(fmt.Errorf("%w: %w"
 
 func failTurnMessage(e *Engine, s *step) {
 	switch m := s.msg; {
-	case m.StopReason == classify.StopReasonAborted:
+	case m.StopReason == transcript.StopReasonAborted:
 		e.failTurn(ErrAborted)
 	case m.IsError():
 		e.failTurnOn(providerError(ErrProvider, m.ErrorMessage, m.Err), s.v.class())

@@ -4,9 +4,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/baseline"
 	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // The engine's costs, each read beside BenchmarkLooplabEvent measured in the
@@ -25,12 +26,12 @@ func BenchmarkLooplabEvent(b *testing.B) {
 	}
 }
 
-var benchFailure = func() policy.Message {
-	m := answer(classify.StopReasonError, "503 Service Unavailable")
+var benchFailure = func() transcript.Message {
+	m := answer(transcript.StopReasonError, "503 Service Unavailable")
 	return m
 }()
 
-var benchSuccess = answer(classify.StopReasonStop, "done")
+var benchSuccess = answer(transcript.StopReasonStop, "done")
 
 // ended returns a run of e that ended on a transient error and has not yet
 // returned.
@@ -40,7 +41,7 @@ func ended(b testing.TB, e *policy.Engine, at time.Time) policy.RunID {
 		b.Fatal(err)
 	}
 	run := runOfB(b, effects)
-	for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: benchFailure}, policy.MessageEnd{Message: benchFailure}, policy.AgentEnd{}} {
+	for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: benchFailure}, events.MessageEnd{Message: benchFailure}, events.AgentEnd{}} {
 		e.RunEvent(at, run, ev)
 	}
 	return run
@@ -110,11 +111,11 @@ func BenchmarkTurnWithThreeRetries(b *testing.B) {
 
 // turnPlayer plays a turn with three retries. The agent's events are made
 // once: what the agent allocates is not the engine's cost.
-type turnPlayer struct{ failing, succeeding []policy.Event }
+type turnPlayer struct{ failing, succeeding []events.Event }
 
 func newTurnPlayer() turnPlayer {
-	runEvents := func(m policy.Message) []policy.Event {
-		return []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: m}, policy.MessageEnd{Message: m}, policy.AgentEnd{}}
+	runEvents := func(m transcript.Message) []events.Event {
+		return []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}}
 	}
 	return turnPlayer{runEvents(benchFailure), runEvents(benchSuccess)}
 }

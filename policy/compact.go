@@ -5,47 +5,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
-
-// CompactionReason says why a compaction ran.
-type CompactionReason string
-
-// The reasons.
-const (
-	// ReasonOverflow: the context overflowed; a continuation follows.
-	ReasonOverflow CompactionReason = "overflow"
-	// ReasonThreshold: the context passed the compaction threshold.
-	ReasonThreshold CompactionReason = "threshold"
-	// ReasonManual: Compact was called.
-	ReasonManual CompactionReason = "manual"
-)
-
-// Compaction is what a compaction produced: a summary that stands for the
-// messages before FirstKeptEntryID in the runtime context. It is what
-// Compact returns, the Result of an AutoCompactionEnd, and the content of
-// the compaction's history entry, all one value.
-type Compaction struct {
-	Reason CompactionReason `json:"reason"`
-	// Summary stands for the messages that were cut.
-	Summary string `json:"summary"`
-	// FirstKeptEntryID is the ID of the first message kept as it was.
-	FirstKeptEntryID string `json:"firstKeptEntryId"`
-	// TokensBefore is the context size the last non-error assistant
-	// message reported before the compaction.
-	TokensBefore int `json:"tokensBefore"`
-	// Details is what the summarizer chose to add (Summary.Details); it may
-	// be nil. A history that stores entries as JSON stores it as JSON: it
-	// reads back as encoding/json decodes into an any, and a compaction
-	// whose Details JSON cannot encode fails when its entry is written.
-	Details any `json:"details,omitempty"`
-}
-
-// RoleSummary is the role of the message a compaction puts first in the
-// runtime context: the summary of what it cut. An Agent sends it to the
-// model as it sees fit (typically as a user message).
-const RoleSummary Role = "compactionSummary"
 
 // SummaryRequest is what a Summarizer is given. Messages and Kept are
 // parts of the runtime context, shared as a run's context is (see
@@ -53,11 +17,11 @@ const RoleSummary Role = "compactionSummary"
 type SummaryRequest struct {
 	// Messages are the messages being cut, oldest first. When an earlier
 	// compaction's summary is among them it comes first, with RoleSummary.
-	Messages []Message
+	Messages []transcript.Message
 	// Kept are the messages that stay as they are after the summary.
-	Kept []Message
+	Kept []transcript.Message
 	// Reason is why the compaction runs.
-	Reason CompactionReason
+	Reason transcript.CompactionReason
 	// Instructions are the caller's, for a manual compaction.
 	Instructions string
 	// MaxChars is the longest summary the session keeps, in characters as
@@ -94,7 +58,7 @@ var (
 // compaction is the compaction in flight.
 type compaction struct {
 	id        CompactionID
-	reason    CompactionReason
+	reason    transcript.CompactionReason
 	willRetry bool
 	// manual: Compact's, which emits no auto_compaction events and ends
 	// with FinishCompact.
@@ -102,14 +66,14 @@ type compaction struct {
 	// check: the compaction of the check before a prompt, which never
 	// fails the turn: the turn's outcome is its own run's.
 	check  bool
-	cut    []Message
-	kept   []Message
+	cut    []transcript.Message
+	kept   []transcript.Message
 	before int
 	// committing: the summary is in, and its entry is being appended;
 	// previousSeq is the position of the compaction before it.
 	committing  bool
 	previousSeq int
-	entry       Entry
+	entry       transcript.Entry
 }
 
 // prepareCompaction chooses what a compaction cuts (docs/policy.md §4.4):
@@ -123,7 +87,7 @@ type compaction struct {
 // keep everything after the first message, and then a summary over the
 // budget in first place (written before there was one, or by another
 // summarizer) is summarized again.
-func (e *Engine) prepareCompaction(reason CompactionReason) (*compaction, bool) {
+func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compaction, bool) {
 	msgs := e.ctx.msgs
 	at, ok := cutPoint(msgs, e.cfg.Compaction.KeepRecentTokens)
 	if threshold, budget, bounded := e.summaryBudget(); bounded {
@@ -131,7 +95,7 @@ func (e *Engine) prepareCompaction(reason CompactionReason) (*compaction, bool) 
 			at = deeperCut(msgs, at, threshold-budget)
 		} else if first, found := nextCutPoint(msgs, 1); found {
 			at = deeperCut(msgs, first, threshold-budget)
-			ok = at > first || (msgs[0].Role == RoleSummary && estimateTokens(msgs[0]) > budget)
+			ok = at > first || (msgs[0].Role == transcript.RoleSummary && estimateTokens(msgs[0]) > budget)
 		}
 	}
 	if !ok {
@@ -162,7 +126,7 @@ func (e *Engine) summaryBudget() (threshold, budget int, ok bool) {
 // that a compaction keeping kept may leave: the budget, or less when kept
 // leaves less room under the threshold (unless it leaves none). 0 means no
 // limit.
-func (e *Engine) summaryLimit(kept []Message) int {
+func (e *Engine) summaryLimit(kept []transcript.Message) int {
 	threshold, budget, ok := e.summaryBudget()
 	if !ok {
 		return 0
@@ -176,8 +140,8 @@ func (e *Engine) summaryLimit(kept []Message) int {
 
 // startCompaction begins an automatic compaction; the machine is in
 // compacting. With nothing to compact it ends at once, failed.
-func (e *Engine) startCompaction(at time.Time, reason CompactionReason, willRetry, check bool) {
-	e.emit(AutoCompactionStart{Reason: reason})
+func (e *Engine) startCompaction(at time.Time, reason transcript.CompactionReason, willRetry, check bool) {
+	e.emit(events.AutoCompactionStart{Reason: reason})
 	c, ok := e.prepareCompaction(reason)
 	if !ok {
 		e.compactionFailed(at, &compaction{reason: reason, willRetry: willRetry, check: check}, ErrNothingToCompact)
@@ -190,9 +154,9 @@ func (e *Engine) startCompaction(at time.Time, reason CompactionReason, willRetr
 // startManualCompaction begins Compact's compaction; the machine is in
 // compacting. With nothing to compact it ends at once, failed.
 func (e *Engine) startManualCompaction(s *step) {
-	c, ok := e.prepareCompaction(ReasonManual)
+	c, ok := e.prepareCompaction(transcript.ReasonManual)
 	if !ok {
-		e.compactionFailed(s.at, &compaction{reason: ReasonManual, manual: true}, ErrNothingToCompact)
+		e.compactionFailed(s.at, &compaction{reason: transcript.ReasonManual, manual: true}, ErrNothingToCompact)
 		return
 	}
 	c.manual = true
@@ -268,7 +232,7 @@ func (e *Engine) CompactionFinished(at time.Time, id CompactionID, sum Summary, 
 	if limit := e.summaryLimit(c.kept); limit > 0 {
 		sum.Text = capSummary(sum.Text, limit)
 	}
-	c.entry = Entry{Type: EntryCompaction, ID: e.ctx.newID("compaction"), Timestamp: at.UnixMilli(), Compaction: &Compaction{
+	c.entry = transcript.Entry{Type: transcript.EntryCompaction, ID: e.ctx.newID("compaction"), Timestamp: at.UnixMilli(), Compaction: &transcript.Compaction{
 		Reason: c.reason, Summary: sum.Text, FirstKeptEntryID: c.kept[0].ID, TokensBefore: c.before, Details: sum.Details,
 	}}
 	c.committing, c.previousSeq = true, e.ctx.compactionSeq
@@ -292,7 +256,7 @@ func (e *Engine) committed(at time.Time, err error) {
 	if c.manual {
 		e.effect(Effect{Kind: FinishCompact, Result: &res})
 	} else {
-		e.emit(AutoCompactionEnd{Result: &res, Aborted: false, WillRetry: c.willRetry})
+		e.emit(events.AutoCompactionEnd{Result: &res, Aborted: false, WillRetry: c.willRetry})
 	}
 	e.fire(&step{at: at, facts: transitions.Facts{Signal: transitions.CompactionEnded, Compacted: true, WillRetry: c.willRetry}})
 }
@@ -303,10 +267,10 @@ func (e *Engine) compactionFailed(at time.Time, c *compaction, err error) {
 	switch {
 	case c.manual:
 		e.effect(Effect{Kind: FinishCompact, Err: err})
-	case c.reason == ReasonOverflow:
-		e.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: "Context overflow recovery failed: " + err.Error()})
+	case c.reason == transcript.ReasonOverflow:
+		e.emit(events.AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: "Context overflow recovery failed: " + err.Error()})
 	default:
-		e.emit(AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: "Auto-compaction failed: " + err.Error()})
+		e.emit(events.AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: "Auto-compaction failed: " + err.Error()})
 	}
 	e.raise(step{at: at, err: err, facts: transitions.Facts{Signal: transitions.CompactionEnded, WillRetry: c.willRetry}})
 }
@@ -332,7 +296,7 @@ func (e *Engine) cancelCompaction(c *compaction) {
 		e.effect(Effect{Kind: FinishCompact, Err: ErrCompactionCancelled})
 		return
 	}
-	e.emit(AutoCompactionEnd{Aborted: true, WillRetry: false})
+	e.emit(events.AutoCompactionEnd{Aborted: true, WillRetry: false})
 	if c.willRetry {
 		e.failTurn(fmt.Errorf("%w: %w", ErrOverflow, ErrCompactionCancelled))
 	}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentfsm/agentfsm/internal/wiretext"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // runtimeContext is the runtime context (the messages the next model call
@@ -26,7 +27,7 @@ import (
 // first moves the context to a new array. Adding a message, removing the
 // last one and applying a compaction never copy what they do not change.
 type runtimeContext struct {
-	msgs []Message
+	msgs []transcript.Message
 	// frozen is how many messages at the start of msgs were handed out:
 	// they must never change in place.
 	frozen int
@@ -66,7 +67,7 @@ type runtimeContext struct {
 //
 // The ID counter starts after the highest number ending an ID of entries
 // (see newID). An invalid entry is an error.
-func (c *runtimeContext) replay(before int, entries []Entry) error {
+func (c *runtimeContext) replay(before int, entries []transcript.Entry) error {
 	c.seq = map[string]int{}
 	c.nextSeq = before
 	var seen map[string]bool // the IDs of the messages replayed, for a tail
@@ -75,19 +76,19 @@ func (c *runtimeContext) replay(before int, entries []Entry) error {
 	}
 	for i, e := range entries {
 		if err := e.Validate(); err != nil {
-			return fmt.Errorf("%w %d: %v", ErrInvalidEntry, before+i+1, err)
+			return fmt.Errorf("%w %d: %v", transcript.ErrInvalidEntry, before+i+1, err)
 		}
 		c.nextSeq++
 		c.ids = max(c.ids, idNumber(e.ID))
 		switch e.Type {
-		case EntryMessage:
+		case transcript.EntryMessage:
 			c.push(*e.Message, c.nextSeq)
 			if seen != nil {
 				seen[e.ID] = true
 			}
-		case EntryRemoval:
+		case transcript.EntryRemoval:
 			c.remove(e.ID)
-		case EntryCompaction:
+		case transcript.EntryCompaction:
 			c.compactionSeq = c.nextSeq
 			if seen != nil && !seen[e.Compaction.FirstKeptEntryID] {
 				// Its first kept entry precedes the tail: it keeps all of it.
@@ -101,7 +102,7 @@ func (c *runtimeContext) replay(before int, entries []Entry) error {
 }
 
 // push adds m, recorded at position pos, at the end of the context.
-func (c *runtimeContext) push(m Message, pos int) {
+func (c *runtimeContext) push(m transcript.Message, pos int) {
 	c.msgs = append(c.msgs, m)
 	c.seq[m.ID] = pos
 }
@@ -129,7 +130,7 @@ func (c *runtimeContext) remove(id string) bool {
 // the first with its first kept entry's ID on (none when no message has
 // that ID), or from index from when from is not negative. The context
 // moves to a new array holding only those.
-func (c *runtimeContext) compact(e Entry, from int) {
+func (c *runtimeContext) compact(e transcript.Entry, from int) {
 	if from < 0 {
 		from = len(c.msgs)
 		for i, m := range c.msgs {
@@ -142,7 +143,7 @@ func (c *runtimeContext) compact(e Entry, from int) {
 	for _, m := range c.msgs[:from] {
 		delete(c.seq, m.ID)
 	}
-	out := make([]Message, 0, 1+len(c.msgs)-from+8)
+	out := make([]transcript.Message, 0, 1+len(c.msgs)-from+8)
 	out = append(append(out, summaryMessage(e)), c.msgs[from:]...)
 	c.msgs, c.frozen = out, 0
 	c.seq[e.ID] = c.compactionSeq
@@ -151,13 +152,13 @@ func (c *runtimeContext) compact(e Entry, from int) {
 // share returns msgs[from:to] to hand to a run or a summarizer: the
 // context's own array, capped at to so that appending to it copies, and
 // frozen, so the engine never changes it in place.
-func (c *runtimeContext) share(from, to int) []Message {
+func (c *runtimeContext) share(from, to int) []transcript.Message {
 	c.frozen = max(c.frozen, to)
 	return c.msgs[from:to:to]
 }
 
-func summaryMessage(e Entry) Message {
-	return Message{ID: e.ID, Role: RoleSummary, Content: TextContent(e.Compaction.Summary), Timestamp: e.Timestamp}
+func summaryMessage(e transcript.Entry) transcript.Message {
+	return transcript.Message{ID: e.ID, Role: transcript.RoleSummary, Content: transcript.TextContent(e.Compaction.Summary), Timestamp: e.Timestamp}
 }
 
 // maxIDNumber bounds the numbers idNumber reads: the ID counter starts
@@ -229,7 +230,7 @@ func (c *runtimeContext) newID(kind string) string {
 // counter has passed, so that those stay unique across the whole history.
 // Content is never changed: a tool result's ToolCallID names a tool call
 // block, not a message.
-func (c *runtimeContext) identify(m *Message) {
+func (c *runtimeContext) identify(m *transcript.Message) {
 	// An ID that is not valid UTF-8 would be written to history as
 	// another one (invalid bytes become U+FFFD), which may be taken.
 	if m.ID != "" && utf8.ValidString(m.ID) && !c.taken(m.ID) && !c.counted(m.ID) {
@@ -241,15 +242,15 @@ func (c *runtimeContext) identify(m *Message) {
 // record notes the position of an entry to append to history. The entries
 // an input records go to the driver in one Append, its last effect, so that
 // a history writes (and syncs) them at once.
-func (e *Engine) record(en Entry) int {
+func (e *Engine) record(en transcript.Entry) int {
 	c := &e.ctx
 	c.nextSeq++
 	c.appendedN++
 	c.ids = max(c.ids, idNumber(en.ID))
 	switch en.Type {
-	case EntryCompaction:
+	case transcript.EntryCompaction:
 		c.compactionSeq = c.nextSeq
-	case EntryMessage:
+	case transcript.EntryMessage:
 		c.appended = append(c.appended, en.ID)
 	}
 	e.entries = append(e.entries, en)
@@ -258,8 +259,8 @@ func (e *Engine) record(en Entry) int {
 
 // recordMessage adds m to the runtime context and to history. The entry
 // holds m itself: m must not change afterwards.
-func (e *Engine) recordMessage(m *Message) {
-	e.ctx.push(*m, e.record(Entry{Type: EntryMessage, ID: m.ID, Timestamp: m.Timestamp, Message: m}))
+func (e *Engine) recordMessage(m *transcript.Message) {
+	e.ctx.push(*m, e.record(transcript.Entry{Type: transcript.EntryMessage, ID: m.ID, Timestamp: m.Timestamp, Message: m}))
 }
 
 // removeMessage removes the message with this ID from the runtime context,
@@ -267,15 +268,15 @@ func (e *Engine) recordMessage(m *Message) {
 // that a session reopened on it rebuilds the same context.
 func (e *Engine) removeMessage(at time.Time, id string) {
 	if e.ctx.remove(id) {
-		e.record(Entry{Type: EntryRemoval, ID: id, Timestamp: at.UnixMilli()})
+		e.record(transcript.Entry{Type: transcript.EntryRemoval, ID: id, Timestamp: at.UnixMilli()})
 	}
 }
 
 // lastAssistant is the last assistant message of the runtime context.
-func (e *Engine) lastAssistant() *Message {
+func (e *Engine) lastAssistant() *transcript.Message {
 	msgs := e.ctx.msgs
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == RoleAssistant {
+		if msgs[i].Role == transcript.RoleAssistant {
 			m := msgs[i]
 			return &m
 		}

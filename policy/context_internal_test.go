@@ -5,6 +5,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/agentfsm/agentfsm/transcript"
 	"pgregory.net/rapid"
 )
 
@@ -16,7 +17,7 @@ func TestSharedContextNeverChanges(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		c := runtimeContext{seq: map[string]int{}}
 		type handed struct {
-			msgs []Message
+			msgs []transcript.Message
 			ids  []string
 		}
 		var out []handed
@@ -26,7 +27,7 @@ func TestSharedContextNeverChanges(t *testing.T) {
 			case op == 0 || len(c.msgs) == 0:
 				n++
 				c.nextSeq++
-				c.push(Message{ID: fmt.Sprint("m", n), Role: RoleUser, Content: TextContent(fmt.Sprint("text ", n))}, c.nextSeq)
+				c.push(transcript.Message{ID: fmt.Sprint("m", n), Role: transcript.RoleUser, Content: transcript.TextContent(fmt.Sprint("text ", n))}, c.nextSeq)
 			case op == 1:
 				i := rapid.IntRange(0, len(c.msgs)-1).Draw(t, "remove")
 				if !c.remove(c.msgs[i].ID) {
@@ -37,7 +38,7 @@ func TestSharedContextNeverChanges(t *testing.T) {
 				c.nextSeq++
 				c.compactionSeq = c.nextSeq
 				kept := c.msgs[rapid.IntRange(0, len(c.msgs)-1).Draw(t, "kept")].ID
-				c.compact(Entry{Type: EntryCompaction, ID: fmt.Sprint("c", n), Compaction: &Compaction{Summary: "s", FirstKeptEntryID: kept}}, -1)
+				c.compact(transcript.Entry{Type: transcript.EntryCompaction, ID: fmt.Sprint("c", n), Compaction: &transcript.Compaction{Summary: "s", FirstKeptEntryID: kept}}, -1)
 			default:
 				from := rapid.IntRange(0, len(c.msgs)).Draw(t, "from")
 				msgs := c.share(from, len(c.msgs))
@@ -47,7 +48,7 @@ func TestSharedContextNeverChanges(t *testing.T) {
 				}
 				out = append(out, handed{msgs, ids})
 				// An agent that appends to what it was handed.
-				_ = append(msgs, Message{ID: "appended by the agent"})
+				_ = append(msgs, transcript.Message{ID: "appended by the agent"})
 			}
 			for i, h := range out {
 				for j, m := range h.msgs {
@@ -76,20 +77,20 @@ func TestSharedContextNeverChanges(t *testing.T) {
 func TestContextChangesCostWhatTheyChange(t *testing.T) {
 	c := runtimeContext{seq: map[string]int{}}
 	for i := range 1000 {
-		c.push(Message{ID: fmt.Sprint("m", i)}, i+1)
+		c.push(transcript.Message{ID: fmt.Sprint("m", i)}, i+1)
 	}
 	shared := c.share(0, len(c.msgs))
-	c.push(Message{ID: "error"}, 1001)
+	c.push(transcript.Message{ID: "error"}, 1001)
 	if allocs := testing.AllocsPerRun(100, func() {
 		c.remove("error")
-		c.push(Message{ID: "error"}, 1001)
+		c.push(transcript.Message{ID: "error"}, 1001)
 	}); allocs != 0 {
 		t.Fatalf("removing the last message and adding one allocated %v times", allocs)
 	}
 	if &c.msgs[0] != &shared[0] {
 		t.Fatal("the context moved to a new array")
 	}
-	c.compact(Entry{Type: EntryCompaction, ID: "c", Compaction: &Compaction{FirstKeptEntryID: "m990"}}, -1)
+	c.compact(transcript.Entry{Type: transcript.EntryCompaction, ID: "c", Compaction: &transcript.Compaction{FirstKeptEntryID: "m990"}}, -1)
 	if got := len(c.msgs); got != 12 || cap(c.msgs) > 2*got+8 {
 		t.Fatalf("after the compaction: %d messages in an array of %d", got, cap(c.msgs))
 	}

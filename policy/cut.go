@@ -1,6 +1,10 @@
 package policy
 
-import "math"
+import (
+	"math"
+
+	"github.com/agentfsm/agentfsm/transcript"
+)
 
 // imageChars is how many characters an image counts as when estimating
 // tokens.
@@ -9,7 +13,7 @@ const imageChars = 4800
 // EstimateTokens is the size of msgs in tokens as compaction estimates it:
 // ceil(chars/4) a message, counting every block (see estimateTokens),
 // saturating instead of overflowing.
-func EstimateTokens(msgs ...Message) int {
+func EstimateTokens(msgs ...transcript.Message) int {
 	n := 0
 	for _, m := range msgs {
 		n += min(estimateTokens(m), math.MaxInt-n)
@@ -21,19 +25,19 @@ func EstimateTokens(msgs ...Message) int {
 // characters (bytes of UTF-8) of its text, its thinking, each tool call's
 // name and arguments, its error message, and imageChars for an image.
 // Signatures and image data are not counted.
-func estimateTokens(m Message) int {
+func estimateTokens(m transcript.Message) int {
 	chars := len(m.ErrorMessage)
 	add := func(n int) { chars += min(n, math.MaxInt-chars) }
 	for _, b := range m.Content {
 		switch b.Type {
-		case BlockText:
+		case transcript.BlockText:
 			add(len(b.Text))
-		case BlockThinking:
+		case transcript.BlockThinking:
 			add(len(b.Thinking))
-		case BlockToolCall:
+		case transcript.BlockToolCall:
 			add(len(b.Name))
 			add(len(b.Arguments))
-		case BlockImage:
+		case transcript.BlockImage:
 			add(imageChars)
 		}
 	}
@@ -46,7 +50,7 @@ func estimateTokens(m Message) int {
 // returns the index of the first kept message, and ok = false when there
 // is nothing to compact: everything fits, or no cut point leaves anything
 // before it.
-func cutPoint(msgs []Message, keepRecent int) (int, bool) {
+func cutPoint(msgs []transcript.Message, keepRecent int) (int, bool) {
 	total := 0
 	start := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -60,7 +64,7 @@ func cutPoint(msgs []Message, keepRecent int) (int, bool) {
 		return 0, false
 	}
 	i, ok := nextCutPoint(msgs, start)
-	if !ok || i == 0 || (i == 1 && msgs[0].Role == RoleSummary) {
+	if !ok || i == 0 || (i == 1 && msgs[0].Role == transcript.RoleSummary) {
 		return 0, false
 	}
 	return i, true
@@ -73,22 +77,22 @@ func cutPoint(msgs []Message, keepRecent int) (int, bool) {
 // tool result answers the last tool call block before it with its
 // ToolCallID; failing that, as in histories written before content
 // blocks, the last assistant message before it with that ID.
-func cutPoints(msgs []Message) []bool {
+func cutPoints(msgs []transcript.Message) []bool {
 	ok := make([]bool, len(msgs))
 	// blocked[i] > 0: a call before i is answered at or after i.
 	blocked := make([]int, len(msgs)+1)
 	calls, senders := map[string]int{}, map[string]int{}
 	for i, m := range msgs {
-		ok[i] = m.Role == RoleUser || m.Role == RoleAssistant
+		ok[i] = m.Role == transcript.RoleUser || m.Role == transcript.RoleAssistant
 		switch m.Role {
-		case RoleAssistant:
+		case transcript.RoleAssistant:
 			senders[m.ID] = i
 			for _, b := range m.Content {
-				if b.Type == BlockToolCall {
+				if b.Type == transcript.BlockToolCall {
 					calls[b.ID] = i
 				}
 			}
-		case RoleToolResult:
+		case transcript.RoleToolResult:
 			at, found := calls[m.ToolCallID]
 			if !found {
 				at, found = senders[m.ToolCallID]
@@ -108,7 +112,7 @@ func cutPoints(msgs []Message) []bool {
 }
 
 // nextCutPoint returns the first valid cut point of msgs at or after from.
-func nextCutPoint(msgs []Message, from int) (int, bool) {
+func nextCutPoint(msgs []transcript.Message, from int) (int, bool) {
 	return nextValid(cutPoints(msgs), from)
 }
 
@@ -125,7 +129,7 @@ func nextValid(valid []bool, from int) (int, bool) {
 // deeperCut moves the cut at forward, from one valid cut point to the
 // next, until the messages kept are estimated at limit tokens or fewer, or
 // no later cut point is left.
-func deeperCut(msgs []Message, at, limit int) int {
+func deeperCut(msgs []transcript.Message, at, limit int) int {
 	valid := cutPoints(msgs)
 	kept := 0
 	for _, m := range msgs[at:] {
@@ -147,7 +151,7 @@ func deeperCut(msgs []Message, at, limit int) int {
 // contextTokens is the context size an assistant message's usage reports:
 // totalTokens, or when that is 0 the sum of its parts. A negative count
 // counts as 0, and the sum saturates at math.MaxInt instead of wrapping.
-func contextTokens(u *Usage) int {
+func contextTokens(u *transcript.Usage) int {
 	if u == nil {
 		return 0
 	}
@@ -163,9 +167,9 @@ func contextTokens(u *Usage) int {
 
 // tokensBefore is the context size of the last non-error assistant
 // message's usage in msgs.
-func tokensBefore(msgs []Message) int {
+func tokensBefore(msgs []transcript.Message) int {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if m := msgs[i]; m.Role == RoleAssistant && !m.IsError() && m.Usage != nil {
+		if m := msgs[i]; m.Role == transcript.RoleAssistant && !m.IsError() && m.Usage != nil {
 			return contextTokens(m.Usage)
 		}
 	}

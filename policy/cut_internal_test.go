@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/agentfsm/agentfsm/transcript"
 	"pgregory.net/rapid"
 )
 
@@ -13,11 +14,11 @@ import (
 // call's name and arguments, and an image as 4,800 characters; signatures
 // and image data are not counted (issue 13 item 1).
 func TestEstimateTokensCountsEveryBlock(t *testing.T) {
-	m := Message{Role: RoleAssistant, Content: []Block{
-		{Type: BlockText, Text: "abcd", TextSignature: "ignored"},
-		{Type: BlockThinking, Thinking: "efgh", ThinkingSignature: "ignored"},
-		{Type: BlockToolCall, ID: "c1", Name: "read", Arguments: json.RawMessage(`{"p":1}`)},
-		{Type: BlockImage, Data: "aWdub3JlZA==", MimeType: "image/png"},
+	m := transcript.Message{Role: transcript.RoleAssistant, Content: []transcript.Block{
+		{Type: transcript.BlockText, Text: "abcd", TextSignature: "ignored"},
+		{Type: transcript.BlockThinking, Thinking: "efgh", ThinkingSignature: "ignored"},
+		{Type: transcript.BlockToolCall, ID: "c1", Name: "read", Arguments: json.RawMessage(`{"p":1}`)},
+		{Type: transcript.BlockImage, Data: "aWdub3JlZA==", MimeType: "image/png"},
 	}, ErrorMessage: "err"}
 	chars := 4 + 4 + len("read") + len(`{"p":1}`) + imageChars + 3
 	if got, want := estimateTokens(m), (chars+3)/4; got != want {
@@ -28,27 +29,27 @@ func TestEstimateTokensCountsEveryBlock(t *testing.T) {
 // A cut never separates a tool call from its result, even when other
 // messages come between them (issue 13 item 1).
 func TestCutKeepsToolCallWithResult(t *testing.T) {
-	call := func(id string, calls ...string) Message {
-		m := Message{ID: id, Role: RoleAssistant, Content: TextContent("x")}
+	call := func(id string, calls ...string) transcript.Message {
+		m := transcript.Message{ID: id, Role: transcript.RoleAssistant, Content: transcript.TextContent("x")}
 		for _, c := range calls {
-			m.Content = append(m.Content, Block{Type: BlockToolCall, ID: c, Name: "t", Arguments: json.RawMessage(`{}`)})
+			m.Content = append(m.Content, transcript.Block{Type: transcript.BlockToolCall, ID: c, Name: "t", Arguments: json.RawMessage(`{}`)})
 		}
 		return m
 	}
-	result := func(id, call string) Message {
-		return Message{ID: id, Role: RoleToolResult, ToolCallID: call, Content: TextContent("r")}
+	result := func(id, call string) transcript.Message {
+		return transcript.Message{ID: id, Role: transcript.RoleToolResult, ToolCallID: call, Content: transcript.TextContent("r")}
 	}
-	msgs := []Message{
-		{ID: "u1", Role: RoleUser, Content: TextContent("q")},
+	msgs := []transcript.Message{
+		{ID: "u1", Role: transcript.RoleUser, Content: transcript.TextContent("q")},
 		call("a1", "c1", "c2"),
 		result("r1", "c1"),
 		call("a2"), // an assistant message between a call and its result
-		{ID: "u2", Role: RoleUser, Content: TextContent("steer")},
+		{ID: "u2", Role: transcript.RoleUser, Content: transcript.TextContent("steer")},
 		result("r2", "c2"),
 		call("a3"),
 		// A history from before content blocks: the result names the message.
-		{ID: "a4", Role: RoleAssistant, StopReason: "toolUse"},
-		{ID: "u3", Role: RoleUser},
+		{ID: "a4", Role: transcript.RoleAssistant, StopReason: "toolUse"},
+		{ID: "u3", Role: transcript.RoleUser},
 		result("r3", "a4"),
 		call("a5"),
 	}
@@ -70,18 +71,18 @@ func TestCutKeepsToolCallWithResult(t *testing.T) {
 // is one (issue 13 item 1).
 func TestCutPointsNeverSplitACall(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		var msgs []Message
+		var msgs []transcript.Message
 		var calls []string
 		for i := range rapid.IntRange(0, 30).Draw(t, "n") {
 			id := "m" + strconv.Itoa(i)
 			switch rapid.IntRange(0, 2).Draw(t, "role") {
 			case 0:
-				msgs = append(msgs, Message{ID: id, Role: RoleUser})
+				msgs = append(msgs, transcript.Message{ID: id, Role: transcript.RoleUser})
 			case 1:
-				m := Message{ID: id, Role: RoleAssistant}
+				m := transcript.Message{ID: id, Role: transcript.RoleAssistant}
 				for j := range rapid.IntRange(0, 2).Draw(t, "calls") {
 					c := id + "-c" + strconv.Itoa(j)
-					m.Content = append(m.Content, Block{Type: BlockToolCall, ID: c})
+					m.Content = append(m.Content, transcript.Block{Type: transcript.BlockToolCall, ID: c})
 					calls = append(calls, c)
 				}
 				msgs = append(msgs, m)
@@ -90,7 +91,7 @@ func TestCutPointsNeverSplitACall(t *testing.T) {
 				if len(calls) > 0 && rapid.Bool().Draw(t, "answers") {
 					call = rapid.SampledFrom(calls).Draw(t, "call")
 				}
-				msgs = append(msgs, Message{ID: id, Role: RoleToolResult, ToolCallID: call})
+				msgs = append(msgs, transcript.Message{ID: id, Role: transcript.RoleToolResult, ToolCallID: call})
 			}
 		}
 		valid := cutPoints(msgs)
@@ -99,11 +100,11 @@ func TestCutPointsNeverSplitACall(t *testing.T) {
 			for _, r := range msgs[i:] {
 				for _, m := range msgs[:i] {
 					for _, c := range m.ToolCalls() {
-						splits = splits || (r.Role == RoleToolResult && r.ToolCallID == c.ID)
+						splits = splits || (r.Role == transcript.RoleToolResult && r.ToolCallID == c.ID)
 					}
 				}
 			}
-			want := msgs[i].Role != RoleToolResult && !splits
+			want := msgs[i].Role != transcript.RoleToolResult && !splits
 			if ok != want {
 				t.Fatalf("cut point %d: %v, want %v", i, ok, want)
 			}

@@ -5,7 +5,9 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -25,7 +27,7 @@ func (v verdict) class() classify.Class {
 }
 
 // facts gathers what the guards read about m.
-func (e *Engine) facts(at time.Time, m *Message, sig transitions.Signal) (transitions.Facts, verdict) {
+func (e *Engine) facts(at time.Time, m *transcript.Message, sig transitions.Signal) (transitions.Facts, verdict) {
 	f := transitions.Facts{
 		Signal:            sig,
 		RetryEnabled:      e.cfg.Retry.Enabled,
@@ -45,12 +47,12 @@ func (e *Engine) facts(at time.Time, m *Message, sig transitions.Signal) (transi
 	case *interruptedError:
 		v.Result = classify.Result{Class: classify.Retryable}
 	default:
-		v.Result = e.cfg.Retry.Rules.Classify(m.classifyMessage(e.model.ContextWindow), at)
+		v.Result = e.cfg.Retry.Rules.Classify(classifyMessage(*m, e.model.ContextWindow), at)
 	}
 	f.Class = v.Class
 	f.UsageLimit = v.UsageLimit
 	f.Error = m.IsError()
-	f.Aborted = m.StopReason == classify.StopReasonAborted
+	f.Aborted = m.StopReason == transcript.StopReasonAborted
 	f.HintOverCap = hintOverCap(e.cfg.Retry, v.RetryAfter, v.HasRetryAfter)
 	f.SameModel = m.Provider == e.model.Provider && m.Model == e.model.ID
 	f.Stale = e.ctx.compactionSeq > 0 && e.ctx.seq[m.ID] <= e.ctx.compactionSeq
@@ -60,7 +62,7 @@ func (e *Engine) facts(at time.Time, m *Message, sig transitions.Signal) (transi
 
 // decide steps the machine on the message m: the decision at agent_end
 // (docs/policy.md §1) and the check before a prompt (§4.6).
-func (e *Engine) decide(at time.Time, m *Message, sig transitions.Signal, draw float64, continuation bool) {
+func (e *Engine) decide(at time.Time, m *transcript.Message, sig transitions.Signal, draw float64, continuation bool) {
 	f, v := e.facts(at, m, sig)
 	e.fire(&step{at: at, facts: f, msg: m, v: v, draw: draw, continuation: continuation})
 }
@@ -95,14 +97,14 @@ func (e *Engine) UsageLimitAnswered(at time.Time, switched bool) []Effect {
 // endChain ends an active chain that a run ended some other way than by a
 // retry or a success (docs/policy.md §3.5), with the class of the error
 // that ended it.
-func (e *Engine) endChain(finalError string, outcome RetryOutcome, class classify.Class) {
+func (e *Engine) endChain(finalError string, outcome events.RetryOutcome, class classify.Class) {
 	if e.attempt > 0 {
-		e.emit(AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: finalError, Outcome: outcome, ErrorClass: class})
+		e.emit(events.AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: finalError, Outcome: outcome, ErrorClass: class})
 		e.attempt = 0
 	}
 }
 
-func overflowText(m *Message) string {
+func overflowText(m *transcript.Message) string {
 	if m.ErrorMessage != "" {
 		return m.ErrorMessage
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/stretchr/testify/assert"
 	"pgregory.net/rapid"
 )
@@ -55,33 +56,33 @@ func TestRetryDelay(t *testing.T) {
 }
 
 func TestCutPoint(t *testing.T) {
-	user := func(chars int) Message {
-		return Message{Role: RoleUser, Content: TextContent(string(make([]byte, chars)))}
+	user := func(chars int) transcript.Message {
+		return transcript.Message{Role: transcript.RoleUser, Content: transcript.TextContent(string(make([]byte, chars)))}
 	}
-	asst := func(chars int) Message {
-		return Message{Role: RoleAssistant, Content: TextContent(string(make([]byte, chars)))}
+	asst := func(chars int) transcript.Message {
+		return transcript.Message{Role: transcript.RoleAssistant, Content: transcript.TextContent(string(make([]byte, chars)))}
 	}
-	tool := func(chars int) Message {
-		return Message{Role: RoleToolResult, Content: TextContent(string(make([]byte, chars)))}
+	tool := func(chars int) transcript.Message {
+		return transcript.Message{Role: transcript.RoleToolResult, Content: transcript.TextContent(string(make([]byte, chars)))}
 	}
-	image := Message{Role: RoleUser, Content: []Block{{Type: BlockImage}}}
+	image := transcript.Message{Role: transcript.RoleUser, Content: []transcript.Block{{Type: transcript.BlockImage}}}
 	cases := []struct {
 		name string
-		msgs []Message
+		msgs []transcript.Message
 		keep int
 		at   int
 		ok   bool
 	}{
-		{"everything fits", []Message{user(40), asst(40)}, 100, 0, false},
-		{"cut at the message that reaches the budget", []Message{user(400), asst(400), user(400), asst(400)}, 200, 2, true},
-		{"exactly the budget", []Message{user(400), asst(400), user(400)}, 100, 2, true},
-		{"a tool result is never the first kept", []Message{user(400), asst(40), tool(400), asst(40)}, 110, 3, true},
-		{"a tool call and its result stay together: cut at the call", []Message{user(400), asst(400), tool(40), user(40)}, 50, 1, true},
-		{"only tool results after the budget: nothing", []Message{user(400), asst(40), tool(400)}, 100, 0, false},
-		{"an image counts 4800 characters", []Message{user(40), image, asst(40)}, 1200, 1, true},
-		{"cutting at the start: nothing", []Message{user(4000), asst(40)}, 1000, 0, false},
-		{"only an old summary before the cut: nothing", []Message{{Role: RoleSummary, Content: TextContent("s")}, user(4000), asst(40)}, 1000, 0, false},
-		{"ceil(chars/4)", []Message{user(10), user(1), user(1)}, 2, 1, true},
+		{"everything fits", []transcript.Message{user(40), asst(40)}, 100, 0, false},
+		{"cut at the message that reaches the budget", []transcript.Message{user(400), asst(400), user(400), asst(400)}, 200, 2, true},
+		{"exactly the budget", []transcript.Message{user(400), asst(400), user(400)}, 100, 2, true},
+		{"a tool result is never the first kept", []transcript.Message{user(400), asst(40), tool(400), asst(40)}, 110, 3, true},
+		{"a tool call and its result stay together: cut at the call", []transcript.Message{user(400), asst(400), tool(40), user(40)}, 50, 1, true},
+		{"only tool results after the budget: nothing", []transcript.Message{user(400), asst(40), tool(400)}, 100, 0, false},
+		{"an image counts 4800 characters", []transcript.Message{user(40), image, asst(40)}, 1200, 1, true},
+		{"cutting at the start: nothing", []transcript.Message{user(4000), asst(40)}, 1000, 0, false},
+		{"only an old summary before the cut: nothing", []transcript.Message{{Role: transcript.RoleSummary, Content: transcript.TextContent("s")}, user(4000), asst(40)}, 1000, 0, false},
+		{"ceil(chars/4)", []transcript.Message{user(10), user(1), user(1)}, 2, 1, true},
 		{"empty", nil, 10, 0, false},
 	}
 	for _, c := range cases {

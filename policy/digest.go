@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"unicode/utf8"
+
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // DigestSummarizer is the summarizer the library ships: deterministic, with
@@ -51,12 +53,12 @@ func (d DigestSummarizer) Summarize(ctx context.Context, req SummaryRequest) (Su
 	if req.MaxChars > 0 {
 		maxChars = min(maxChars, req.MaxChars)
 	}
-	counts := map[Role]int{}
+	counts := map[transcript.Role]int{}
 	for _, m := range req.Messages {
 		counts[m.Role]++
 	}
 	head := []string{fmt.Sprintf("Summary of %d earlier messages (%d from the user, %d from the assistant, %d tool results).",
-		len(req.Messages), counts[RoleUser], counts[RoleAssistant], counts[RoleToolResult])}
+		len(req.Messages), counts[transcript.RoleUser], counts[transcript.RoleAssistant], counts[transcript.RoleToolResult])}
 	if req.Instructions != "" {
 		head = append(head, "Focus: "+clip(req.Instructions, limit))
 	}
@@ -64,13 +66,13 @@ func (d DigestSummarizer) Summarize(ctx context.Context, req SummaryRequest) (Su
 	dropped := 0
 	for _, m := range req.Messages {
 		switch {
-		case m.Role == RoleSummary:
+		case m.Role == transcript.RoleSummary:
 			lines, n := carriedLines(m.Text())
 			body = append(body, lines...)
 			dropped += n
-		case m.Role == RoleUser:
+		case m.Role == transcript.RoleUser:
 			body = append(body, "- user: "+clip(m.Text()+images(m), limit))
-		case m.Role == RoleToolResult:
+		case m.Role == transcript.RoleToolResult:
 			body = append(body, "- "+toolResultLine(m, limit))
 		case m.IsError():
 			body = append(body, "- error: "+clip(m.ErrorMessage, limit))
@@ -87,7 +89,7 @@ func (d DigestSummarizer) Summarize(ctx context.Context, req SummaryRequest) (Su
 
 // toolResultLine is a tool result's line: the tool's name, whether it
 // failed, and the start of its text.
-func toolResultLine(m Message, limit int) string {
+func toolResultLine(m transcript.Message, limit int) string {
 	head := "tool result"
 	if m.ToolName != "" {
 		head += " (" + m.ToolName + ")"
@@ -99,10 +101,10 @@ func toolResultLine(m Message, limit int) string {
 }
 
 // images notes the images of m, if it has any.
-func images(m Message) string {
+func images(m transcript.Message) string {
 	n := 0
 	for _, b := range m.Content {
-		if b.Type == BlockImage {
+		if b.Type == transcript.BlockImage {
 			n++
 		}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 var droppedNote = regexp.MustCompile(`^\[(\d+) earlier lines dropped\]$`)
@@ -25,16 +26,16 @@ func TestDigestSummarizerStaysWithinMaxChars(t *testing.T) {
 	prev := ""
 	made := 0 // lines made by every digest so far
 	for round := range 500 {
-		var msgs []policy.Message
+		var msgs []transcript.Message
 		if prev != "" {
-			msgs = append(msgs, policy.Message{Role: policy.RoleSummary, Content: policy.TextContent(prev)})
+			msgs = append(msgs, transcript.Message{Role: transcript.RoleSummary, Content: transcript.TextContent(prev)})
 		}
 		for i := range 10 {
 			n := round*10 + i
 			msgs = append(msgs,
-				policy.Message{Role: policy.RoleUser, Content: policy.TextContent(fmt.Sprintf("question %d %s", n, strings.Repeat("q", 300)))},
-				policy.Message{Role: policy.RoleAssistant, StopReason: "toolUse", Content: policy.TextContent(fmt.Sprintf("answer %d", n))},
-				policy.Message{Role: policy.RoleToolResult, Content: policy.TextContent(fmt.Sprintf("result %d", n))})
+				transcript.Message{Role: transcript.RoleUser, Content: transcript.TextContent(fmt.Sprintf("question %d %s", n, strings.Repeat("q", 300)))},
+				transcript.Message{Role: transcript.RoleAssistant, StopReason: "toolUse", Content: transcript.TextContent(fmt.Sprintf("answer %d", n))},
+				transcript.Message{Role: transcript.RoleToolResult, Content: transcript.TextContent(fmt.Sprintf("result %d", n))})
 		}
 		made += 30
 		sum, err := d.Summarize(context.Background(), policy.SummaryRequest{Messages: msgs})
@@ -60,9 +61,9 @@ func TestDigestSummarizerStaysWithinMaxChars(t *testing.T) {
 }
 
 func TestDigestSummarizerLimits(t *testing.T) {
-	msgs := []policy.Message{
-		{Role: policy.RoleUser, Content: policy.TextContent(strings.Repeat("é", 5000))},
-		{Role: policy.RoleAssistant, StopReason: "stop", Content: policy.TextContent("fine")},
+	msgs := []transcript.Message{
+		{Role: transcript.RoleUser, Content: transcript.TextContent(strings.Repeat("é", 5000))},
+		{Role: transcript.RoleAssistant, StopReason: "stop", Content: transcript.TextContent("fine")},
 	}
 	size := func(d policy.DigestSummarizer, req policy.SummaryRequest) string {
 		req.Messages = msgs
@@ -87,9 +88,9 @@ func TestDigestSummarizerLimits(t *testing.T) {
 // An earlier summary written by another summarizer, one huge line, is
 // dropped as a whole when it does not fit, and counted (issue item 23).
 func TestDigestSummarizerDropsAForeignSummary(t *testing.T) {
-	sum, err := policy.DigestSummarizer{}.Summarize(context.Background(), policy.SummaryRequest{Messages: []policy.Message{
-		{Role: policy.RoleSummary, Content: policy.TextContent(strings.Repeat("prose ", 1_000_000))},
-		{Role: policy.RoleUser, Content: policy.TextContent("hello")},
+	sum, err := policy.DigestSummarizer{}.Summarize(context.Background(), policy.SummaryRequest{Messages: []transcript.Message{
+		{Role: transcript.RoleSummary, Content: transcript.TextContent(strings.Repeat("prose ", 1_000_000))},
+		{Role: transcript.RoleUser, Content: transcript.TextContent("hello")},
 	}})
 	require.NoError(t, err)
 	assert.Equal(t, "Summary of 2 earlier messages (1 from the user, 0 from the assistant, 0 tool results).\n[1 earlier lines dropped]\n- user: hello", sum.Text)
@@ -99,16 +100,16 @@ func TestDigestSummarizerDropsAForeignSummary(t *testing.T) {
 // and failure in brief, counts images, and leaves thinking out (issue 13
 // item 1).
 func TestDigestSummarizesBlocks(t *testing.T) {
-	req := policy.SummaryRequest{Messages: []policy.Message{
-		{Role: policy.RoleUser, Content: []policy.Block{policy.TextBlock("what is in"), {Type: policy.BlockImage, Data: "QUJD", MimeType: "image/png"}}},
-		{Role: policy.RoleAssistant, StopReason: "toolUse", Content: []policy.Block{
-			{Type: policy.BlockThinking, Thinking: "SECRET REASONING", ThinkingSignature: "sig"},
-			policy.TextBlock("let me look"),
-			{Type: policy.BlockToolCall, ID: "c1", Name: "read", Arguments: []byte(`{"path":"a.go"}`)},
-			{Type: policy.BlockToolCall, ID: "c2", Name: "grep", Arguments: []byte(`{"q":"x"}`)},
+	req := policy.SummaryRequest{Messages: []transcript.Message{
+		{Role: transcript.RoleUser, Content: []transcript.Block{transcript.TextBlock("what is in"), {Type: transcript.BlockImage, Data: "QUJD", MimeType: "image/png"}}},
+		{Role: transcript.RoleAssistant, StopReason: "toolUse", Content: []transcript.Block{
+			{Type: transcript.BlockThinking, Thinking: "SECRET REASONING", ThinkingSignature: "sig"},
+			transcript.TextBlock("let me look"),
+			{Type: transcript.BlockToolCall, ID: "c1", Name: "read", Arguments: []byte(`{"path":"a.go"}`)},
+			{Type: transcript.BlockToolCall, ID: "c2", Name: "grep", Arguments: []byte(`{"q":"x"}`)},
 		}},
-		{Role: policy.RoleToolResult, ToolCallID: "c1", ToolName: "read", Content: policy.TextContent("package a")},
-		{Role: policy.RoleToolResult, ToolCallID: "c2", ToolName: "grep", ToolError: true, Content: policy.TextContent("no match")},
+		{Role: transcript.RoleToolResult, ToolCallID: "c1", ToolName: "read", Content: transcript.TextContent("package a")},
+		{Role: transcript.RoleToolResult, ToolCallID: "c2", ToolName: "grep", ToolError: true, Content: transcript.TextContent("no match")},
 	}}
 	sum, err := policy.DigestSummarizer{}.Summarize(context.Background(), req)
 	require.NoError(t, err)
@@ -123,12 +124,12 @@ func TestDigestSummarizesBlocks(t *testing.T) {
 // The digest summarizer: earlier summaries carried over, one line per
 // message, deterministic, and cancelled with its context.
 func TestDigestSummarizer(t *testing.T) {
-	req := policy.SummaryRequest{Messages: []policy.Message{
-		{Role: policy.RoleSummary, Content: policy.TextContent("Summary of 2 earlier messages.\n- user: hello")},
-		{Role: policy.RoleUser, Content: policy.TextContent("please\nread   the file " + strings.Repeat("x", 300))},
-		{Role: policy.RoleAssistant, StopReason: "toolUse", Content: policy.TextContent("reading")},
-		{Role: policy.RoleToolResult, Content: policy.TextContent("42 lines")},
-		{Role: policy.RoleAssistant, StopReason: "error", ErrorMessage: "503"},
+	req := policy.SummaryRequest{Messages: []transcript.Message{
+		{Role: transcript.RoleSummary, Content: transcript.TextContent("Summary of 2 earlier messages.\n- user: hello")},
+		{Role: transcript.RoleUser, Content: transcript.TextContent("please\nread   the file " + strings.Repeat("x", 300))},
+		{Role: transcript.RoleAssistant, StopReason: "toolUse", Content: transcript.TextContent("reading")},
+		{Role: transcript.RoleToolResult, Content: transcript.TextContent("42 lines")},
+		{Role: transcript.RoleAssistant, StopReason: "error", ErrorMessage: "503"},
 	}}
 	a, err := policy.DigestSummarizer{}.Summarize(context.Background(), req)
 	require.NoError(t, err)

@@ -9,10 +9,10 @@
 // clock, no randomness and no I/O happen inside, so the same inputs always
 // give the same effects, and every decision is the transition table's.
 //
-// It also holds the values the policy reasons about: messages, events,
-// settings, history entries, compaction results, the sentinel errors, and
-// Snapshot, the engine as data, which Restore turns back into an
-// engine in another process.
+// It also holds the settings (Config), the sentinel errors, and Snapshot,
+// the engine as data, which Restore turns back into an engine in another
+// process. The messages and history entries it reasons about are package
+// transcript's; the events it reports are package events'.
 //
 // It is not for embedding directly in most programs: package session is
 // the in-process driver (goroutines, one timer, subscribers, a history and

@@ -3,6 +3,9 @@ package policy
 import (
 	"fmt"
 	"time"
+
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // RunID, TimerID and CompactionID name what an Engine asked its driver to
@@ -64,15 +67,6 @@ var effectNames = [...]string{
 	MarkUsageLimit: "MarkUsageLimit", FinishTurn: "FinishTurn", FinishCompact: "FinishCompact",
 }
 
-// EffectKinds returns every kind of effect, in declaration order.
-func EffectKinds() []EffectKind {
-	out := make([]EffectKind, 0, len(effectNames)-1)
-	for k := Emit; int(k) < len(effectNames); k++ {
-		out = append(out, k)
-	}
-	return out
-}
-
 // String returns the kind's name, as in the constants.
 func (k EffectKind) String() string {
 	if k > 0 && int(k) < len(effectNames) {
@@ -87,11 +81,11 @@ func (k EffectKind) String() string {
 type Effect struct {
 	Kind EffectKind
 
-	Event Event
+	Event events.Event
 
 	Run     RunID
-	Prompt  *Message
-	Context []Message
+	Prompt  *transcript.Message
+	Context []transcript.Message
 	Cause   error
 
 	Timer    TimerID
@@ -100,11 +94,11 @@ type Effect struct {
 	Compaction CompactionID
 	Request    *SummaryRequest
 
-	Entries []Entry
+	Entries []transcript.Entry
 	Await   bool
 
 	Hint time.Duration
 
 	Err    error
-	Result *Compaction
+	Result *transcript.Compaction
 }

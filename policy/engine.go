@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/fsm"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Engine is one session's recovery policy as a deterministic machine: the
@@ -49,9 +51,9 @@ type Engine struct {
 	turn    *turn
 
 	out     []Effect
-	entries []Entry // recorded by the input in progress
-	raised  []step  // steps raised by the input in progress, not yet taken
-	cur     step    // the step whose rule's actions are running (take)
+	entries []transcript.Entry // recorded by the input in progress
+	raised  []step             // steps raised by the input in progress, not yet taken
+	cur     step               // the step whose rule's actions are running (take)
 }
 
 // Setup is what an Engine is made from.
@@ -68,7 +70,7 @@ type Setup struct {
 	// History is the session's history so far, oldest first: the engine
 	// rebuilds its runtime context from it. It may be the history's tail:
 	// see Before.
-	History []Entry
+	History []transcript.Entry
 	// Before is how many entries of the history precede History: 0 when
 	// History is the whole history. A driver whose history is long may
 	// hand over only its tail, from the latest compaction's first kept
@@ -110,7 +112,8 @@ type Status struct {
 	State states.State `json:"state"`
 	// Attempt is the retry counter: 0 when no chain is active.
 	Attempt int `json:"retryAttempt"`
-	// Retrying reports whether a chain is active (Attempt > 0).
+	// Retrying reports whether a retry chain is active, from its
+	// AutoRetryStart to its AutoRetryEnd (Attempt > 0).
 	Retrying bool `json:"isRetrying"`
 	// RetryEnabled and CompactionEnabled are the settings.
 	RetryEnabled      bool `json:"autoRetryEnabled"`
@@ -148,11 +151,11 @@ func (e *Engine) SessionID() string { return e.id }
 
 // Messages returns a copy of the runtime context: what the next model call
 // sees.
-func (e *Engine) Messages() []Message { return cloneMessages(e.ctx.msgs) }
+func (e *Engine) Messages() []transcript.Message { return cloneMessages(e.ctx.msgs) }
 
-// Quiet reports whether nothing is in flight: no run and no compaction.
-// Abort's caller waits for it.
-func (e *Engine) Quiet() bool { return e.run == nil && e.pending == nil && e.comp == nil }
+// quiet reports whether nothing is in flight: no run and no compaction
+// (Status: neither Streaming nor Compacting). Abort's caller waits for it.
+func (e *Engine) quiet() bool { return e.run == nil && e.pending == nil && e.comp == nil }
 
 // SetRetryEnabled writes retry.enabled; it takes effect at the next
 // decision.
@@ -180,7 +183,7 @@ func (e *Engine) end(at time.Time) []Effect {
 		e.effect(Effect{Kind: Append, Entries: e.entries, Await: e.comp != nil && e.comp.committing})
 	}
 	out := e.out
-	if e.Quiet() {
+	if e.quiet() {
 		// A session that waits (for a prompt, or out a backoff) keeps no
 		// buffer: the next input makes a new one.
 		e.out, e.entries, e.raised = nil, nil, nil
@@ -196,7 +199,7 @@ func (e *Engine) end(at time.Time) []Effect {
 func (e *Engine) effect(ef Effect) { e.out = append(e.out, ef) }
 
 // emit reports ev to the session's subscribers.
-func (e *Engine) emit(ev Event) { e.out = append(e.out, Effect{Kind: Emit, Event: ev}) }
+func (e *Engine) emit(ev events.Event) { e.out = append(e.out, Effect{Kind: Emit, Event: ev}) }
 
 // ticket gives out the identity of a new run, timer or compaction.
 func (e *Engine) ticket() uint64 {

@@ -10,9 +10,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // The engine's own tests: a sequence of inputs in, the effects out, read
@@ -41,17 +42,17 @@ func describe(effects []policy.Effect) []string {
 		switch ef.Kind {
 		case policy.Emit:
 			switch ev := ef.Event.(type) {
-			case policy.StateChange:
+			case events.StateChange:
 				out = append(out, fmt.Sprintf("state %s>%s %s", ev.From, ev.To, ev.Trigger))
-			case policy.AutoRetryStart:
+			case events.AutoRetryStart:
 				out = append(out, fmt.Sprintf("retry_start %d/%d %dms", ev.Attempt, ev.MaxAttempts, ev.DelayMs))
-			case policy.AutoRetryEnd:
+			case events.AutoRetryEnd:
 				out = append(out, fmt.Sprintf("retry_end %v %d %s", ev.Success, ev.Attempt, ev.FinalError))
-			case policy.AutoCompactionStart:
+			case events.AutoCompactionStart:
 				out = append(out, "compaction_start "+string(ev.Reason))
-			case policy.AutoCompactionEnd:
+			case events.AutoCompactionEnd:
 				out = append(out, fmt.Sprintf("compaction_end result=%v willRetry=%v %s", ev.Result != nil, ev.WillRetry, ev.ErrorMessage))
-			case policy.TurnSettled:
+			case events.TurnSettled:
 				out = append(out, fmt.Sprintf("turn_settled %v", ev.Err == nil))
 			}
 		case policy.StartRun:
@@ -95,21 +96,21 @@ func runOf(t *testing.T, effects []policy.Effect) policy.RunID {
 	return 0
 }
 
-func answer(stop classify.StopReason, text string) policy.Message {
-	m := policy.Message{Role: policy.RoleAssistant, StopReason: stop, Provider: "p", Model: "m",
-		Usage: &policy.Usage{Input: 100, Output: 20, TotalTokens: 120}}
-	if stop == classify.StopReasonError {
+func answer(stop transcript.StopReason, text string) transcript.Message {
+	m := transcript.Message{Role: transcript.RoleAssistant, StopReason: stop, Provider: "p", Model: "m",
+		Usage: &transcript.Usage{Input: 100, Output: 20, TotalTokens: 120}}
+	if stop == transcript.StopReasonError {
 		m.ErrorMessage = text
 	} else {
-		m.Content = policy.TextContent(text)
+		m.Content = transcript.TextContent(text)
 	}
 	return m
 }
 
 // call feeds the events of one model call answered by m, and the run's end.
-func call(e *policy.Engine, at time.Time, run policy.RunID, m policy.Message) []string {
+func call(e *policy.Engine, at time.Time, run policy.RunID, m transcript.Message) []string {
 	var out []string
-	for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: m}, policy.MessageEnd{Message: m}, policy.AgentEnd{}} {
+	for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
 		out = append(out, describe(e.RunEvent(at, run, ev))...)
 	}
 	return append(out, describe(e.RunReturned(at, run, policy.RunReturn{}))...)
@@ -134,7 +135,7 @@ func TestEngineTransientThenSuccess(t *testing.T) {
 		"start_timer 2 +2s",
 		"state classifying>backoff retry",
 		"append removal await=false",
-	}, call(e, t0, run, answer(classify.StopReasonError, "503 Service Unavailable")))
+	}, call(e, t0, run, answer(transcript.StopReasonError, "503 Service Unavailable")))
 	assert.Equal(t, policy.Status{State: "backoff", Attempt: 1, Retrying: true, RetryEnabled: true, CompactionEnabled: true, MessageCount: 1}, e.Status())
 
 	assert.Empty(t, describe(e.TimerFired(t0.Add(time.Second), 2)), "a firing before the deadline")
@@ -149,14 +150,14 @@ func TestEngineTransientThenSuccess(t *testing.T) {
 		"state classifying>idle accept",
 		"turn_settled true",
 		"finish_turn <nil>",
-	}, call(e, t0.Add(2*time.Second), runOf(t, effects), answer(classify.StopReasonStop, "done")))
-	assert.True(t, e.Quiet())
+	}, call(e, t0.Add(2*time.Second), runOf(t, effects), answer(transcript.StopReasonStop, "done")))
+	assert.True(t, !e.Status().Streaming && !e.Status().Compacting)
 }
 
 func TestEngineExhausted(t *testing.T) {
 	e := newEngine(t, func(s *policy.Setup) { s.Config.Retry.MaxRetries = 1 })
 	_, run := prompt(t, e, t0)
-	call(e, t0, run, answer(classify.StopReasonError, "overloaded"))
+	call(e, t0, run, answer(transcript.StopReasonError, "overloaded"))
 	effects := e.TimerFired(t0.Add(2*time.Second), 2)
 	assert.Equal(t, []string{
 		"append message await=false",
@@ -166,7 +167,7 @@ func TestEngineExhausted(t *testing.T) {
 		"state exhausted>idle reset",
 		"turn_settled false",
 		"finish_turn policy: retries exhausted after 1 attempts: overloaded",
-	}, call(e, t0, runOf(t, effects), answer(classify.StopReasonError, "overloaded")))
+	}, call(e, t0, runOf(t, effects), answer(transcript.StopReasonError, "overloaded")))
 }
 
 // A usage limit asks the credential store before deciding; a switch
@@ -174,7 +175,7 @@ func TestEngineExhausted(t *testing.T) {
 func TestEngineUsageLimitAsksCredentials(t *testing.T) {
 	e := newEngine(t, func(s *policy.Setup) { s.Credentials = true })
 	_, run := prompt(t, e, t0)
-	lines := call(e, t0, run, answer(classify.StopReasonError, "429 usage limit reached; retry-after: 30"))
+	lines := call(e, t0, run, answer(transcript.StopReasonError, "429 usage limit reached; retry-after: 30"))
 	assert.Equal(t, []string{"append message await=false", "state idle>classifying agent_end", "mark_usage_limit 30s"}, lines, "no decision yet")
 	assert.True(t, e.Status().Streaming, "the run's decision is still pending")
 	assert.Equal(t, states.Classifying, e.Status().State, "the machine waits in classifying")
@@ -189,7 +190,7 @@ func TestEngineUsageLimitAsksCredentials(t *testing.T) {
 func TestEngineAbortDuringBackoff(t *testing.T) {
 	e := newEngine(t, nil)
 	_, run := prompt(t, e, t0)
-	call(e, t0, run, answer(classify.StopReasonError, "503"))
+	call(e, t0, run, answer(transcript.StopReasonError, "503"))
 	assert.Equal(t, []string{
 		"stop_timer",
 		"retry_end false 1 Retry cancelled",
@@ -205,9 +206,9 @@ func TestEngineAbortDuringBackoff(t *testing.T) {
 func TestEngineAbortedRunDecidesNothing(t *testing.T) {
 	e := newEngine(t, nil)
 	_, run := prompt(t, e, t0)
-	m := answer(classify.StopReasonError, "503")
-	e.RunEvent(t0, run, policy.AgentStart{})
-	e.RunEvent(t0, run, policy.MessageEnd{Message: m})
+	m := answer(transcript.StopReasonError, "503")
+	e.RunEvent(t0, run, events.AgentStart{})
+	e.RunEvent(t0, run, events.MessageEnd{Message: m})
 	assert.Equal(t, []string{"cancel_run 1"}, describe(e.Abort(t0, errors.New("user"))))
 	assert.Equal(t, []string{"turn_settled false", "finish_turn policy: aborted"},
 		describe(e.RunReturned(t0, run, policy.RunReturn{})), "the missing agent_end is the driver's to report, and nothing is decided")
@@ -218,9 +219,9 @@ func TestEngineAbortedRunDecidesNothing(t *testing.T) {
 func TestEngineOverflowCompactsAndContinues(t *testing.T) {
 	e := newEngine(t, func(s *policy.Setup) { s.Config.Compaction.KeepRecentTokens = 5 })
 	_, run := prompt(t, e, t0)
-	call(e, t0, run, answer(classify.StopReasonStop, "a first answer, long enough"))
+	call(e, t0, run, answer(transcript.StopReasonStop, "a first answer, long enough"))
 	_, run = prompt(t, e, t0)
-	lines := call(e, t0, run, answer(classify.StopReasonError, "prompt is too long"))
+	lines := call(e, t0, run, answer(transcript.StopReasonError, "prompt is too long"))
 	assert.Equal(t, []string{
 		"append message await=false",
 		"state idle>classifying agent_end",
@@ -243,7 +244,7 @@ func TestEngineOverflowCompactsAndContinues(t *testing.T) {
 func TestEngineCompactionEntryNotWritten(t *testing.T) {
 	e := newEngine(t, func(s *policy.Setup) { s.Config.Compaction.KeepRecentTokens = 5 })
 	_, run := prompt(t, e, t0)
-	call(e, t0, run, answer(classify.StopReasonStop, "a first answer, long enough"))
+	call(e, t0, run, answer(transcript.StopReasonStop, "a first answer, long enough"))
 	before := e.Messages()
 	_, err := e.Compact(t0, "")
 	require.NoError(t, err)
@@ -261,7 +262,7 @@ func TestEngineIsDeterministic(t *testing.T) {
 		lines, run := prompt(t, e, t0)
 		out = append(out, lines...)
 		for i := range 3 {
-			for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageEnd{Message: answer(classify.StopReasonError, "503")}, policy.AgentEnd{}} {
+			for _, ev := range []events.Event{events.AgentStart{}, events.MessageEnd{Message: answer(transcript.StopReasonError, "503")}, events.AgentEnd{}} {
 				out = append(out, describe(e.RunEvent(t0, run, ev))...)
 			}
 			effects := e.RunReturned(t0, run, policy.RunReturn{Draw: 0.25 * float64(i)})
@@ -296,8 +297,8 @@ func TestEngineRefusesBadSetup(t *testing.T) {
 	cfg.Retry.Jitter = 2
 	_, err = policy.New(policy.Setup{SessionID: "s", Config: cfg})
 	assert.ErrorIs(t, err, policy.ErrInvalidConfig)
-	_, err = policy.New(policy.Setup{SessionID: "s", Config: policy.DefaultConfig(), History: []policy.Entry{{Type: "nope", ID: "x"}}})
-	assert.ErrorIs(t, err, policy.ErrInvalidEntry)
+	_, err = policy.New(policy.Setup{SessionID: "s", Config: policy.DefaultConfig(), History: []transcript.Entry{{Type: "nope", ID: "x"}}})
+	assert.ErrorIs(t, err, transcript.ErrInvalidEntry)
 }
 
 // An engine started on a history's tail, from the latest compaction's
@@ -306,20 +307,20 @@ func TestEngineRefusesBadSetup(t *testing.T) {
 // the whole history, an earlier compaction inside the tail included (issue
 // item 2). A negative count is refused.
 func TestEngineOnATail(t *testing.T) {
-	msg := func(id string, role policy.Role) policy.Entry {
-		return policy.Entry{Type: policy.EntryMessage, ID: id, Message: &policy.Message{ID: id, Role: role, StopReason: "stop", Content: policy.TextContent(id)}}
+	msg := func(id string, role transcript.Role) transcript.Entry {
+		return transcript.Entry{Type: transcript.EntryMessage, ID: id, Message: &transcript.Message{ID: id, Role: role, StopReason: "stop", Content: transcript.TextContent(id)}}
 	}
-	compaction := func(id, kept string) policy.Entry {
-		return policy.Entry{Type: policy.EntryCompaction, ID: id, Compaction: &policy.Compaction{Summary: "summary " + id, FirstKeptEntryID: kept}}
+	compaction := func(id, kept string) transcript.Entry {
+		return transcript.Entry{Type: transcript.EntryCompaction, ID: id, Compaction: &transcript.Compaction{Summary: "summary " + id, FirstKeptEntryID: kept}}
 	}
-	history := []policy.Entry{
-		msg("user-1", policy.RoleUser), msg("msg-2", policy.RoleAssistant),
-		msg("user-3", policy.RoleUser), msg("msg-4", policy.RoleAssistant),
+	history := []transcript.Entry{
+		msg("user-1", transcript.RoleUser), msg("msg-2", transcript.RoleAssistant),
+		msg("user-3", transcript.RoleUser), msg("msg-4", transcript.RoleAssistant),
 		compaction("compaction-5", "user-1"), // before the tail
-		msg("user-6", policy.RoleUser), msg("msg-7", policy.RoleAssistant),
-		{Type: policy.EntryRemoval, ID: "msg-7"},
+		msg("user-6", transcript.RoleUser), msg("msg-7", transcript.RoleAssistant),
+		{Type: transcript.EntryRemoval, ID: "msg-7"},
 		compaction("compaction-8", "user-3"),
-		msg("user-9", policy.RoleUser),
+		msg("user-9", transcript.RoleUser),
 	}
 	whole, err := policy.New(policy.Setup{SessionID: "s", Config: policy.DefaultConfig(), History: history})
 	require.NoError(t, err)

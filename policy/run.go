@@ -5,8 +5,9 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -24,8 +25,8 @@ type run struct {
 	// decide nothing: no retry, compaction or continuation can come of
 	// them.
 	aborted  bool
-	messages []Message
-	last     *Message // the run's last assistant message
+	messages []transcript.Message
+	last     *transcript.Message // the run's last assistant message
 }
 
 // RunReturn is how a run ended, as its driver saw it.
@@ -49,7 +50,7 @@ var errNoAssistantMessage = errors.New("the run produced no assistant message")
 
 // startRun asks the driver to start a run: the user's (prompt set) or a
 // continuation.
-func (e *Engine) startRun(prompt *Message) {
+func (e *Engine) startRun(prompt *transcript.Message) {
 	e.run = &run{id: RunID(e.ticket()), continuation: prompt == nil}
 	e.effect(Effect{Kind: StartRun, Run: e.run.id, Prompt: prompt, Context: e.ctx.share(0, len(e.ctx.msgs))})
 }
@@ -65,7 +66,7 @@ func (e *Engine) current(id RunID) *run {
 
 // RunEvent is an event the agent emitted during run id. Events of a run that
 // ended or was replaced are dropped, and so is a nil event.
-func (e *Engine) RunEvent(at time.Time, id RunID, ev Event) []Effect {
+func (e *Engine) RunEvent(at time.Time, id RunID, ev events.Event) []Effect {
 	e.begin()
 	r := e.current(id)
 	if r == nil || r.ended || ev == nil {
@@ -76,32 +77,32 @@ func (e *Engine) RunEvent(at time.Time, id RunID, ev Event) []Effect {
 	// An event passed on as it came is emitted as the same interface
 	// value: boxing it again would copy its message.
 	switch v := ev.(type) {
-	case MessageStart:
-		if v.Message.Role == RoleAssistant {
+	case events.MessageStart:
+		if v.Message.Role == transcript.RoleAssistant {
 			r.started = true
 		}
 		if bs := writableBlocks(v.Message.Content); !sameBlocks(bs, v.Message.Content) {
 			v.Message.Content = bs
 			ev = v
 		}
-	case MessageUpdate:
+	case events.MessageUpdate:
 		if bs := writableBlocks(v.Message.Content); !sameBlocks(bs, v.Message.Content) {
 			v.Message.Content = bs
 			ev = v
 		}
-	case MessageEnd:
-		if err := v.Message.checkContent(); err != nil {
+	case events.MessageEnd:
+		if err := v.Message.CheckContent(); err != nil {
 			e.refuse(at, r, v.Message, err)
 			return e.end(at)
 		}
 		v.Message = e.complete(at, v.Message)
-		if v.Message.Role == RoleAssistant {
+		if v.Message.Role == transcript.RoleAssistant {
 			r.started = true
 		}
 		e.emit(v)
 		e.onMessageEnd(at, r, v.Message)
 		return e.end(at)
-	case AgentEnd:
+	case events.AgentEnd:
 		r.ended = true
 		if v.Messages == nil || !writable(v.Messages) {
 			// The run's own list: it ended, so nothing changes it
@@ -115,7 +116,7 @@ func (e *Engine) RunEvent(at time.Time, id RunID, ev Event) []Effect {
 }
 
 // sameBlocks reports whether a and b are the same slice.
-func sameBlocks(a, b []Block) bool {
+func sameBlocks(a, b []transcript.Block) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
@@ -123,14 +124,14 @@ func sameBlocks(a, b []Block) bool {
 // (or a new one, when the history already has the agent's), its time, and
 // for an assistant message the session's current model when the agent
 // named neither provider nor model. String content is put in the form it
-// reads back in (see stringContent).
-func (e *Engine) complete(at time.Time, m Message) Message {
+// reads back in (see transcript.Message.Canonical).
+func (e *Engine) complete(at time.Time, m transcript.Message) transcript.Message {
 	e.ctx.identify(&m)
-	m.Content, m.StringContent = stringContent(m)
+	m = m.Canonical()
 	if m.Timestamp == 0 {
 		m.Timestamp = at.UnixMilli()
 	}
-	if m.Role == RoleAssistant && m.Provider == "" && m.Model == "" {
+	if m.Role == transcript.RoleAssistant && m.Provider == "" && m.Model == "" {
 		m.Provider, m.Model = e.model.Provider, e.model.ID
 	}
 	return m
@@ -138,15 +139,15 @@ func (e *Engine) complete(at time.Time, m Message) Message {
 
 // onMessageEnd records a finished message; an assistant message steps the
 // machine (a success ends the overflow episode and a retry chain).
-func (e *Engine) onMessageEnd(at time.Time, r *run, m Message) {
+func (e *Engine) onMessageEnd(at time.Time, r *run, m transcript.Message) {
 	r.messages = append(r.messages, m)
 	e.recordMessage(&m)
-	if m.Role != RoleAssistant {
+	if m.Role != transcript.RoleAssistant {
 		return
 	}
 	r.last = &m
 	e.fire(&step{at: at, msg: r.last, facts: transitions.Facts{
-		Signal: transitions.Replied, Error: m.IsError(), Aborted: m.StopReason == classify.StopReasonAborted,
+		Signal: transitions.Replied, Error: m.IsError(), Aborted: m.StopReason == transcript.StopReasonAborted,
 	}})
 }
 
@@ -209,7 +210,7 @@ func (e *Engine) closeRun(at time.Time, r *run, ret RunReturn) error {
 func (e *Engine) endRun(r *run) {
 	if r.emitted && !r.ended {
 		r.ended = true
-		e.emit(AgentEnd{Messages: cloneMessages(r.messages)})
+		e.emit(events.AgentEnd{Messages: cloneMessages(r.messages)})
 	}
 }
 
@@ -217,13 +218,13 @@ func (e *Engine) endRun(r *run) {
 // session's model, and ends the run.
 func (e *Engine) failRun(at time.Time, r *run, err error) {
 	err = wiretext.Error(err) // a panic's value, say
-	m := Message{ID: e.ctx.newID("msg"), Role: RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: err.Error(),
+	m := transcript.Message{ID: e.ctx.newID("msg"), Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError, ErrorMessage: err.Error(),
 		Provider: e.model.Provider, Model: e.model.ID, Timestamp: at.UnixMilli(), Err: err}
-	e.emit(MessageStart{Message: m})
-	e.emit(MessageEnd{Message: m})
+	e.emit(events.MessageStart{Message: m})
+	e.emit(events.MessageEnd{Message: m})
 	e.onMessageEnd(at, r, m)
 	r.ended = true
-	e.emit(AgentEnd{Messages: cloneMessages(r.messages)})
+	e.emit(events.AgentEnd{Messages: cloneMessages(r.messages)})
 }
 
 // refuse ends run r on a message m of its agent that cannot be written
@@ -231,7 +232,7 @@ func (e *Engine) failRun(at time.Time, r *run, err error) {
 // object): m is not kept, the run is cancelled and ends in an error
 // message saying why, and the decision settles on that error, never
 // retrying it. The run's later events are dropped.
-func (e *Engine) refuse(at time.Time, r *run, m Message, why error) {
+func (e *Engine) refuse(at time.Time, r *run, m transcript.Message, why error) {
 	r.started = true // the agent made a model call: its message is the proof
 	e.effect(Effect{Kind: CancelRun, Run: r.id, Cause: errRefused})
 	e.failRun(at, r, &invalidMessageError{id: m.ID, role: m.Role, err: why})
@@ -245,7 +246,7 @@ var errRefused = errors.New("the agent sent a message that cannot be written")
 // cannot be written: it is never retried.
 type invalidMessageError struct {
 	id   string
-	role Role
+	role transcript.Role
 	err  error
 }
 
@@ -257,9 +258,9 @@ func (i *invalidMessageError) Error() string {
 }
 
 // writable reports whether every message of ms can be written.
-func writable(ms []Message) bool {
+func writable(ms []transcript.Message) bool {
 	for _, m := range ms {
-		if m.checkContent() != nil {
+		if m.CheckContent() != nil {
 			return false
 		}
 	}
@@ -269,13 +270,13 @@ func writable(ms []Message) bool {
 // writableBlocks is bs without the blocks that cannot be written, for a
 // message in progress (MessageStart, MessageUpdate), which is only shown:
 // bs itself when all can be.
-func writableBlocks(bs []Block) []Block {
-	if (Message{Content: bs}).checkContent() == nil {
+func writableBlocks(bs []transcript.Block) []transcript.Block {
+	if (transcript.Message{Content: bs}).CheckContent() == nil {
 		return bs
 	}
-	out := make([]Block, 0, len(bs))
+	out := make([]transcript.Block, 0, len(bs))
 	for _, b := range bs {
-		if (Message{Content: []Block{b}}).checkContent() == nil {
+		if (transcript.Message{Content: []transcript.Block{b}}).CheckContent() == nil {
 			out = append(out, b)
 		}
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/fsm"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -47,14 +48,14 @@ type Snapshot struct {
 	Aborted bool `json:"aborted,omitempty"`
 	// Compaction is the reason of the compaction in flight, and
 	// CompactionCheck whether it was the check before a prompt's.
-	Compaction      CompactionReason `json:"compaction,omitempty"`
-	CompactionCheck bool             `json:"compactionCheck,omitempty"`
+	Compaction      transcript.CompactionReason `json:"compaction,omitempty"`
+	CompactionCheck bool                        `json:"compactionCheck,omitempty"`
 	// Turn reports a user's turn in flight.
 	Turn bool `json:"turn,omitempty"`
 	// Prompt is the user's message of the turn in flight while it waits
 	// for the check before it (CompactionCheck): it is in no history yet,
 	// and the restored engine sends it once the check is over.
-	Prompt *Message `json:"prompt,omitempty"`
+	Prompt *transcript.Message `json:"prompt,omitempty"`
 	// Tickets is the last RunID, TimerID or CompactionID the engine gave
 	// out: the restored engine numbers on after it, so that no identity of
 	// the snapshotted engine is given out again. 0 in a snapshot written
@@ -169,7 +170,7 @@ func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, [
 	// removal its decision made): a compaction there is the history of a
 	// session that went on past the snapshot.
 	for i, en := range setup.History[max(0, snap.History-setup.Before):] {
-		if en.Type == EntryCompaction {
+		if en.Type == transcript.EntryCompaction {
 			return nil, nil, fmt.Errorf("%w: history: the history moved on after it (entry %d, after the %d it counts, is a compaction)", ErrSnapshot, max(snap.History, setup.Before)+i+1, snap.History)
 		}
 	}
@@ -214,7 +215,7 @@ func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, [
 		e.decide(at, r.last, transitions.RunEnded, draw, r.continuation)
 	case inFlightCompaction:
 		c := &compaction{reason: snap.Compaction, check: snap.CompactionCheck}
-		c.willRetry = c.reason == ReasonOverflow && !c.check
+		c.willRetry = c.reason == transcript.ReasonOverflow && !c.check
 		e.compactionFailed(at, c, errInterrupted)
 	}
 	if snap.Deadline != nil {
@@ -291,10 +292,10 @@ func (s Snapshot) check() error {
 		}
 	} else {
 		switch {
-		case s.Compaction != ReasonOverflow && s.Compaction != ReasonThreshold:
+		case s.Compaction != transcript.ReasonOverflow && s.Compaction != transcript.ReasonThreshold:
 			return fmt.Errorf("compaction: reason %q of an automatic compaction (want overflow or threshold)", s.Compaction)
 		case s.Aborted:
-		case s.EpisodeCompacted != (s.Compaction == ReasonOverflow && !s.CompactionCheck):
+		case s.EpisodeCompacted != (s.Compaction == transcript.ReasonOverflow && !s.CompactionCheck):
 			// An overflow's recovery marks its episode; a threshold
 			// compaction follows a success, which clears it, and the
 			// check before a prompt follows Prompt, which clears it too.
@@ -320,12 +321,12 @@ func (s Snapshot) checkPrompt() error {
 	}
 	p := s.Prompt
 	switch {
-	case p.Role != RoleUser:
+	case p.Role != transcript.RoleUser:
 		return fmt.Errorf("prompt: role %q (want user)", p.Role)
 	case p.ID == "" || !utf8.ValidString(p.ID):
 		return fmt.Errorf("prompt: id %q is not a message ID", p.ID)
 	}
-	if err := p.checkContent(); err != nil {
+	if err := p.CheckContent(); err != nil {
 		return fmt.Errorf("prompt: %w", err)
 	}
 	return nil

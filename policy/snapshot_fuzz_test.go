@@ -5,19 +5,19 @@ import (
 	"errors"
 	"testing"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // fuzzHistory is the history the fuzzed snapshots are resumed on: two
 // turns, the last answer over the compaction threshold.
-func fuzzHistory(f *testing.F) ([]policy.Entry, []policy.Snapshot) {
+func fuzzHistory(f *testing.F) ([]transcript.Entry, []policy.Snapshot) {
 	cfg := policy.DefaultConfig()
 	cfg.Compaction.KeepRecentTokens = 5
 	d := newDriver(f, cfg)
 	d.e.SetCompactionEnabled(false)
 	var snaps []policy.Snapshot
-	for _, m := range []policy.Message{answer(classify.StopReasonStop, "a first answer of some length"), big()} {
+	for _, m := range []transcript.Message{answer(transcript.StopReasonStop, "a first answer of some length"), big()} {
 		effects, err := d.e.Prompt(t0, "question")
 		if err != nil {
 			f.Fatal(err)

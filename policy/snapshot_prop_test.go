@@ -10,8 +10,9 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // walker drives an engine as a driver would, but lets every answer the
@@ -20,7 +21,7 @@ import (
 // so that a snapshot can be taken between any two inputs.
 type walker struct {
 	e       *policy.Engine
-	history []policy.Entry
+	history []transcript.Entry
 	at      time.Time
 
 	run       policy.RunID // the run in flight, 0 for none
@@ -36,8 +37,8 @@ type walker struct {
 	prompts   []string
 }
 
-func newWalker(e *policy.Engine, history []policy.Entry, at time.Time) *walker {
-	return &walker{e: e, history: append([]policy.Entry(nil), history...), at: at}
+func newWalker(e *policy.Engine, history []transcript.Entry, at time.Time) *walker {
+	return &walker{e: e, history: append([]transcript.Entry(nil), history...), at: at}
 }
 
 // apply carries out effects, then feeds back a failed append's report,
@@ -86,14 +87,14 @@ func (w *walker) apply(effects []policy.Effect) error {
 }
 
 // the answers a run may end with.
-var walkAnswers = []policy.Message{
-	answer(classify.StopReasonStop, "done"),
-	answer(classify.StopReasonError, "503 Service Unavailable"),
-	answer(classify.StopReasonError, "prompt is too long"),
-	answer(classify.StopReasonError, "invalid api key"),
-	answer(classify.StopReasonError, "429 usage limit reached for this billing period"),
-	answer(classify.StopReasonAborted, ""),
-	{Role: policy.RoleAssistant, StopReason: classify.StopReasonStop, Content: policy.TextContent("big"), Provider: "p", Model: "m", Usage: &policy.Usage{Input: 190000}},
+var walkAnswers = []transcript.Message{
+	answer(transcript.StopReasonStop, "done"),
+	answer(transcript.StopReasonError, "503 Service Unavailable"),
+	answer(transcript.StopReasonError, "prompt is too long"),
+	answer(transcript.StopReasonError, "invalid api key"),
+	answer(transcript.StopReasonError, "429 usage limit reached for this billing period"),
+	answer(transcript.StopReasonAborted, ""),
+	{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop, Content: transcript.TextContent("big"), Provider: "p", Model: "m", Usage: &transcript.Usage{Input: 190000}},
 }
 
 // step takes one input, chosen by pick among those that apply now.
@@ -105,7 +106,7 @@ func (w *walker) step(pick func(n int) int) error {
 		run := w.run
 		inputs = append(inputs, func() error { // one call and the end
 			m := walkAnswers[pick(len(walkAnswers))]
-			for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: m}, policy.MessageEnd{Message: m}, policy.AgentEnd{}} {
+			for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
 				if err := w.apply(w.e.RunEvent(w.at, run, ev)); err != nil {
 					return err
 				}
@@ -115,7 +116,7 @@ func (w *walker) step(pick func(n int) int) error {
 		}, func() error { // the run could not start, or failed midway
 			w.run = 0
 			if pick(2) == 0 {
-				_ = w.apply(w.e.RunEvent(w.at, run, policy.AgentStart{}))
+				_ = w.apply(w.e.RunEvent(w.at, run, events.AgentStart{}))
 			}
 			return w.apply(w.e.RunReturned(w.at, run, policy.RunReturn{Err: errors.New("connection reset")}))
 		})
@@ -192,7 +193,7 @@ func (w *walker) settle() error {
 	ok := func(n int) int { return 0 }
 	rest := func() bool {
 		st := w.e.Status()
-		return w.e.Quiet() && st.State == "idle" && w.timer == 0 && !w.await && !w.usage
+		return !st.Streaming && !st.Compacting && st.State == "idle" && w.timer == 0 && !w.await && !w.usage
 	}
 	for steps := 0; !rest(); steps++ {
 		if steps > 200 {
@@ -310,7 +311,7 @@ var breakers = []struct {
 	}},
 	{"a prompt with no check", "prompt", func(s *policy.Snapshot) bool {
 		ok := s.Prompt == nil && !s.CompactionCheck
-		s.Prompt = &policy.Message{ID: "user-999", Role: policy.RoleUser, Content: policy.TextContent("x")}
+		s.Prompt = &transcript.Message{ID: "user-999", Role: transcript.RoleUser, Content: transcript.TextContent("x")}
 		return ok
 	}},
 	{"a prompt that is not the user's", "prompt", func(s *policy.Snapshot) bool {
@@ -318,16 +319,16 @@ var breakers = []struct {
 			return false
 		}
 		p := *s.Prompt
-		p.Role = policy.RoleAssistant
+		p.Role = transcript.RoleAssistant
 		s.Prompt = &p
 		return true
 	}},
 	{"a compaction reason with none in flight", "compaction", func(s *policy.Snapshot) bool {
-		s.Compaction = policy.ReasonThreshold
+		s.Compaction = transcript.ReasonThreshold
 		return s.InFlight != "compaction"
 	}},
 	{"a manual compaction's reason", "compaction", func(s *policy.Snapshot) bool {
-		s.Compaction = policy.ReasonManual
+		s.Compaction = transcript.ReasonManual
 		return s.InFlight == "compaction"
 	}},
 	{"aborted with nothing in flight", "aborted", func(s *policy.Snapshot) bool { s.Aborted = true; return s.InFlight == "" }},

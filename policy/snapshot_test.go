@@ -12,15 +12,16 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // driver is a minimal driver in the test: it keeps history, answers what
 // the engine waits for at once, and records the events and what is armed.
 type driver struct {
 	e       *policy.Engine
-	history []policy.Entry
+	history []transcript.Entry
 	events  []string
 	run     policy.RunID
 	timer   policy.TimerID
@@ -57,9 +58,9 @@ func (d *driver) feed(effects []policy.Effect) {
 }
 
 // answerRun plays the run in flight with one call answered by m.
-func (d *driver) answerRun(at time.Time, m policy.Message, draw float64) {
+func (d *driver) answerRun(at time.Time, m transcript.Message, draw float64) {
 	run := d.run
-	for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: m}, policy.MessageEnd{Message: m}, policy.AgentEnd{}} {
+	for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
 		d.feed(d.e.RunEvent(at, run, ev))
 	}
 	d.feed(d.e.RunReturned(at, run, policy.RunReturn{Draw: draw}))
@@ -88,7 +89,7 @@ func (d *driver) resumed(t require.TestingT, at time.Time, draw float64) *driver
 	require.NoError(t, json.Unmarshal(data, &back))
 	e, effects, err := policy.Restore(policy.Setup{Model: testModel, History: d.history}, back, at, draw)
 	require.NoError(t, err)
-	r := &driver{e: e, history: append([]policy.Entry(nil), d.history...)}
+	r := &driver{e: e, history: append([]transcript.Entry(nil), d.history...)}
 	r.feed(effects)
 	return r
 }
@@ -101,7 +102,7 @@ func TestResumeInBackoffIsExact(t *testing.T) {
 	effects, err := d.e.Prompt(t0, "hi")
 	require.NoError(t, err)
 	d.feed(effects)
-	d.answerRun(t0, answer(classify.StopReasonError, "503"), 0)
+	d.answerRun(t0, answer(transcript.StopReasonError, "503"), 0)
 	require.Equal(t, "backoff", string(d.e.Status().State))
 
 	r := d.resumed(t, t0.Add(time.Second), 0)
@@ -113,7 +114,7 @@ func TestResumeInBackoffIsExact(t *testing.T) {
 	for _, x := range []*driver{d, r} {
 		x.events = nil
 		at := x.fire()
-		x.answerRun(at, answer(classify.StopReasonStop, "done"), 0)
+		x.answerRun(at, answer(transcript.StopReasonStop, "done"), 0)
 	}
 	assert.Equal(t, d.events, r.events)
 	assert.True(t, r.settled, "the turn in flight settles in the resumed session too")
@@ -124,7 +125,7 @@ func TestResumeAfterTheDeadline(t *testing.T) {
 	d := newDriver(t, policy.DefaultConfig())
 	effects, _ := d.e.Prompt(t0, "hi")
 	d.feed(effects)
-	d.answerRun(t0, answer(classify.StopReasonError, "503"), 0)
+	d.answerRun(t0, answer(transcript.StopReasonError, "503"), 0)
 	r := d.resumed(t, t0.Add(time.Hour), 0)
 	assert.True(t, !r.at.After(t0.Add(time.Hour)), "armed for a time already passed")
 }
@@ -137,7 +138,7 @@ func TestResumeInterruptedRun(t *testing.T) {
 	d := newDriver(t, cfg)
 	effects, _ := d.e.Prompt(t0, "hi")
 	d.feed(effects)
-	d.answerRun(t0, answer(classify.StopReasonError, "503"), 0)
+	d.answerRun(t0, answer(transcript.StopReasonError, "503"), 0)
 	d.fire() // the continuation, attempt 1 of 1, is in flight
 	require.Equal(t, "continuing", string(d.e.Status().State))
 
@@ -167,11 +168,11 @@ func TestResumeRefusesWhatItCannotResume(t *testing.T) {
 	d := newDriver(t, policy.DefaultConfig())
 	effects, _ := d.e.Prompt(t0, "hi")
 	d.feed(effects)
-	d.answerRun(t0, answer(classify.StopReasonStop, "done"), 0)
+	d.answerRun(t0, answer(transcript.StopReasonStop, "done"), 0)
 	good := d.e.Snapshot()
 	for name, c := range map[string]struct {
 		mod     func(*policy.Snapshot)
-		history []policy.Entry
+		history []transcript.Entry
 		says    string
 	}{
 		"a newer version":        {func(s *policy.Snapshot) { s.Version = 2 }, d.history, "version 2"},
@@ -201,14 +202,14 @@ func TestResumeRefusesWhatItCannotResume(t *testing.T) {
 // script hands out the answers of a session's model calls in order, with
 // the jitter's draw of each; once they run out, every call succeeds.
 type script struct {
-	answers []policy.Message
+	answers []transcript.Message
 	draws   []float64
 	next    int
 }
 
-func (sc *script) take() (policy.Message, float64) {
+func (sc *script) take() (transcript.Message, float64) {
 	if sc.next >= len(sc.answers) {
-		return answer(classify.StopReasonStop, "done"), 0
+		return answer(transcript.StopReasonStop, "done"), 0
 	}
 	sc.next++
 	return sc.answers[sc.next-1], sc.draws[sc.next-1]
@@ -257,14 +258,14 @@ func TestResumeAtAQuietPointIsExact(t *testing.T) {
 		cfg.Retry.MaxRetries = rapid.IntRange(0, 4).Draw(t, "maxRetries")
 		cfg.Retry.Jitter = rapid.SampledFrom([]float64{0, 0.5}).Draw(t, "jitter")
 		cfg.Compaction.KeepRecentTokens = rapid.SampledFrom([]int{5, 20000}).Draw(t, "keepRecentTokens")
-		kinds := []policy.Message{
-			answer(classify.StopReasonStop, "done"),
-			answer(classify.StopReasonError, "503 Service Unavailable"),
-			answer(classify.StopReasonError, "prompt is too long"),
-			answer(classify.StopReasonError, "invalid api key"),
-			{Role: policy.RoleAssistant, StopReason: classify.StopReasonStop, Content: policy.TextContent("big"), Provider: "p", Model: "m", Usage: &policy.Usage{Input: 180000}},
+		kinds := []transcript.Message{
+			answer(transcript.StopReasonStop, "done"),
+			answer(transcript.StopReasonError, "503 Service Unavailable"),
+			answer(transcript.StopReasonError, "prompt is too long"),
+			answer(transcript.StopReasonError, "invalid api key"),
+			{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop, Content: transcript.TextContent("big"), Provider: "p", Model: "m", Usage: &transcript.Usage{Input: 180000}},
 		}
-		newScript := func(n int, pick func(i int) (policy.Message, float64)) *script {
+		newScript := func(n int, pick func(i int) (transcript.Message, float64)) *script {
 			sc := &script{}
 			for i := range n {
 				m, d := pick(i)
@@ -279,7 +280,7 @@ func TestResumeAtAQuietPointIsExact(t *testing.T) {
 			picks[i] = rapid.IntRange(0, len(kinds)-1).Draw(t, fmt.Sprint("call", i))
 			draws[i] = rapid.Float64Range(0, 0.99).Draw(t, fmt.Sprint("draw", i))
 		}
-		pick := func(i int) (policy.Message, float64) { return kinds[picks[i]], draws[i] }
+		pick := func(i int) (transcript.Message, float64) { return kinds[picks[i]], draws[i] }
 		turns := rapid.IntRange(1, 5).Draw(t, "turns")
 		k := rapid.IntRange(0, 5).Draw(t, "snapshot at quiet point")
 
@@ -310,9 +311,9 @@ func TestResumeAtAQuietPointIsExact(t *testing.T) {
 
 // big is an answer whose usage is over the test model's compaction
 // threshold.
-func big() policy.Message {
-	m := answer(classify.StopReasonStop, "a long answer, some forty characters long")
-	m.Usage = &policy.Usage{Input: 190000}
+func big() transcript.Message {
+	m := answer(transcript.StopReasonStop, "a long answer, some forty characters long")
+	m.Usage = &transcript.Usage{Input: 190000}
 	return m
 }
 
@@ -346,11 +347,11 @@ func TestResumeSendsThePromptTheCheckHeld(t *testing.T) {
 	r := d.resumed(t, t0.Add(time.Second), 0)
 	require.NotZero(t, r.run, "the prompt's run starts")
 	last := r.history[len(r.history)-1]
-	require.Equal(t, policy.EntryMessage, last.Type)
-	assert.Equal(t, policy.RoleUser, last.Message.Role)
+	require.Equal(t, transcript.EntryMessage, last.Type)
+	assert.Equal(t, transcript.RoleUser, last.Message.Role)
 	assert.Equal(t, "second", last.Message.Text())
 	assert.False(t, r.settled, "the turn waits for its run")
-	r.answerRun(t0.Add(time.Second), answer(classify.StopReasonStop, "done"), 0)
+	r.answerRun(t0.Add(time.Second), answer(transcript.StopReasonStop, "done"), 0)
 	assert.True(t, r.settled)
 	assert.Equal(t, "done", r.e.Messages()[len(r.e.Messages())-1].Text())
 
@@ -358,7 +359,7 @@ func TestResumeSendsThePromptTheCheckHeld(t *testing.T) {
 	// under the ID it had, and numbers new IDs after it.
 	r2 := d.resumed(t, t0.Add(time.Second), 0)
 	assert.Equal(t, last.ID, r2.history[len(r2.history)-1].ID)
-	r2.answerRun(t0.Add(time.Second), answer(classify.StopReasonStop, "done"), 0)
+	r2.answerRun(t0.Add(time.Second), answer(transcript.StopReasonStop, "done"), 0)
 	msgs := r2.e.Messages()
 	assert.Greater(t, idNumberOf(msgs[len(msgs)-1].ID), idNumberOf(last.ID))
 }
@@ -409,7 +410,7 @@ func TestResumeAfterAbortDecidesNothing(t *testing.T) {
 	effects, err = d.e.Prompt(t0, "hi")
 	require.NoError(t, err)
 	d.feed(effects)
-	d.answerRun(t0, answer(classify.StopReasonError, "503"), 0)
+	d.answerRun(t0, answer(transcript.StopReasonError, "503"), 0)
 	d.fire() // the continuation is in flight
 	d.feed(d.e.Abort(t0, policy.ErrAborted))
 	r = d.resumed(t, t0.Add(time.Minute), 0)
@@ -437,11 +438,11 @@ func TestResumeRefusesBrokenInvariants(t *testing.T) {
 	d := newDriver(t, policy.DefaultConfig())
 	effects, _ := d.e.Prompt(t0, "hi")
 	d.feed(effects)
-	d.answerRun(t0, answer(classify.StopReasonStop, "done"), 0)
+	d.answerRun(t0, answer(transcript.StopReasonStop, "done"), 0)
 	idle := d.e.Snapshot()
 	effects, _ = d.e.Prompt(t0, "again")
 	d.feed(effects)
-	d.answerRun(t0, answer(classify.StopReasonError, "503"), 0)
+	d.answerRun(t0, answer(transcript.StopReasonError, "503"), 0)
 	backoff := d.e.Snapshot()
 	require.Equal(t, 1, backoff.Attempt)
 	deadline := t0

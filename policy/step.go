@@ -4,7 +4,9 @@ import (
 	"context"
 	"time"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -14,7 +16,7 @@ type step struct {
 	at    time.Time
 	facts transitions.Facts
 	// msg is the message decided on, with what its classification said.
-	msg *Message
+	msg *transcript.Message
 	v   verdict
 	// draw is the random number for a retry's jitter.
 	draw float64
@@ -94,12 +96,12 @@ func (e *Engine) raise(s step) { e.raised = append(e.raised, s) }
 
 // stateChanges holds one StateChange per edge of the table, already in an
 // Event interface, so reporting a transition allocates nothing.
-var stateChanges = func() map[StateChange]Event {
-	out := map[StateChange]Event{}
+var stateChanges = func() map[events.StateChange]events.Event {
+	out := map[events.StateChange]events.Event{}
 	for _, r := range transitions.Table() {
 		for _, from := range r.From {
 			if !r.Internal(from) {
-				sc := StateChange{From: from, To: r.To, Trigger: r.Trigger}
+				sc := events.StateChange{From: from, To: r.To, Trigger: r.Trigger}
 				out[sc] = sc
 			}
 		}
@@ -107,8 +109,8 @@ var stateChanges = func() map[StateChange]Event {
 	return out
 }()
 
-func stateChangeEvent(from, to states.State, t transitions.Trigger) Event {
-	sc := StateChange{From: from, To: to, Trigger: t}
+func stateChangeEvent(from, to states.State, t transitions.Trigger) events.Event {
+	sc := events.StateChange{From: from, To: to, Trigger: t}
 	if ev, ok := stateChanges[sc]; ok {
 		return ev
 	}

@@ -9,9 +9,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 const secondQuestion = "second question, long enough too"
@@ -47,7 +48,7 @@ func TestStoryOverflow(t *testing.T) {
 				"classifying>compacting overflow",
 				"append removal:msg-4",
 			}, check: func(t *testing.T, p *player) {
-				assert.Equal(t, policy.ReasonOverflow, p.request.Reason)
+				assert.Equal(t, transcript.ReasonOverflow, p.request.Reason)
 				assert.Equal(t, testModel, p.request.Model)
 			}},
 			{in: summarized("summary"), want: []string{
@@ -66,7 +67,7 @@ func TestStoryOverflow(t *testing.T) {
 				"finish_turn ok",
 			}, check: func(t *testing.T, p *player) {
 				msgs := p.e.Messages()
-				assert.Equal(t, policy.RoleSummary, msgs[0].Role, "the summary comes first")
+				assert.Equal(t, transcript.RoleSummary, msgs[0].Role, "the summary comes first")
 				for _, m := range msgs {
 					assert.False(t, m.IsError(), "the overflow error left the runtime context")
 				}
@@ -297,7 +298,7 @@ func TestStoryOverflow(t *testing.T) {
 				"start_run prompt user-3 context=[user-1 msg-2 user-3]",
 				"append message:user-3",
 			}},
-			{in: reply(policy.Message{Role: policy.RoleAssistant, StopReason: classify.StopReasonStop, Provider: "p", Model: "m", Usage: &policy.Usage{Input: 250000}}), want: []string{
+			{in: reply(transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop, Provider: "p", Model: "m", Usage: &transcript.Usage{Input: 250000}}), want: []string{
 				"message msg-4 stop",
 				"append message:msg-4",
 				"agent_end [msg-4]",
@@ -313,7 +314,7 @@ func TestStoryOverflow(t *testing.T) {
 				"start_run prompt user-3 context=[user-1 msg-2 user-3]",
 				"append message:user-3",
 			}},
-			{in: reply(policy.Message{Role: policy.RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: tooLong}), want: []string{
+			{in: reply(transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError, ErrorMessage: tooLong}), want: []string{
 				"message msg-4 error p/m \"prompt is too long: 213462 tokens > 200000 maximum\"",
 				"append message:msg-4",
 				"agent_end [msg-4]",
@@ -329,7 +330,7 @@ func TestStoryOverflow(t *testing.T) {
 				"start_run prompt user-3 context=[user-1 msg-2 user-3]",
 				"append message:user-3",
 			}},
-			{in: reply(policy.Message{Role: policy.RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: tooLong, Provider: "p", Model: "other"}),
+			{in: reply(transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError, ErrorMessage: tooLong, Provider: "p", Model: "other"}),
 				want: []string{
 					"message msg-4 error p/other \"prompt is too long: 213462 tokens > 200000 maximum\"",
 					"append message:msg-4",
@@ -493,8 +494,8 @@ func TestStoryThreshold(t *testing.T) {
 				"start_run prompt user-1 context=[user-1]",
 				"append message:user-1",
 			}},
-			{in: reply(policy.Message{Role: policy.RoleAssistant, StopReason: classify.StopReasonStop, Provider: "p", Model: "m", Content: policy.TextContent("done"),
-				Usage: &policy.Usage{Input: 100, Output: 1 << 62, CacheWrite: 1 << 62}}), want: []string{
+			{in: reply(transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop, Provider: "p", Model: "m", Content: transcript.TextContent("done"),
+				Usage: &transcript.Usage{Input: 100, Output: 1 << 62, CacheWrite: 1 << 62}}), want: []string{
 				"message msg-2 stop",
 				"append message:msg-2",
 				"agent_end [msg-2]",
@@ -581,11 +582,11 @@ func TestStoryThreshold(t *testing.T) {
 				"start_run prompt user-3 context=[user-1 msg-2 user-3]",
 				"append message:user-3",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageEnd{Message: func() policy.Message {
+			{in: feed(events.AgentStart{}, events.MessageEnd{Message: func() transcript.Message {
 				m := sized(180000)
-				m.StopReason = classify.StopReasonAborted
+				m.StopReason = transcript.StopReasonAborted
 				return m
-			}()}, policy.AgentEnd{}), want: []string{
+			}()}, events.AgentEnd{}), want: []string{
 				"message msg-4 aborted",
 				"append message:msg-4",
 				"agent_end [msg-4]",

@@ -11,8 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 const service503 = "503 Service Unavailable"
@@ -326,13 +328,13 @@ func TestStoryRetryChain(t *testing.T) {
 				"start_run continuation context=[user-1]",
 				"backoff>continuing elapsed",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageEnd{Message: answer(classify.StopReasonToolUse, "read a file")}),
+			{in: feed(events.AgentStart{}, events.MessageEnd{Message: answer(transcript.StopReasonToolUse, "read a file")}),
 				want: []string{
 					"message msg-3 toolUse",
 					"retry_end ok 1 recovered",
 					"append message:msg-3",
 				}, check: statusIs(policy.Status{State: states.Continuing, RetryEnabled: true, CompactionEnabled: true, Streaming: true, MessageCount: 2})},
-			{in: events(policy.MessageEnd{Message: toolResult("t1")}, policy.MessageEnd{Message: answer(classify.StopReasonToolUse, "edit it")}, policy.MessageEnd{Message: toolResult("t2")}), want: []string{
+			{in: feed(events.MessageEnd{Message: toolResult("t1")}, events.MessageEnd{Message: answer(transcript.StopReasonToolUse, "edit it")}, events.MessageEnd{Message: toolResult("t2")}), want: []string{
 				"message msg-4 toolResult",
 				"append message:msg-4",
 				"message msg-5 toolUse",
@@ -340,7 +342,7 @@ func TestStoryRetryChain(t *testing.T) {
 				"message msg-6 toolResult",
 				"append message:msg-6",
 			}},
-			{in: events(policy.MessageEnd{Message: okAnswer("done")}, policy.AgentEnd{}), want: []string{
+			{in: feed(events.MessageEnd{Message: okAnswer("done")}, events.AgentEnd{}), want: []string{
 				"message msg-7 stop",
 				"append message:msg-7",
 				"agent_end [msg-3 msg-4 msg-5 msg-6 msg-7]",
@@ -371,14 +373,14 @@ func TestStoryRetryChain(t *testing.T) {
 				"start_run continuation context=[user-1]",
 				"backoff>continuing elapsed",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageEnd{Message: answer(classify.StopReasonToolUse, "x")}, policy.MessageEnd{Message: toolResult("t1")}), want: []string{
+			{in: feed(events.AgentStart{}, events.MessageEnd{Message: answer(transcript.StopReasonToolUse, "x")}, events.MessageEnd{Message: toolResult("t1")}), want: []string{
 				"message msg-3 toolUse",
 				"retry_end ok 1 recovered",
 				"append message:msg-3",
 				"message msg-4 toolResult",
 				"append message:msg-4",
 			}},
-			{in: events(policy.MessageEnd{Message: errorAnswer("overloaded")}, policy.AgentEnd{}), want: []string{
+			{in: feed(events.MessageEnd{Message: errorAnswer("overloaded")}, events.AgentEnd{}), want: []string{
 				"message msg-5 error p/m \"overloaded\"",
 				"append message:msg-5",
 				"agent_end [msg-3 msg-4 msg-5]",
@@ -624,7 +626,7 @@ func TestStoryRetryChain(t *testing.T) {
 				"start_run prompt user-1 context=[user-1]",
 				"append message:user-1",
 			}},
-			{in: reply(policy.Message{Role: policy.RoleAssistant, StopReason: classify.StopReasonError, HTTPStatus: 529, Provider: "p", Model: "m"}), want: []string{
+			{in: reply(transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError, HTTPStatus: 529, Provider: "p", Model: "m"}), want: []string{
 				"message msg-2 error p/m \"\"",
 				"append message:msg-2",
 				"agent_end [msg-2]",
@@ -713,14 +715,14 @@ func cancelledLines(n int) []string {
 	}
 }
 
-func toolResult(id string) policy.Message {
-	return policy.Message{Role: policy.RoleToolResult, ToolCallID: id, ToolName: "read", Content: policy.TextContent("42 lines")}
+func toolResult(id string) transcript.Message {
+	return transcript.Message{Role: transcript.RoleToolResult, ToolCallID: id, ToolName: "read", Content: transcript.TextContent("42 lines")}
 }
 
 // Aborts, AbortRetry and AbortCompaction with nothing to stop, and at each
 // point of a run (docs/policy.md §7).
 func TestStoryAborts(t *testing.T) {
-	aborted := policy.Message{Role: policy.RoleAssistant, StopReason: classify.StopReasonAborted, Provider: "p", Model: "m"}
+	aborted := transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonAborted, Provider: "p", Model: "m"}
 	playAll(t, []story{
 		{name: "AbortRetry and AbortCompaction with nothing to stop do nothing", steps: []step{
 			{in: abortRetryIn()},
@@ -749,11 +751,11 @@ func TestStoryAborts(t *testing.T) {
 				"start_run prompt user-1 context=[user-1]",
 				"append message:user-1",
 			}},
-			{in: events(policy.AgentStart{})},
+			{in: feed(events.AgentStart{})},
 			{in: abortIn(), want: []string{
 				"cancel_run user",
 			}},
-			{in: events(policy.MessageEnd{Message: aborted}, policy.AgentEnd{}), want: []string{
+			{in: feed(events.MessageEnd{Message: aborted}, events.AgentEnd{}), want: []string{
 				"message msg-2 aborted",
 				"append message:msg-2",
 				"agent_end [msg-2]",
@@ -782,14 +784,14 @@ func TestStoryAborts(t *testing.T) {
 				"start_run continuation context=[user-1]",
 				"backoff>continuing elapsed",
 			}},
-			{in: events(policy.AgentStart{})},
+			{in: feed(events.AgentStart{})},
 			{in: abortIn(), want: []string{
 				"cancel_run user",
 				"retry_end fail 1 cancelled none \"Retry cancelled\"",
 				"continuing>cancelled cancel",
 				"cancelled>idle reset",
 			}},
-			{in: events(policy.MessageEnd{Message: aborted}, policy.AgentEnd{}), want: []string{
+			{in: feed(events.MessageEnd{Message: aborted}, events.AgentEnd{}), want: []string{
 				"message msg-3 aborted",
 				"append message:msg-3",
 				"agent_end [msg-3]",
@@ -821,7 +823,7 @@ func TestStoryAborts(t *testing.T) {
 				"start_run continuation context=[user-1]",
 				"backoff>continuing elapsed",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageEnd{Message: errorAnswer(service503)}), want: []string{
+			{in: feed(events.AgentStart{}, events.MessageEnd{Message: errorAnswer(service503)}), want: []string{
 				"message msg-3 error p/m \"503 Service Unavailable\"",
 				"append message:msg-3",
 			}},
@@ -831,7 +833,7 @@ func TestStoryAborts(t *testing.T) {
 				"continuing>cancelled cancel",
 				"cancelled>idle reset",
 			}},
-			{in: events(policy.AgentEnd{}), want: []string{
+			{in: feed(events.AgentEnd{}), want: []string{
 				"agent_end [msg-3]",
 			}},
 			{in: returned(policy.RunReturn{}), want: []string{
@@ -844,7 +846,7 @@ func TestStoryAborts(t *testing.T) {
 				"start_run prompt user-3 context=[user-1 msg-2 user-3]",
 				"append message:user-3",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageEnd{Message: errorAnswer(tooLong)}), want: []string{
+			{in: feed(events.AgentStart{}, events.MessageEnd{Message: errorAnswer(tooLong)}), want: []string{
 				"message msg-4 error p/m \"prompt is too long: 213462 tokens > 200000 maximum\"",
 				"append message:msg-4",
 			}},
@@ -862,7 +864,7 @@ func TestStoryAborts(t *testing.T) {
 				"start_run prompt user-3 context=[user-1 msg-2 user-3]",
 				"append message:user-3",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageEnd{Message: sized(190_000)}), want: []string{
+			{in: feed(events.AgentStart{}, events.MessageEnd{Message: sized(190_000)}), want: []string{
 				"message msg-4 stop",
 				"append message:msg-4",
 			}},
@@ -880,7 +882,7 @@ func TestStoryAborts(t *testing.T) {
 				"start_run prompt user-1 context=[user-1]",
 				"append message:user-1",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageStart{Message: policy.Message{Role: policy.RoleAssistant}})},
+			{in: feed(events.AgentStart{}, events.MessageStart{Message: transcript.Message{Role: transcript.RoleAssistant}})},
 			{in: abortIn(), want: []string{
 				"cancel_run user",
 			}},
@@ -968,7 +970,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"start_run prompt user-1 context=[user-1]",
 				"append message:user-1",
 			}},
-			{in: events(policy.AgentStart{}, policy.AgentEnd{}), want: []string{
+			{in: feed(events.AgentStart{}, events.AgentEnd{}), want: []string{
 				"agent_end []",
 			}},
 			{in: returned(policy.RunReturn{}), want: []string{
@@ -995,7 +997,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"start_run continuation context=[user-1]",
 				"backoff>continuing elapsed",
 			}},
-			{in: events(policy.AgentStart{}, policy.AgentEnd{}), want: []string{
+			{in: feed(events.AgentStart{}, events.AgentEnd{}), want: []string{
 				"agent_end []",
 			}},
 			{in: returned(policy.RunReturn{}), want: []string{
@@ -1024,7 +1026,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"start_run continuation context=[user-1]",
 				"backoff>continuing elapsed",
 			}},
-			{in: events(policy.AgentStart{})},
+			{in: feed(events.AgentStart{})},
 			{in: returned(policy.RunReturn{Err: errors.New("fetch failed")}), want: []string{
 				"agent_end []",
 				"retry_end fail 1 failed none \"fetch failed\"",
@@ -1038,7 +1040,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"start_run prompt user-1 context=[user-1]",
 				"append message:user-1",
 			}},
-			{in: events(policy.AgentStart{})},
+			{in: feed(events.AgentStart{})},
 			{in: returned(policy.RunReturn{Err: noRoute}), want: []string{
 				"agent_end []",
 				"turn_settled none",
@@ -1050,7 +1052,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"start_run prompt user-1 context=[user-1]",
 				"append message:user-1",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageStart{Message: policy.Message{Role: policy.RoleAssistant}})},
+			{in: feed(events.AgentStart{}, events.MessageStart{Message: transcript.Message{Role: transcript.RoleAssistant}})},
 			{in: returned(policy.RunReturn{Err: errors.New("503 stream reset")}), want: []string{
 				"message msg-2 error p/m \"503 stream reset\"",
 				"agent_end [msg-2]",
@@ -1066,7 +1068,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"start_run prompt user-1 context=[user-1]",
 				"append message:user-1",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageStart{Message: policy.Message{Role: policy.RoleAssistant}})},
+			{in: feed(events.AgentStart{}, events.MessageStart{Message: transcript.Message{Role: transcript.RoleAssistant}})},
 			{in: returned(policy.RunReturn{}), want: []string{
 				"message msg-2 error p/m \"the agent stopped without ending the run\"",
 				"agent_end [msg-2]",
@@ -1101,7 +1103,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"start_run prompt user-1 context=[user-1]",
 				"append message:user-1",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageStart{Message: policy.Message{Role: policy.RoleAssistant}})},
+			{in: feed(events.AgentStart{}, events.MessageStart{Message: transcript.Message{Role: transcript.RoleAssistant}})},
 			{in: returned(policy.RunReturn{Panic: errors.New("503 overloaded")}), want: []string{
 				"message msg-2 error p/m \"the agent panicked: 503 overloaded\"",
 				"agent_end [msg-2]",
@@ -1117,7 +1119,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"start_run prompt user-1 context=[user-1]",
 				"append message:user-1",
 			}},
-			{in: events(policy.AgentStart{}, policy.MessageEnd{Message: okAnswer("done")}, policy.AgentEnd{}), want: []string{
+			{in: feed(events.AgentStart{}, events.MessageEnd{Message: okAnswer("done")}, events.AgentEnd{}), want: []string{
 				"message msg-2 stop",
 				"append message:msg-2",
 				"agent_end [msg-2]",
@@ -1143,7 +1145,7 @@ func TestStoryStartFailures(t *testing.T) {
 				"turn_settled ok",
 				"finish_turn ok",
 			}},
-			{in: events(policy.MessageEnd{Message: errorAnswer(service503)}, policy.AgentEnd{})},
+			{in: feed(events.MessageEnd{Message: errorAnswer(service503)}, events.AgentEnd{})},
 			{in: returned(policy.RunReturn{})},
 		}},
 	})

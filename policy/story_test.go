@@ -10,8 +10,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // The policy's stories, told to a bare Engine: each story is a table of
@@ -38,12 +39,12 @@ type player struct {
 	turnErr       error
 	turnDone      bool
 	compactErr    error
-	compactResult *policy.Compaction
+	compactResult *transcript.Compaction
 	promptErr     error
 	// request is the last StartCompaction's.
 	request *policy.SummaryRequest
 	// runContext is the last StartRun's context.
-	runContext []policy.Message
+	runContext []transcript.Message
 }
 
 // input is one step's input: it feeds the engine and returns its effects
@@ -154,24 +155,24 @@ func (p *player) lines(effects []policy.Effect) []string {
 	return out
 }
 
-func (p *player) eventLine(ev policy.Event) string {
+func (p *player) eventLine(ev events.Event) string {
 	switch ev := ev.(type) {
-	case policy.StateChange:
+	case events.StateChange:
 		return fmt.Sprintf("%s>%s %s", ev.From, ev.To, ev.Trigger)
-	case policy.AutoRetryStart:
+	case events.AutoRetryStart:
 		l := fmt.Sprintf("retry_start %d/%d %dms %s %q", ev.Attempt, ev.MaxAttempts, ev.DelayMs, ev.ErrorClass, ev.ErrorMessage)
 		if ev.Credential != "" {
 			l += " cred=" + ev.Credential
 		}
 		return l
-	case policy.AutoRetryEnd:
+	case events.AutoRetryEnd:
 		if ev.Success {
 			return fmt.Sprintf("retry_end ok %d %s", ev.Attempt, ev.Outcome)
 		}
 		return fmt.Sprintf("retry_end fail %d %s %s %q", ev.Attempt, ev.Outcome, ev.ErrorClass, ev.FinalError)
-	case policy.AutoCompactionStart:
+	case events.AutoCompactionStart:
 		return "compaction_start " + string(ev.Reason)
-	case policy.AutoCompactionEnd:
+	case events.AutoCompactionEnd:
 		switch {
 		case ev.Aborted:
 			return fmt.Sprintf("compaction_end aborted willRetry=%v", ev.WillRetry)
@@ -179,21 +180,21 @@ func (p *player) eventLine(ev policy.Event) string {
 			return fmt.Sprintf("compaction_end ok willRetry=%v %s", ev.WillRetry, compactionLine(ev.Result))
 		}
 		return fmt.Sprintf("compaction_end failed willRetry=%v %q", ev.WillRetry, ev.ErrorMessage)
-	case policy.TurnSettled:
+	case events.TurnSettled:
 		if ev.Err == nil {
 			return "turn_settled ok"
 		}
 		return fmt.Sprintf("turn_settled %s", ev.ErrorClass)
-	case policy.MessageEnd:
+	case events.MessageEnd:
 		m := ev.Message
 		if m.IsError() {
 			return fmt.Sprintf("message %s %s %s/%s %q", m.ID, m.StopReason, m.Provider, m.Model, m.ErrorMessage)
 		}
-		if m.Role != policy.RoleAssistant {
+		if m.Role != transcript.RoleAssistant {
 			return fmt.Sprintf("message %s %s", m.ID, m.Role)
 		}
 		return fmt.Sprintf("message %s %s", m.ID, m.StopReason)
-	case policy.AgentEnd:
+	case events.AgentEnd:
 		return fmt.Sprintf("agent_end %s", ids(ev.Messages))
 	}
 	// agent_start, message_start and message_update are the agent's own,
@@ -201,7 +202,7 @@ func (p *player) eventLine(ev policy.Event) string {
 	return ""
 }
 
-func compactionLine(c *policy.Compaction) string {
+func compactionLine(c *transcript.Compaction) string {
 	return fmt.Sprintf("%s %q kept=%s before=%d", c.Reason, c.Summary, c.FirstKeptEntryID, c.TokensBefore)
 }
 
@@ -212,7 +213,7 @@ func errLine(err error) string {
 	return err.Error()
 }
 
-func ids(ms []policy.Message) string {
+func ids(ms []transcript.Message) string {
 	var out []string
 	for _, m := range ms {
 		out = append(out, m.ID)
@@ -233,20 +234,20 @@ func promptIn(text string) input {
 
 // reply is one whole run answered by the model with m: agent_start, the
 // message, agent_end, and the run's return.
-func reply(m policy.Message) input { return replyWith(m, policy.RunReturn{}) }
+func reply(m transcript.Message) input { return replyWith(m, policy.RunReturn{}) }
 
-func replyWith(m policy.Message, ret policy.RunReturn) input {
+func replyWith(m transcript.Message, ret policy.RunReturn) input {
 	return func(p *player) []string {
 		var out []string
-		for _, ev := range []policy.Event{policy.AgentStart{}, policy.MessageStart{Message: m}, policy.MessageEnd{Message: m}, policy.AgentEnd{}} {
+		for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
 			out = append(out, p.lines(p.e.RunEvent(p.now, p.run, ev))...)
 		}
 		return append(out, p.lines(p.e.RunReturned(p.now, p.run, ret))...)
 	}
 }
 
-// events feeds the run in flight some of its events, not its end.
-func events(evs ...policy.Event) input {
+// feed feeds the run in flight some of its events, not its end.
+func feed(evs ...events.Event) input {
 	return func(p *player) []string {
 		var out []string
 		for _, ev := range evs {
@@ -333,14 +334,14 @@ func set(f func(e *policy.Engine)) input {
 
 // The model's answers.
 
-func errorAnswer(text string) policy.Message { return answer(classify.StopReasonError, text) }
+func errorAnswer(text string) transcript.Message { return answer(transcript.StopReasonError, text) }
 
-func okAnswer(text string) policy.Message { return answer(classify.StopReasonStop, text) }
+func okAnswer(text string) transcript.Message { return answer(transcript.StopReasonStop, text) }
 
 // sized is a successful answer reporting a context of total tokens.
-func sized(total int) policy.Message {
+func sized(total int) transcript.Message {
 	m := okAnswer("big")
-	m.Usage = &policy.Usage{Input: total, TotalTokens: total}
+	m.Usage = &transcript.Usage{Input: total, TotalTokens: total}
 	return m
 }
 

@@ -8,9 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // The moves a session cannot be driven through from outside, and the
@@ -22,7 +23,7 @@ import (
 func TestEngineAbortWhileTheStoreIsAsked(t *testing.T) {
 	e := newEngine(t, func(s *policy.Setup) { s.Credentials = true })
 	_, run := prompt(t, e, t0)
-	lines := call(e, t0, run, answer(classify.StopReasonError, "429 usage limit reached"))
+	lines := call(e, t0, run, answer(transcript.StopReasonError, "429 usage limit reached"))
 	require.Contains(t, lines, "mark_usage_limit 0s")
 	require.Equal(t, states.Classifying, e.Status().State)
 	assert.Equal(t, []string{
@@ -53,9 +54,9 @@ func TestEngineUserRunThatCannotStart(t *testing.T) {
 func TestEngineCompactDuringBackoff(t *testing.T) {
 	e := newEngine(t, func(s *policy.Setup) { s.Config.Compaction.KeepRecentTokens = 5 })
 	_, run := prompt(t, e, t0)
-	call(e, t0, run, answer(classify.StopReasonStop, "a first answer, long enough"))
+	call(e, t0, run, answer(transcript.StopReasonStop, "a first answer, long enough"))
 	_, run = prompt(t, e, t0)
-	call(e, t0, run, answer(classify.StopReasonError, "503 Service Unavailable"))
+	call(e, t0, run, answer(transcript.StopReasonError, "503 Service Unavailable"))
 	require.Equal(t, states.Backoff, e.Status().State)
 	effects, err := e.Compact(t0.Add(time.Second), "")
 	require.NoError(t, err)
@@ -77,7 +78,7 @@ func TestEngineCompactDuringBackoff(t *testing.T) {
 func TestEngineCompactRefused(t *testing.T) {
 	e := newEngine(t, func(s *policy.Setup) { s.Config.Compaction.KeepRecentTokens = 5 })
 	_, run := prompt(t, e, t0)
-	call(e, t0, run, answer(classify.StopReasonStop, "a first answer, long enough"))
+	call(e, t0, run, answer(transcript.StopReasonStop, "a first answer, long enough"))
 	_, err := e.Compact(t0, "")
 	require.NoError(t, err)
 	e.CompactionFinished(t0, e.CompactionInFlight(), policy.Summary{Text: "summary"}, nil)
@@ -100,12 +101,12 @@ func TestEngineCompactRefused(t *testing.T) {
 func TestEngineReplyEndsTheChain(t *testing.T) {
 	e := newEngine(t, nil)
 	_, run := prompt(t, e, t0)
-	call(e, t0, run, answer(classify.StopReasonError, "503 Service Unavailable"))
+	call(e, t0, run, answer(transcript.StopReasonError, "503 Service Unavailable"))
 	effects := e.TimerFired(t0.Add(2*time.Second), 2)
 	run = runOf(t, effects)
-	assert.Equal(t, []string{"append message await=false"}, describe(e.RunEvent(t0, run, policy.MessageEnd{Message: answer(classify.StopReasonError, "503 again")})))
+	assert.Equal(t, []string{"append message await=false"}, describe(e.RunEvent(t0, run, events.MessageEnd{Message: answer(transcript.StopReasonError, "503 again")})))
 	assert.Equal(t, 1, e.Status().Attempt)
-	assert.Equal(t, []string{"retry_end true 1 ", "append message await=false"}, describe(e.RunEvent(t0, run, policy.MessageEnd{Message: answer(classify.StopReasonStop, "done")})))
+	assert.Equal(t, []string{"retry_end true 1 ", "append message await=false"}, describe(e.RunEvent(t0, run, events.MessageEnd{Message: answer(transcript.StopReasonStop, "done")})))
 	assert.Equal(t, 0, e.Status().Attempt)
 	assert.Equal(t, states.Continuing, e.Status().State, "reply is internal: the machine stays")
 }
@@ -120,7 +121,7 @@ func TestEngineManualCompactionSnapshotAndAbort(t *testing.T) {
 	effects, err := d.e.Prompt(t0, "hi")
 	require.NoError(t, err)
 	d.feed(effects)
-	d.answerRun(t0, answer(classify.StopReasonStop, "a first answer, long enough"), 0)
+	d.answerRun(t0, answer(transcript.StopReasonStop, "a first answer, long enough"), 0)
 	require.True(t, d.settled)
 
 	effects, err = d.e.Compact(t0, "")
@@ -147,7 +148,7 @@ func TestEngineManualCompactionSnapshotAndAbort(t *testing.T) {
 func TestEngineManualCompactionIsExclusive(t *testing.T) {
 	e := newEngine(t, func(s *policy.Setup) { s.Config.Compaction.KeepRecentTokens = 5 })
 	_, run := prompt(t, e, t0)
-	call(e, t0, run, answer(classify.StopReasonStop, "a first answer, long enough"))
+	call(e, t0, run, answer(transcript.StopReasonStop, "a first answer, long enough"))
 	_, err := e.Compact(t0, "")
 	require.NoError(t, err)
 	_, err = e.Prompt(t0, "again")

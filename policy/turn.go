@@ -4,8 +4,10 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -17,7 +19,7 @@ type turn struct {
 	class classify.Class
 	// prompt is the user's message, waiting for the check before a prompt
 	// to finish; nil once sent.
-	prompt *Message
+	prompt *transcript.Message
 	// episodeCompacted marks the turn's overflow episode as compacted
 	// once: each turn starts a new episode.
 	episodeCompacted bool
@@ -38,7 +40,7 @@ func (e *Engine) Prompt(at time.Time, text string) ([]Effect, error) {
 		return nil, ErrBusy
 	}
 	e.begin()
-	e.turn = &turn{prompt: &Message{ID: e.ctx.newID("user"), Role: RoleUser, Content: TextContent(wiretext.String(text)), Timestamp: at.UnixMilli()}}
+	e.turn = &turn{prompt: &transcript.Message{ID: e.ctx.newID("user"), Role: transcript.RoleUser, Content: transcript.TextContent(wiretext.String(text)), Timestamp: at.UnixMilli()}}
 	if last := e.lastAssistant(); last != nil {
 		e.decide(at, last, transitions.PromptCheck, 0, false)
 	}
@@ -92,7 +94,7 @@ func (e *Engine) advanceTurn() {
 		return
 	}
 	e.turn = nil
-	e.emit(TurnSettled{Err: t.err, ErrorClass: t.class})
+	e.emit(events.TurnSettled{Err: t.err, ErrorClass: t.class})
 	e.effect(Effect{Kind: FinishTurn, Err: t.err})
 }
 

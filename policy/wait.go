@@ -3,6 +3,7 @@ package policy
 import (
 	"time"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -21,7 +22,7 @@ func (w wait) pending() bool { return w.timer != 0 }
 func (e *Engine) scheduleRetry(s *step, delay time.Duration) {
 	m := s.msg
 	e.attempt++
-	e.emit(AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: delay.Milliseconds(), ErrorMessage: m.ErrorMessage,
+	e.emit(events.AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: delay.Milliseconds(), ErrorMessage: m.ErrorMessage,
 		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential})
 	e.startWait(s.at.Add(delay))
 }

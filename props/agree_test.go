@@ -10,9 +10,12 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // syncDriver runs a bare policy.Engine on one goroutine, with no timer: it
@@ -22,7 +25,7 @@ import (
 type syncDriver struct {
 	e       *policy.Engine
 	agent   session.Agent
-	history session.MemoryHistory
+	history history.MemoryHistory
 	random  func() float64
 	now     time.Time
 	events  []string
@@ -95,13 +98,13 @@ func (d *syncDriver) prompt(t *rapid.T, text string) {
 func (d *syncDriver) carryOut(ef policy.Effect) {
 	ctx := context.Background()
 	if ef.Kind == policy.StartCompaction {
-		sum, err := session.DigestSummarizer{}.Summarize(ctx, *ef.Request)
+		sum, err := policy.DigestSummarizer{}.Summarize(ctx, *ef.Request)
 		d.feed(d.e.CompactionFinished(d.now, ef.Compaction, sum, err))
 		return
 	}
-	var evs []session.Event
+	var evs []events.Event
 	req := session.RunRequest{SessionID: d.e.SessionID(), Prompt: ef.Prompt, Context: ef.Context, Model: d.e.Model()}
-	err := d.agent.Run(ctx, req, func(ev session.Event) { evs = append(evs, ev) })
+	err := d.agent.Run(ctx, req, func(ev events.Event) { evs = append(evs, ev) })
 	for _, ev := range evs {
 		d.feed(d.e.RunEvent(d.now, ef.Run, ev))
 	}
@@ -110,21 +113,21 @@ func (d *syncDriver) carryOut(ef policy.Effect) {
 
 // line describes the events both drivers must agree on: the recovery
 // events, every state change, each turn's end, and what each message was.
-func line(ev session.Event) string {
+func line(ev events.Event) string {
 	switch e := ev.(type) {
-	case session.MessageEnd:
+	case events.MessageEnd:
 		return fmt.Sprintf("message %s %s %q", e.Message.Role, e.Message.StopReason, e.Message.ErrorMessage)
-	case session.StateChange:
+	case events.StateChange:
 		return fmt.Sprintf("%s>%s %s", e.From, e.To, e.Trigger)
-	case session.AutoRetryStart:
+	case events.AutoRetryStart:
 		return fmt.Sprintf("retry_start %d/%d %dms", e.Attempt, e.MaxAttempts, e.DelayMs)
-	case session.AutoRetryEnd:
+	case events.AutoRetryEnd:
 		return fmt.Sprintf("retry_end %v %d %q", e.Success, e.Attempt, e.FinalError)
-	case session.AutoCompactionStart:
+	case events.AutoCompactionStart:
 		return "compaction_start " + string(e.Reason)
-	case session.AutoCompactionEnd:
+	case events.AutoCompactionEnd:
 		return fmt.Sprintf("compaction_end %v %v %v %q", e.Result != nil, e.Aborted, e.WillRetry, e.ErrorMessage)
-	case session.TurnSettled:
+	case events.TurnSettled:
 		return fmt.Sprintf("turn_settled %v %v", e.Err == nil, e.Err)
 	}
 	return ""
@@ -137,7 +140,7 @@ func line(ev session.Event) string {
 // runtime context and history.
 func TestDriversAgree(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		cfg := session.DefaultConfig()
+		cfg := policy.DefaultConfig()
 		cfg.Retry.MaxRetries = rapid.IntRange(0, 4).Draw(t, "maxRetries")
 		cfg.Retry.BaseDelayMs = rapid.Int64Range(1, 5000).Draw(t, "baseDelayMs")
 		cfg.Retry.MaxDelayMs = rapid.SampledFrom([]int64{0, 3000}).Draw(t, "maxDelayMs")
@@ -159,9 +162,9 @@ func TestDriversAgree(t *testing.T) {
 
 		// The Session, in fake time.
 		var live []string
-		var liveStatus session.Status
-		var liveMessages []session.Message
-		var liveHistory []session.Entry
+		var liveStatus policy.Status
+		var liveMessages []transcript.Message
+		var liveHistory []transcript.Entry
 		rapid.SyncTest(t, func(t *rapid.T) {
 			agent := scripted.New(scripted.Script{Model: model})
 			rng := rand.New(rand.NewPCG(seed, seed))
@@ -171,7 +174,7 @@ func TestDriversAgree(t *testing.T) {
 				t.Fatalf("New: %v", err)
 			}
 			var mu sync.Mutex
-			s.Subscribe(func(ev session.Event) {
+			s.Subscribe(func(ev events.Event) {
 				if l := line(ev); l != "" {
 					mu.Lock()
 					live = append(live, l)

@@ -9,6 +9,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // seedOracle is docs/policy.md §2.1 pattern set compiled with Go's regexp,
@@ -76,7 +77,7 @@ func TestSeedEqualsPatternSet(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	rapid.Check(t, func(t *rapid.T) {
 		text := errorText(t)
-		m := classify.Message{StopReason: classify.StopReasonError, ErrorMessage: text}
+		m := classify.Message{StopReason: transcript.StopReasonError, ErrorMessage: text}
 		if classify.IsOverflow(m) {
 			t.Skip("an overflow: the retry patterns are not consulted")
 		}
@@ -94,9 +95,9 @@ func TestOverflowNeverRetryable(t *testing.T) {
 	now := time.Unix(1_800_000_000, 0)
 	rapid.Check(t, func(t *rapid.T) {
 		m := classify.Message{
-			StopReason:    rapid.SampledFrom([]classify.StopReason{"error", "error", "stop", "length"}).Draw(t, "stop"),
+			StopReason:    rapid.SampledFrom([]transcript.StopReason{"error", "error", "stop", "length"}).Draw(t, "stop"),
 			ErrorMessage:  errorText(t) + rapid.SampledFrom([]string{"", " prompt is too long", " context_length_exceeded", " too many tokens"}).Draw(t, "tail"),
-			Usage:         classify.Usage{Input: rapid.IntRange(0, 300000).Draw(t, "input")},
+			Usage:         transcript.Usage{Input: rapid.IntRange(0, 300000).Draw(t, "input")},
 			ContextWindow: rapid.SampledFrom([]int{0, 200000}).Draw(t, "window"),
 		}
 		for _, r := range []classify.Rules{classify.Seed, classify.Extended} {

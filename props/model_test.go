@@ -15,9 +15,12 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -85,9 +88,9 @@ func drawCalls(t *rapid.T) []scripted.Call {
 		case "fatal":
 			c.StopReason, c.ErrorMessage = "error", "401 invalid x-api-key"
 		case "silent":
-			c.StopReason, c.Usage = "stop", &session.Usage{Input: 250000}
+			c.StopReason, c.Usage = "stop", &transcript.Usage{Input: 250000}
 		case "big":
-			c.StopReason, c.Usage = "stop", &session.Usage{Input: 180000, TotalTokens: 180000}
+			c.StopReason, c.Usage = "stop", &transcript.Usage{Input: 180000, TotalTokens: 180000}
 		case "refuse":
 			c = scripted.Call{Refuse: "the agent refused to start"}
 		case "retryThenRefuse":
@@ -110,19 +113,19 @@ const unsummarizable = "an answer no summary can hold"
 // fails on a cut holding an unsummarizable answer.
 type slowSummarizer struct{}
 
-func (slowSummarizer) Summarize(ctx context.Context, req session.SummaryRequest) (session.Summary, error) {
+func (slowSummarizer) Summarize(ctx context.Context, req policy.SummaryRequest) (policy.Summary, error) {
 	for _, m := range req.Messages {
 		if m.Text() == unsummarizable {
-			return session.Summary{}, errors.New("the summarizer refuses this conversation")
+			return policy.Summary{}, errors.New("the summarizer refuses this conversation")
 		}
 	}
 	t := time.NewTimer(300 * time.Millisecond)
 	defer t.Stop()
 	select {
 	case <-t.C:
-		return session.DigestSummarizer{}.Summarize(ctx, req)
+		return policy.DigestSummarizer{}.Summarize(ctx, req)
 	case <-ctx.Done():
-		return session.Summary{}, context.Cause(ctx)
+		return policy.Summary{}, context.Cause(ctx)
 	}
 }
 
@@ -134,22 +137,22 @@ type harness struct {
 	t     *rapid.T
 	s     *session.Session
 	agent *scripted.Agent
-	cfg   session.Config
-	model session.Model
+	cfg   policy.Config
+	model policy.Model
 	cov   *coverage
 
 	mu  sync.Mutex
-	evs []session.Event
+	evs []events.Event
 	pos int
 
 	// The reference model.
 	state            states.State
 	attempt          int
 	chainOpen        bool
-	last             *session.Message // the last assistant message of the run in flight
-	runEnded         bool             // an agent_end awaits its decision
-	detached         bool             // the run in flight was cancelled from continuing
-	aborting         bool             // Abort was called: what the run in flight still reports decides nothing
+	last             *transcript.Message // the last assistant message of the run in flight
+	runEnded         bool                // an agent_end awaits its decision
+	detached         bool                // the run in flight was cancelled from continuing
+	aborting         bool                // Abort was called: what the run in flight still reports decides nothing
 	expect           *transitions.Rule
 	expectRetryOK    bool
 	compactionOpen   bool
@@ -162,7 +165,7 @@ type harness struct {
 }
 
 func newHarness(t *rapid.T, cov *coverage) *harness {
-	cfg := session.DefaultConfig()
+	cfg := policy.DefaultConfig()
 	cfg.Retry.MaxRetries = rapid.SampledFrom([]int{0, 0, 1, 2, 3, 3, 4, 5, 6}).Draw(t, "maxRetries")
 	cfg.Retry.BaseDelayMs = rapid.Int64Range(1, 5000).Draw(t, "baseDelayMs")
 	cfg.Retry.MaxDelayMs = rapid.SampledFrom([]int64{0, 0, 3000, 20000}).Draw(t, "maxDelayMs")
@@ -180,7 +183,7 @@ func newHarness(t *rapid.T, cov *coverage) *harness {
 		t.Fatalf("New: %v", err)
 	}
 	h := &harness{t: t, s: s, agent: agent, cfg: cfg, model: model, cov: cov, state: states.Idle}
-	s.Subscribe(func(ev session.Event) {
+	s.Subscribe(func(ev events.Event) {
 		h.mu.Lock()
 		h.evs = append(h.evs, ev)
 		h.mu.Unlock()
@@ -218,22 +221,22 @@ func (h *harness) fail(format string, args ...any) {
 }
 
 // process checks one event against the model and advances the model.
-func (h *harness) process(ev session.Event) {
+func (h *harness) process(ev events.Event) {
 	h.t.Helper()
 	if h.expectRetryOK {
-		end, isEnd := ev.(session.AutoRetryEnd)
+		end, isEnd := ev.(events.AutoRetryEnd)
 		if !isEnd || !end.Success {
 			h.fail("§3.5: the first success after a retry must end the chain at its message_end; got %T %+v", ev, ev)
 		}
 		h.expectRetryOK = false
 	}
 	switch e := ev.(type) {
-	case session.AgentStart:
+	case events.AgentStart:
 		h.detached = false
 		h.last = nil
-	case session.MessageEnd:
+	case events.MessageEnd:
 		m := e.Message
-		if m.Role != session.RoleAssistant {
+		if m.Role != transcript.RoleAssistant {
 			return
 		}
 		h.last = &m
@@ -244,27 +247,27 @@ func (h *harness) process(ev session.Event) {
 		if m.StopReason != "error" && m.StopReason != "aborted" && h.chainOpen && !h.detached && !h.aborting {
 			h.expectRetryOK = true
 		}
-	case session.AgentEnd:
+	case events.AgentEnd:
 		if !h.detached && !h.aborting {
 			h.runEnded = true
 		}
-	case session.StateChange:
+	case events.StateChange:
 		h.stateChange(e)
-	case session.AutoRetryStart:
+	case events.AutoRetryStart:
 		h.retryStart(e)
-	case session.AutoRetryEnd:
+	case events.AutoRetryEnd:
 		// §9.1: exactly one end per chain, with the chain's last attempt.
 		if !h.chainOpen || e.Attempt != h.attempt {
 			h.fail("§9.1: auto_retry_end attempt %d with the chain at %d (open %v)", e.Attempt, h.attempt, h.chainOpen)
 		}
 		h.chainOpen = false
 		h.attempt = 0
-	case session.AutoCompactionStart:
+	case events.AutoCompactionStart:
 		if h.compactionOpen {
 			h.fail("§9.6: auto_compaction_start before the previous one ended")
 		}
 		h.compactionOpen = true
-	case session.AutoCompactionEnd:
+	case events.AutoCompactionEnd:
 		if !h.compactionOpen {
 			h.fail("§9.6: auto_compaction_end without a start")
 		}
@@ -272,7 +275,7 @@ func (h *harness) process(ev session.Event) {
 	}
 }
 
-func (h *harness) stateChange(e session.StateChange) {
+func (h *harness) stateChange(e events.StateChange) {
 	h.t.Helper()
 	i := slices.IndexFunc(transitions.Table(), func(r transitions.Rule) bool { return r.Trigger == e.Trigger })
 	if i < 0 || e.From != h.state || !slices.Contains(transitions.Table()[i].From, e.From) || e.To != transitions.Table()[i].To {
@@ -341,7 +344,7 @@ func (h *harness) facts() transitions.Facts {
 	return f
 }
 
-func (h *harness) classify(m *session.Message) classify.Result {
+func (h *harness) classify(m *transcript.Message) classify.Result {
 	cm := classify.Message{StopReason: m.StopReason, ErrorMessage: m.ErrorMessage, ContextWindow: h.model.ContextWindow}
 	if m.Usage != nil {
 		cm.Usage = *m.Usage
@@ -349,7 +352,7 @@ func (h *harness) classify(m *session.Message) classify.Result {
 	return h.cfg.Retry.Rules.Classify(cm, time.Now())
 }
 
-func (h *harness) retryStart(e session.AutoRetryStart) {
+func (h *harness) retryStart(e events.AutoRetryStart) {
 	h.t.Helper()
 	if !h.cfg.Retry.Enabled {
 		h.fail("§9.5: auto_retry_start with retry disabled")
@@ -412,7 +415,7 @@ func (h *harness) checkContext() {
 		if !inHistory[m.ID] {
 			h.fail("§9.10: runtime message %s is not in history", m.ID)
 		}
-		if h.s.State() == states.Backoff && m.ID == h.retried {
+		if h.s.Status().State == states.Backoff && m.ID == h.retried {
 			h.fail("§9.10: the retried message %s is still in the runtime context", m.ID)
 		}
 	}
@@ -421,7 +424,7 @@ func (h *harness) checkContext() {
 // scriptedOverflow is the test's own knowledge of which messages are
 // overflows: the texts and usages it scripted as such, independent of the
 // classifier.
-func scriptedOverflow(m *session.Message, window int) bool {
+func scriptedOverflow(m *transcript.Message, window int) bool {
 	if m.StopReason == "error" {
 		return slices.Contains(overflowTexts, m.ErrorMessage)
 	}
@@ -472,8 +475,8 @@ func (h *harness) Settle(t *rapid.T) {
 		case <-h.prompt:
 			h.prompt = nil
 			h.drain()
-			if st := h.s.State(); st != states.Idle || h.s.RetryAttempt() != 0 || h.s.IsRetrying() {
-				h.fail("§9.7: Prompt returned with the machine %s, attempt %d", st, h.s.RetryAttempt())
+			if st := h.s.Status().State; st != states.Idle || h.s.Status().Attempt != 0 || h.s.Status().Retrying {
+				h.fail("§9.7: Prompt returned with the machine %s, attempt %d", st, h.s.Status().Attempt)
 			}
 			before := h.count()
 			time.Sleep(time.Hour)
@@ -492,7 +495,7 @@ func (h *harness) Settle(t *rapid.T) {
 // AbortRetry checks §9.8.
 func (h *harness) AbortRetry(t *rapid.T) {
 	h.drain()
-	before := h.s.State()
+	before := h.s.Status().State
 	n := h.count()
 	h.s.AbortRetry()
 	synctest.Wait()
@@ -508,7 +511,7 @@ func (h *harness) AbortRetry(t *rapid.T) {
 	}
 	var cancelled bool
 	for _, ev := range added {
-		if end, ok := ev.(session.AutoRetryEnd); ok && !end.Success && end.FinalError == "Retry cancelled" {
+		if end, ok := ev.(events.AutoRetryEnd); ok && !end.Success && end.FinalError == "Retry cancelled" {
 			cancelled = true
 		}
 	}
@@ -545,11 +548,11 @@ func (h *harness) ToggleCompaction(t *rapid.T) {
 func (h *harness) Check(t *rapid.T) {
 	h.drain()
 	h.checkContext()
-	if h.s.State() == states.Idle && h.s.RetryAttempt() != 0 {
-		h.fail("§9.4: idle with the counter at %d", h.s.RetryAttempt())
+	if h.s.Status().State == states.Idle && h.s.Status().Attempt != 0 {
+		h.fail("§9.4: idle with the counter at %d", h.s.Status().Attempt)
 	}
-	if h.s.State() != h.state {
-		h.fail("§9.9: the session is in %s, the model in %s", h.s.State(), h.state)
+	if h.s.Status().State != h.state {
+		h.fail("§9.9: the session is in %s, the model in %s", h.s.Status().State, h.state)
 	}
 }
 

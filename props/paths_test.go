@@ -13,9 +13,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -140,7 +144,7 @@ func callFor(next transitions.Trigger) scripted.Call {
 	case transitions.Overflow, transitions.Refuse, transitions.Unrecovered, transitions.CheckOverflow:
 		return scripted.Call{StopReason: "error", ErrorMessage: "prompt is too long: 213462 tokens > 200000 maximum"}
 	case transitions.Threshold, transitions.CheckThreshold:
-		return scripted.Call{StopReason: "stop", Usage: &session.Usage{Input: 180000, TotalTokens: 180000}}
+		return scripted.Call{StopReason: "stop", Usage: &transcript.Usage{Input: 180000, TotalTokens: 180000}}
 	}
 	return scripted.Call{StopReason: "stop", Text: "done"}
 }
@@ -214,8 +218,8 @@ func play(path []step) scenario {
 // failingSummarizer always fails.
 type failingSummarizer struct{}
 
-func (failingSummarizer) Summarize(context.Context, session.SummaryRequest) (session.Summary, error) {
-	return session.Summary{}, errors.New("no model to summarize with")
+func (failingSummarizer) Summarize(context.Context, policy.SummaryRequest) (policy.Summary, error) {
+	return policy.Summary{}, errors.New("no model to summarize with")
 }
 
 // TestReplayEveryPath plays each edge's shortest path on a real session and
@@ -225,7 +229,7 @@ func TestReplayEveryPath(t *testing.T) {
 		t.Run(fmt.Sprintf("%s from %s", e.event, e.from), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				sc := play(path)
-				cfg := session.DefaultConfig()
+				cfg := policy.DefaultConfig()
 				cfg.Retry.MaxRetries = sc.maxRetries
 				cfg.Compaction.KeepRecentTokens = 5
 				agent := scripted.New(scripted.Script{Model: scripted.DefaultModel})
@@ -237,9 +241,9 @@ func TestReplayEveryPath(t *testing.T) {
 					opts = append(opts, session.WithSummarizer(failingSummarizer{}))
 				}
 				if sc.credentials {
-					store := session.NewMemoryCredentials(nil,
-						session.Credential{ID: "a", Type: "api_key", Provider: scripted.DefaultModel.Provider},
-						session.Credential{ID: "b", Type: "api_key", Provider: scripted.DefaultModel.Provider},
+					store := credentials.NewMemoryCredentials(nil,
+						policy.Credential{ID: "a", Type: "api_key", Provider: scripted.DefaultModel.Provider},
+						policy.Credential{ID: "b", Type: "api_key", Provider: scripted.DefaultModel.Provider},
 					)
 					opts = append(opts, session.WithCredentials(store))
 				}
@@ -258,8 +262,8 @@ func TestReplayEveryPath(t *testing.T) {
 
 				var mu sync.Mutex
 				var moves []step
-				s.Subscribe(func(ev session.Event) {
-					if sc, ok := ev.(session.StateChange); ok {
+				s.Subscribe(func(ev events.Event) {
+					if sc, ok := ev.(events.StateChange); ok {
 						mu.Lock()
 						moves = append(moves, step{sc.From, sc.Trigger, sc.To})
 						mu.Unlock()
@@ -276,7 +280,7 @@ func TestReplayEveryPath(t *testing.T) {
 					reached := false
 					for range 600 {
 						synctest.Wait()
-						if s.State() == a.at {
+						if s.Status().State == a.at {
 							reached = true
 							break
 						}

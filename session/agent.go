@@ -1,6 +1,12 @@
 package session
 
-import "context"
+import (
+	"context"
+
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
+)
 
 // Agent runs the model on the session's behalf: the embedder's bridge to a
 // model provider. The session calls Run for the user's prompt and for each
@@ -11,8 +17,8 @@ type Agent interface {
 	// (already the last message of req.Context); otherwise a continuation
 	// from req.Context. It calls emit, from any goroutine but one call at
 	// a time, for each event as it happens: AgentStart, then for each model
-	// call TurnStart, MessageStart, MessageEnd (and the tool results'
-	// messages when the model asked for tools), TurnEnd, and AgentEnd last.
+	// call CallStart, MessageStart, MessageEnd (and the tool results'
+	// messages when the model asked for tools), CallEnd, and AgentEnd last.
 	//
 	// A run that makes no model call because it cannot start returns an
 	// error before emitting anything. Once started, a failed model call is
@@ -36,7 +42,7 @@ type Agent interface {
 	// Text that is not valid UTF-8, in any field of any message or event
 	// or in the run's error, is made valid as the session takes it: each
 	// bad byte becomes U+FFFD (docs/session.md, "Text").
-	Run(ctx context.Context, req RunRequest, emit func(Event)) error
+	Run(ctx context.Context, req RunRequest, emit func(events.Event)) error
 }
 
 // RunRequest is what the session hands the agent for one run.
@@ -45,16 +51,16 @@ type RunRequest struct {
 	SessionID string
 	// Prompt is the user's message for a prompted run; nil for a
 	// continuation.
-	Prompt *Message
+	Prompt *transcript.Message
 	// Context is the runtime context: the messages to send to the model.
 	// It is shared, not copied for the run: the session never changes it
 	// afterwards (it stays as it is after Run returns, and may be kept),
 	// and the agent must not change its messages either. Appending to it
 	// is safe: it has no room beyond its end, so an append copies.
-	Context []Message
+	Context []transcript.Message
 	// Model is the session's model.
-	Model Model
+	Model policy.Model
 	// Credential is the credential to call the provider with, when the
 	// session has a credential store that knows one.
-	Credential *Credential
+	Credential *policy.Credential
 }

@@ -13,7 +13,9 @@ import (
 	"sync"
 	"unicode/utf8"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // AgentSummarizer is a Summarizer that asks the model: it runs Agent once
@@ -63,12 +65,12 @@ type AgentSummarizer struct {
 	Agent Agent
 	// Model, when its ID is set, is the model asked in place of the
 	// request's (the session's), such as a cheaper one for summaries.
-	Model Model
+	Model policy.Model
 	// Credential is put in the RunRequest when the request carries none
 	// for the provider of the model asked (a session without a credential
 	// store, or a Model of another provider); nil then lets the agent use
 	// its default (the adapters resolve the provider's usual variable).
-	Credential *Credential
+	Credential *policy.Credential
 	// SessionID is put in the RunRequest.
 	SessionID string
 	// MaxChars bounds the summary when the request gives no bound (its
@@ -112,18 +114,18 @@ const (
 )
 
 // Summarize implements Summarizer.
-func (a AgentSummarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary, error) {
+func (a AgentSummarizer) Summarize(ctx context.Context, req policy.SummaryRequest) (policy.Summary, error) {
 	if a.Agent == nil {
-		return Summary{}, errors.New("session: AgentSummarizer has no Agent")
+		return policy.Summary{}, errors.New("session: AgentSummarizer has no Agent")
 	}
 	if err := ctx.Err(); err != nil {
-		return Summary{}, context.Cause(ctx)
+		return policy.Summary{}, context.Cause(ctx)
 	}
 	maxChars := req.MaxChars
 	if maxChars <= 0 {
 		maxChars = a.MaxChars
 		if maxChars <= 0 {
-			maxChars = DefaultDigestChars
+			maxChars = policy.DefaultDigestChars
 		}
 	}
 	model, cred := a.target(req)
@@ -133,51 +135,51 @@ func (a AgentSummarizer) Summarize(ctx context.Context, req SummaryRequest) (Sum
 		details = details.trim(maxChars / 2)
 		files = details.format()
 	}
-	prompt := Message{Role: RoleUser, Content: TextContent(summaryPrompt(req, maxChars-len(files), a.transcriptBudget(model, maxChars)))}
+	prompt := transcript.Message{Role: transcript.RoleUser, Content: transcript.TextContent(summaryPrompt(req, maxChars-len(files), a.transcriptBudget(model, maxChars)))}
 	// The agent may emit from its own goroutines.
 	var mu sync.Mutex
-	var last *Message
-	emit := func(ev Event) {
-		if e, ok := ev.(MessageEnd); ok && e.Message.Role == RoleAssistant {
+	var last *transcript.Message
+	emit := func(ev events.Event) {
+		if e, ok := ev.(events.MessageEnd); ok && e.Message.Role == transcript.RoleAssistant {
 			m := e.Message
 			mu.Lock()
 			last = &m
 			mu.Unlock()
 		}
 	}
-	err := a.Agent.Run(ctx, RunRequest{SessionID: a.SessionID, Context: []Message{prompt}, Model: model, Credential: cred}, emit)
+	err := a.Agent.Run(ctx, RunRequest{SessionID: a.SessionID, Context: []transcript.Message{prompt}, Model: model, Credential: cred}, emit)
 	mu.Lock()
 	defer mu.Unlock()
 	switch {
 	case ctx.Err() != nil:
-		return Summary{}, context.Cause(ctx)
+		return policy.Summary{}, context.Cause(ctx)
 	case err != nil:
-		return Summary{}, fmt.Errorf("session: the summary's model run failed: %w", err)
+		return policy.Summary{}, fmt.Errorf("session: the summary's model run failed: %w", err)
 	case last == nil:
-		return Summary{}, errors.New("session: the summary's model run gave no answer")
-	case last.IsError() || last.StopReason == classify.StopReasonAborted:
+		return policy.Summary{}, errors.New("session: the summary's model run gave no answer")
+	case last.IsError() || last.StopReason == transcript.StopReasonAborted:
 		msg := last.ErrorMessage
 		if msg == "" {
 			msg = string(last.StopReason)
 		}
-		return Summary{}, fmt.Errorf("session: the summary's model call failed: %s", msg)
+		return policy.Summary{}, fmt.Errorf("session: the summary's model call failed: %s", msg)
 	}
 	text := strings.TrimSpace(last.Text())
 	if text == "" {
-		return Summary{}, errors.New("session: the summary's model answered no text")
+		return policy.Summary{}, errors.New("session: the summary's model answered no text")
 	}
 	text = cutSummary(text, maxChars-len(files))
 	var out any
 	if len(details.ReadFiles)+len(details.ModifiedFiles) > 0 {
 		out = details
 	}
-	return Summary{Text: text + files, Details: out}, nil
+	return policy.Summary{Text: text + files, Details: out}, nil
 }
 
 // target is the model to ask and the credential to ask it with: Model
 // when set, else the request's; the request's credential when it is for
 // that model's provider, else Credential.
-func (a AgentSummarizer) target(req SummaryRequest) (Model, *Credential) {
+func (a AgentSummarizer) target(req policy.SummaryRequest) (policy.Model, *policy.Credential) {
 	model := req.Model
 	if a.Model.ID != "" {
 		model = a.Model
@@ -191,7 +193,7 @@ func (a AgentSummarizer) target(req SummaryRequest) (Model, *Credential) {
 
 // transcriptBudget is the most characters the prompt's transcript and
 // previous summary may take (see TranscriptChars).
-func (a AgentSummarizer) transcriptBudget(model Model, maxChars int) int {
+func (a AgentSummarizer) transcriptBudget(model policy.Model, maxChars int) int {
 	if a.TranscriptChars > 0 {
 		return a.TranscriptChars
 	}
@@ -213,12 +215,12 @@ var closingTags = strings.NewReplacer("</conversation>", "<\\/conversation>", "<
 // summaryPrompt is the user message that asks for the summary, to be at
 // most maxChars characters, its transcript and previous summary within
 // budget characters.
-func summaryPrompt(req SummaryRequest, maxChars, budget int) string {
+func summaryPrompt(req policy.SummaryRequest, maxChars, budget int) string {
 	var sb strings.Builder
 	var previous []string
 	var entries []string
 	for _, m := range req.Messages {
-		if m.Role == RoleSummary {
+		if m.Role == transcript.RoleSummary {
 			previous = append(previous, stripFileLists(m.Text()))
 			continue
 		}
@@ -269,7 +271,7 @@ Facts needed to continue: files read, written or edited and why, names, values, 
 
 // transcriptEntry is m as lines of the transcript, "" when it has
 // nothing to show.
-func transcriptEntry(m Message) string {
+func transcriptEntry(m transcript.Message) string {
 	var sb strings.Builder
 	line := func(head, text string) {
 		if text != "" {
@@ -277,9 +279,9 @@ func transcriptEntry(m Message) string {
 		}
 	}
 	switch m.Role {
-	case RoleUser:
+	case transcript.RoleUser:
 		line("User", truncateForSummary(m.Text(), summaryMessageChars)+imageNote(m))
-	case RoleToolResult:
+	case transcript.RoleToolResult:
 		head := "Tool result"
 		if m.ToolName != "" {
 			head += " " + m.ToolName
@@ -292,7 +294,7 @@ func transcriptEntry(m Message) string {
 			text = "(empty)"
 		}
 		line(head, text)
-	case RoleAssistant:
+	case transcript.RoleAssistant:
 		line("Assistant", truncateForSummary(m.Text(), summaryMessageChars)+imageNote(m))
 		var calls []string
 		for _, c := range m.ToolCalls() {
@@ -343,10 +345,10 @@ func truncateForSummary(s string, n int) string {
 }
 
 // imageNote notes the images of m.
-func imageNote(m Message) string {
+func imageNote(m transcript.Message) string {
 	n := 0
 	for _, b := range m.Content {
-		if b.Type == BlockImage {
+		if b.Type == transcript.BlockImage {
 			n++
 		}
 	}
@@ -380,10 +382,10 @@ var (
 
 // fileOps collects the files the tool calls of msgs read and modified,
 // with those the earlier summaries among them list.
-func fileOps(msgs []Message) SummaryDetails {
+func fileOps(msgs []transcript.Message) SummaryDetails {
 	read, modified := map[string]bool{}, map[string]bool{}
 	for _, m := range msgs {
-		if m.Role == RoleSummary {
+		if m.Role == transcript.RoleSummary {
 			r, w := parseFileLists(m.Text())
 			for _, p := range r {
 				read[p] = true

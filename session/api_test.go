@@ -7,14 +7,15 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/session"
 )
 
 // allEvents holds one value of each event type.
-var allEvents = []session.Event{
-	session.AgentStart{}, session.TurnStart{}, session.MessageStart{}, session.MessageEnd{}, session.TurnEnd{},
-	session.AgentEnd{}, session.AutoRetryStart{}, session.AutoRetryEnd{}, session.AutoCompactionStart{},
-	session.AutoCompactionEnd{}, session.StateChange{}, session.TurnSettled{}, session.EventsDropped{},
+var allEvents = []events.Event{
+	events.AgentStart{}, events.CallStart{}, events.MessageStart{}, events.MessageEnd{}, events.CallEnd{},
+	events.AgentEnd{}, events.AutoRetryStart{}, events.AutoRetryEnd{}, events.AutoCompactionStart{},
+	events.AutoCompactionEnd{}, events.StateChange{}, events.TurnSettled{}, events.EventsDropped{},
 }
 
 // TestEventsArePlainValues: events are plain Go values, with no method and
@@ -22,7 +23,7 @@ var allEvents = []session.Event{
 // and Event is closed to the package's own types: its one method is
 // unexported. Issue item 5.
 func TestEventsArePlainValues(t *testing.T) {
-	iface := reflect.TypeFor[session.Event]()
+	iface := reflect.TypeFor[events.Event]()
 	for i := range iface.NumMethod() {
 		assert.False(t, iface.Method(i).IsExported(), "Event has exported method %s", iface.Method(i).Name)
 	}

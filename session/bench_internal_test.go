@@ -4,23 +4,25 @@ import (
 	"testing"
 	"time"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/internal/baseline"
 	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // benchSession is a session whose loop does not run: the benchmark feeds
 // its engine itself, as the loop goroutine would, and starts no run.
 func benchSession(b *testing.B) (*Session, policy.RunID) {
-	cfg := DefaultConfig()
+	cfg := policy.DefaultConfig()
 	cfg.Retry.BaseDelayMs = 3_600_000 // no wait ends during the benchmark
-	s := &Session{core: &core{history: &MemoryHistory{}, summarizer: DigestSummarizer{}, random: func() float64 { return 0 },
+	s := &Session{core: &core{history: &history.MemoryHistory{}, summarizer: policy.DigestSummarizer{}, random: func() float64 { return 0 },
 		logger: discardLogger, done: make(chan struct{})}}
 	var err error
-	if s.x.engine, err = policy.New(policy.Setup{SessionID: "bench", Model: Model{Provider: "p", ID: "m", ContextWindow: 200000}, Config: cfg}); err != nil {
+	if s.x.engine, err = policy.New(policy.Setup{SessionID: "bench", Model: policy.Model{Provider: "p", ID: "m", ContextWindow: 200000}, Config: cfg}); err != nil {
 		b.Fatal(err)
 	}
-	s.Subscribe(func(Event) {})
+	s.Subscribe(func(events.Event) {})
 	// One decision and its cancellation first, so that what a session
 	// makes once (its timer, its buffers) is made outside the measurement.
 	s.apply(s.x.engine.RunReturned(time.Now(), s.ended(b), policy.RunReturn{}))
@@ -45,9 +47,9 @@ func (s *Session) ended(b *testing.B) policy.RunID {
 		}
 	}
 	s.applyBut(effects, policy.StartRun)
-	m := Message{ID: "m-1", Role: RoleAssistant, StopReason: classify.StopReasonError,
-		ErrorMessage: "503 Service Unavailable", Provider: "p", Model: "m", Usage: &Usage{Input: 100}}
-	for _, ev := range []Event{AgentStart{}, MessageStart{Message: m}, MessageEnd{Message: m}, AgentEnd{}} {
+	m := transcript.Message{ID: "m-1", Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError,
+		ErrorMessage: "503 Service Unavailable", Provider: "p", Model: "m", Usage: &transcript.Usage{Input: 100}}
+	for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
 		s.applyBut(s.x.engine.RunEvent(now, id, ev), policy.StartRun)
 	}
 	return id

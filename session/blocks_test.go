@@ -16,9 +16,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // A history file written before content blocks (text, an image count, a
@@ -29,23 +33,23 @@ func TestHistoryBeforeBlocksStillOpens(t *testing.T) {
 	require.NoError(t, err)
 	path := filepath.Join(t.TempDir(), "h.jsonl")
 	require.NoError(t, os.WriteFile(path, data, 0o600))
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
 	entries := readAll(t, h)
 	require.Len(t, entries, 9)
-	assert.Equal(t, session.Message{ID: "tool-call-2", Role: session.RoleToolResult, ToolCallID: "call-2",
-		Content: session.TextContent("result of: reading <a> & b"), Timestamp: 1796018689670}, *entries[4].Message)
+	assert.Equal(t, transcript.Message{ID: "tool-call-2", Role: transcript.RoleToolResult, ToolCallID: "call-2",
+		Content: transcript.TextContent("result of: reading <a> & b"), Timestamp: 1796018689670}, *entries[4].Message)
 
 	s, err := session.New(scripted.New(scripted.Script{}), session.WithHistory(h))
 	require.NoError(t, err)
 	defer s.Close()
 	msgs := s.Messages()
 	require.Len(t, msgs, 4)
-	assert.Equal(t, session.RoleSummary, msgs[0].Role)
+	assert.Equal(t, transcript.RoleSummary, msgs[0].Role)
 	assert.Equal(t, "Summary of 3 earlier messages.", msgs[0].Text())
 	assert.Equal(t, "done", msgs[1].Text())
-	assert.Equal(t, []session.Block{session.TextBlock("second question"), {Type: session.BlockImage}}, msgs[2].Content)
+	assert.Equal(t, []transcript.Block{transcript.TextBlock("second question"), {Type: transcript.BlockImage}}, msgs[2].Content)
 	assert.Equal(t, "second answer", msgs[3].Text())
 	require.NoError(t, s.Prompt(context.Background(), "third"))
 	assert.Equal(t, "ok", s.Messages()[5].Text())
@@ -57,15 +61,15 @@ func TestHistoryBeforeBlocksStillOpens(t *testing.T) {
 func TestScriptedBlocksSurviveRetry(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		args := json.RawMessage(`{"path":"<a>&b.go","opts":{"n":[1,2.50,null],"é":true}}`)
-		call := scripted.Call{StopReason: "toolUse", Content: []session.Block{
-			{Type: session.BlockThinking, Thinking: "first look", ThinkingSignature: "c2ln"},
-			{Type: session.BlockThinking, Thinking: "b3BhcXVl", Redacted: true},
-			{Type: session.BlockText, Text: "reading", TextSignature: "dHh0"},
-			{Type: session.BlockToolCall, ID: "t1", Name: "read", Arguments: args},
-		}, ToolResults: []scripted.ToolResult{{Content: []session.Block{session.TextBlock("a picture"),
-			{Type: session.BlockImage, Data: "iVBORw0KGgo=", MimeType: "image/png"}}, IsError: true}}}
+		call := scripted.Call{StopReason: "toolUse", Content: []transcript.Block{
+			{Type: transcript.BlockThinking, Thinking: "first look", ThinkingSignature: "c2ln"},
+			{Type: transcript.BlockThinking, Thinking: "b3BhcXVl", Redacted: true},
+			{Type: transcript.BlockText, Text: "reading", TextSignature: "dHh0"},
+			{Type: transcript.BlockToolCall, ID: "t1", Name: "read", Arguments: args},
+		}, ToolResults: []scripted.ToolResult{{Content: []transcript.Block{transcript.TextBlock("a picture"),
+			{Type: transcript.BlockImage, Data: "iVBORw0KGgo=", MimeType: "image/png"}}, IsError: true}}}
 		agent := scripted.New(scripted.Script{Calls: []scripted.Call{fail(service503), call, ok("done")}})
-		var h session.MemoryHistory
+		var h history.MemoryHistory
 		s, err := session.New(agent, session.WithHistory(&h))
 		require.NoError(t, err)
 		defer s.Close()
@@ -73,7 +77,7 @@ func TestScriptedBlocksSurviveRetry(t *testing.T) {
 		msgs := s.Messages()
 		require.Len(t, msgs, 4)
 		assert.Equal(t, call.Content, msgs[1].Content)
-		assert.Equal(t, session.Message{ID: msgs[2].ID, Role: session.RoleToolResult, ToolCallID: "t1", ToolName: "read", ToolError: true,
+		assert.Equal(t, transcript.Message{ID: msgs[2].ID, Role: transcript.RoleToolResult, ToolCallID: "t1", ToolName: "read", ToolError: true,
 			Content: call.ToolResults[0].Content, Timestamp: msgs[2].Timestamp}, msgs[2])
 		checkRoundTrips(t, s, &h)
 	})
@@ -87,11 +91,11 @@ type fataler interface {
 	Fatalf(format string, args ...any)
 }
 
-func checkRoundTrips(t fataler, s *session.Session, h session.History) {
+func checkRoundTrips(t fataler, s *session.Session, h history.History) {
 	msgs := s.Messages()
 	for _, m := range msgs {
 		b := encode(t, m)
-		var back session.Message
+		var back transcript.Message
 		if err := json.Unmarshal(b, &back); err != nil {
 			t.Fatalf("decoding %s: %v", b, err)
 		}
@@ -127,7 +131,7 @@ func checkRoundTrips(t fataler, s *session.Session, h session.History) {
 }
 
 // encode is a message's JSON as history and RPC write it.
-func encode(t fataler, m session.Message) []byte {
+func encode(t fataler, m transcript.Message) []byte {
 	b, err := m.MarshalJSON()
 	if err != nil {
 		t.Fatal(err)
@@ -186,13 +190,13 @@ func jsonString(s string) string {
 	return strings.TrimSuffix(buf.String(), "\n")
 }
 
-func genImage(t *rapid.T) session.Block {
-	return session.Block{Type: session.BlockImage, Data: rapid.StringMatching(`[A-Za-z0-9+/]{0,16}={0,2}`).Draw(t, "data"),
+func genImage(t *rapid.T) transcript.Block {
+	return transcript.Block{Type: transcript.BlockImage, Data: rapid.StringMatching(`[A-Za-z0-9+/]{0,16}={0,2}`).Draw(t, "data"),
 		MimeType: rapid.SampledFrom([]string{"image/png", "image/jpeg", ""}).Draw(t, "mime")}
 }
 
-func genTextBlock(t *rapid.T) session.Block {
-	b := session.TextBlock(genText(t, "text"))
+func genTextBlock(t *rapid.T) transcript.Block {
+	b := transcript.TextBlock(genText(t, "text"))
 	if rapid.Bool().Draw(t, "signed") {
 		b.TextSignature = genText(t, "textSignature")
 	}
@@ -205,14 +209,14 @@ func genAnswer(t *rapid.T, n int) scripted.Call {
 	if rapid.IntRange(0, 4).Draw(t, "fails") == 0 {
 		return fail(service503)
 	}
-	var content []session.Block
+	var content []transcript.Block
 	calls := 0
 	for range rapid.IntRange(0, 5).Draw(t, "blocks") {
 		switch rapid.IntRange(0, 3).Draw(t, "blockType") {
 		case 0:
 			content = append(content, genTextBlock(t))
 		case 1:
-			b := session.Block{Type: session.BlockThinking, Thinking: genText(t, "thinking")}
+			b := transcript.Block{Type: transcript.BlockThinking, Thinking: genText(t, "thinking")}
 			if rapid.Bool().Draw(t, "thinkingSigned") {
 				b.ThinkingSignature = genText(t, "thinkingSignature")
 			}
@@ -220,7 +224,7 @@ func genAnswer(t *rapid.T, n int) scripted.Call {
 			content = append(content, b)
 		case 2:
 			calls++
-			content = append(content, session.Block{Type: session.BlockToolCall, ID: "t" + strconv.Itoa(n) + "-" + strconv.Itoa(calls),
+			content = append(content, transcript.Block{Type: transcript.BlockToolCall, ID: "t" + strconv.Itoa(n) + "-" + strconv.Itoa(calls),
 				Name: genText(t, "toolName"), Arguments: json.RawMessage(genObject(t, 3))})
 		case 3:
 			content = append(content, genImage(t))
@@ -231,7 +235,7 @@ func genAnswer(t *rapid.T, n int) scripted.Call {
 	}
 	c := scripted.Call{StopReason: "toolUse", Content: content}
 	for range rapid.IntRange(0, calls).Draw(t, "results") {
-		var rc []session.Block
+		var rc []transcript.Block
 		for range rapid.IntRange(0, 3).Draw(t, "resultBlocks") {
 			if rapid.Bool().Draw(t, "resultImage") {
 				rc = append(rc, genImage(t))
@@ -259,12 +263,12 @@ func TestBlockRichConversationsRoundTrip(t *testing.T) {
 			}
 			defer os.RemoveAll(dir)
 			path := filepath.Join(dir, "h.jsonl")
-			h, err := session.OpenFileHistory(path)
+			h, err := history.OpenFileHistory(path)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer func() { h.Close() }()
-			cfg := session.DefaultConfig()
+			cfg := policy.DefaultConfig()
 			cfg.Retry.BaseDelayMs = 10
 			cfg.Compaction.KeepRecentTokens = rapid.IntRange(1, 3000).Draw(t, "keepRecentTokens")
 			agent := scripted.New(scripted.Script{})
@@ -273,12 +277,12 @@ func TestBlockRichConversationsRoundTrip(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer func() { s.Close() }()
-			scripts := map[string][]session.Block{} // tool call ID → content of the message that made it
+			scripts := map[string][]transcript.Block{} // tool call ID → content of the message that made it
 			for turn := range rapid.IntRange(1, 4).Draw(t, "turns") {
 				for i := range rapid.IntRange(1, 3).Draw(t, "calls") {
 					c := genAnswer(t, turn*10+i)
 					for _, b := range c.Content {
-						if b.Type == session.BlockToolCall {
+						if b.Type == transcript.BlockToolCall {
 							scripts[b.ID] = c.Content
 						}
 					}
@@ -293,7 +297,7 @@ func TestBlockRichConversationsRoundTrip(t *testing.T) {
 			}
 			// Every scripted answer is in history as the script wrote it.
 			for _, e := range readAll(t, h) {
-				if m := e.Message; m != nil && m.Role == session.RoleAssistant {
+				if m := e.Message; m != nil && m.Role == transcript.RoleAssistant {
 					for _, c := range m.ToolCalls() {
 						if !assert.ObjectsAreEqual(scripts[c.ID], m.Content) {
 							t.Fatalf("message %s holds %#v, the script %#v", m.ID, m.Content, scripts[c.ID])
@@ -310,7 +314,7 @@ func TestBlockRichConversationsRoundTrip(t *testing.T) {
 			if err := h.Close(); err != nil {
 				t.Fatal(err)
 			}
-			if h, err = session.OpenFileHistory(path); err != nil {
+			if h, err = history.OpenFileHistory(path); err != nil {
 				t.Fatal(err)
 			}
 			if got := readAll(t, h); !assert.ObjectsAreEqual(wantEntries, got) {
@@ -328,13 +332,13 @@ func TestBlockRichConversationsRoundTrip(t *testing.T) {
 
 // checkPairs fails when a tool result of msgs has lost the tool call it
 // answers: a compaction cut between them.
-func checkPairs(t *rapid.T, msgs []session.Message) {
+func checkPairs(t *rapid.T, msgs []transcript.Message) {
 	calls := map[string]bool{}
 	for _, m := range msgs {
 		for _, c := range m.ToolCalls() {
 			calls[c.ID] = true
 		}
-		if m.Role == session.RoleToolResult && !calls[m.ToolCallID] {
+		if m.Role == transcript.RoleToolResult && !calls[m.ToolCallID] {
 			t.Fatalf("tool result %s kept without its call %s: %v", m.ID, m.ToolCallID, messageIDs(msgs))
 		}
 	}
@@ -345,26 +349,26 @@ func checkPairs(t *rapid.T, msgs []session.Message) {
 // naming the block, and the file is left as it was (issue 13 item 1).
 func TestHistoryRefusesBadBlocks(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
-	fh, err := session.OpenFileHistory(path)
+	fh, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer fh.Close()
 	require.NoError(t, fh.Append(msgEntry("a", "x")))
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
 	bad := []struct {
-		block session.Block
+		block transcript.Block
 		says  string
 	}{
-		{session.Block{Type: "audio"}, `block 1: unknown content block type "audio"`},
-		{session.Block{Type: session.BlockToolCall, ID: "c", Arguments: json.RawMessage(`[1]`)}, `block 1: tool call "c": arguments are not a JSON object`},
-		{session.Block{Type: session.BlockToolCall, ID: "c", Arguments: json.RawMessage(`{"a":`)}, `arguments are not a JSON object`},
+		{transcript.Block{Type: "audio"}, `block 1: unknown content block type "audio"`},
+		{transcript.Block{Type: transcript.BlockToolCall, ID: "c", Arguments: json.RawMessage(`[1]`)}, `block 1: tool call "c": arguments are not a JSON object`},
+		{transcript.Block{Type: transcript.BlockToolCall, ID: "c", Arguments: json.RawMessage(`{"a":`)}, `arguments are not a JSON object`},
 	}
 	for _, c := range bad {
 		e := msgEntry("b", "y")
 		e.Message.Content = append(e.Message.Content, c.block)
-		for _, h := range []session.History{fh, &session.MemoryHistory{}} {
+		for _, h := range []history.History{fh, &history.MemoryHistory{}} {
 			err := h.Append(e)
-			require.ErrorIs(t, err, session.ErrInvalidEntry)
+			require.ErrorIs(t, err, transcript.ErrInvalidEntry)
 			assert.ErrorContains(t, err, c.says)
 		}
 	}
@@ -380,24 +384,24 @@ func TestHistoryWithBadContentIsCorrupt(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "h.jsonl")
 		line := `{"type":"message","id":"u","timestamp":1,"message":{"id":"u","role":"user","content":` + content + `,"timestamp":1}}`
 		require.NoError(t, os.WriteFile(path, []byte(line+"\n"+line+"\n"), 0o600))
-		_, err := session.OpenFileHistory(path)
-		require.ErrorIs(t, err, session.ErrCorruptHistory, content)
+		_, err := history.OpenFileHistory(path)
+		require.ErrorIs(t, err, history.ErrCorruptHistory, content)
 		assert.ErrorContains(t, err, "line 1", content)
 	}
 }
 
 // blocksAgent answers each run with its messages, as they are.
-type blocksAgent struct{ msgs []session.Message }
+type blocksAgent struct{ msgs []transcript.Message }
 
-func (a blocksAgent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
-	emit(session.AgentStart{})
-	emit(session.TurnStart{})
+func (a blocksAgent) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
+	emit(events.AgentStart{})
+	emit(events.CallStart{})
 	for _, m := range a.msgs {
-		emit(session.MessageStart{Message: m})
-		emit(session.MessageEnd{Message: m})
+		emit(events.MessageStart{Message: m})
+		emit(events.MessageEnd{Message: m})
 	}
-	emit(session.TurnEnd{})
-	emit(session.AgentEnd{Messages: a.msgs})
+	emit(events.CallEnd{})
+	emit(events.AgentEnd{Messages: a.msgs})
 	return nil
 }
 
@@ -406,13 +410,13 @@ func (a blocksAgent) Run(ctx context.Context, req session.RunRequest, emit func(
 // reopened session has the live context (issue 13 item 1).
 func TestStringContentKeptAsItReadsBack(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
-	agent := blocksAgent{msgs: []session.Message{
-		{Role: session.RoleToolResult, StringContent: true, Content: []session.Block{session.TextBlock("a"), {Type: session.BlockImage}}},
-		{Role: session.RoleToolResult, StringContent: true, Content: []session.Block{{Type: session.BlockText, Text: "s", TextSignature: "sig"}}},
-		{Role: session.RoleToolResult, StringContent: true, Content: session.TextContent("")},
-		{Role: session.RoleAssistant, StringContent: true, Content: session.TextContent("fine"), StopReason: "stop"},
+	agent := blocksAgent{msgs: []transcript.Message{
+		{Role: transcript.RoleToolResult, StringContent: true, Content: []transcript.Block{transcript.TextBlock("a"), {Type: transcript.BlockImage}}},
+		{Role: transcript.RoleToolResult, StringContent: true, Content: []transcript.Block{{Type: transcript.BlockText, Text: "s", TextSignature: "sig"}}},
+		{Role: transcript.RoleToolResult, StringContent: true, Content: transcript.TextContent("")},
+		{Role: transcript.RoleAssistant, StringContent: true, Content: transcript.TextContent("fine"), StopReason: "stop"},
 	}}
 	s, err := session.New(agent, session.WithHistory(h))
 	require.NoError(t, err)
@@ -425,7 +429,7 @@ func TestStringContentKeptAsItReadsBack(t *testing.T) {
 	assert.Nil(t, live[3].Content)
 	assert.True(t, live[4].StringContent)
 
-	h, err = session.OpenFileHistory(path)
+	h, err = history.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
 	s, err = session.New(agent, session.WithHistory(h))
@@ -439,12 +443,12 @@ func TestStringContentKeptAsItReadsBack(t *testing.T) {
 func TestSnapshotResumesWithBlocks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "h.jsonl")
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
-		call := scripted.Call{StopReason: "toolUse", Content: []session.Block{
-			{Type: session.BlockThinking, Thinking: "plan", ThinkingSignature: "c2ln"},
-			{Type: session.BlockToolCall, ID: "t1", Name: "read", Arguments: json.RawMessage(`{"q":"<é>","deep":{"a":[{}]}}`)},
-		}, ToolResults: []scripted.ToolResult{{Content: []session.Block{{Type: session.BlockImage, Data: "QUJD", MimeType: "image/gif"}}}}}
+		call := scripted.Call{StopReason: "toolUse", Content: []transcript.Block{
+			{Type: transcript.BlockThinking, Thinking: "plan", ThinkingSignature: "c2ln"},
+			{Type: transcript.BlockToolCall, ID: "t1", Name: "read", Arguments: json.RawMessage(`{"q":"<é>","deep":{"a":[{}]}}`)},
+		}, ToolResults: []scripted.ToolResult{{Content: []transcript.Block{{Type: transcript.BlockImage, Data: "QUJD", MimeType: "image/gif"}}}}}
 		s, err := session.New(scripted.New(scripted.Script{Calls: []scripted.Call{call, fail(service503)}}), session.WithHistory(h))
 		require.NoError(t, err)
 		done := promptAsync(s, "hi")
@@ -455,10 +459,10 @@ func TestSnapshotResumesWithBlocks(t *testing.T) {
 		before := s.Messages()
 		require.Len(t, before, 3, "the prompt, the call and its result; the failure was removed for the retry")
 		require.NoError(t, s.Close())
-		require.ErrorIs(t, <-done, session.ErrAborted)
+		require.ErrorIs(t, <-done, policy.ErrAborted)
 		require.NoError(t, h.Close())
 
-		h, err = session.OpenFileHistory(path)
+		h, err = history.OpenFileHistory(path)
 		require.NoError(t, err)
 		defer h.Close()
 		r, err := session.New(scripted.New(scripted.Script{Calls: []scripted.Call{ok("done")}}), session.WithHistory(h), session.WithSnapshot(snap))

@@ -15,6 +15,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
@@ -23,10 +25,10 @@ import (
 // returns the errors of those that return one.
 func callEverything(s *session.Session, closing bool) []error {
 	_, _, _, _ = s.ID(), s.Model(), s.Status(), s.History()
-	_, _, _, _ = s.AutoRetryEnabled(), s.AutoCompactionEnabled(), s.IsRetrying(), s.RetryAttempt()
-	_, _, _, _ = s.State(), s.IsStreaming(), s.IsCompacting(), s.MessageCount()
-	s.Subscribe(func(session.Event) {})()
-	s.SubscribeSession(func(*session.Session, session.Event) {})()
+	_, _, _, _ = s.Status().RetryEnabled, s.Status().CompactionEnabled, s.Status().Retrying, s.Status().Attempt
+	_, _, _, _ = s.Status().State, s.Status().Streaming, s.Status().Compacting, s.Status().MessageCount
+	s.Subscribe(func(events.Event) {})()
+	s.SubscribeSession(func(*session.Session, events.Event) {})()
 	_, _ = s.Config(), s.Messages()
 	s.SetAutoRetryEnabled(true)
 	s.SetAutoCompactionEnabled(true)
@@ -97,7 +99,7 @@ func (c *callbacks) results() ([]error, int) {
 // panics, in each of its calls.
 type panickingCaller struct{ *callbacks }
 
-func (o panickingCaller) StartTurn(ctx context.Context, _ string, _ session.Model) context.Context {
+func (o panickingCaller) StartTurn(ctx context.Context, _ string, _ policy.Model) context.Context {
 	o.call(ctx, true)
 	return ctx
 }
@@ -107,7 +109,7 @@ func (o panickingCaller) StartRun(ctx context.Context, _ session.RunRequest) (co
 	return ctx, func(error) { o.call(ctx, true) }
 }
 
-func (o panickingCaller) Observe(ctx context.Context, _ session.Event) { o.call(ctx, true) }
+func (o panickingCaller) Observe(ctx context.Context, _ events.Event) { o.call(ctx, true) }
 
 // callingHandler is a log handler that calls every method back, then
 // panics, on each record.
@@ -149,7 +151,7 @@ func TestObserverAndLogHandlerCallEverythingThenPanic(t *testing.T) {
 		obs.set(false)
 		logs.set(false)
 		require.NoError(t, s.Close())
-		require.ErrorIs(t, s.Prompt(context.Background(), "after"), session.ErrClosed)
+		require.ErrorIs(t, s.Prompt(context.Background(), "after"), policy.ErrClosed)
 	})
 }
 
@@ -165,27 +167,27 @@ func TestLogHandlerOfASubscribersPanicCallsEverything(t *testing.T) {
 				logs := &callbacks{on: true}
 				s, _ := newSessionOn(t, playing(answer(assistant("stop", "fine"))), session.WithLogger(slog.New(callingHandler{logs, true})))
 				var mu sync.Mutex
-				var slowGot []session.Event
-				s.Subscribe(func(ev session.Event) {
+				var slowGot []events.Event
+				s.Subscribe(func(ev events.Event) {
 					time.Sleep(time.Second)
 					mu.Lock()
 					slowGot = append(slowGot, ev)
 					mu.Unlock()
 				})
 				var once sync.Once
-				breaks := func(ev session.Event) {
-					if _, ok := ev.(session.AgentEnd); ok {
+				breaks := func(ev events.Event) {
+					if _, ok := ev.(events.AgentEnd); ok {
 						once.Do(func() { panic("subscriber broke") })
 					}
 				}
 				if handed {
-					s.SubscribeSession(func(_ *session.Session, ev session.Event) { breaks(ev) })
+					s.SubscribeSession(func(_ *session.Session, ev events.Event) { breaks(ev) })
 				} else {
 					s.Subscribe(breaks)
 				}
 				err := s.Prompt(context.Background(), "hi")
 				if err != nil {
-					require.ErrorIs(t, err, session.ErrAborted)
+					require.ErrorIs(t, err, policy.ErrAborted)
 				}
 				var errs []error
 				for {
@@ -201,12 +203,12 @@ func TestLogHandlerOfASubscribersPanicCallsEverything(t *testing.T) {
 					assert.False(t, errors.Is(err, session.ErrObserverCall), "a subscriber's line is not the loop's: %v", err)
 				}
 				require.NoError(t, errs[len(errs)-1], "Close through the subscriber's value")
-				require.ErrorIs(t, s.Prompt(context.Background(), "after"), session.ErrClosed)
+				require.ErrorIs(t, s.Prompt(context.Background(), "after"), policy.ErrClosed)
 				synctest.Wait()
 				mu.Lock()
 				defer mu.Unlock()
 				require.NotEmpty(t, slowGot)
-				assert.IsType(t, session.TurnSettled{}, slowGot[len(slowGot)-1], "the other subscriber received everything before Close returned")
+				assert.IsType(t, events.TurnSettled{}, slowGot[len(slowGot)-1], "the other subscriber received everything before Close returned")
 			})
 		})
 	}
@@ -226,14 +228,14 @@ func TestSubscribersFlushingEachOtherWhileClosing(t *testing.T) {
 				var late atomic.Int32
 				for i := range 3 {
 					n := 0
-					s.SubscribeSession(func(in *session.Session, ev session.Event) {
+					s.SubscribeSession(func(in *session.Session, ev events.Event) {
 						if closed.Load() {
 							late.Add(1)
 						}
 						n++
 						time.Sleep(time.Duration(i*100+round*37) * time.Millisecond)
 						in.Flush()
-						if _, ok := ev.(session.TurnSettled); ok && i == round%3 {
+						if _, ok := ev.(events.TurnSettled); ok && i == round%3 {
 							assert.NoError(t, in.Close())
 						}
 						if n%3 == i {
@@ -251,7 +253,7 @@ func TestSubscribersFlushingEachOtherWhileClosing(t *testing.T) {
 				}()
 				err := s.Prompt(context.Background(), "hi")
 				if err != nil {
-					require.ErrorIs(t, err, session.ErrAborted)
+					require.ErrorIs(t, err, policy.ErrAborted)
 				}
 				var wg sync.WaitGroup
 				for range 2 {
@@ -265,7 +267,7 @@ func TestSubscribersFlushingEachOtherWhileClosing(t *testing.T) {
 				<-outside
 				synctest.Wait()
 				assert.Zero(t, late.Load(), "a subscriber called after Close returned")
-				require.ErrorIs(t, s.Prompt(context.Background(), "after"), session.ErrClosed)
+				require.ErrorIs(t, s.Prompt(context.Background(), "after"), policy.ErrClosed)
 			})
 		})
 	}
@@ -278,7 +280,7 @@ func TestHandedSessionNeverReachesTheAgentThroughPrompt(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		var mu sync.Mutex
 		var seen []*session.Session
-		agent := playing(answer(assistant("stop", "fine")), func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+		agent := playing(answer(assistant("stop", "fine")), func(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
 			mu.Lock()
 			seen = append(seen, session.FromContext(ctx))
 			mu.Unlock()
@@ -288,8 +290,8 @@ func TestHandedSessionNeverReachesTheAgentThroughPrompt(t *testing.T) {
 		h := promptingHandler{prompted: prompted}
 		s, _ := newSessionOn(t, agent, session.WithLogger(slog.New(h)))
 		var once sync.Once
-		s.Subscribe(func(ev session.Event) {
-			if _, ok := ev.(session.TurnSettled); ok {
+		s.Subscribe(func(ev events.Event) {
+			if _, ok := ev.(events.TurnSettled); ok {
 				once.Do(func() { panic("subscriber broke") })
 			}
 		})
@@ -323,8 +325,8 @@ func TestCapturedFlushWaitsForTheSubscriber(t *testing.T) {
 		flushed := make(chan struct{})
 		release := make(chan struct{})
 		var once sync.Once
-		s.Subscribe(func(ev session.Event) {
-			if _, ok := ev.(session.AgentEnd); !ok {
+		s.Subscribe(func(ev events.Event) {
+			if _, ok := ev.(events.AgentEnd); !ok {
 				return
 			}
 			once.Do(func() {
@@ -389,8 +391,8 @@ func TestSubscriberFlushesAndClosesWhileUnwinding(t *testing.T) {
 			bubble(t, func(t *testing.T) {
 				s, _, _ := newSession(t, []scripted.Call{ok("answer")})
 				var mu sync.Mutex
-				var slowGot []session.Event
-				s.Subscribe(func(ev session.Event) {
+				var slowGot []events.Event
+				s.Subscribe(func(ev events.Event) {
 					time.Sleep(time.Second)
 					mu.Lock()
 					slowGot = append(slowGot, ev)
@@ -398,8 +400,8 @@ func TestSubscriberFlushesAndClosesWhileUnwinding(t *testing.T) {
 				})
 				closed := make(chan error, 1)
 				var once sync.Once
-				s.SubscribeSession(func(in *session.Session, ev session.Event) {
-					if _, ok := ev.(session.TurnSettled); !ok {
+				s.SubscribeSession(func(in *session.Session, ev events.Event) {
+					if _, ok := ev.(events.TurnSettled); !ok {
 						return
 					}
 					once.Do(func() {
@@ -413,11 +415,11 @@ func TestSubscriberFlushesAndClosesWhileUnwinding(t *testing.T) {
 				})
 				require.NoError(t, s.Prompt(context.Background(), "hi"))
 				require.NoError(t, <-closed)
-				require.ErrorIs(t, s.Prompt(context.Background(), "after"), session.ErrClosed)
+				require.ErrorIs(t, s.Prompt(context.Background(), "after"), policy.ErrClosed)
 				mu.Lock()
 				defer mu.Unlock()
 				require.NotEmpty(t, slowGot)
-				assert.IsType(t, session.TurnSettled{}, slowGot[len(slowGot)-1])
+				assert.IsType(t, events.TurnSettled{}, slowGot[len(slowGot)-1])
 			})
 		})
 	}

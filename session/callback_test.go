@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
@@ -79,7 +81,7 @@ func TestLogHandlerCallingBackOnTheLoopGetsAnError(t *testing.T) {
 				if who == "observer" {
 					opts = append(opts, session.WithObserver(panicObserver{}))
 				} else {
-					agent = playing(func(context.Context, session.RunRequest, func(session.Event)) error { panic("agent broke") },
+					agent = playing(func(context.Context, session.RunRequest, func(events.Event)) error { panic("agent broke") },
 						answer(assistant("stop", "again")))
 				}
 				s, _ := newSessionOn(t, agent, opts...)
@@ -111,15 +113,15 @@ func TestLogHandlerClosesOnASubscribersPanic(t *testing.T) {
 		}}
 		s, _ := newSessionOn(t, playing(answer(assistant("stop", "fine"))), session.WithLogger(slog.New(h)))
 		var mu sync.Mutex
-		var slowGot []session.Event
-		s.Subscribe(func(ev session.Event) {
+		var slowGot []events.Event
+		s.Subscribe(func(ev events.Event) {
 			time.Sleep(time.Second)
 			mu.Lock()
 			slowGot = append(slowGot, ev)
 			mu.Unlock()
 		})
-		s.Subscribe(func(ev session.Event) {
-			if _, ok := ev.(session.AgentEnd); ok {
+		s.Subscribe(func(ev events.Event) {
+			if _, ok := ev.(events.AgentEnd); ok {
 				panic("subscriber broke")
 			}
 		})
@@ -131,11 +133,11 @@ func TestLogHandlerClosesOnASubscribersPanic(t *testing.T) {
 		}
 		assert.Zero(t, nils)
 		require.Equal(t, []error{nil}, errs)
-		require.ErrorIs(t, s.Prompt(context.Background(), "after"), session.ErrClosed)
+		require.ErrorIs(t, s.Prompt(context.Background(), "after"), policy.ErrClosed)
 		mu.Lock()
 		defer mu.Unlock()
 		require.NotEmpty(t, slowGot)
-		assert.IsType(t, session.TurnSettled{}, slowGot[len(slowGot)-1], "the other subscriber received everything before Close returned")
+		assert.IsType(t, events.TurnSettled{}, slowGot[len(slowGot)-1], "the other subscriber received everything before Close returned")
 	})
 }
 
@@ -147,8 +149,8 @@ func TestSubscribersHelperGoroutineFlushesAndCloses(t *testing.T) {
 		s, _, _ := newSession(t, []scripted.Call{ok("answer")})
 		var once sync.Once
 		done := make(chan struct{})
-		s.SubscribeSession(func(in *session.Session, ev session.Event) {
-			if _, ok := ev.(session.MessageEnd); !ok {
+		s.SubscribeSession(func(in *session.Session, ev events.Event) {
+			if _, ok := ev.(events.MessageEnd); !ok {
 				return
 			}
 			once.Do(func() {
@@ -163,10 +165,10 @@ func TestSubscribersHelperGoroutineFlushesAndCloses(t *testing.T) {
 		})
 		err := s.Prompt(context.Background(), "hi")
 		if err != nil {
-			require.ErrorIs(t, err, session.ErrAborted)
+			require.ErrorIs(t, err, policy.ErrAborted)
 		}
 		<-done
-		require.ErrorIs(t, s.Prompt(context.Background(), "after"), session.ErrClosed)
+		require.ErrorIs(t, s.Prompt(context.Background(), "after"), policy.ErrClosed)
 	})
 }
 
@@ -176,11 +178,11 @@ func TestSubscribersHelperGoroutineFlushesAndCloses(t *testing.T) {
 func TestOutsideFlushWaitsForASubscriberInsideFlush(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		s, _, _ := newSession(t, []scripted.Call{ok("answer")})
-		s.Subscribe(func(session.Event) { time.Sleep(time.Second) }) // slow
+		s.Subscribe(func(events.Event) { time.Sleep(time.Second) }) // slow
 		var mu sync.Mutex
-		var got []session.Event
-		s.SubscribeSession(func(in *session.Session, ev session.Event) {
-			if _, ok := ev.(session.AgentEnd); ok {
+		var got []events.Event
+		s.SubscribeSession(func(in *session.Session, ev events.Event) {
+			if _, ok := ev.(events.AgentEnd); ok {
 				in.Flush() // waits for the slow one
 			}
 			mu.Lock()
@@ -192,21 +194,21 @@ func TestOutsideFlushWaitsForASubscriberInsideFlush(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		require.NotEmpty(t, got)
-		assert.IsType(t, session.TurnSettled{}, got[len(got)-1], "the outside Flush waited for the flushing subscriber")
+		assert.IsType(t, events.TurnSettled{}, got[len(got)-1], "the outside Flush waited for the flushing subscriber")
 	})
 }
 
 // passObserver hands back the contexts it is given.
 type passObserver struct{}
 
-func (passObserver) StartTurn(ctx context.Context, _ string, _ session.Model) context.Context {
+func (passObserver) StartTurn(ctx context.Context, _ string, _ policy.Model) context.Context {
 	return ctx
 }
 
 func (passObserver) StartRun(ctx context.Context, _ session.RunRequest) (context.Context, func(error)) {
 	return ctx, nil
 }
-func (passObserver) Observe(context.Context, session.Event) {}
+func (passObserver) Observe(context.Context, events.Event) {}
 
 // The session value an observer's context holds, which refuses to wait for
 // the session's goroutine, never reaches the agent through the contexts the
@@ -215,7 +217,7 @@ func TestObserversSessionDoesNotReachTheAgent(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		var seen []*session.Session
 		var cfgErr error
-		agent := playing(func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+		agent := playing(func(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
 			in := session.FromContext(ctx)
 			seen = append(seen, in)
 			if in != nil {
@@ -243,17 +245,17 @@ func TestObserversSessionDoesNotReachTheAgent(t *testing.T) {
 // each other for ever.
 func TestTwoFlushesOnOneHandedValue(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		agent := playing(func(_ context.Context, _ session.RunRequest, emit func(session.Event)) error {
+		agent := playing(func(_ context.Context, _ session.RunRequest, emit func(events.Event)) error {
 			m := assistant("stop", "fine")
-			emit(session.AgentStart{})
+			emit(events.AgentStart{})
 			time.Sleep(time.Second)
-			emit(session.TurnStart{}) // t=1s
+			emit(events.CallStart{}) // t=1s
 			time.Sleep(time.Second)
-			emit(session.MessageStart{Message: m}) // t=2s
+			emit(events.MessageStart{Message: m}) // t=2s
 			time.Sleep(10 * time.Second)
-			emit(session.MessageEnd{Message: m})
-			emit(session.TurnEnd{})
-			emit(session.AgentEnd{})
+			emit(events.MessageEnd{Message: m})
+			emit(events.CallEnd{})
+			emit(events.AgentEnd{})
 			return nil
 		})
 		s, _ := newSessionOn(t, agent)
@@ -262,8 +264,8 @@ func TestTwoFlushesOnOneHandedValue(t *testing.T) {
 		// x flushes from a helper at t=0 (first flush: waits for y, slow on
 		// agent_start until t=3s), then from its own function at t=2.5s
 		// (second flush: waits for y to get past message_start).
-		s.SubscribeSession(func(in *session.Session, ev session.Event) {
-			if _, ok := ev.(session.AgentStart); !ok {
+		s.SubscribeSession(func(in *session.Session, ev events.Event) {
+			if _, ok := ev.(events.AgentStart); !ok {
 				return
 			}
 			go func() { in.Flush(); close(helperDone) }()
@@ -273,11 +275,11 @@ func TestTwoFlushesOnOneHandedValue(t *testing.T) {
 		})
 		// y, past the first flush's barrier at t=3s, flushes at t=3.1s,
 		// handling turn_start, ahead of the second flush's barrier.
-		s.SubscribeSession(func(in *session.Session, ev session.Event) {
+		s.SubscribeSession(func(in *session.Session, ev events.Event) {
 			switch ev.(type) {
-			case session.AgentStart:
+			case events.AgentStart:
 				time.Sleep(3 * time.Second)
-			case session.TurnStart:
+			case events.CallStart:
 				time.Sleep(100 * time.Millisecond)
 				select {
 				case <-helperDone:

@@ -10,9 +10,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 const tooLong = "prompt is too long: 213462 tokens > 200000 maximum"
@@ -20,26 +24,26 @@ const tooLong = "prompt is too long: 213462 tokens > 200000 maximum"
 // smallKeep makes compaction keep only the last few tokens, so short test
 // conversations have something to compact.
 func smallKeep() session.Option {
-	cfg := session.DefaultConfig()
+	cfg := policy.DefaultConfig()
 	cfg.Compaction.KeepRecentTokens = 5
 	return session.WithConfig(cfg)
 }
 
 func overflowCall() scripted.Call { return fail(tooLong) }
 
-func usage(total int) *session.Usage { return &session.Usage{Input: total, TotalTokens: total} }
+func usage(total int) *transcript.Usage { return &transcript.Usage{Input: total, TotalTokens: total} }
 
 // summarizerFunc adapts a function to session.Summarizer.
-type summarizerFunc func(ctx context.Context, req session.SummaryRequest) (session.Summary, error)
+type summarizerFunc func(ctx context.Context, req policy.SummaryRequest) (policy.Summary, error)
 
-func (f summarizerFunc) Summarize(ctx context.Context, req session.SummaryRequest) (session.Summary, error) {
+func (f summarizerFunc) Summarize(ctx context.Context, req policy.SummaryRequest) (policy.Summary, error) {
 	return f(ctx, req)
 }
 
 // blockingSummarizer waits until its context ends.
-var blockingSummarizer = summarizerFunc(func(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
+var blockingSummarizer = summarizerFunc(func(ctx context.Context, _ policy.SummaryRequest) (policy.Summary, error) {
 	<-ctx.Done()
-	return session.Summary{}, context.Cause(ctx)
+	return policy.Summary{}, context.Cause(ctx)
 })
 
 // warmUp gives the session a first exchange to compact later.
@@ -73,17 +77,17 @@ func TestOverflowCompactionContinuation(t *testing.T) {
 		}, rec.lines()[n:])
 		msgs := s.Messages()
 		require.GreaterOrEqual(t, len(msgs), 2)
-		assert.Equal(t, session.RoleSummary, msgs[0].Role, "the summary comes first")
+		assert.Equal(t, transcript.RoleSummary, msgs[0].Role, "the summary comes first")
 		assert.Contains(t, msgs[0].Text(), "first question")
 		for _, m := range msgs {
 			assert.False(t, m.IsError(), "the overflow error left the runtime context")
 		}
 		entries := readAll(t, s.History())
-		var kinds []session.EntryType
+		var kinds []transcript.EntryType
 		for _, e := range entries {
 			kinds = append(kinds, e.Type)
 		}
-		assert.Contains(t, kinds, session.EntryCompaction)
+		assert.Contains(t, kinds, transcript.EntryCompaction)
 		assert.Len(t, entries, 7, "2 prompts, 3 answers (the error kept), the error's removal and the compaction")
 	})
 }
@@ -98,7 +102,7 @@ func TestCheckBeforePromptCompactsAborted(t *testing.T) {
 		done := promptAsync(s, "second question, long enough too")
 		time.Sleep(500 * time.Millisecond)
 		s.Abort()
-		require.ErrorIs(t, <-done, session.ErrAborted)
+		require.ErrorIs(t, <-done, policy.ErrAborted)
 		assert.Empty(t, rec.recovery(), "an aborted message does not compact after its run")
 		n := len(rec.lines())
 		require.NoError(t, s.Prompt(context.Background(), "third question, long enough also"))
@@ -120,8 +124,8 @@ func TestAbortDuringCompaction(t *testing.T) {
 				warmUp(t, s)
 				done := promptAsync(s, "second question, long enough too")
 				synctest.Wait()
-				require.Equal(t, states.Compacting, s.State())
-				require.True(t, s.IsCompacting())
+				require.Equal(t, states.Compacting, s.Status().State)
+				require.True(t, s.Status().Compacting)
 				if how == "Abort" {
 					s.Abort()
 				} else {
@@ -129,30 +133,30 @@ func TestAbortDuringCompaction(t *testing.T) {
 				}
 				err := <-done
 				if how == "Abort" {
-					require.ErrorIs(t, err, session.ErrAborted)
+					require.ErrorIs(t, err, policy.ErrAborted)
 				} else {
-					require.ErrorIs(t, err, session.ErrOverflow)
-					require.ErrorIs(t, err, session.ErrCompactionCancelled)
+					require.ErrorIs(t, err, policy.ErrOverflow)
+					require.ErrorIs(t, err, policy.ErrCompactionCancelled)
 				}
 				lines := rec.lines()
 				event := map[string]string{"Abort": "cancel", "AbortCompaction": "cancel_compaction"}[how]
 				assert.Equal(t, []string{"compaction_end aborted", "compacting>cancelled " + event, "cancelled>idle reset"}, lines[len(lines)-3:])
 				assert.Equal(t, []string{"compaction_start overflow", "compaction_end aborted"}, rec.recovery())
-				assert.False(t, s.IsCompacting())
+				assert.False(t, s.Status().Compacting)
 			})
 		})
 	}
 }
 
 func TestSummarizerFails(t *testing.T) {
-	failing := summarizerFunc(func(context.Context, session.SummaryRequest) (session.Summary, error) {
-		return session.Summary{}, errors.New("model unavailable")
+	failing := summarizerFunc(func(context.Context, policy.SummaryRequest) (policy.Summary, error) {
+		return policy.Summary{}, errors.New("model unavailable")
 	})
 	bubble(t, func(t *testing.T) {
 		s, _, rec := newSession(t, []scripted.Call{ok("first"), overflowCall()}, smallKeep(), session.WithSummarizer(failing))
 		warmUp(t, s)
 		err := s.Prompt(context.Background(), "second question, long enough too")
-		require.ErrorIs(t, err, session.ErrOverflow)
+		require.ErrorIs(t, err, policy.ErrOverflow)
 		assert.Equal(t, []string{"compaction_start overflow", `compaction_end failed "Context overflow recovery failed: model unavailable"`}, rec.recovery())
 		assert.Contains(t, rec.lines(), "compacting>idle recovery_failed")
 	})
@@ -168,7 +172,7 @@ func TestManualCompact(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		s, _, rec := newSession(t, []scripted.Call{ok("first answer")}, smallKeep())
 		_, err := s.Compact(context.Background(), "")
-		require.ErrorIs(t, err, session.ErrNothingToCompact)
+		require.ErrorIs(t, err, policy.ErrNothingToCompact)
 		warmUp(t, s)
 		require.NoError(t, s.Prompt(context.Background(), "second question, long enough too"))
 		n := len(rec.lines())
@@ -183,7 +187,7 @@ func TestManualCompact(t *testing.T) {
 			"a manual compaction emits no automatic compaction events, only its moves")
 
 		_, err = s.Compact(context.Background(), "")
-		require.ErrorIs(t, err, session.ErrAlreadyCompacted)
+		require.ErrorIs(t, err, policy.ErrAlreadyCompacted)
 	})
 }
 
@@ -195,14 +199,14 @@ func TestManualCompactCancelled(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		_, err := s.Compact(ctx, "")
-		require.ErrorIs(t, err, session.ErrCompactionCancelled)
+		require.ErrorIs(t, err, policy.ErrCompactionCancelled)
 		// AbortCompaction and Abort from elsewhere too.
 		for _, stop := range []func(){s.AbortCompaction, s.Abort} {
 			done := make(chan error, 1)
 			go func() { _, err := s.Compact(context.Background(), ""); done <- err }()
 			synctest.Wait()
 			stop()
-			require.ErrorIs(t, <-done, session.ErrCompactionCancelled)
+			require.ErrorIs(t, <-done, policy.ErrCompactionCancelled)
 		}
 	})
 }
@@ -215,10 +219,10 @@ func TestManualCompactCancelled(t *testing.T) {
 func TestCompactionIsOneType(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		details := map[string]any{"files": []any{"a.go"}}
-		sum := summarizerFunc(func(_ context.Context, req session.SummaryRequest) (session.Summary, error) {
-			return session.Summary{Text: "summary of " + string(req.Reason), Details: details}, nil
+		sum := summarizerFunc(func(_ context.Context, req policy.SummaryRequest) (policy.Summary, error) {
+			return policy.Summary{Text: "summary of " + string(req.Reason), Details: details}, nil
 		})
-		var h session.MemoryHistory
+		var h history.MemoryHistory
 		s, _, rec := newSession(t, []scripted.Call{ok("first answer"), overflowCall(), ok("recovered"), ok("third")},
 			smallKeep(), session.WithSummarizer(sum), session.WithHistory(&h))
 		warmUp(t, s)
@@ -227,26 +231,26 @@ func TestCompactionIsOneType(t *testing.T) {
 		manual, err := s.Compact(context.Background(), "")
 		require.NoError(t, err)
 
-		var entries []session.Compaction
+		var entries []transcript.Compaction
 		for _, e := range readAll(t, &h) {
-			if e.Type == session.EntryCompaction {
+			if e.Type == transcript.EntryCompaction {
 				entries = append(entries, *e.Compaction)
 			}
 		}
-		var auto []session.Compaction
+		var auto []transcript.Compaction
 		for _, ev := range rec.events() {
-			if end, ok := ev.(session.AutoCompactionEnd); ok && end.Result != nil {
+			if end, ok := ev.(events.AutoCompactionEnd); ok && end.Result != nil {
 				auto = append(auto, *end.Result)
 			}
 		}
 		require.Len(t, entries, 2)
 		require.Len(t, auto, 1)
 		assert.Equal(t, entries[0], auto[0], "the event's result is the entry's")
-		assert.Equal(t, session.ReasonOverflow, auto[0].Reason)
+		assert.Equal(t, transcript.ReasonOverflow, auto[0].Reason)
 		assert.Equal(t, "summary of overflow", auto[0].Summary)
 		assert.Equal(t, details, auto[0].Details)
 		assert.Equal(t, entries[1], manual, "Compact's result is the entry's")
-		assert.Equal(t, session.Compaction{Reason: session.ReasonManual, Summary: "summary of manual",
+		assert.Equal(t, transcript.Compaction{Reason: transcript.ReasonManual, Summary: "summary of manual",
 			FirstKeptEntryID: manual.FirstKeptEntryID, TokensBefore: manual.TokensBefore, Details: details}, manual)
 		assert.NotEmpty(t, manual.FirstKeptEntryID)
 	})

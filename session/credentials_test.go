@@ -12,6 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
@@ -19,12 +22,12 @@ import (
 func TestMemoryCredentials(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	clock := func() time.Time { return now }
-	creds := []session.Credential{
+	creds := []policy.Credential{
 		{ID: "k0", Provider: "p", Type: "api_key"},
 		{ID: "k1", Provider: "p", Type: "api_key"},
 		{ID: "k2", Provider: "p", Type: "api_key"},
 	}
-	store := session.NewMemoryCredentials(clock, creds...)
+	store := credentials.NewMemoryCredentials(clock, creds...)
 
 	h := fnv.New32a()
 	h.Write([]byte("sess"))
@@ -58,9 +61,9 @@ func TestMemoryCredentials(t *testing.T) {
 }
 
 func TestMemoryCredentialsBaseURL(t *testing.T) {
-	store := session.NewMemoryCredentials(nil,
-		session.Credential{ID: "eu", Provider: "p", Type: "api_key", BaseURL: "https://eu.example"},
-		session.Credential{ID: "us", Provider: "p", Type: "api_key", BaseURL: "https://us.example"})
+	store := credentials.NewMemoryCredentials(nil,
+		policy.Credential{ID: "eu", Provider: "p", Type: "api_key", BaseURL: "https://eu.example"},
+		policy.Credential{ID: "us", Provider: "p", Type: "api_key", BaseURL: "https://us.example"})
 	// Only one credential serves the EU endpoint: no switch there.
 	assert.False(t, store.MarkUsageLimitReached("p", "s", time.Minute, "https://eu.example"))
 }
@@ -84,10 +87,10 @@ func sessionsAt(i, n, count int) []string {
 // session on A, a usage limit switches to C, and Current never hands out B.
 func TestMemoryCredentialsSwitchAndCurrentAgreeOnType(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	store := session.NewMemoryCredentials(func() time.Time { return now },
-		session.Credential{ID: "A", Provider: "p", Type: "api_key"},
-		session.Credential{ID: "B", Provider: "p", Type: "oauth"},
-		session.Credential{ID: "C", Provider: "p", Type: "api_key"})
+	store := credentials.NewMemoryCredentials(func() time.Time { return now },
+		policy.Credential{ID: "A", Provider: "p", Type: "api_key"},
+		policy.Credential{ID: "B", Provider: "p", Type: "oauth"},
+		policy.Credential{ID: "C", Provider: "p", Type: "api_key"})
 	onA := sessionsAt(0, 3, 1)[0]
 	c, _ := store.Current("p", onA)
 	require.Equal(t, "A", c.ID)
@@ -137,11 +140,11 @@ func TestMemoryCredentialsOneRuleProperty(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 		n := rapid.IntRange(1, 6).Draw(t, "n")
-		var creds []session.Credential
+		var creds []policy.Credential
 		for i := range n {
-			creds = append(creds, session.Credential{ID: fmt.Sprint("k", i), Provider: "p", Type: rapid.SampledFrom(types).Draw(t, "type")})
+			creds = append(creds, policy.Credential{ID: fmt.Sprint("k", i), Provider: "p", Type: rapid.SampledFrom(types).Draw(t, "type")})
 		}
-		store := session.NewMemoryCredentials(func() time.Time { return now }, creds...)
+		store := credentials.NewMemoryCredentials(func() time.Time { return now }, creds...)
 		sessions := []string{"s0", "s1", "s2", "s3"}
 		startType := func(id string) string {
 			h := fnv.New32a()
@@ -157,7 +160,7 @@ func TestMemoryCredentialsOneRuleProperty(t *testing.T) {
 			}
 			return out
 		}
-		current := func(id string) session.Credential {
+		current := func(id string) policy.Credential {
 			c, ok := store.Current("p", id)
 			if !ok {
 				t.Fatalf("no credential for %s", id)
@@ -171,7 +174,7 @@ func TestMemoryCredentialsOneRuleProperty(t *testing.T) {
 			}
 			return c
 		}
-		last := map[string]session.Credential{}
+		last := map[string]policy.Credential{}
 		for range rapid.IntRange(1, 40).Draw(t, "steps") {
 			id := rapid.SampledFrom(sessions).Draw(t, "session")
 			switch rapid.IntRange(0, 2).Draw(t, "op") {
@@ -207,7 +210,7 @@ type credentialAgent struct {
 	ids []string
 }
 
-func (a *credentialAgent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+func (a *credentialAgent) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
 	a.mu.Lock()
 	if req.Credential != nil {
 		a.ids = append(a.ids, req.Credential.ID)
@@ -220,10 +223,10 @@ func (a *credentialAgent) Run(ctx context.Context, req session.RunRequest, emit 
 // once on C, the next key of its type, and never runs on B (oauth).
 func TestUsageLimitSwitchesToTheNextCredentialOfItsType(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		store := session.NewMemoryCredentials(nil,
-			session.Credential{ID: "A", Provider: "scripted", Type: "api_key"},
-			session.Credential{ID: "B", Provider: "scripted", Type: "oauth"},
-			session.Credential{ID: "C", Provider: "scripted", Type: "api_key"})
+		store := credentials.NewMemoryCredentials(nil,
+			policy.Credential{ID: "A", Provider: "scripted", Type: "api_key"},
+			policy.Credential{ID: "B", Provider: "scripted", Type: "oauth"},
+			policy.Credential{ID: "C", Provider: "scripted", Type: "api_key"})
 		agent := &credentialAgent{Agent: scripted.New(scripted.Script{Calls: []scripted.Call{
 			fail(usageLimit), fail(usageLimit), ok("done"),
 		}})}
@@ -246,20 +249,20 @@ func TestUsageLimitSwitchesToTheNextCredentialOfItsType(t *testing.T) {
 
 func TestEnvSecrets(t *testing.T) {
 	env := map[string]string{"ANTHROPIC_API_KEY": "sk-ant", "TEAM_KEY": "sk-team", "EMPTY": ""}
-	r := session.EnvSecrets{Lookup: func(name string) (string, bool) { v, ok := env[name]; return v, ok }}
+	r := credentials.EnvSecrets{Lookup: func(name string) (string, bool) { v, ok := env[name]; return v, ok }}
 	ctx := context.Background()
 	for _, c := range []struct {
-		cred session.Credential
+		cred policy.Credential
 		want string
 		err  string
 	}{
-		{session.Credential{ID: "a", Provider: "anthropic"}, "sk-ant", ""},
-		{session.Credential{ID: "b", Provider: "openai", Secret: "env:TEAM_KEY"}, "sk-team", ""},
-		{session.Credential{ID: "c", Provider: "openai"}, "", "OPENAI_API_KEY is not set"},
-		{session.Credential{ID: "d", Provider: "other"}, "", `provider "other" has no usual variable`},
-		{session.Credential{ID: "e", Provider: "openai", Secret: "vault:x"}, "", "not of the form env:NAME"},
-		{session.Credential{ID: "f", Provider: "openai", Secret: "env:EMPTY"}, "", "EMPTY is not set"},
-		{session.Credential{ID: "g", Provider: "openai", Secret: "env:"}, "", "not of the form"},
+		{policy.Credential{ID: "a", Provider: "anthropic"}, "sk-ant", ""},
+		{policy.Credential{ID: "b", Provider: "openai", Secret: "env:TEAM_KEY"}, "sk-team", ""},
+		{policy.Credential{ID: "c", Provider: "openai"}, "", "OPENAI_API_KEY is not set"},
+		{policy.Credential{ID: "d", Provider: "other"}, "", `provider "other" has no usual variable`},
+		{policy.Credential{ID: "e", Provider: "openai", Secret: "vault:x"}, "", "not of the form env:NAME"},
+		{policy.Credential{ID: "f", Provider: "openai", Secret: "env:EMPTY"}, "", "EMPTY is not set"},
+		{policy.Credential{ID: "g", Provider: "openai", Secret: "env:"}, "", "not of the form"},
 	} {
 		got, err := r.Resolve(ctx, c.cred)
 		if c.err == "" {
@@ -267,7 +270,7 @@ func TestEnvSecrets(t *testing.T) {
 			assert.Equal(t, c.want, got)
 			continue
 		}
-		assert.ErrorIs(t, err, session.ErrNoSecret)
+		assert.ErrorIs(t, err, credentials.ErrNoSecret)
 		assert.ErrorContains(t, err, c.err)
 		assert.ErrorContains(t, err, `"`+c.cred.ID+`"`, "the error names the credential")
 	}

@@ -8,6 +8,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
@@ -25,7 +26,7 @@ func TestHugeDelaySaturatesInsteadOfRetryingAtOnce(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
-				cfg := session.ReferenceConfig() // no cap on a delay
+				cfg := policy.ReferenceConfig() // no cap on a delay
 				cfg.Retry.BaseDelayMs = c.base
 				cfg.Retry.Jitter = c.jitter
 				s, agent, rec := newSession(t, []scripted.Call{fail(service503), ok("done")},
@@ -37,7 +38,7 @@ func TestHugeDelaySaturatesInsteadOfRetryingAtOnce(t *testing.T) {
 					`retry_start 1/3 9223372036854ms "` + service503 + `"`,
 				}, rec.recovery())
 				s.AbortRetry()
-				assert.ErrorIs(t, <-done, session.ErrRetryCancelled)
+				assert.ErrorIs(t, <-done, policy.ErrRetryCancelled)
 			})
 		})
 	}

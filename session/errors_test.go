@@ -11,7 +11,10 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // apiError is a provider SDK's error, as an agent gets it.
@@ -26,15 +29,15 @@ type failingAgent struct {
 	calls atomic.Int64
 }
 
-func (a *failingAgent) Run(_ context.Context, req session.RunRequest, emit func(session.Event)) error {
-	m := session.Message{ID: fmt.Sprintf("call-%d", a.calls.Add(1)), Role: session.RoleAssistant, StopReason: "error",
+func (a *failingAgent) Run(_ context.Context, req session.RunRequest, emit func(events.Event)) error {
+	m := transcript.Message{ID: fmt.Sprintf("call-%d", a.calls.Add(1)), Role: transcript.RoleAssistant, StopReason: "error",
 		ErrorMessage: a.err.Error(), Err: a.err, Provider: req.Model.Provider, Model: req.Model.ID}
-	emit(session.AgentStart{})
-	emit(session.TurnStart{})
-	emit(session.MessageStart{Message: m})
-	emit(session.MessageEnd{Message: m})
-	emit(session.TurnEnd{})
-	emit(session.AgentEnd{Messages: []session.Message{m}})
+	emit(events.AgentStart{})
+	emit(events.CallStart{})
+	emit(events.MessageStart{Message: m})
+	emit(events.MessageEnd{Message: m})
+	emit(events.CallEnd{})
+	emit(events.AgentEnd{Messages: []transcript.Message{m}})
 	return nil
 }
 
@@ -46,47 +49,47 @@ func (a *failingAgent) Run(_ context.Context, req session.RunRequest, emit func(
 func TestTurnErrorKeepsProviderError(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		cause := &apiError{status: 503}
-		cfg := session.DefaultConfig()
+		cfg := policy.DefaultConfig()
 		cfg.Retry.MaxRetries = 2
-		s, err := session.New(&failingAgent{err: cause}, session.WithModel(session.Model{Provider: "p", ID: "m", ContextWindow: 200000}),
+		s, err := session.New(&failingAgent{err: cause}, session.WithModel(policy.Model{Provider: "p", ID: "m", ContextWindow: 200000}),
 			session.WithConfig(cfg))
 		require.NoError(t, err)
 		defer s.Close()
 		rec := record(s)
 
 		err = s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrExhausted)
-		require.ErrorIs(t, err, session.ErrProvider)
+		require.ErrorIs(t, err, policy.ErrExhausted)
+		require.ErrorIs(t, err, policy.ErrProvider)
 		var got *apiError
 		require.ErrorAs(t, err, &got)
 		assert.Same(t, cause, got)
-		var ex *session.ExhaustedError
+		var ex *policy.ExhaustedError
 		require.ErrorAs(t, err, &ex)
-		assert.Equal(t, session.ExhaustedError{Attempts: 2, Last: "503 Service Unavailable", Err: cause}, *ex)
+		assert.Equal(t, policy.ExhaustedError{Attempts: 2, Last: "503 Service Unavailable", Err: cause}, *ex)
 		assert.Equal(t, "policy: retries exhausted after 2 attempts: 503 Service Unavailable", err.Error())
 		s.Flush()
 		evs := rec.events()
-		assert.Equal(t, session.TurnSettled{Err: err, ErrorClass: classify.Retryable}, evs[len(evs)-1], "the turn names the class of the error that failed it")
+		assert.Equal(t, events.TurnSettled{Err: err, ErrorClass: classify.Retryable}, evs[len(evs)-1], "the turn names the class of the error that failed it")
 
 		s.SetAutoRetryEnabled(false)
 		err = s.Prompt(context.Background(), "again")
-		require.ErrorIs(t, err, session.ErrProvider)
-		assert.NotErrorIs(t, err, session.ErrExhausted)
+		require.ErrorIs(t, err, policy.ErrProvider)
+		assert.NotErrorIs(t, err, policy.ErrExhausted)
 		require.ErrorAs(t, err, &got)
 		assert.Same(t, cause, got)
 		assert.Equal(t, "policy: provider error: 503 Service Unavailable", err.Error())
 		s.Flush()
 		evs = rec.events()
-		assert.Equal(t, session.TurnSettled{Err: err, ErrorClass: classify.Retryable}, evs[len(evs)-1], "settled with retries off")
+		assert.Equal(t, events.TurnSettled{Err: err, ErrorClass: classify.Retryable}, evs[len(evs)-1], "settled with retries off")
 	})
 }
 
 // TestExhaustedErrorWithoutGoError: without a Go error from the agent, an
 // ExhaustedError unwraps to ErrProvider only. Issue item 5.
 func TestExhaustedErrorWithoutGoError(t *testing.T) {
-	err := error(&session.ExhaustedError{Attempts: 3, Last: "503"})
-	assert.ErrorIs(t, err, session.ErrExhausted)
-	assert.ErrorIs(t, err, session.ErrProvider)
+	err := error(&policy.ExhaustedError{Attempts: 3, Last: "503"})
+	assert.ErrorIs(t, err, policy.ErrExhausted)
+	assert.ErrorIs(t, err, policy.ErrProvider)
 	assert.Equal(t, "policy: retries exhausted after 3 attempts: 503", err.Error())
 	assert.False(t, errors.Is(err, context.Canceled))
 }
@@ -94,13 +97,13 @@ func TestExhaustedErrorWithoutGoError(t *testing.T) {
 // nilEmitter is an agent that emits a nil event among its run's events.
 type nilEmitter struct{}
 
-func (nilEmitter) Run(_ context.Context, req session.RunRequest, emit func(session.Event)) error {
-	m := session.Message{Role: session.RoleAssistant, StopReason: "stop", Content: session.TextContent("ok")}
-	emit(session.AgentStart{})
+func (nilEmitter) Run(_ context.Context, req session.RunRequest, emit func(events.Event)) error {
+	m := transcript.Message{Role: transcript.RoleAssistant, StopReason: "stop", Content: transcript.TextContent("ok")}
+	emit(events.AgentStart{})
 	emit(nil)
-	emit(session.MessageStart{Message: m})
-	emit(session.MessageEnd{Message: m})
-	emit(session.AgentEnd{})
+	emit(events.MessageStart{Message: m})
+	emit(events.MessageEnd{Message: m})
+	emit(events.AgentEnd{})
 	return nil
 }
 
@@ -109,7 +112,7 @@ func (nilEmitter) Run(_ context.Context, req session.RunRequest, emit func(sessi
 // "null", which has no type). Issue item 5.
 func TestNilEventFromAgentIsDropped(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		s, err := session.New(nilEmitter{}, session.WithModel(session.Model{Provider: "p", ID: "m", ContextWindow: 200000}))
+		s, err := session.New(nilEmitter{}, session.WithModel(policy.Model{Provider: "p", ID: "m", ContextWindow: 200000}))
 		require.NoError(t, err)
 		defer s.Close()
 		rec := record(s)

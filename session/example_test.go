@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
@@ -16,18 +18,18 @@ func Example() {
 		{StopReason: "error", ErrorMessage: "503 Service Unavailable"},
 		{StopReason: "stop", Text: "done"},
 	}})
-	cfg := session.DefaultConfig()
+	cfg := policy.DefaultConfig()
 	cfg.Retry.BaseDelayMs = 10
 	s, err := session.New(agent, session.WithConfig(cfg))
 	if err != nil {
 		panic(err)
 	}
 	defer s.Close()
-	s.Subscribe(func(ev session.Event) {
+	s.Subscribe(func(ev events.Event) {
 		switch e := ev.(type) {
-		case session.AutoRetryStart:
+		case events.AutoRetryStart:
 			fmt.Printf("retry %d/%d in %d ms: %s\n", e.Attempt, e.MaxAttempts, e.DelayMs, e.ErrorMessage)
-		case session.AutoRetryEnd:
+		case events.AutoRetryEnd:
 			fmt.Printf("retry ended, success: %v\n", e.Success)
 		}
 	})

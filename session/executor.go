@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // executor is what the loop's goroutine owns: the engine, and the handles
@@ -29,7 +31,7 @@ type executor struct {
 	// turnCtx is the context of the turn in flight (its values only); nil
 	// outside a turn.
 	turnCtx context.Context
-	compact func(Compaction, error)
+	compact func(transcript.Compaction, error)
 	// quiet are the channels of Abort's callers, closed once nothing is
 	// in flight.
 	quiet []chan struct{}
@@ -95,7 +97,7 @@ func (s *Session) apply(effects []policy.Effect) {
 			}
 		case policy.FinishCompact:
 			if x.compact != nil {
-				var res Compaction
+				var res transcript.Compaction
 				if ef.Result != nil {
 					res = *ef.Result
 				}
@@ -122,7 +124,7 @@ func (s *Session) timerFired() {
 
 // append writes entries to history, in order, in one Append; it logs a
 // failure. A History that panics is recovered, logged, and fails the write.
-func (s *Session) append(entries []policy.Entry) (err error) {
+func (s *Session) append(entries []transcript.Entry) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.logPanic("history", r)
@@ -141,7 +143,7 @@ func (s *Session) append(entries []policy.Entry) (err error) {
 //
 // The run's context has the values of the turn's, and those the observers
 // add.
-func (s *Session) startRun(id policy.RunID, prompt *Message, msgs []Message) {
+func (s *Session) startRun(id policy.RunID, prompt *transcript.Message, msgs []transcript.Message) {
 	req := RunRequest{SessionID: s.x.engine.SessionID(), Prompt: prompt, Context: msgs, Model: s.x.engine.Model()}
 	if c, ok := s.currentCredential(); ok {
 		req.Credential = &c
@@ -154,8 +156,8 @@ func (s *Session) startRun(id policy.RunID, prompt *Message, msgs []Message) {
 		// it: nothing the session emits, appends, logs or returns can hold
 		// a secret the agent noted (NoteSecret).
 		red := &runRedaction{r: s.secrets}
-		post := func(ev Event) { s.post(func() { s.apply(s.x.engine.RunEvent(time.Now(), id, ev)) }) }
-		emit := func(ev Event) { red.each(ev, post) }
+		post := func(ev events.Event) { s.post(func() { s.apply(s.x.engine.RunEvent(time.Now(), id, ev)) }) }
+		emit := func(ev events.Event) { red.each(ev, post) }
 		// Deferred, so that a Run that calls runtime.Goexit, which no
 		// recover stops, still ends as one that panicked.
 		ret := policy.RunReturn{Panic: errGoexit}
@@ -205,7 +207,7 @@ func (s *Session) draw() (r float64) {
 
 // runAgent calls the agent; a panic is recovered, logged with its stack,
 // and returned as the run's Panic.
-func (s *Session) runAgent(ctx context.Context, req RunRequest, emit func(Event)) (ret policy.RunReturn) {
+func (s *Session) runAgent(ctx context.Context, req RunRequest, emit func(events.Event)) (ret policy.RunReturn) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.logPanic("agent", r)
@@ -218,7 +220,7 @@ func (s *Session) runAgent(ctx context.Context, req RunRequest, emit func(Event)
 // startCompaction runs the summarizer for compaction id on its own
 // goroutine, with the credential the session's next run would get; the
 // answer comes back to the loop through post.
-func (s *Session) startCompaction(id policy.CompactionID, req SummaryRequest) {
+func (s *Session) startCompaction(id policy.CompactionID, req policy.SummaryRequest) {
 	if c, ok := s.currentCredential(); ok {
 		req.Credential = &c
 	}
@@ -227,7 +229,7 @@ func (s *Session) startCompaction(id policy.CompactionID, req SummaryRequest) {
 	go func() {
 		// Deferred, so that a summarizer that calls runtime.Goexit, which
 		// no recover stops, still ends as one that panicked.
-		var sum Summary
+		var sum policy.Summary
 		err := fmt.Errorf("the summarizer panicked: %w", errGoexit)
 		goexit := true
 		defer func() {
@@ -254,7 +256,7 @@ func (s *Session) startCompaction(id policy.CompactionID, req SummaryRequest) {
 
 // summarize calls the summarizer; a panic is recovered, logged with its
 // stack, and becomes the compaction's error.
-func (s *Session) summarize(ctx context.Context, req SummaryRequest) (sum Summary, err error) {
+func (s *Session) summarize(ctx context.Context, req policy.SummaryRequest) (sum policy.Summary, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			s.logPanic("summarizer", r)
@@ -266,14 +268,14 @@ func (s *Session) summarize(ctx context.Context, req SummaryRequest) (sum Summar
 
 // currentCredential asks the credential store for the credential of the
 // next run. A store that panics is logged and gives none.
-func (s *Session) currentCredential() (c Credential, ok bool) {
+func (s *Session) currentCredential() (c policy.Credential, ok bool) {
 	if s.creds == nil || s.x.engine.Model().Provider == "" {
-		return Credential{}, false
+		return policy.Credential{}, false
 	}
 	defer func() {
 		if r := recover(); r != nil {
 			s.logPanic("credential store", r)
-			c, ok = Credential{}, false
+			c, ok = policy.Credential{}, false
 		}
 	}()
 	return s.creds.Current(s.x.engine.Model().Provider, s.x.engine.SessionID())

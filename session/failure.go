@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // FailedMessage is the assistant message of a model call that failed: with
@@ -40,8 +41,8 @@ import (
 //   - Err is err.
 //
 // The message has no ID, provider, model or time: the session fills them.
-func FailedMessage(status int, header http.Header, body []byte, err error) Message {
-	m := Message{Role: RoleAssistant, StopReason: classify.StopReasonError, HTTPStatus: status, Err: err}
+func FailedMessage(status int, header http.Header, body []byte, err error) transcript.Message {
+	m := transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError, HTTPStatus: status, Err: err}
 	m.Headers = keptHeaders(header)
 	if t := m.Headers["x-amzn-errortype"]; t != "" {
 		m.ErrorType, _, _ = strings.Cut(t, ":")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 func TestFailedMessage(t *testing.T) {
@@ -55,7 +56,7 @@ func TestFailedMessage(t *testing.T) {
 			m := session.FailedMessage(c.status, c.header, []byte(c.body), c.err)
 			assert.Equal(t, c.message, m.ErrorMessage)
 			assert.Equal(t, c.typ, m.ErrorType)
-			assert.Equal(t, session.RoleAssistant, m.Role)
+			assert.Equal(t, transcript.RoleAssistant, m.Role)
 			assert.True(t, m.IsError())
 			for name := range c.header {
 				assert.Contains(t, m.Headers, strings.ToLower(name))

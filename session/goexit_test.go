@@ -13,6 +13,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
@@ -29,12 +31,12 @@ func TestSubscriberGoexitKeepsDelivering(t *testing.T) {
 			session.WithLogger(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{ReplaceAttr: dropTime}))))
 		var mu sync.Mutex
 		var got []string
-		s.Subscribe(func(ev session.Event) {
+		s.Subscribe(func(ev events.Event) {
 			mu.Lock()
 			got = append(got, eventName(ev))
 			mu.Unlock()
 			switch ev.(type) {
-			case session.AgentStart, session.TurnSettled:
+			case events.AgentStart, events.TurnSettled:
 				runtime.Goexit()
 			}
 		})
@@ -56,21 +58,21 @@ func TestSubscriberGoexitKeepsDelivering(t *testing.T) {
 }
 
 // eventName is ev's Go type name.
-func eventName(ev session.Event) string {
+func eventName(ev events.Event) string {
 	switch ev.(type) {
-	case session.AgentStart:
+	case events.AgentStart:
 		return "AgentStart"
-	case session.AgentEnd:
+	case events.AgentEnd:
 		return "AgentEnd"
-	case session.TurnSettled:
+	case events.TurnSettled:
 		return "TurnSettled"
-	case session.MessageStart:
+	case events.MessageStart:
 		return "MessageStart"
-	case session.MessageEnd:
+	case events.MessageEnd:
 		return "MessageEnd"
-	case session.MessageUpdate:
+	case events.MessageUpdate:
 		return "MessageUpdate"
-	case session.StateChange:
+	case events.StateChange:
 		return "StateChange"
 	}
 	return "other"
@@ -82,14 +84,14 @@ func eventName(ev session.Event) string {
 // ever for the run's end.
 func TestAgentGoexitFailsTheRun(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		agent := playing(func(_ context.Context, _ session.RunRequest, emit func(session.Event)) error {
-			emit(session.AgentStart{})
+		agent := playing(func(_ context.Context, _ session.RunRequest, emit func(events.Event)) error {
+			emit(events.AgentStart{})
 			runtime.Goexit()
 			return nil
 		})
 		s, _ := newSessionOn(t, agent)
 		err := s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrProvider)
+		require.ErrorIs(t, err, policy.ErrProvider)
 		assert.ErrorContains(t, err, "the agent panicked: runtime.Goexit was called")
 		require.NoError(t, s.Prompt(context.Background(), "again"))
 	})
@@ -100,14 +102,14 @@ func TestAgentGoexitFailsTheRun(t *testing.T) {
 // does.
 func TestSummarizerGoexitFailsTheCompaction(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		sum := summarizerFunc(func(context.Context, session.SummaryRequest) (session.Summary, error) {
+		sum := summarizerFunc(func(context.Context, policy.SummaryRequest) (policy.Summary, error) {
 			runtime.Goexit()
-			return session.Summary{}, nil
+			return policy.Summary{}, nil
 		})
 		s, _, _ := newSession(t, []scripted.Call{ok("first answer"), overflowCall(), ok("done")}, smallKeep(), session.WithSummarizer(sum))
 		warmUp(t, s)
 		err := s.Prompt(context.Background(), "second question, long enough to compact")
-		require.ErrorIs(t, err, session.ErrOverflow)
+		require.ErrorIs(t, err, policy.ErrOverflow)
 		assert.ErrorContains(t, err, "the summarizer panicked: runtime.Goexit was called")
 		require.NoError(t, s.Prompt(context.Background(), "again"))
 		_, err = s.Compact(context.Background(), "")

@@ -12,8 +12,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 func TestMain(m *testing.M) {
@@ -21,8 +24,8 @@ func TestMain(m *testing.M) {
 }
 
 // readAll collects h's entries, failing the test on an error.
-func readAll(t require.TestingT, h session.History) []session.Entry {
-	var out []session.Entry
+func readAll(t require.TestingT, h history.History) []transcript.Entry {
+	var out []transcript.Entry
 	for e, err := range h.Entries() {
 		require.NoError(t, err)
 		out = append(out, e)
@@ -35,13 +38,13 @@ func readAll(t require.TestingT, h session.History) []session.Entry {
 type recorder struct {
 	start time.Time
 	mu    sync.Mutex
-	evs   []session.Event
+	evs   []events.Event
 	at    []time.Duration
 }
 
 func record(s *session.Session) *recorder {
 	r := &recorder{start: time.Now()}
-	s.Subscribe(func(ev session.Event) {
+	s.Subscribe(func(ev events.Event) {
 		r.mu.Lock()
 		defer r.mu.Unlock()
 		r.evs = append(r.evs, ev)
@@ -51,11 +54,11 @@ func record(s *session.Session) *recorder {
 }
 
 // events returns what was recorded, after letting every delivery finish.
-func (r *recorder) events() []session.Event {
+func (r *recorder) events() []events.Event {
 	synctest.Wait()
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]session.Event(nil), r.evs...)
+	return append([]events.Event(nil), r.evs...)
 }
 
 // lines describes the recorded events, one string each, leaving out the
@@ -95,32 +98,32 @@ func (r *recorder) timeOf(prefix string) time.Duration {
 	return -1
 }
 
-func describe(ev session.Event) string {
+func describe(ev events.Event) string {
 	switch e := ev.(type) {
-	case session.AgentStart:
+	case events.AgentStart:
 		return "agent_start"
-	case session.AgentEnd:
+	case events.AgentEnd:
 		return "agent_end"
-	case session.MessageEnd:
+	case events.MessageEnd:
 		m := e.Message
 		switch {
-		case m.Role != session.RoleAssistant:
+		case m.Role != transcript.RoleAssistant:
 			return fmt.Sprintf("message %s", m.Role)
 		case m.ErrorMessage != "" && m.StopReason == "error":
 			return fmt.Sprintf("message %s %q", m.StopReason, m.ErrorMessage)
 		default:
 			return fmt.Sprintf("message %s", m.StopReason)
 		}
-	case session.AutoRetryStart:
+	case events.AutoRetryStart:
 		return fmt.Sprintf("retry_start %d/%d %dms %q", e.Attempt, e.MaxAttempts, e.DelayMs, e.ErrorMessage)
-	case session.AutoRetryEnd:
+	case events.AutoRetryEnd:
 		if e.Success {
 			return fmt.Sprintf("retry_end ok %d", e.Attempt)
 		}
 		return fmt.Sprintf("retry_end fail %d %q", e.Attempt, e.FinalError)
-	case session.AutoCompactionStart:
+	case events.AutoCompactionStart:
 		return "compaction_start " + string(e.Reason)
-	case session.AutoCompactionEnd:
+	case events.AutoCompactionEnd:
 		switch {
 		case e.Aborted:
 			return "compaction_end aborted"
@@ -130,9 +133,9 @@ func describe(ev session.Event) string {
 			return fmt.Sprintf("compaction_end failed %q", e.ErrorMessage)
 		}
 		return "compaction_end nothing"
-	case session.StateChange:
+	case events.StateChange:
 		return fmt.Sprintf("%s>%s %s", e.From, e.To, e.Trigger)
-	case session.EventsDropped:
+	case events.EventsDropped:
 		return fmt.Sprintf("dropped %d", e.Count)
 	}
 	return ""

@@ -14,7 +14,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 var heapTurns = flag.Int("heap-turns", 2000, "how many turns BenchmarkFileHistoryHeap measures")
@@ -26,7 +30,7 @@ var heapTurns = flag.Int("heap-turns", 2000, "how many turns BenchmarkFileHistor
 // go test ./session -run '^$' -bench FileHistoryAppend -benchtime 2s
 func BenchmarkFileHistoryAppend(b *testing.B) {
 	dir := b.TempDir()
-	h, err := session.OpenFileHistory(filepath.Join(dir, "h.jsonl"))
+	h, err := history.OpenFileHistory(filepath.Join(dir, "h.jsonl"))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -36,11 +40,11 @@ func BenchmarkFileHistoryAppend(b *testing.B) {
 		b.Fatal(err)
 	}
 	defer plain.Close()
-	failed := session.Message{ID: "call-1", Role: session.RoleAssistant, StopReason: "error", ErrorMessage: "503 Service Unavailable",
-		Provider: "p", Model: "m", Timestamp: 1700000000000, Usage: &session.Usage{Input: 1200, Output: 0, TotalTokens: 1200}}
-	step := []session.Entry{
-		{Type: session.EntryMessage, ID: failed.ID, Timestamp: failed.Timestamp, Message: &failed},
-		{Type: session.EntryRemoval, ID: failed.ID, Timestamp: failed.Timestamp},
+	failed := transcript.Message{ID: "call-1", Role: transcript.RoleAssistant, StopReason: "error", ErrorMessage: "503 Service Unavailable",
+		Provider: "p", Model: "m", Timestamp: 1700000000000, Usage: &transcript.Usage{Input: 1200, Output: 0, TotalTokens: 1200}}
+	step := []transcript.Entry{
+		{Type: transcript.EntryMessage, ID: failed.ID, Timestamp: failed.Timestamp, Message: &failed},
+		{Type: transcript.EntryRemoval, ID: failed.ID, Timestamp: failed.Timestamp},
 	}
 	var lines bytes.Buffer
 	enc := json.NewEncoder(&lines)
@@ -82,19 +86,19 @@ func BenchmarkFileHistoryAppend(b *testing.B) {
 // go test ./session -run '^$' -bench FileHistoryHeap -benchtime 1x
 func BenchmarkFileHistoryHeap(b *testing.B) {
 	for b.Loop() {
-		h, err := session.OpenFileHistory(filepath.Join(b.TempDir(), "h.jsonl"))
+		h, err := history.OpenFileHistory(filepath.Join(b.TempDir(), "h.jsonl"))
 		if err != nil {
 			b.Fatal(err)
 		}
-		model := session.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 60_000}
+		model := policy.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 60_000}
 		agent := &sizedAgent{window: model.ContextWindow, answer: 2_000, tool: 4_000}
 		s, err := session.New(agent, session.WithModel(model), session.WithHistory(h))
 		if err != nil {
 			b.Fatal(err)
 		}
 		var compactions, summary atomic.Int64
-		s.Subscribe(func(ev session.Event) {
-			if e, ok := ev.(session.AutoCompactionEnd); ok && e.Result != nil {
+		s.Subscribe(func(ev events.Event) {
+			if e, ok := ev.(events.AutoCompactionEnd); ok && e.Result != nil {
 				summary.Store(int64(len(e.Result.Summary)))
 				compactions.Add(1)
 			}
@@ -120,7 +124,7 @@ func BenchmarkFileHistoryHeap(b *testing.B) {
 		}
 		// The summary grows with each compaction up to its bound: the
 		// measures start once it is there.
-		for summary.Load() < session.DefaultDigestChars*9/10 {
+		for summary.Load() < policy.DefaultDigestChars*9/10 {
 			untilCompaction()
 		}
 		warm, from := compactions.Load(), turn

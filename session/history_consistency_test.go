@@ -12,8 +12,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // historyCount is the count of entries a session started on the history
@@ -21,7 +23,7 @@ import (
 func historyCount(t *testing.T, path string) (snapshot, entries int) {
 	t.Helper()
 	bubble(t, func(t *testing.T) {
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		defer h.Close()
 		s, err := session.New(scripted.New(scripted.Script{}), session.WithHistory(h))
@@ -59,11 +61,11 @@ func TestFileHistoryRefusesCompleteUnknownLastLine(t *testing.T) {
 				path := filepath.Join(t.TempDir(), "h.jsonl")
 				content := []byte(first + last + newline)
 				require.NoError(t, os.WriteFile(path, content, 0o600))
-				h, err := session.OpenFileHistory(path)
+				h, err := history.OpenFileHistory(path)
 				if err == nil {
 					h.Close()
 				}
-				require.ErrorIs(t, err, session.ErrCorruptHistory)
+				require.ErrorIs(t, err, history.ErrCorruptHistory)
 				assert.Contains(t, err.Error(), path)
 				assert.Contains(t, err.Error(), "line 2")
 				after, err := os.ReadFile(path)
@@ -76,7 +78,7 @@ func TestFileHistoryRefusesCompleteUnknownLastLine(t *testing.T) {
 	for _, torn := range []string{`{"type":"branch","id":"b","timestamp":2,"bra`, `[1,2,`, `nul`, `"` + strings.Repeat("x", 1<<20), `{`} {
 		path := filepath.Join(t.TempDir(), "h.jsonl")
 		require.NoError(t, os.WriteFile(path, []byte(first+torn), 0o600))
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err, "%.40q", torn)
 		assert.Equal(t, []string{"a"}, idsOf(readAll(t, h)))
 		require.NoError(t, h.Close())
@@ -91,13 +93,13 @@ func TestFileHistoryRefusesCompleteUnknownLastLine(t *testing.T) {
 // messages. It returns the file's lines.
 func writeHistory(t *testing.T, path string) []string {
 	t.Helper()
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	for i := range 10 {
 		require.NoError(t, h.Append(msgEntry(fmt.Sprintf("m%d", i), fmt.Sprintf("message %d", i))))
 	}
-	require.NoError(t, h.Append(session.Entry{Type: session.EntryCompaction, ID: "c", Timestamp: 2,
-		Compaction: &session.Compaction{Reason: session.ReasonManual, Summary: "s", FirstKeptEntryID: "m6"}}))
+	require.NoError(t, h.Append(transcript.Entry{Type: transcript.EntryCompaction, ID: "c", Timestamp: 2,
+		Compaction: &transcript.Compaction{Reason: transcript.ReasonManual, Summary: "s", FirstKeptEntryID: "m6"}}))
 	for i := range 3 {
 		require.NoError(t, h.Append(msgEntry(fmt.Sprintf("n%d", i), "after")))
 	}
@@ -143,7 +145,7 @@ func TestFileHistoryCountTrueAfterEditBeforeCompaction(t *testing.T) {
 }
 
 // idsOf is the IDs of entries, in order.
-func idsOf(entries []session.Entry) []string {
+func idsOf(entries []transcript.Entry) []string {
 	var ids []string
 	for _, e := range entries {
 		ids = append(ids, e.ID)
@@ -160,13 +162,13 @@ func idsOf(entries []session.Entry) []string {
 func TestFileHistoryAppendCutShortIsDroppedWhole(t *testing.T) {
 	dir := t.TempDir()
 	full := filepath.Join(dir, "full.jsonl")
-	h, err := session.OpenFileHistory(full)
+	h, err := history.OpenFileHistory(full)
 	require.NoError(t, err)
 	require.NoError(t, h.Append(msgEntry("a", "first")))
 	before, err := os.ReadFile(full)
 	require.NoError(t, err)
-	step := []session.Entry{msgEntry("b", "failed"), {Type: session.EntryRemoval, ID: "b", Timestamp: 1},
-		{Type: session.EntryCompaction, ID: "c", Timestamp: 2, Compaction: &session.Compaction{Reason: session.ReasonManual, Summary: "s", FirstKeptEntryID: "a"}},
+	step := []transcript.Entry{msgEntry("b", "failed"), {Type: transcript.EntryRemoval, ID: "b", Timestamp: 1},
+		{Type: transcript.EntryCompaction, ID: "c", Timestamp: 2, Compaction: &transcript.Compaction{Reason: transcript.ReasonManual, Summary: "s", FirstKeptEntryID: "a"}},
 		msgEntry("d", "after")}
 	require.NoError(t, h.Append(step...))
 	require.NoError(t, h.Close())
@@ -176,7 +178,7 @@ func TestFileHistoryAppendCutShortIsDroppedWhole(t *testing.T) {
 	for cut := len(before); cut < len(data); cut++ {
 		path := filepath.Join(dir, fmt.Sprintf("cut%d.jsonl", cut))
 		require.NoError(t, os.WriteFile(path, data[:cut], 0o600))
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err, "cut at %d", cut)
 		want := []string{"a"}
 		if cut == len(data)-1 {
@@ -196,7 +198,7 @@ func TestFileHistoryAppendCutShortIsDroppedWhole(t *testing.T) {
 // the count a reopened session gives its snapshots, stay the file's.
 func TestFileHistoryCountsAnotherWritersLines(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	require.NoError(t, h.Append(msgEntry("a", "first"), msgEntry("b", "second")))
 	other, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
@@ -204,8 +206,8 @@ func TestFileHistoryCountsAnotherWritersLines(t *testing.T) {
 	_, err = other.WriteString(`{"type":"message","id":"x","timestamp":1,"message":{"id":"x","role":"user","timestamp":1}}` + "\n\n")
 	require.NoError(t, err)
 	require.NoError(t, other.Close())
-	require.NoError(t, h.Append(session.Entry{Type: session.EntryCompaction, ID: "c", Timestamp: 2,
-		Compaction: &session.Compaction{Reason: session.ReasonManual, Summary: "s", FirstKeptEntryID: "b"}}, msgEntry("d", "after")))
+	require.NoError(t, h.Append(transcript.Entry{Type: transcript.EntryCompaction, ID: "c", Timestamp: 2,
+		Compaction: &transcript.Compaction{Reason: transcript.ReasonManual, Summary: "s", FirstKeptEntryID: "b"}}, msgEntry("d", "after")))
 	assert.Equal(t, []string{"a", "b", "x", "c", "d"}, idsOf(readAll(t, h)))
 	require.NoError(t, h.Close())
 	snapshot, entries := historyCount(t, path)
@@ -234,7 +236,7 @@ func TestFileHistoryRefusesAppendAfterAnotherWritersDamage(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			path := filepath.Join(t.TempDir(), "h.jsonl")
-			h, err := session.OpenFileHistory(path)
+			h, err := history.OpenFileHistory(path)
 			require.NoError(t, err)
 			defer h.Close()
 			require.NoError(t, h.Append(msgEntry("a", "first"), msgEntry("b", "second")))
@@ -265,7 +267,7 @@ func appendTo(path, s string) error {
 // reopens (in a new FileHistory) with every entry.
 func TestFileHistoryAfterClose(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	require.NoError(t, h.Append(msgEntry("a", "first")))
 	require.NoError(t, h.Close())
@@ -274,7 +276,7 @@ func TestFileHistoryAfterClose(t *testing.T) {
 	require.ErrorIs(t, err, os.ErrClosed)
 	assert.Contains(t, err.Error(), path)
 
-	h2, err := session.OpenFileHistory(path)
+	h2, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h2.Close()
 	require.ErrorIs(t, h.Append(msgEntry("b", "second")), os.ErrClosed, "the old one stays closed")

@@ -11,8 +11,10 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // validHistory is a history file with an entry of every type.
@@ -104,11 +106,11 @@ func FuzzOpenFileHistory(f *testing.F) {
 	f.Fuzz(func(t *testing.T, data []byte) {
 		path := filepath.Join(t.TempDir(), "h.jsonl")
 		require.NoError(t, os.WriteFile(path, data, 0o600))
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		after, rerr := os.ReadFile(path)
 		require.NoError(t, rerr)
 		if err != nil {
-			require.ErrorIs(t, err, session.ErrCorruptHistory)
+			require.ErrorIs(t, err, history.ErrCorruptHistory)
 			require.Contains(t, err.Error(), path)
 			require.Contains(t, err.Error(), ": line ")
 			require.Equal(t, data, after, "a refused file is left as it was")
@@ -135,7 +137,7 @@ func FuzzOpenFileHistory(f *testing.F) {
 			t.Fatalf("the file changed beyond its tail:\nbefore %q\nafter  %q", data, after)
 		}
 
-		h, err = session.OpenFileHistory(path)
+		h, err = history.OpenFileHistory(path)
 		require.NoError(t, err, "reopening")
 		require.Equal(t, entries, readAll(t, h), "reopening gives the same entries")
 		again, rerr := os.ReadFile(path)
@@ -145,10 +147,10 @@ func FuzzOpenFileHistory(f *testing.F) {
 		s, err := session.New(scripted.New(scripted.Script{}), session.WithHistory(h))
 		require.NoError(t, err, "a session starts on an accepted history")
 		require.NoError(t, s.Close())
-		extra := session.Entry{Type: session.EntryRemoval, ID: "fuzz", Timestamp: 1}
+		extra := transcript.Entry{Type: transcript.EntryRemoval, ID: "fuzz", Timestamp: 1}
 		require.NoError(t, h.Append(extra))
 		require.NoError(t, h.Close())
-		h, err = session.OpenFileHistory(path)
+		h, err = history.OpenFileHistory(path)
 		require.NoError(t, err, "reopening after an append")
 		require.Equal(t, append(entries, extra), readAll(t, h))
 		require.NoError(t, h.Close())

@@ -10,16 +10,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
-func msgEntry(id, text string) session.Entry {
-	return session.Entry{Type: session.EntryMessage, ID: id, Timestamp: 1, Message: &session.Message{ID: id, Role: session.RoleUser, Content: session.TextContent(text), Timestamp: 1}}
+func msgEntry(id, text string) transcript.Entry {
+	return transcript.Entry{Type: transcript.EntryMessage, ID: id, Timestamp: 1, Message: &transcript.Message{ID: id, Role: transcript.RoleUser, Content: transcript.TextContent(text), Timestamp: 1}}
 }
 
 func TestMemoryHistory(t *testing.T) {
-	var h session.MemoryHistory
+	var h history.MemoryHistory
 	require.NoError(t, h.Append(msgEntry("a", "x")))
 	require.NoError(t, h.Append(msgEntry("b", "y")))
 	got := readAll(t, &h)
@@ -30,8 +33,8 @@ func TestMemoryHistory(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 0, before)
 	assert.Len(t, tail, 2, "without a compaction the tail is everything")
-	require.NoError(t, h.Append(msgEntry("c", "z"), session.Entry{Type: session.EntryCompaction, ID: "k", Timestamp: 2,
-		Compaction: &session.Compaction{Reason: session.ReasonManual, Summary: "s", FirstKeptEntryID: "b"}}))
+	require.NoError(t, h.Append(msgEntry("c", "z"), transcript.Entry{Type: transcript.EntryCompaction, ID: "k", Timestamp: 2,
+		Compaction: &transcript.Compaction{Reason: transcript.ReasonManual, Summary: "s", FirstKeptEntryID: "b"}}))
 	before, tail, err = h.Tail()
 	require.NoError(t, err)
 	assert.Equal(t, 1, before, "the tail starts at the first kept entry")
@@ -42,11 +45,11 @@ func TestMemoryHistory(t *testing.T) {
 
 func TestFileHistoryRoundTrip(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	require.NoError(t, h.Append(msgEntry("a", "first")))
-	require.NoError(t, h.Append(session.Entry{Type: session.EntryCompaction, ID: "c", Timestamp: 2,
-		Compaction: &session.Compaction{Reason: session.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}}))
+	require.NoError(t, h.Append(transcript.Entry{Type: transcript.EntryCompaction, ID: "c", Timestamp: 2,
+		Compaction: &transcript.Compaction{Reason: transcript.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}}))
 	require.NoError(t, h.Close())
 	require.Error(t, h.Append(msgEntry("late", "x")), "append after close fails")
 
@@ -54,7 +57,7 @@ func TestFileHistoryRoundTrip(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, countLines(data), "one JSON object per line")
 
-	h2, err := session.OpenFileHistory(path)
+	h2, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h2.Close()
 	got := readAll(t, h2)
@@ -80,7 +83,7 @@ func countLines(b []byte) int {
 func TestFileHistoryCrash(t *testing.T) {
 	dir := t.TempDir()
 	full := filepath.Join(dir, "full.jsonl")
-	h, err := session.OpenFileHistory(full)
+	h, err := history.OpenFileHistory(full)
 	require.NoError(t, err)
 	for i := range 3 {
 		require.NoError(t, h.Append(msgEntry(fmt.Sprintf("m%d", i), fmt.Sprintf("message %d", i))))
@@ -95,7 +98,7 @@ func TestFileHistoryCrash(t *testing.T) {
 	for cut := lastStart; cut < len(data); cut++ {
 		path := filepath.Join(dir, fmt.Sprintf("cut%d.jsonl", cut))
 		require.NoError(t, os.WriteFile(path, data[:cut], 0o644))
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err, "cut at %d", cut)
 		want := 2
 		if cut == len(data)-1 {
@@ -104,7 +107,7 @@ func TestFileHistoryCrash(t *testing.T) {
 		require.Len(t, readAll(t, h), want, "cut at %d", cut)
 		require.NoError(t, h.Append(msgEntry("after", "after the crash")))
 		require.NoError(t, h.Close())
-		h, err = session.OpenFileHistory(path)
+		h, err = history.OpenFileHistory(path)
 		require.NoError(t, err, "cut at %d, reopened", cut)
 		got := readAll(t, h)
 		require.Len(t, got, want+1, "cut at %d, reopened", cut)
@@ -119,16 +122,16 @@ func TestFileHistoryCorruptLine(t *testing.T) {
 		`{"type":"message","id":"b",` + "\n" +
 		`{"type":"message","id":"c","timestamp":1,"message":{"id":"c","role":"user","timestamp":1}}` + "\n"
 	require.NoError(t, os.WriteFile(path, []byte(content), 0o644))
-	_, err := session.OpenFileHistory(path)
-	require.ErrorIs(t, err, session.ErrCorruptHistory)
+	_, err := history.OpenFileHistory(path)
+	require.ErrorIs(t, err, history.ErrCorruptHistory)
 	assert.Contains(t, err.Error(), "line 2")
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
 	assert.Equal(t, content, string(after), "a corrupt file is left as it was")
 
 	require.NoError(t, os.WriteFile(path, []byte(`{"type":"bogus","id":"x"}`+"\n"+`{}`+"\n"), 0o644))
-	_, err = session.OpenFileHistory(path)
-	require.ErrorIs(t, err, session.ErrCorruptHistory)
+	_, err = history.OpenFileHistory(path)
+	require.ErrorIs(t, err, history.ErrCorruptHistory)
 	assert.Contains(t, err.Error(), "line 1")
 }
 
@@ -137,21 +140,21 @@ func TestFileHistoryCorruptLine(t *testing.T) {
 func TestSessionOnFileHistory(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "session.jsonl")
 	bubble(t, func(t *testing.T) {
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		defer h.Close()
 		s, _, _ := newSession(t, []scripted.Call{fail(service503), ok("done")}, session.WithHistory(h))
 		require.NoError(t, s.Prompt(context.Background(), "hi"))
 		s.Close()
 	})
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
 	assert.Len(t, readAll(t, h), 4, "the prompt, the error (kept in history), its removal and the answer")
 	s, err := session.New(scripted.New(scripted.Script{}), session.WithHistory(h))
 	require.NoError(t, err)
 	defer s.Close()
-	assert.Equal(t, 2, s.MessageCount(), "the runtime context is rebuilt without the removed error")
+	assert.Equal(t, 2, s.Status().MessageCount, "the runtime context is rebuilt without the removed error")
 }
 
 // TestFileHistoryCompactionFormat: a compaction entry is written as before
@@ -164,14 +167,14 @@ func TestFileHistoryCompactionFormat(t *testing.T) {
 	old := `{"type":"message","id":"a","timestamp":1,"message":{"id":"a","role":"user","text":"first","timestamp":1}}` + "\n" +
 		`{"type":"compaction","id":"c1","timestamp":2,"compaction":{"reason":"threshold","summary":"s","firstKeptEntryId":"a","tokensBefore":7}}` + "\n"
 	require.NoError(t, os.WriteFile(path, []byte(old), 0o600))
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	got := readAll(t, h)
 	require.Len(t, got, 2)
-	assert.Equal(t, session.Compaction{Reason: session.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}, *got[1].Compaction)
+	assert.Equal(t, transcript.Compaction{Reason: transcript.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}, *got[1].Compaction)
 
-	require.NoError(t, h.Append(session.Entry{Type: session.EntryCompaction, ID: "c2", Timestamp: 3,
-		Compaction: &session.Compaction{Reason: session.ReasonManual, Summary: "t", FirstKeptEntryID: "a", TokensBefore: 9,
+	require.NoError(t, h.Append(transcript.Entry{Type: transcript.EntryCompaction, ID: "c2", Timestamp: 3,
+		Compaction: &transcript.Compaction{Reason: transcript.ReasonManual, Summary: "t", FirstKeptEntryID: "a", TokensBefore: 9,
 			Details: map[string]any{"files": []string{"a.go"}}}}))
 	require.NoError(t, h.Close())
 	data, err := os.ReadFile(path)
@@ -179,13 +182,13 @@ func TestFileHistoryCompactionFormat(t *testing.T) {
 	assert.Equal(t, old+fmt.Sprintf(`{"type":"compaction","id":"c2","timestamp":3,"compaction":{"reason":"manual","summary":"t","firstKeptEntryId":"a","tokensBefore":9,"details":{"files":["a.go"]}},"index":2,"offset":%d}`, len(old))+"\n", string(data),
 		"written as before, details last, then the line's index and offset")
 
-	h, err = session.OpenFileHistory(path)
+	h, err = history.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
 	got = readAll(t, h)
 	require.Len(t, got, 3)
 	assert.Equal(t, map[string]any{"files": []any{"a.go"}}, got[2].Compaction.Details)
-	assert.Equal(t, *got[1].Compaction, session.Compaction{Reason: session.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}, "no details: none read")
+	assert.Equal(t, *got[1].Compaction, transcript.Compaction{Reason: transcript.ReasonThreshold, Summary: "s", FirstKeptEntryID: "a", TokensBefore: 7}, "no details: none read")
 }
 
 // TestFileHistoryRefusesDetailsJSONCannotEncode: a compaction whose
@@ -195,11 +198,11 @@ func TestFileHistoryCompactionFormat(t *testing.T) {
 // history; the file history refuses them on its own too.)
 func TestFileHistoryRefusesDetailsJSONCannotEncode(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
-	sum := summarizerFunc(func(context.Context, session.SummaryRequest) (session.Summary, error) {
-		return session.Summary{Text: "s", Details: make(chan int)}, nil
+	sum := summarizerFunc(func(context.Context, policy.SummaryRequest) (policy.Summary, error) {
+		return policy.Summary{Text: "s", Details: make(chan int)}, nil
 	})
 	s, _, _ := newSession(t, []scripted.Call{ok("first answer"), ok("second answer")}, smallKeep(), session.WithSummarizer(sum), session.WithHistory(h))
 	warmUp(t, s)
@@ -210,7 +213,7 @@ func TestFileHistoryRefusesDetailsJSONCannotEncode(t *testing.T) {
 	_, err = s.Compact(context.Background(), "")
 	require.ErrorContains(t, err, "the summary's details cannot be written as JSON")
 	require.ErrorContains(t, err, "chan int")
-	err = h.Append(session.Entry{Type: session.EntryCompaction, ID: "k", Compaction: &session.Compaction{Summary: "s", Details: make(chan int)}})
+	err = h.Append(transcript.Entry{Type: transcript.EntryCompaction, ID: "k", Compaction: &transcript.Compaction{Summary: "s", Details: make(chan int)}})
 	require.ErrorContains(t, err, "encoding history entry")
 	require.ErrorContains(t, err, "chan int")
 	after, err := os.ReadFile(path)
@@ -229,7 +232,7 @@ func TestFileHistoryDamageBeforeTheTail(t *testing.T) {
 		`{"type":"message","id":"c","timestamp":1,"message":{"id":"c","role":"user","timestamp":1}}` + "\n"
 	content += fmt.Sprintf(`{"type":"compaction","id":"k","timestamp":2,"compaction":{"reason":"manual","summary":"s","firstKeptEntryId":"c","tokensBefore":0},"index":3,"offset":%d}`, len(content)) + "\n"
 	require.NoError(t, os.WriteFile(path, []byte(content), 0o600))
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err, "the damaged line is before the tail")
 	defer h.Close()
 	s, err := session.New(scripted.New(scripted.Script{}), session.WithHistory(h))
@@ -249,7 +252,7 @@ func TestFileHistoryDamageBeforeTheTail(t *testing.T) {
 		ids = append(ids, e.ID)
 	}
 	assert.Equal(t, []string{"a"}, ids, "the stream ends at the damaged line")
-	require.ErrorIs(t, readErr, session.ErrCorruptHistory)
+	require.ErrorIs(t, readErr, history.ErrCorruptHistory)
 	assert.Contains(t, readErr.Error(), "line 2")
 }
 
@@ -257,7 +260,7 @@ func TestFileHistoryDamageBeforeTheTail(t *testing.T) {
 // does a Tail; neither panics (issue item 2).
 func TestFileHistoryReadAfterClose(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	require.NoError(t, h.Append(msgEntry("a", "first"), msgEntry("b", "second")))
 	require.NoError(t, h.Close())

@@ -12,10 +12,9 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agentfsm/agentfsm/session"
 )
 
 // A history file is created readable by its owner only (issue item 22).
@@ -23,7 +22,7 @@ func TestFileHistoryCreatedPrivate(t *testing.T) {
 	old := syscall.Umask(0)
 	defer syscall.Umask(old)
 	path := filepath.Join(t.TempDir(), "h.jsonl")
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
 	fi, err := os.Stat(path)
@@ -46,7 +45,7 @@ func TestFileHistoryRefusesNonRegularFiles(t *testing.T) {
 		toZero:      "device",
 		dir:         "directory",
 	} {
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		if !assert.Error(t, err, path) {
 			h.Close()
 			continue
@@ -61,21 +60,21 @@ func TestFileHistoryRefusesNonRegularFiles(t *testing.T) {
 // (issue item 21).
 func TestFileHistoryOneWriterInProcess(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	require.NoError(t, h.Append(msgEntry("a", "first")))
 
-	_, err = session.OpenFileHistory(path)
-	require.ErrorIs(t, err, session.ErrHistoryLocked)
+	_, err = history.OpenFileHistory(path)
+	require.ErrorIs(t, err, history.ErrHistoryLocked)
 	assert.Contains(t, err.Error(), path)
 	link := filepath.Join(t.TempDir(), "link.jsonl")
 	require.NoError(t, os.Symlink(path, link))
-	_, err = session.OpenFileHistory(link)
-	require.ErrorIs(t, err, session.ErrHistoryLocked, "the same file under another name")
+	_, err = history.OpenFileHistory(link)
+	require.ErrorIs(t, err, history.ErrHistoryLocked, "the same file under another name")
 
 	require.NoError(t, h.Append(msgEntry("b", "second")), "the refused opener changed nothing")
 	require.NoError(t, h.Close())
-	h, err = session.OpenFileHistory(path)
+	h, err = history.OpenFileHistory(path)
 	require.NoError(t, err, "Close releases the lock")
 	defer h.Close()
 	assert.Len(t, readAll(t, h), 2)
@@ -85,7 +84,7 @@ func TestFileHistoryOneWriterInProcess(t *testing.T) {
 // there meanwhile (a writer that ignores the lock).
 func TestFileHistoryAppendsAtTheEnd(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "h.jsonl")
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err)
 	require.NoError(t, h.Append(msgEntry("a", "first")))
 	other, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND, 0)
@@ -96,7 +95,7 @@ func TestFileHistoryAppendsAtTheEnd(t *testing.T) {
 	require.NoError(t, h.Append(msgEntry("b", "second")))
 	require.NoError(t, h.Close())
 
-	h, err = session.OpenFileHistory(path)
+	h, err = history.OpenFileHistory(path)
 	require.NoError(t, err)
 	defer h.Close()
 	var ids []string
@@ -145,14 +144,14 @@ func TestFileHistoryOneWriterAcrossProcesses(t *testing.T) {
 	// The other process holds the file: this one is refused.
 	cmd, stdin, out := other("hold")
 	require.Equal(t, "opened", readReport(out))
-	_, err := session.OpenFileHistory(path)
-	require.ErrorIs(t, err, session.ErrHistoryLocked)
+	_, err := history.OpenFileHistory(path)
+	require.ErrorIs(t, err, history.ErrHistoryLocked)
 	assert.Contains(t, err.Error(), path)
 	require.NoError(t, stdin.Close())
 	require.NoError(t, cmd.Wait())
 
 	// This process holds the file: the other one is refused.
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	require.NoError(t, err, "the other process's exit released the file")
 	defer h.Close()
 	assert.Len(t, readAll(t, h), 1, "the other process's entry")
@@ -160,12 +159,12 @@ func TestFileHistoryOneWriterAcrossProcesses(t *testing.T) {
 	report := readReport(out)
 	require.NoError(t, stdin.Close())
 	require.NoError(t, cmd.Wait())
-	assert.Contains(t, report, session.ErrHistoryLocked.Error())
+	assert.Contains(t, report, history.ErrHistoryLocked.Error())
 	assert.Contains(t, report, path)
 }
 
 func otherProcess(mode, path string) {
-	h, err := session.OpenFileHistory(path)
+	h, err := history.OpenFileHistory(path)
 	if err != nil {
 		os.Stdout.WriteString("report: " + err.Error() + "\n")
 		return
@@ -190,7 +189,7 @@ func TestFileHistoryRefusesAppendToAReplacedFile(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			dir := t.TempDir()
 			path := filepath.Join(dir, "h.jsonl")
-			h, err := session.OpenFileHistory(path)
+			h, err := history.OpenFileHistory(path)
 			require.NoError(t, err)
 			defer h.Close()
 			require.NoError(t, h.Append(msgEntry("a", "first")))
@@ -223,7 +222,7 @@ func TestFileHistoryRefusesAppendToAReplacedFile(t *testing.T) {
 func TestFileHistoryRelativePathSurvivesChdir(t *testing.T) {
 	dir := t.TempDir()
 	t.Chdir(dir)
-	h, err := session.OpenFileHistory("h.jsonl")
+	h, err := history.OpenFileHistory("h.jsonl")
 	require.NoError(t, err)
 	defer h.Close()
 	t.Chdir(t.TempDir())

@@ -11,6 +11,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/states"
 )
@@ -29,8 +31,8 @@ import (
 
 // waitCtx ends a run once its context is done, after emitting before; it
 // then emits after (an agent that goes on reporting once cancelled).
-func waitCtx(before, after []session.Event, ret func(ctx context.Context) error) runFunc {
-	return func(ctx context.Context, _ session.RunRequest, emit func(session.Event)) error {
+func waitCtx(before, after []events.Event, ret func(ctx context.Context) error) runFunc {
+	return func(ctx context.Context, _ session.RunRequest, emit func(events.Event)) error {
 		for _, ev := range before {
 			emit(ev)
 		}
@@ -90,36 +92,36 @@ func abortPoints() []abortPoint {
 	// The first summary waits for its context; later ones answer at once.
 	slowSum := func() session.Option {
 		var once sync.Once
-		return session.WithSummarizer(summarizerFunc(func(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
+		return session.WithSummarizer(summarizerFunc(func(ctx context.Context, _ policy.SummaryRequest) (policy.Summary, error) {
 			first := false
 			once.Do(func() { first = true })
 			if first {
 				<-ctx.Done()
-				return session.Summary{}, context.Cause(ctx)
+				return policy.Summary{}, context.Cause(ctx)
 			}
-			return session.Summary{Text: "summary"}, nil
+			return policy.Summary{Text: "summary"}, nil
 		}))
 	}
 	return []abortPoint{
 		{name: "before agent_start", plays: []runFunc{waitCtx(nil, nil, causeOf)}, wantState: states.Idle},
-		{name: "after agent_start", plays: []runFunc{waitCtx([]session.Event{session.AgentStart{}}, nil, causeOf)}},
+		{name: "after agent_start", plays: []runFunc{waitCtx([]events.Event{events.AgentStart{}}, nil, causeOf)}},
 		{name: "between message_start and message_end", plays: []runFunc{waitCtx(
-			[]session.Event{session.AgentStart{}, session.TurnStart{}, session.MessageStart{Message: assistant("stop", "")}},
-			[]session.Event{session.MessageEnd{Message: aborted}, session.TurnEnd{}, session.AgentEnd{}}, nil)}},
+			[]events.Event{events.AgentStart{}, events.CallStart{}, events.MessageStart{Message: assistant("stop", "")}},
+			[]events.Event{events.MessageEnd{Message: aborted}, events.CallEnd{}, events.AgentEnd{}}, nil)}},
 		{name: "between message_start and message_end, agent returns its cause", plays: []runFunc{waitCtx(
-			[]session.Event{session.AgentStart{}, session.TurnStart{}, session.MessageStart{Message: assistant("stop", "")}},
+			[]events.Event{events.AgentStart{}, events.CallStart{}, events.MessageStart{Message: assistant("stop", "")}},
 			nil, causeOf)}},
 		{name: "after an error message_end before agent_end", plays: []runFunc{tail(msgErr)}},
 		{name: "after an overflow message_end before agent_end", plays: []runFunc{tail(assistant("error", tooLong))}, opts: []session.Option{smallKeep()}, warm: true},
 		{name: "after a usage-over-threshold message_end before agent_end", plays: []runFunc{tail(over)}, opts: []session.Option{smallKeep()}, warm: true},
 		{name: "after agent_end before Run returns", plays: []runFunc{waitCtx(
-			[]session.Event{session.AgentStart{}, session.TurnStart{}, session.MessageStart{Message: msgErr}, session.MessageEnd{Message: msgErr}, session.TurnEnd{}, session.AgentEnd{}},
+			[]events.Event{events.AgentStart{}, events.CallStart{}, events.MessageStart{Message: msgErr}, events.MessageEnd{Message: msgErr}, events.CallEnd{}, events.AgentEnd{}},
 			nil, nil)}},
 		{name: "after agent_end, then more events and a second agent_end", plays: []runFunc{waitCtx(
-			[]session.Event{session.AgentStart{}, session.MessageStart{Message: msgErr}, session.MessageEnd{Message: msgErr}, session.AgentEnd{}},
-			[]session.Event{session.MessageStart{Message: msgErr}, session.MessageEnd{Message: msgErr}, session.AgentEnd{}}, nil)}},
+			[]events.Event{events.AgentStart{}, events.MessageStart{Message: msgErr}, events.MessageEnd{Message: msgErr}, events.AgentEnd{}},
+			[]events.Event{events.MessageStart{Message: msgErr}, events.MessageEnd{Message: msgErr}, events.AgentEnd{}}, nil)}},
 		{name: "during a backoff", plays: []runFunc{answer(msgErr)}, wait: time.Second, wantState: states.Backoff},
-		{name: "during a continuation", plays: []runFunc{answer(msgErr), waitCtx([]session.Event{session.AgentStart{}}, nil, causeOf)}, wait: 3 * time.Second},
+		{name: "during a continuation", plays: []runFunc{answer(msgErr), waitCtx([]events.Event{events.AgentStart{}}, nil, causeOf)}, wait: 3 * time.Second},
 		{name: "during an overflow compaction", plays: []runFunc{answer(assistant("error", tooLong))},
 			opts: []session.Option{smallKeep(), slowSum()}, warm: true, wantState: states.Compacting},
 		{name: "during a threshold compaction", plays: []runFunc{answer(over)},
@@ -136,15 +138,15 @@ func checkStopped(t *testing.T, s *session.Session, rec *recorder, agent *runs, 
 	starts, ends := 0, 0
 	for _, ev := range evs {
 		switch ev.(type) {
-		case session.AgentStart:
+		case events.AgentStart:
 			starts++
-		case session.AgentEnd:
+		case events.AgentEnd:
 			ends++
 		}
 	}
 	assert.Equal(t, starts, ends, "every agent_start has one agent_end")
 	if assert.NotEmpty(t, evs) {
-		_, last := evs[len(evs)-1].(session.TurnSettled)
+		_, last := evs[len(evs)-1].(events.TurnSettled)
 		assert.True(t, last, "turn_settled is the last event, got %T", evs[len(evs)-1])
 	}
 	for _, l := range rec.recovery() {
@@ -167,15 +169,15 @@ func TestHostileAbortAtEveryPoint(t *testing.T) {
 			bubble(t, func(t *testing.T) {
 				s, rec, agent, done := p.reach(t, context.Background())
 				if p.wantState != "" {
-					require.Equal(t, p.wantState, s.State(), "the point reached")
+					require.Equal(t, p.wantState, s.Status().State, "the point reached")
 				}
 				calls := agent.calls()
 				s.Abort()
-				assert.Equal(t, states.Idle, s.State())
-				assert.False(t, s.IsStreaming())
-				assert.False(t, s.IsCompacting())
-				assert.Zero(t, s.RetryAttempt())
-				require.ErrorIs(t, <-done, session.ErrAborted)
+				assert.Equal(t, states.Idle, s.Status().State)
+				assert.False(t, s.Status().Streaming)
+				assert.False(t, s.Status().Compacting)
+				assert.Zero(t, s.Status().Attempt)
+				require.ErrorIs(t, <-done, policy.ErrAborted)
 				checkStopped(t, s, rec, agent, calls)
 				require.NoError(t, s.Prompt(context.Background(), "again"), "the session is usable")
 			})
@@ -195,11 +197,11 @@ func TestHostileAbortTwiceConcurrently(t *testing.T) {
 				for range 3 {
 					wg.Go(func() {
 						s.Abort()
-						assert.Equal(t, states.Idle, s.State())
+						assert.Equal(t, states.Idle, s.Status().State)
 					})
 				}
 				wg.Wait()
-				require.ErrorIs(t, <-done, session.ErrAborted)
+				require.ErrorIs(t, <-done, policy.ErrAborted)
 				checkStopped(t, s, rec, agent, calls)
 			})
 		})
@@ -217,9 +219,9 @@ func TestHostileCloseAtEveryPoint(t *testing.T) {
 				s, rec, agent, done := p.reach(t, context.Background())
 				calls := agent.calls()
 				require.NoError(t, s.Close())
-				require.ErrorIs(t, <-done, session.ErrAborted)
+				require.ErrorIs(t, <-done, policy.ErrAborted)
 				checkStopped(t, s, rec, agent, calls)
-				assert.ErrorIs(t, s.Prompt(context.Background(), "after"), session.ErrClosed)
+				assert.ErrorIs(t, s.Prompt(context.Background(), "after"), policy.ErrClosed)
 			})
 		})
 	}
@@ -239,9 +241,9 @@ func TestHostilePromptContextAtEveryPoint(t *testing.T) {
 				calls := agent.calls()
 				cancel(errMine)
 				err := <-done
-				require.ErrorIs(t, err, session.ErrAborted)
+				require.ErrorIs(t, err, policy.ErrAborted)
 				require.ErrorIs(t, err, errMine)
-				assert.Equal(t, states.Idle, s.State())
+				assert.Equal(t, states.Idle, s.Status().State)
 				checkStopped(t, s, rec, agent, calls)
 			})
 		})

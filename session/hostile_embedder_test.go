@@ -15,9 +15,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // The tests of this file play an embedder's own parts (history, credential
@@ -32,26 +36,26 @@ import (
 func TestHostileCompactWithDoneContextWhileBusyChangesNothing(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		agent := playing(answer(assistant("stop", "first answer")), answer(assistant("error", tooLong)))
-		s, rec := newSessionOn(t, agent, smallKeep(), session.WithSummarizer(summarizerFunc(func(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
+		s, rec := newSessionOn(t, agent, smallKeep(), session.WithSummarizer(summarizerFunc(func(ctx context.Context, _ policy.SummaryRequest) (policy.Summary, error) {
 			select {
 			case <-time.After(time.Minute):
-				return session.Summary{Text: "summary"}, nil
+				return policy.Summary{Text: "summary"}, nil
 			case <-ctx.Done():
-				return session.Summary{}, context.Cause(ctx)
+				return policy.Summary{}, context.Cause(ctx)
 			}
 		})))
 		warmUp(t, s)
 		done := promptAsync(s, "second question, long enough to compact")
 		synctest.Wait()
-		require.Equal(t, states.Compacting, s.State())
+		require.Equal(t, states.Compacting, s.Status().State)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		// Each call has an even chance to take ctx.Done; 20 calls make a
 		// pass by luck one in a million.
 		for i := range 20 {
 			_, err := s.Compact(ctx, "")
-			require.ErrorIs(t, err, session.ErrBusy)
-			require.Equal(t, states.Compacting, s.State(), "call %d, busy, left the automatic compaction running", i+1)
+			require.ErrorIs(t, err, policy.ErrBusy)
+			require.Equal(t, states.Compacting, s.Status().State, "call %d, busy, left the automatic compaction running", i+1)
 		}
 		assert.NoError(t, <-done, "the overflow recovery went on and the continuation succeeded")
 		assert.NotContains(t, rec.recovery(), "compaction_end aborted")
@@ -64,12 +68,12 @@ func TestHostileCompactWithDoneContextWhileBusyChangesNothing(t *testing.T) {
 func TestHostileCompactWithDoneContextDoesNotCancelAnotherCompact(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		agent := playing(answer(assistant("stop", "first answer")), answer(assistant("stop", "second answer")))
-		s, _ := newSessionOn(t, agent, smallKeep(), session.WithSummarizer(summarizerFunc(func(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
+		s, _ := newSessionOn(t, agent, smallKeep(), session.WithSummarizer(summarizerFunc(func(ctx context.Context, _ policy.SummaryRequest) (policy.Summary, error) {
 			select {
 			case <-time.After(time.Minute):
-				return session.Summary{Text: "summary"}, nil
+				return policy.Summary{Text: "summary"}, nil
 			case <-ctx.Done():
-				return session.Summary{}, context.Cause(ctx)
+				return policy.Summary{}, context.Cause(ctx)
 			}
 		})))
 		warmUp(t, s)
@@ -80,12 +84,12 @@ func TestHostileCompactWithDoneContextDoesNotCancelAnotherCompact(t *testing.T) 
 			first <- err
 		}()
 		synctest.Wait()
-		require.True(t, s.IsCompacting())
+		require.True(t, s.Status().Compacting)
 		ctx, cancel := context.WithCancel(context.Background())
 		cancel()
 		for i := range 20 {
 			_, err := s.Compact(ctx, "")
-			require.ErrorIs(t, err, session.ErrBusy)
+			require.ErrorIs(t, err, policy.ErrBusy)
 			synctest.Wait()
 			select {
 			case err := <-first:
@@ -100,7 +104,7 @@ func TestHostileCompactWithDoneContextDoesNotCancelAnotherCompact(t *testing.T) 
 // failingHistory is a MemoryHistory whose Append fails on the calls listed
 // in fail (1-based).
 type failingHistory struct {
-	session.MemoryHistory
+	history.MemoryHistory
 	mu    sync.Mutex
 	calls int
 	fail  map[int]bool
@@ -108,7 +112,7 @@ type failingHistory struct {
 
 var errDiskFull = errors.New("disk full")
 
-func (h *failingHistory) Append(es ...session.Entry) error {
+func (h *failingHistory) Append(es ...transcript.Entry) error {
 	h.mu.Lock()
 	h.calls++
 	n := h.calls
@@ -119,8 +123,8 @@ func (h *failingHistory) Append(es ...session.Entry) error {
 	return h.MemoryHistory.Append(es...)
 }
 
-var sentinels = []error{session.ErrExhausted, session.ErrRetryCancelled, session.ErrAborted, session.ErrOverflow,
-	session.ErrProvider, session.ErrStartFailed, session.ErrHistory, session.ErrBusy, session.ErrClosed}
+var sentinels = []error{policy.ErrExhausted, policy.ErrRetryCancelled, policy.ErrAborted, policy.ErrOverflow,
+	policy.ErrProvider, policy.ErrStartFailed, policy.ErrHistory, policy.ErrBusy, policy.ErrClosed}
 
 // TestHostileHistoryFailureErrorMatchesASentinel: Prompt's doc: "It returns
 // nil when the turn ended in a successful message, and otherwise an error
@@ -149,9 +153,9 @@ func TestHostileHistoryFailureErrorMatchesASentinel(t *testing.T) {
 				}
 				assert.True(t, matched, "Prompt's error %q matches a documented sentinel", err)
 				evs := rec.events()
-				_, last := evs[len(evs)-1].(session.TurnSettled)
+				_, last := evs[len(evs)-1].(events.TurnSettled)
 				assert.True(t, last)
-				assert.Equal(t, states.Idle, s.State())
+				assert.Equal(t, states.Idle, s.Status().State)
 			})
 		})
 	}
@@ -160,7 +164,7 @@ func TestHostileHistoryFailureErrorMatchesASentinel(t *testing.T) {
 // panickingStore is a CredentialStore whose Current panics.
 type panickingStore struct{}
 
-func (panickingStore) Current(string, string) (session.Credential, bool) { panic("store broke") }
+func (panickingStore) Current(string, string) (policy.Credential, bool) { panic("store broke") }
 func (panickingStore) MarkUsageLimitReached(string, string, time.Duration, string) bool {
 	panic("store broke")
 }
@@ -174,7 +178,7 @@ func (panickingStore) MarkUsageLimitReached(string, string, time.Duration, strin
 // the whole test binary.
 func TestHostileCredentialStorePanicIsRecovered(t *testing.T) {
 	if os.Getenv("AGENTFSM_ATTACK_CHILD") == "1" {
-		s, err := session.New(playing(), session.WithModel(session.Model{Provider: "scripted", ID: "scripted-1"}),
+		s, err := session.New(playing(), session.WithModel(policy.Model{Provider: "scripted", ID: "scripted-1"}),
 			session.WithCredentials(panickingStore{}))
 		if err != nil {
 			t.Fatal(err)
@@ -199,26 +203,26 @@ func TestHostileCredentialStorePanicIsRecovered(t *testing.T) {
 // next run's).
 func TestHostileAgentEmitsAfterRunReturned(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		late := make(chan func(session.Event), 1)
+		late := make(chan func(events.Event), 1)
 		release := make(chan struct{})
 		var wg sync.WaitGroup
-		first := func(ctx context.Context, _ session.RunRequest, emit func(session.Event)) error {
+		first := func(ctx context.Context, _ session.RunRequest, emit func(events.Event)) error {
 			late <- emit
 			m := assistant("error", service503)
-			emit(session.AgentStart{})
-			emit(session.MessageStart{Message: m})
-			emit(session.MessageEnd{Message: m})
-			emit(session.AgentEnd{})
+			emit(events.AgentStart{})
+			emit(events.MessageStart{Message: m})
+			emit(events.MessageEnd{Message: m})
+			emit(events.AgentEnd{})
 			return nil
 		}
-		second := func(ctx context.Context, _ session.RunRequest, emit func(session.Event)) error {
+		second := func(ctx context.Context, _ session.RunRequest, emit func(events.Event)) error {
 			close(release)
 			time.Sleep(time.Second)
 			m := assistant("stop", "second answer")
-			emit(session.AgentStart{})
-			emit(session.MessageStart{Message: m})
-			emit(session.MessageEnd{Message: m})
-			emit(session.AgentEnd{})
+			emit(events.AgentStart{})
+			emit(events.MessageStart{Message: m})
+			emit(events.MessageEnd{Message: m})
+			emit(events.AgentEnd{})
 			return nil
 		}
 		agent := playing(first, second)
@@ -229,10 +233,10 @@ func TestHostileAgentEmitsAfterRunReturned(t *testing.T) {
 			wg.Go(func() {
 				<-release
 				bad := assistant("error", tooLong)
-				stale(session.AgentStart{})
-				stale(session.MessageStart{Message: bad})
-				stale(session.MessageEnd{Message: bad})
-				stale(session.AgentEnd{})
+				stale(events.AgentStart{})
+				stale(events.MessageStart{Message: bad})
+				stale(events.MessageEnd{Message: bad})
+				stale(events.AgentEnd{})
 			})
 		}
 		require.NoError(t, <-done)
@@ -245,7 +249,7 @@ func TestHostileAgentEmitsAfterRunReturned(t *testing.T) {
 		assert.Equal(t, []string{`retry_start 1/3 2000ms "503 Service Unavailable"`, "retry_end ok 1"}, rec.recovery())
 		_ = s.Close()
 		// And after Close: nothing panics.
-		stale(session.AgentEnd{})
+		stale(events.AgentEnd{})
 	})
 }
 
@@ -256,9 +260,9 @@ func TestHostileAgentEmitsAfterRunReturned(t *testing.T) {
 func TestHostileSummarizerSucceedsAfterCancel(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		agent := playing(answer(assistant("stop", "first answer")), answer(assistant("stop", "second answer")))
-		s, _ := newSessionOn(t, agent, smallKeep(), session.WithSummarizer(summarizerFunc(func(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
+		s, _ := newSessionOn(t, agent, smallKeep(), session.WithSummarizer(summarizerFunc(func(ctx context.Context, _ policy.SummaryRequest) (policy.Summary, error) {
 			time.Sleep(time.Minute) // deaf to ctx
-			return session.Summary{Text: "late success"}, nil
+			return policy.Summary{Text: "late success"}, nil
 		})))
 		warmUp(t, s)
 		require.NoError(t, s.Prompt(context.Background(), "second question"))
@@ -270,11 +274,11 @@ func TestHostileSummarizerSucceedsAfterCancel(t *testing.T) {
 		}()
 		synctest.Wait()
 		s.AbortCompaction()
-		assert.ErrorIs(t, <-res, session.ErrCompactionCancelled)
+		assert.ErrorIs(t, <-res, policy.ErrCompactionCancelled)
 		time.Sleep(2 * time.Minute)
 		assert.Equal(t, before, s.Messages(), "the late success is not applied")
 		for _, e := range readAll(t, s.History()) {
-			assert.NotEqual(t, session.EntryCompaction, e.Type)
+			assert.NotEqual(t, transcript.EntryCompaction, e.Type)
 		}
 	})
 }
@@ -289,8 +293,8 @@ func TestHostilePromptFromTurnSettled(t *testing.T) {
 		var mu sync.Mutex
 		var results []error
 		settled := 0
-		s.SubscribeSession(func(s *session.Session, ev session.Event) {
-			if _, ok := ev.(session.TurnSettled); !ok {
+		s.SubscribeSession(func(s *session.Session, ev events.Event) {
+			if _, ok := ev.(events.TurnSettled); !ok {
 				return
 			}
 			mu.Lock()
@@ -313,7 +317,7 @@ func TestHostilePromptFromTurnSettled(t *testing.T) {
 		mu.Lock()
 		defer mu.Unlock()
 		assert.Equal(t, []error{nil}, results)
-		assert.ErrorIs(t, s.Prompt(context.Background(), "x"), session.ErrClosed)
+		assert.ErrorIs(t, s.Prompt(context.Background(), "x"), policy.ErrClosed)
 	})
 }
 
@@ -326,7 +330,7 @@ func TestHostilePromptFromTurnSettled(t *testing.T) {
 // agent_start/agent_end pair, and that AgentEnd.Messages never lists.
 func TestHostileAgentPanicAfterAgentEnd(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		agent := playing(func(ctx context.Context, _ session.RunRequest, emit func(session.Event)) error {
+		agent := playing(func(ctx context.Context, _ session.RunRequest, emit func(events.Event)) error {
 			answer(assistant("stop", "done"))(ctx, session.RunRequest{}, emit)
 			panic("cleanup failed")
 		})
@@ -335,11 +339,11 @@ func TestHostileAgentPanicAfterAgentEnd(t *testing.T) {
 		open := false
 		for _, ev := range rec.events() {
 			switch ev.(type) {
-			case session.AgentStart:
+			case events.AgentStart:
 				open = true
-			case session.AgentEnd:
+			case events.AgentEnd:
 				open = false
-			case session.MessageStart, session.MessageEnd:
+			case events.MessageStart, events.MessageEnd:
 				assert.True(t, open, "%T %s outside agent_start…agent_end", ev, describe(ev))
 			}
 		}
@@ -355,14 +359,14 @@ func TestHostileAbortDuringCheckBeforePrompt(t *testing.T) {
 		over.Usage = usage(190_000)
 		agent := playing(answer(assistant("stop", "first answer")), answer(over))
 		var once sync.Once
-		s, rec := newSessionOn(t, agent, smallKeep(), session.WithSummarizer(summarizerFunc(func(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
+		s, rec := newSessionOn(t, agent, smallKeep(), session.WithSummarizer(summarizerFunc(func(ctx context.Context, _ policy.SummaryRequest) (policy.Summary, error) {
 			first := false
 			once.Do(func() { first = true })
 			if first {
 				<-ctx.Done()
-				return session.Summary{}, context.Cause(ctx)
+				return policy.Summary{}, context.Cause(ctx)
 			}
-			return session.Summary{Text: "summary"}, nil
+			return policy.Summary{Text: "summary"}, nil
 		})))
 		warmUp(t, s)
 		s.SetAutoCompactionEnabled(false)
@@ -370,10 +374,10 @@ func TestHostileAbortDuringCheckBeforePrompt(t *testing.T) {
 		s.SetAutoCompactionEnabled(true)
 		done := promptAsync(s, "third question")
 		synctest.Wait()
-		require.Equal(t, states.Compacting, s.State())
+		require.Equal(t, states.Compacting, s.Status().State)
 		s.Abort()
-		assert.Equal(t, states.Idle, s.State())
-		require.ErrorIs(t, <-done, session.ErrAborted)
+		assert.Equal(t, states.Idle, s.Status().State)
+		require.ErrorIs(t, <-done, policy.ErrAborted)
 		checkStopped(t, s, rec, agent, 2)
 		for _, m := range s.Messages() {
 			assert.NotEqual(t, "third question", m.Text(), "the prompt was not sent")
@@ -385,11 +389,11 @@ func TestHostileAbortDuringCheckBeforePrompt(t *testing.T) {
 // panickingHistory is a MemoryHistory whose Append panics on its first
 // call.
 type panickingHistory struct {
-	session.MemoryHistory
+	history.MemoryHistory
 	once sync.Once
 }
 
-func (h *panickingHistory) Append(es ...session.Entry) error {
+func (h *panickingHistory) Append(es ...transcript.Entry) error {
 	h.once.Do(func() { panic("history broke") })
 	return h.MemoryHistory.Append(es...)
 }

@@ -8,7 +8,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // TestHostileInvalidUTF8IDsCollideOnReopen: docs/session.md: "IDs are
@@ -24,14 +27,14 @@ import (
 func TestHostileInvalidUTF8IDsCollideOnReopen(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "chat.jsonl")
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		first := assistant("stop", "first answer")
 		first.ID = "a\xff"
 		second := assistant("stop", "second answer")
 		second.ID = "a\xfe"
 		agent := playing(answer(first), answer(second))
-		s, err := session.New(agent, session.WithModel(session.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 200000}),
+		s, err := session.New(agent, session.WithModel(policy.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 200000}),
 			session.WithHistory(h), smallKeep())
 		require.NoError(t, err)
 		require.NoError(t, s.Prompt(context.Background(), "first question, long enough to matter"))
@@ -42,12 +45,12 @@ func TestHostileInvalidUTF8IDsCollideOnReopen(t *testing.T) {
 		require.NoError(t, s.Close())
 		require.NoError(t, h.Close())
 
-		h2, err := session.OpenFileHistory(path)
+		h2, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		defer h2.Close()
 		seen := map[string]bool{}
 		for _, e := range readAll(t, h2) {
-			if e.Type != session.EntryMessage {
+			if e.Type != transcript.EntryMessage {
 				continue
 			}
 			assert.False(t, seen[e.ID], "message ID %q is in the history twice", e.ID)

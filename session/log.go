@@ -7,6 +7,8 @@ import (
 	"log/slog"
 	"reflect"
 	"runtime/debug"
+
+	"github.com/agentfsm/agentfsm/events"
 )
 
 // errGoexit is what the session records of embedder code that called
@@ -55,7 +57,7 @@ func (s *Session) logPanicIn(ctx context.Context, who string, value any) {
 
 // logSubscriberPanic reports a subscriber's panic on ev, its value
 // redacted (redact) as every other panic's is.
-func logSubscriberPanic(ctx context.Context, l *slog.Logger, redact func(string) string, ev Event, value any) {
+func logSubscriberPanic(ctx context.Context, l *slog.Logger, redact func(string) string, ev events.Event, value any) {
 	logError(ctx, l, "session: a subscriber panicked", func() []any {
 		return []any{"event", reflect.TypeOf(ev).Name(), "panic", redact(fmt.Sprint(value))}
 	})

@@ -14,6 +14,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
@@ -69,8 +71,8 @@ func TestHostileLogHandlerNeverEscapes(t *testing.T) {
 			s, _, _ := newSession(t, []scripted.Call{ok("one"), ok("two")}, logger)
 			var mu sync.Mutex
 			settled := 0
-			s.Subscribe(func(ev session.Event) {
-				if _, ok := ev.(session.TurnSettled); ok {
+			s.Subscribe(func(ev events.Event) {
+				if _, ok := ev.(events.TurnSettled); ok {
 					mu.Lock()
 					settled++
 					mu.Unlock()
@@ -91,10 +93,10 @@ func TestHostileLogHandlerNeverEscapes(t *testing.T) {
 			require.NoError(t, s.Prompt(context.Background(), "again"))
 		}},
 		{"agent", func(t *testing.T, logger session.Option) {
-			agent := playing(func(context.Context, session.RunRequest, func(session.Event)) error { panic("agent broke") })
+			agent := playing(func(context.Context, session.RunRequest, func(events.Event)) error { panic("agent broke") })
 			s, _ := newSessionOn(t, agent, logger)
 			err := s.Prompt(context.Background(), "hi")
-			require.ErrorIs(t, err, session.ErrProvider)
+			require.ErrorIs(t, err, policy.ErrProvider)
 			assert.ErrorContains(t, err, "the agent panicked: agent broke")
 			require.NoError(t, s.Prompt(context.Background(), "again"))
 		}},
@@ -109,11 +111,11 @@ func TestHostileLogHandlerNeverEscapes(t *testing.T) {
 			require.NoError(t, s.Prompt(context.Background(), "again"))
 		}},
 		{"summarizer", func(t *testing.T, logger session.Option) {
-			sum := summarizerFunc(func(context.Context, session.SummaryRequest) (session.Summary, error) { panic("summarizer broke") })
+			sum := summarizerFunc(func(context.Context, policy.SummaryRequest) (policy.Summary, error) { panic("summarizer broke") })
 			s, _, _ := newSession(t, []scripted.Call{ok("first answer"), overflowCall(), ok("done")}, smallKeep(), session.WithSummarizer(sum), logger)
 			warmUp(t, s)
 			err := s.Prompt(context.Background(), "second question, long enough to compact")
-			require.ErrorIs(t, err, session.ErrOverflow)
+			require.ErrorIs(t, err, policy.ErrOverflow)
 			assert.ErrorContains(t, err, "the summarizer panicked: summarizer broke")
 			require.NoError(t, s.Prompt(context.Background(), "again"))
 		}},

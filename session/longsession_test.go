@@ -15,9 +15,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -34,61 +37,61 @@ type sizedAgent struct {
 	runs   atomic.Int64
 }
 
-func (a *sizedAgent) Run(_ context.Context, req session.RunRequest, emit func(session.Event)) error {
+func (a *sizedAgent) Run(_ context.Context, req session.RunRequest, emit func(events.Event)) error {
 	n := a.runs.Add(1)
 	size := policy.EstimateTokens(req.Context...)
-	emit(session.AgentStart{})
-	var made []session.Message
-	say := func(m session.Message) {
+	emit(events.AgentStart{})
+	var made []transcript.Message
+	say := func(m transcript.Message) {
 		m.Provider, m.Model, m.Timestamp = req.Model.Provider, req.Model.ID, time.Now().UnixMilli()
-		if m.Role == session.RoleAssistant {
+		if m.Role == transcript.RoleAssistant {
 			size += policy.EstimateTokens(m)
-			m.Usage = &session.Usage{Input: size, TotalTokens: size}
+			m.Usage = &transcript.Usage{Input: size, TotalTokens: size}
 		} else {
 			size += policy.EstimateTokens(m)
 		}
-		emit(session.MessageStart{Message: m})
-		emit(session.MessageEnd{Message: m})
+		emit(events.MessageStart{Message: m})
+		emit(events.MessageEnd{Message: m})
 		made = append(made, m)
 	}
-	emit(session.TurnStart{})
+	emit(events.CallStart{})
 	switch {
 	case size > a.window:
-		say(session.Message{ID: fmt.Sprintf("r%d-overflow", n), Role: session.RoleAssistant, StopReason: "error",
+		say(transcript.Message{ID: fmt.Sprintf("r%d-overflow", n), Role: transcript.RoleAssistant, StopReason: "error",
 			ErrorMessage: fmt.Sprintf("prompt is too long: %d tokens > %d maximum", size, a.window)})
 	case n%3 == 0:
 		call := fmt.Sprintf("r%d-call", n)
-		say(session.Message{ID: call, Role: session.RoleAssistant, StopReason: "toolUse", Content: session.TextContent("reading the file for run " + call)})
-		say(session.Message{ID: call + "-result", Role: session.RoleToolResult, ToolCallID: call, Content: session.TextContent(strings.Repeat("t", a.tool))})
-		emit(session.TurnEnd{})
-		emit(session.TurnStart{})
+		say(transcript.Message{ID: call, Role: transcript.RoleAssistant, StopReason: "toolUse", Content: transcript.TextContent("reading the file for run " + call)})
+		say(transcript.Message{ID: call + "-result", Role: transcript.RoleToolResult, ToolCallID: call, Content: transcript.TextContent(strings.Repeat("t", a.tool))})
+		emit(events.CallEnd{})
+		emit(events.CallStart{})
 		fallthrough
 	default:
-		say(session.Message{ID: fmt.Sprintf("r%d-answer", n), Role: session.RoleAssistant, StopReason: "stop",
-			Content: session.TextContent(fmt.Sprintf("answer %d: ", n) + strings.Repeat("a", a.answer))})
+		say(transcript.Message{ID: fmt.Sprintf("r%d-answer", n), Role: transcript.RoleAssistant, StopReason: "stop",
+			Content: transcript.TextContent(fmt.Sprintf("answer %d: ", n) + strings.Repeat("a", a.answer))})
 	}
-	emit(session.TurnEnd{})
-	emit(session.AgentEnd{Messages: made})
+	emit(events.CallEnd{})
+	emit(events.AgentEnd{Messages: made})
 	return nil
 }
 
 // longSession plays turns on a session of the default model and the
 // options, calling check with the runtime context after every compaction.
 // It returns the number of compactions and the final context's estimate.
-func longSession(tb testing.TB, turns int, opts []session.Option, check func(turn int, summary string, msgs []session.Message)) (compactions, final int) {
+func longSession(tb testing.TB, turns int, opts []session.Option, check func(turn int, summary string, msgs []transcript.Message)) (compactions, final int) {
 	return longSessionTimed(tb, turns, newTurnClock(turns), opts, check)
 }
 
 // longSessionTimed is longSession timing its turns on clock.
-func longSessionTimed(tb testing.TB, turns int, clock *turnClock, opts []session.Option, check func(turn int, summary string, msgs []session.Message)) (compactions, final int) {
+func longSessionTimed(tb testing.TB, turns int, clock *turnClock, opts []session.Option, check func(turn int, summary string, msgs []transcript.Message)) (compactions, final int) {
 	agent := &sizedAgent{window: scripted.DefaultModel.ContextWindow, answer: 12_000, tool: 30_000}
 	s, err := session.New(agent, append([]session.Option{session.WithModel(scripted.DefaultModel)}, opts...)...)
 	require.NoError(tb, err)
 	defer s.Close()
 	var mu sync.Mutex
 	var summaries []string
-	s.Subscribe(func(ev session.Event) {
-		if e, ok := ev.(session.AutoCompactionEnd); ok {
+	s.Subscribe(func(ev events.Event) {
+		if e, ok := ev.(events.AutoCompactionEnd); ok {
 			mu.Lock()
 			defer mu.Unlock()
 			if e.Result == nil {
@@ -127,12 +130,12 @@ func TestLongSessionStaysUnderThreshold(t *testing.T) {
 	var compactions int
 	bubble(t, func(t *testing.T) {
 		last := -1
-		compactions, _ = longSession(t, 2000, nil, func(turn int, summary string, msgs []session.Message) {
-			require.Equal(t, session.RoleSummary, msgs[0].Role, "turn %d", turn)
+		compactions, _ = longSession(t, 2000, nil, func(turn int, summary string, msgs []transcript.Message) {
+			require.Equal(t, transcript.RoleSummary, msgs[0].Role, "turn %d", turn)
 			assert.Equal(t, summary, msgs[0].Text())
-			assert.LessOrEqual(t, len(summary), session.DefaultDigestChars, "turn %d: the summary's budget", turn)
+			assert.LessOrEqual(t, len(summary), policy.DefaultDigestChars, "turn %d: the summary's budget", turn)
 			assert.LessOrEqual(t, policy.EstimateTokens(msgs...), threshold, "turn %d: the context after compaction", turn)
-			assert.NotEqual(t, session.RoleToolResult, msgs[1].Role, "turn %d: a tool result stays with its call", turn)
+			assert.NotEqual(t, transcript.RoleToolResult, msgs[1].Role, "turn %d: a tool result stays with its call", turn)
 			assert.Greater(t, turn-last, 1, "turn %d: compacted on two turns in a row", turn)
 			last = turn
 		})
@@ -143,7 +146,7 @@ func TestLongSessionStaysUnderThreshold(t *testing.T) {
 
 // threshold is the default model's compaction threshold with the default
 // settings, and budget the summary's: a quarter of it.
-var threshold, _ = transitions.CompactionThreshold(scripted.DefaultModel.ContextWindow, session.DefaultConfig().Compaction.ReserveTokens)
+var threshold, _ = transitions.CompactionThreshold(scripted.DefaultModel.ContextWindow, policy.DefaultConfig().Compaction.ReserveTokens)
 
 const budget = 170_000 / 4
 
@@ -151,13 +154,13 @@ const budget = 170_000 / 4
 // the budget (the start of a longer one cut, and said so) and the context
 // under the threshold (issue item 23).
 func TestHugeSummaryIsCutToTheBudget(t *testing.T) {
-	huge := summarizerFunc(func(_ context.Context, req session.SummaryRequest) (session.Summary, error) {
+	huge := summarizerFunc(func(_ context.Context, req policy.SummaryRequest) (policy.Summary, error) {
 		assert.Equal(t, budget*4, req.MaxChars, "the session asks for its budget")
-		return session.Summary{Text: strings.Repeat("une longue phrase résumée, ", 100_000) + "the end"}, nil
+		return policy.Summary{Text: strings.Repeat("une longue phrase résumée, ", 100_000) + "the end"}, nil
 	})
 	bubble(t, func(t *testing.T) {
 		last := -1
-		n, _ := longSession(t, 300, []session.Option{session.WithSummarizer(huge)}, func(turn int, summary string, msgs []session.Message) {
+		n, _ := longSession(t, 300, []session.Option{session.WithSummarizer(huge)}, func(turn int, summary string, msgs []transcript.Message) {
 			assert.LessOrEqual(t, policy.EstimateTokens(msgs[0]), budget, "turn %d", turn)
 			assert.True(t, strings.HasPrefix(summary, "[the start of this summary was cut]\n"), "turn %d", turn)
 			assert.True(t, strings.HasSuffix(summary, "the end"), "turn %d: the end is kept", turn)
@@ -174,16 +177,16 @@ func TestHugeSummaryIsCutToTheBudget(t *testing.T) {
 // the threshold, a compaction cuts deeper, at a later valid cut point
 // (issue item 23).
 func TestCompactionCutsDeeperToFitUnderTheThreshold(t *testing.T) {
-	cfg := session.DefaultConfig()
+	cfg := policy.DefaultConfig()
 	cfg.Compaction.KeepRecentTokens = 160_000 // nearly the threshold
 	bubble(t, func(t *testing.T) {
 		last := -1
-		n, _ := longSession(t, 300, []session.Option{session.WithConfig(cfg)}, func(turn int, summary string, msgs []session.Message) {
+		n, _ := longSession(t, 300, []session.Option{session.WithConfig(cfg)}, func(turn int, summary string, msgs []transcript.Message) {
 			assert.LessOrEqual(t, policy.EstimateTokens(msgs...), threshold, "turn %d", turn)
 			assert.LessOrEqual(t, policy.EstimateTokens(msgs[1:]...), threshold-budget, "turn %d: room for a summary of the budget", turn)
-			assert.Contains(t, []session.Role{session.RoleUser, session.RoleAssistant}, msgs[1].Role, "turn %d: a valid cut point", turn)
+			assert.Contains(t, []transcript.Role{transcript.RoleUser, transcript.RoleAssistant}, msgs[1].Role, "turn %d: a valid cut point", turn)
 			for i, m := range msgs {
-				if m.Role == session.RoleToolResult {
+				if m.Role == transcript.RoleToolResult {
 					assert.Equal(t, m.ToolCallID, msgs[i-1].ID, "turn %d: a tool result stays with its call", turn)
 				}
 			}
@@ -203,11 +206,11 @@ func TestOversizedSummaryInHistoryIsSummarizedAgain(t *testing.T) {
 		fmt.Fprintf(&old, "- user: question %d of a conversation long ago\n", i)
 	}
 	require.Greater(t, old.Len()/4, scripted.DefaultModel.ContextWindow)
-	history := &session.MemoryHistory{}
-	for _, e := range []session.Entry{
-		{Type: session.EntryMessage, ID: "u1", Message: &session.Message{ID: "u1", Role: session.RoleUser, Content: session.TextContent("a question")}},
-		{Type: session.EntryMessage, ID: "a1", Message: &session.Message{ID: "a1", Role: session.RoleAssistant, StopReason: "stop", Content: session.TextContent("an answer")}},
-		{Type: session.EntryCompaction, ID: "c1", Compaction: &session.Compaction{Reason: session.ReasonThreshold, Summary: old.String(), FirstKeptEntryID: "u1"}},
+	history := &history.MemoryHistory{}
+	for _, e := range []transcript.Entry{
+		{Type: transcript.EntryMessage, ID: "u1", Message: &transcript.Message{ID: "u1", Role: transcript.RoleUser, Content: transcript.TextContent("a question")}},
+		{Type: transcript.EntryMessage, ID: "a1", Message: &transcript.Message{ID: "a1", Role: transcript.RoleAssistant, StopReason: "stop", Content: transcript.TextContent("an answer")}},
+		{Type: transcript.EntryCompaction, ID: "c1", Compaction: &transcript.Compaction{Reason: transcript.ReasonThreshold, Summary: old.String(), FirstKeptEntryID: "u1"}},
 	} {
 		require.NoError(t, history.Append(e))
 	}
@@ -219,7 +222,7 @@ func TestOversizedSummaryInHistoryIsSummarizedAgain(t *testing.T) {
 		require.Greater(t, policy.EstimateTokens(s.Messages()...), scripted.DefaultModel.ContextWindow)
 		require.NoError(t, s.Prompt(context.Background(), "a new question"))
 		msgs := s.Messages()
-		assert.LessOrEqual(t, len(msgs[0].Text()), session.DefaultDigestChars)
+		assert.LessOrEqual(t, len(msgs[0].Text()), policy.DefaultDigestChars)
 		assert.Contains(t, msgs[0].Text(), "- user: question 19999 of a conversation long ago", "the newest lines are kept")
 		assert.Regexp(t, `\n\[\d+ earlier lines dropped\]\n`, msgs[0].Text())
 		assert.LessOrEqual(t, policy.EstimateTokens(msgs...), threshold)
@@ -237,7 +240,7 @@ func TestOversizedMessageIsCompactedAwayByTheNextTurn(t *testing.T) {
 		require.NoError(t, err)
 		defer s.Close()
 		require.NoError(t, s.Prompt(context.Background(), "a question"))
-		require.ErrorIs(t, s.Prompt(context.Background(), strings.Repeat("x", 1_000_000)), session.ErrOverflow)
+		require.ErrorIs(t, s.Prompt(context.Background(), strings.Repeat("x", 1_000_000)), policy.ErrOverflow)
 		require.Greater(t, policy.EstimateTokens(s.Messages()...), scripted.DefaultModel.ContextWindow)
 		require.NoError(t, s.Prompt(context.Background(), "a small question"), "the check before it compacts the huge one away")
 		assert.LessOrEqual(t, policy.EstimateTokens(s.Messages()...), threshold)
@@ -252,9 +255,9 @@ func TestOversizedMessageIsCompactedAwayByTheNextTurn(t *testing.T) {
 // gigabytes of history in memory.
 type discardHistory struct{}
 
-func (discardHistory) Append(...session.Entry) error { return nil }
-func (discardHistory) Entries() iter.Seq2[session.Entry, error] {
-	return func(func(session.Entry, error) bool) {}
+func (discardHistory) Append(...transcript.Entry) error { return nil }
+func (discardHistory) Entries() iter.Seq2[transcript.Entry, error] {
+	return func(func(transcript.Entry, error) bool) {}
 }
 
 // BenchmarkLongSession plays -long-turns turns (100,000 by default) of a
@@ -270,8 +273,8 @@ func BenchmarkLongSession(b *testing.B) {
 	for b.Loop() {
 		start, allocated := time.Now(), totalAlloc()
 		clock := newTurnClock(*longTurns)
-		compactions, final := longSessionTimed(b, *longTurns, clock, []session.Option{session.WithHistory(discardHistory{})}, func(turn int, summary string, msgs []session.Message) {
-			if n := policy.EstimateTokens(msgs...); n > threshold || len(summary) > session.DefaultDigestChars {
+		compactions, final := longSessionTimed(b, *longTurns, clock, []session.Option{session.WithHistory(discardHistory{})}, func(turn int, summary string, msgs []transcript.Message) {
+			if n := policy.EstimateTokens(msgs...); n > threshold || len(summary) > policy.DefaultDigestChars {
 				b.Fatalf("turn %d: context %d tokens (threshold %d), summary %d characters", turn, n, threshold, len(summary))
 			}
 		})

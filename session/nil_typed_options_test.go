@@ -7,6 +7,10 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
@@ -24,9 +28,9 @@ func TestTypedNilOptionsAreRefused(t *testing.T) {
 		opt   session.Option
 		want  string
 	}{
-		{agent, session.WithHistory((*session.FileHistory)(nil)), "session: nil History (*session.FileHistory)"},
-		{agent, session.WithHistory((*session.MemoryHistory)(nil)), "session: nil History (*session.MemoryHistory)"},
-		{agent, session.WithCredentials((*session.MemoryCredentials)(nil)), "session: nil CredentialStore (*session.MemoryCredentials)"},
+		{agent, session.WithHistory((*history.FileHistory)(nil)), "session: nil History (*history.FileHistory)"},
+		{agent, session.WithHistory((*history.MemoryHistory)(nil)), "session: nil History (*history.MemoryHistory)"},
+		{agent, session.WithCredentials((*credentials.MemoryCredentials)(nil)), "session: nil CredentialStore (*credentials.MemoryCredentials)"},
 		{agent, session.WithSummarizer((*session.AgentSummarizer)(nil)), "session: nil Summarizer (*session.AgentSummarizer)"},
 		{agent, session.WithObserver((*nopObserver)(nil)), "session: nil Observer (*session_test.nopObserver)"},
 		{agent, session.WithLogger(slog.New((*slog.TextHandler)(nil))), "session: Logger with a nil Handler (*slog.TextHandler)"},
@@ -48,7 +52,7 @@ func TestTypedNilOptionsAreRefused(t *testing.T) {
 // observer's do.
 type nopObserver struct{ events int }
 
-func (o *nopObserver) StartTurn(ctx context.Context, _ string, _ session.Model) context.Context {
+func (o *nopObserver) StartTurn(ctx context.Context, _ string, _ policy.Model) context.Context {
 	return ctx
 }
 
@@ -56,4 +60,4 @@ func (o *nopObserver) StartRun(ctx context.Context, _ session.RunRequest) (conte
 	return ctx, nil
 }
 
-func (o *nopObserver) Observe(context.Context, session.Event) { o.events++ }
+func (o *nopObserver) Observe(context.Context, events.Event) { o.events++ }

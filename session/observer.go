@@ -3,6 +3,9 @@ package session
 import (
 	"context"
 	"errors"
+
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 )
 
 // Observer watches a session's work together with the context each part of
@@ -31,7 +34,7 @@ type Observer interface {
 	// context.Background() for Send and for the turn in flight of a
 	// restored snapshot. It returns the turn's context: the turn's events
 	// are observed with it and its runs start from it.
-	StartTurn(ctx context.Context, sessionID string, model Model) context.Context
+	StartTurn(ctx context.Context, sessionID string, model policy.Model) context.Context
 	// StartRun is called just before the agent is called for a run, with
 	// the context of the turn it belongs to (context.Background() outside
 	// a turn) and the run's request. The agent's Run gets the context it
@@ -44,7 +47,7 @@ type Observer interface {
 	// with the context of the turn the event belongs to
 	// (context.Background() for an event outside a turn). TurnSettled is a
 	// turn's last event.
-	Observe(ctx context.Context, ev Event)
+	Observe(ctx context.Context, ev events.Event)
 }
 
 // WithObserver adds an observer. Given more than once, the observers are
@@ -120,7 +123,7 @@ func (s *Session) startObservedRun(req RunRequest) (context.Context, func(error)
 }
 
 // observe gives ev to the observers.
-func (s *Session) observe(ev Event) {
+func (s *Session) observe(ev events.Event) {
 	ctx := s.callerCtx(s.turnContext())
 	for _, o := range s.observers {
 		func() {

@@ -16,6 +16,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/states"
@@ -38,15 +41,15 @@ type logObserver struct {
 	name string
 	mu   sync.Mutex
 	log  []string
-	evs  []session.Event
+	evs  []events.Event
 	runs int
 }
 
-func (o *logObserver) events() []session.Event {
+func (o *logObserver) events() []events.Event {
 	synctest.Wait()
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	return append([]session.Event(nil), o.evs...)
+	return append([]events.Event(nil), o.evs...)
 }
 
 func (o *logObserver) add(format string, a ...any) {
@@ -62,7 +65,7 @@ func (o *logObserver) lines() []string {
 	return append([]string(nil), o.log...)
 }
 
-func (o *logObserver) StartTurn(ctx context.Context, id string, model session.Model) context.Context {
+func (o *logObserver) StartTurn(ctx context.Context, id string, model policy.Model) context.Context {
 	_, hasDeadline := ctx.Deadline()
 	o.add("turn caller=%s session=%s model=%s/%s deadline=%v done=%v", label(ctx, "caller"), id, model.Provider, model.ID, hasDeadline, ctx.Done() != nil)
 	return context.WithValue(ctx, ctxKey("turn"), o.name)
@@ -77,13 +80,13 @@ func (o *logObserver) StartRun(ctx context.Context, req session.RunRequest) (con
 	return context.WithValue(ctx, ctxKey("run"), fmt.Sprint(n)), func(err error) { o.add("end %d err=%v", n, err) }
 }
 
-func (o *logObserver) Observe(ctx context.Context, ev session.Event) {
+func (o *logObserver) Observe(ctx context.Context, ev events.Event) {
 	o.mu.Lock()
 	o.evs = append(o.evs, ev)
 	o.mu.Unlock()
 	if d := describe(ev); d != "" {
 		o.add("event turn=%s %s", label(ctx, "turn"), d)
-	} else if settled, ok := ev.(session.TurnSettled); ok {
+	} else if settled, ok := ev.(events.TurnSettled); ok {
 		o.add("event turn=%s settled err=%v", label(ctx, "turn"), settled.Err)
 	}
 }
@@ -96,7 +99,7 @@ type ctxAgent struct {
 	seen []string
 }
 
-func (a *ctxAgent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+func (a *ctxAgent) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
 	a.mu.Lock()
 	a.seen = append(a.seen, fmt.Sprintf("caller=%s turn=%s run=%s", label(ctx, "caller"), label(ctx, "turn"), label(ctx, "run")))
 	a.mu.Unlock()
@@ -158,7 +161,7 @@ func TestObserversInOrderAndSend(t *testing.T) {
 		defer s.Close()
 		settled, err := s.Send("hi")
 		require.NoError(t, err)
-		require.ErrorIs(t, <-settled, session.ErrProvider)
+		require.ErrorIs(t, <-settled, policy.ErrProvider)
 		assert.Equal(t, "turn caller=- session=obs model=scripted/scripted-1 deadline=false done=false", a.lines()[0])
 		assert.Equal(t, "run 1 caller=- turn=B prompt=true", b.lines()[1], "each StartRun is given the turn's context, as the last observer made it")
 		assert.Contains(t, a.lines(), "end 1 err=the agent panicked: boom")
@@ -169,16 +172,16 @@ func TestObserversInOrderAndSend(t *testing.T) {
 
 type panicAgent struct{ session.Agent }
 
-func (panicAgent) Run(context.Context, session.RunRequest, func(session.Event)) error { panic("boom") }
+func (panicAgent) Run(context.Context, session.RunRequest, func(events.Event)) error { panic("boom") }
 
 // panicObserver panics in every call.
 type panicObserver struct{}
 
-func (panicObserver) StartTurn(context.Context, string, session.Model) context.Context { panic("turn") }
+func (panicObserver) StartTurn(context.Context, string, policy.Model) context.Context { panic("turn") }
 func (panicObserver) StartRun(context.Context, session.RunRequest) (context.Context, func(error)) {
 	return context.Background(), func(error) { panic("end") }
 }
-func (panicObserver) Observe(context.Context, session.Event) { panic("observe") }
+func (panicObserver) Observe(context.Context, events.Event) { panic("observe") }
 
 // TestObserverPanicsAreContained: an observer that panics everywhere is
 // logged, and the session, the other observers and the subscribers go on
@@ -216,15 +219,15 @@ func TestWithObserverRefusesNil(t *testing.T) {
 // caller's context and sees it to its end.
 func TestObserverSeesAResumedTurn(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		history := &session.MemoryHistory{}
+		history := &history.MemoryHistory{}
 		s, _, _ := newSession(t, []scripted.Call{fail(service503)}, session.WithHistory(history))
 		done := promptAsync(s, "hi")
 		synctest.Wait()
-		require.Equal(t, states.Backoff, s.State())
+		require.Equal(t, states.Backoff, s.Status().State)
 		snap, err := s.Snapshot()
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
-		require.ErrorIs(t, <-done, session.ErrAborted)
+		require.ErrorIs(t, <-done, policy.ErrAborted)
 
 		obs := &logObserver{name: "R"}
 		agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{ok("done")}})
@@ -263,10 +266,10 @@ func (g *gettersObserver) note() {
 	st := g.s.Status()
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	g.seen = append(g.seen, fmt.Sprintf("%s %s %s %d", g.s.ID(), g.s.Model().ID, st.State, g.s.RetryAttempt()))
+	g.seen = append(g.seen, fmt.Sprintf("%s %s %s %d", g.s.ID(), g.s.Model().ID, st.State, g.s.Status().Attempt))
 }
 
-func (g *gettersObserver) StartTurn(ctx context.Context, _ string, _ session.Model) context.Context {
+func (g *gettersObserver) StartTurn(ctx context.Context, _ string, _ policy.Model) context.Context {
 	g.note()
 	return ctx
 }
@@ -276,7 +279,7 @@ func (g *gettersObserver) StartRun(ctx context.Context, _ session.RunRequest) (c
 	return ctx, func(error) { g.note() }
 }
 
-func (g *gettersObserver) Observe(context.Context, session.Event) { g.note() }
+func (g *gettersObserver) Observe(context.Context, events.Event) { g.note() }
 
 // TestObserverMayReadTheGetters: an observer that reads ID, Model and the
 // Status getters from inside its calls does not hold the session up.
@@ -331,7 +334,7 @@ func (o *reentrantObserver) call(ctx context.Context) {
 	}
 }
 
-func (o *reentrantObserver) StartTurn(ctx context.Context, _ string, _ session.Model) context.Context {
+func (o *reentrantObserver) StartTurn(ctx context.Context, _ string, _ policy.Model) context.Context {
 	o.call(ctx)
 	return ctx
 }
@@ -341,7 +344,7 @@ func (o *reentrantObserver) StartRun(ctx context.Context, _ session.RunRequest) 
 	return ctx, func(error) { o.call(ctx) }
 }
 
-func (o *reentrantObserver) Observe(ctx context.Context, _ session.Event) { o.call(ctx) }
+func (o *reentrantObserver) Observe(ctx context.Context, _ events.Event) { o.call(ctx) }
 
 // An observer that calls back into its session, against its contract,
 // through the session its context holds, gets ErrObserverCall (or nothing
@@ -361,6 +364,6 @@ func TestObserverCallingBackGetsAnErrorNotADeadlock(t *testing.T) {
 		}
 		o.on = false
 		require.NoError(t, s.Close())
-		require.ErrorIs(t, s.Prompt(context.Background(), "after"), session.ErrClosed)
+		require.ErrorIs(t, s.Prompt(context.Background(), "after"), policy.ErrClosed)
 	})
 }

@@ -10,14 +10,16 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
 
 const usageLimit = "429 usage limit reached"
 
-func twoKeys() []session.Credential {
-	return []session.Credential{
+func twoKeys() []policy.Credential {
+	return []policy.Credential{
 		{ID: "key-a", Provider: "scripted", Type: "api_key"},
 		{ID: "key-b", Provider: "scripted", Type: "api_key"},
 	}
@@ -26,7 +28,7 @@ func twoKeys() []session.Credential {
 // A usage limit with a free second credential switches at once (§3.3).
 func TestUsageLimitSwitchesCredential(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		store := session.NewMemoryCredentials(nil, twoKeys()...)
+		store := credentials.NewMemoryCredentials(nil, twoKeys()...)
 		first, found := store.Current("scripted", "test-session")
 		require.True(t, found)
 		s, _, rec := newSession(t, []scripted.Call{fail(usageLimit + "; retry-after: 30"), ok("done")}, session.WithCredentials(store))
@@ -49,19 +51,19 @@ func TestUsageLimitSwitchesCredential(t *testing.T) {
 func TestUsageLimitWithoutFreeCredential(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		cfg   session.Config
+		cfg   policy.Config
 		text  string
 		block time.Duration
 		wait  time.Duration
 	}{
-		{"reference, with a hint", session.ReferenceConfig(), usageLimit + "; retry-after-ms: 45000", 45 * time.Second, 2 * time.Second},
-		{"reference, without a hint", session.ReferenceConfig(), usageLimit, 60 * time.Second, 2 * time.Second},
-		{"defaults, with a hint", session.DefaultConfig(), usageLimit + "; retry-after-ms: 45000", 45 * time.Second, 45 * time.Second},
-		{"defaults, without a hint", session.DefaultConfig(), usageLimit, 60 * time.Second, 2 * time.Second},
+		{"reference, with a hint", policy.ReferenceConfig(), usageLimit + "; retry-after-ms: 45000", 45 * time.Second, 2 * time.Second},
+		{"reference, without a hint", policy.ReferenceConfig(), usageLimit, 60 * time.Second, 2 * time.Second},
+		{"defaults, with a hint", policy.DefaultConfig(), usageLimit + "; retry-after-ms: 45000", 45 * time.Second, 45 * time.Second},
+		{"defaults, without a hint", policy.DefaultConfig(), usageLimit, 60 * time.Second, 2 * time.Second},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
-				store := session.NewMemoryCredentials(nil, session.Credential{ID: "only", Provider: "scripted", Type: "api_key"})
+				store := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "only", Provider: "scripted", Type: "api_key"})
 				s, _, rec := newSession(t, []scripted.Call{fail(c.text), ok("done")}, session.WithCredentials(store), session.WithConfig(c.cfg))
 				start := time.Now()
 				done := promptAsync(s, "hi")
@@ -78,9 +80,9 @@ func TestUsageLimitWithoutFreeCredential(t *testing.T) {
 // A different type is not a switch.
 func TestUsageLimitOtherTypeIsNoSwitch(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		store := session.NewMemoryCredentials(nil,
-			session.Credential{ID: "key", Provider: "scripted", Type: "api_key"},
-			session.Credential{ID: "login", Provider: "scripted", Type: "oauth"})
+		store := credentials.NewMemoryCredentials(nil,
+			policy.Credential{ID: "key", Provider: "scripted", Type: "api_key"},
+			policy.Credential{ID: "login", Provider: "scripted", Type: "oauth"})
 		s, _, rec := newSession(t, []scripted.Call{fail(usageLimit), ok("done")}, session.WithCredentials(store))
 		require.NoError(t, s.Prompt(context.Background(), "hi"))
 		assert.Contains(t, rec.recovery()[0], "2000ms")
@@ -89,7 +91,7 @@ func TestUsageLimitOtherTypeIsNoSwitch(t *testing.T) {
 
 func TestJitterIsInjectable(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
+		cfg := policy.DefaultConfig()
 		cfg.Retry.Jitter = 0.5
 		s, _, rec := newSession(t, []scripted.Call{fail(service503), fail(service503), ok("x")},
 			session.WithConfig(cfg), session.WithRandom(func() float64 { return 0.5 }))
@@ -103,7 +105,7 @@ func TestJitterIsInjectable(t *testing.T) {
 }
 
 func TestNewRejectsInvalidConfig(t *testing.T) {
-	cfg := session.DefaultConfig()
+	cfg := policy.DefaultConfig()
 	cfg.Retry.Jitter = 2
 	s, err := session.New(scripted.New(scripted.Script{}), session.WithConfig(cfg))
 	assert.Nil(t, s)

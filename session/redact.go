@@ -11,6 +11,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Redacted is what replaces a secret in everything a session emits, logs,
@@ -153,7 +156,7 @@ func heldPrefix(s string, patterns []string) int {
 
 // message returns m with every secret replaced, sharing what it does not
 // change with m (whose content and headers must not be changed).
-func (r *redactor) message(m Message) Message {
+func (r *redactor) message(m transcript.Message) transcript.Message {
 	patterns, rep := r.state()
 	if rep == nil {
 		return m
@@ -190,7 +193,7 @@ func (r *redactor) message(m Message) Message {
 	return m
 }
 
-func (r *redactor) block(b Block, patterns []string, rep *strings.Replacer) Block {
+func (r *redactor) block(b transcript.Block, patterns []string, rep *strings.Replacer) transcript.Block {
 	red := func(s string) string { return redactWith(patterns, rep, s) }
 	b.Text, b.TextSignature, b.Data, b.MimeType = red(b.Text), red(b.TextSignature), red(b.Data), red(b.MimeType)
 	b.Thinking, b.ThinkingSignature = red(b.Thinking), red(b.ThinkingSignature)
@@ -359,12 +362,12 @@ type runRedaction struct {
 	r *redactor
 
 	mu   sync.Mutex
-	held []MessageUpdate // one per (kind, index) with text held back
+	held []events.MessageUpdate // one per (kind, index) with text held back
 }
 
 // each calls emit with ev redacted, preceded by the held-back deltas it
 // releases.
-func (rr *runRedaction) each(ev Event, emit func(Event)) {
+func (rr *runRedaction) each(ev events.Event, emit func(events.Event)) {
 	patterns, rep := rr.r.state()
 	rr.mu.Lock()
 	if rep == nil && len(rr.held) == 0 {
@@ -372,11 +375,11 @@ func (rr *runRedaction) each(ev Event, emit func(Event)) {
 		emit(ev)
 		return
 	}
-	var out []Event
+	var out []events.Event
 	switch e := ev.(type) {
-	case MessageUpdate:
+	case events.MessageUpdate:
 		e.Message = rr.r.message(e.Message)
-		i := slices.IndexFunc(rr.held, func(h MessageUpdate) bool {
+		i := slices.IndexFunc(rr.held, func(h events.MessageUpdate) bool {
 			return h.Delta.Kind == e.Delta.Kind && h.Delta.Index == e.Delta.Index
 		})
 		text := e.Delta.Text
@@ -411,21 +414,21 @@ func (rr *runRedaction) each(ev Event, emit func(Event)) {
 }
 
 // event returns ev with its messages redacted.
-func (r *redactor) event(ev Event) Event {
+func (r *redactor) event(ev events.Event) events.Event {
 	switch e := ev.(type) {
-	case MessageStart:
+	case events.MessageStart:
 		e.Message = r.message(e.Message)
 		return e
-	case MessageUpdate:
+	case events.MessageUpdate:
 		e.Message = r.message(e.Message)
 		e.Delta.Text = r.text(e.Delta.Text)
 		return e
-	case MessageEnd:
+	case events.MessageEnd:
 		e.Message = r.message(e.Message)
 		return e
-	case AgentEnd:
+	case events.AgentEnd:
 		if len(e.Messages) > 0 {
-			msgs := make([]Message, len(e.Messages))
+			msgs := make([]transcript.Message, len(e.Messages))
 			for i, m := range e.Messages {
 				msgs[i] = r.message(m)
 			}

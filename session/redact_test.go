@@ -20,9 +20,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 const echoedKey = "sk-echo-7Hq2/x+Zp9wL4=="
@@ -48,18 +52,18 @@ type echoAgent struct {
 	calls int
 }
 
-func (a *echoAgent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+func (a *echoAgent) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
 	session.NoteSecret(ctx, a.key)
 	a.calls++
 	half := len(a.key) / 2
-	head := session.Message{Role: session.RoleAssistant, Provider: req.Model.Provider, Model: req.Model.ID}
-	emit(session.AgentStart{})
-	emit(session.TurnStart{})
-	emit(session.MessageStart{Message: head})
+	head := transcript.Message{Role: transcript.RoleAssistant, Provider: req.Model.Provider, Model: req.Model.ID}
+	emit(events.AgentStart{})
+	emit(events.CallStart{})
+	emit(events.MessageStart{Message: head})
 	for _, d := range []string{"your key is ", a.key[:3], a.key[3:half], a.key[half:], " and s", "o on"} {
-		emit(session.MessageUpdate{Message: head, Delta: session.Delta{Kind: "text", Text: d}})
+		emit(events.MessageUpdate{Message: head, Delta: events.Delta{Kind: "text", Text: d}})
 	}
-	emit(session.MessageUpdate{Message: head, Delta: session.Delta{Kind: "thinking", Index: 1, Text: "k=" + url.QueryEscape(a.key)}})
+	emit(events.MessageUpdate{Message: head, Delta: events.Delta{Kind: "thinking", Index: 1, Text: "k=" + url.QueryEscape(a.key)}})
 	jsonKey, _ := json.Marshal(a.key)
 	m := head
 	m.ID = "m-" + a.key
@@ -69,14 +73,14 @@ func (a *echoAgent) Run(ctx context.Context, req session.RunRequest, emit func(s
 	m.HTTPStatus = 401
 	m.Headers = map[string]string{"request-id": "req-" + url.PathEscape(a.key)}
 	m.Err = fmt.Errorf("anthropic: %w", &keyError{key: a.key, timeout: true})
-	m.Content = []session.Block{
-		session.TextBlock("your key is " + a.key + " and so on"),
-		{Type: session.BlockThinking, Thinking: "k=" + url.QueryEscape(a.key), ThinkingSignature: a.key},
-		{Type: session.BlockToolCall, ID: "t1", Name: "read", Arguments: json.RawMessage(`{"k":` + string(jsonKey) + `}`)},
+	m.Content = []transcript.Block{
+		transcript.TextBlock("your key is " + a.key + " and so on"),
+		{Type: transcript.BlockThinking, Thinking: "k=" + url.QueryEscape(a.key), ThinkingSignature: a.key},
+		{Type: transcript.BlockToolCall, ID: "t1", Name: "read", Arguments: json.RawMessage(`{"k":` + string(jsonKey) + `}`)},
 	}
-	emit(session.MessageEnd{Message: m})
-	emit(session.TurnEnd{})
-	emit(session.AgentEnd{Messages: []session.Message{m}})
+	emit(events.MessageEnd{Message: m})
+	emit(events.CallEnd{})
+	emit(events.AgentEnd{Messages: []transcript.Message{m}})
 	return fmt.Errorf("echo: the run saw %s", a.key)
 }
 
@@ -111,7 +115,7 @@ func (l *lockedBuf) String() string {
 func TestEchoedSecretIsRedactedEverywhere(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "history.jsonl")
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		defer h.Close()
 		logs := &lockedBuf{}
@@ -124,7 +128,7 @@ func TestEchoedSecretIsRedactedEverywhere(t *testing.T) {
 
 		turnErr := s.Prompt(context.Background(), "hello")
 		require.Error(t, turnErr)
-		require.ErrorIs(t, turnErr, session.ErrProvider, "an authentication error is fatal, as before")
+		require.ErrorIs(t, turnErr, policy.ErrProvider, "an authentication error is fatal, as before")
 		evs := rec.events()
 
 		var all strings.Builder
@@ -137,14 +141,14 @@ func TestEchoedSecretIsRedactedEverywhere(t *testing.T) {
 			if wire, err := rpc.MarshalEvent(ev); err == nil {
 				all.Write(wire)
 			}
-			if u, ok := ev.(session.MessageUpdate); ok {
+			if u, ok := ev.(events.MessageUpdate); ok {
 				if u.Delta.Kind == "text" {
 					texts.WriteString(u.Delta.Text)
 				} else {
 					thinking.WriteString(u.Delta.Text)
 				}
 			}
-			if e, ok := ev.(session.MessageEnd); ok && e.Message.Err != nil {
+			if e, ok := ev.(events.MessageEnd); ok && e.Message.Err != nil {
 				fmt.Fprintf(&all, "%v %+v\n", e.Message.Err, e.Message.Err)
 				var ke *keyError
 				assert.False(t, errors.As(e.Message.Err, &ke), "the message's error hands out the key's holder")
@@ -184,7 +188,7 @@ func TestStartFailureAndPanicAreRedacted(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		logs := &lockedBuf{}
 		var panics bool
-		agent := agentFunc(func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+		agent := agentFunc(func(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
 			session.NoteSecret(ctx, echoedKey)
 			if panics {
 				panic("bad key " + echoedKey)
@@ -197,7 +201,7 @@ func TestStartFailureAndPanicAreRedacted(t *testing.T) {
 		defer s.Close()
 		rec := record(s)
 		err1 := s.Prompt(context.Background(), "one")
-		require.ErrorIs(t, err1, session.ErrStartFailed)
+		require.ErrorIs(t, err1, policy.ErrStartFailed)
 		panics = true
 		err2 := s.Prompt(context.Background(), "two")
 		require.Error(t, err2)
@@ -212,9 +216,9 @@ func TestStartFailureAndPanicAreRedacted(t *testing.T) {
 	})
 }
 
-type agentFunc func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error
+type agentFunc func(ctx context.Context, req session.RunRequest, emit func(events.Event)) error
 
-func (f agentFunc) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+func (f agentFunc) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
 	return f(ctx, req, emit)
 }
 
@@ -280,7 +284,7 @@ func lowerHex(s string) string {
 // tool-call arguments whose strings escape every character as \uXXXX.
 type escapedAgent struct{ key string }
 
-func (a *escapedAgent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+func (a *escapedAgent) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
 	session.NoteSecret(ctx, a.key)
 	var unicode strings.Builder
 	for _, r := range a.key {
@@ -288,17 +292,17 @@ func (a *escapedAgent) Run(ctx context.Context, req session.RunRequest, emit fun
 	}
 	jsonKey, _ := json.Marshal(a.key)
 	slashed := strings.ReplaceAll(string(jsonKey[1:len(jsonKey)-1]), "/", `\/`)
-	m := session.Message{Role: session.RoleAssistant, Provider: req.Model.Provider, Model: req.Model.ID, StopReason: "toolUse"}
-	m.Content = []session.Block{
-		session.TextBlock("q=" + lowerHex(url.QueryEscape(a.key)) + " p=" + lowerHex(url.PathEscape(a.key)) + ` j="` + slashed + `"`),
-		{Type: session.BlockToolCall, ID: "t1", Name: "read", Arguments: json.RawMessage(`{"path":"a\/b","k":"` + unicode.String() + `","n":[1.50,{"` + slashed + `":true}]}`)},
+	m := transcript.Message{Role: transcript.RoleAssistant, Provider: req.Model.Provider, Model: req.Model.ID, StopReason: "toolUse"}
+	m.Content = []transcript.Block{
+		transcript.TextBlock("q=" + lowerHex(url.QueryEscape(a.key)) + " p=" + lowerHex(url.PathEscape(a.key)) + ` j="` + slashed + `"`),
+		{Type: transcript.BlockToolCall, ID: "t1", Name: "read", Arguments: json.RawMessage(`{"path":"a\/b","k":"` + unicode.String() + `","n":[1.50,{"` + slashed + `":true}]}`)},
 	}
-	emit(session.AgentStart{})
-	emit(session.TurnStart{})
-	emit(session.MessageStart{Message: session.Message{Role: session.RoleAssistant}})
-	emit(session.MessageEnd{Message: m})
-	emit(session.TurnEnd{})
-	emit(session.AgentEnd{Messages: []session.Message{m}})
+	emit(events.AgentStart{})
+	emit(events.CallStart{})
+	emit(events.MessageStart{Message: transcript.Message{Role: transcript.RoleAssistant}})
+	emit(events.MessageEnd{Message: m})
+	emit(events.CallEnd{})
+	emit(events.AgentEnd{Messages: []transcript.Message{m}})
 	return nil
 }
 
@@ -319,9 +323,9 @@ func TestEscapedSecretFormsAreRedacted(t *testing.T) {
 			require.NoError(t, err)
 			all.Write(b)
 		}
-		var m session.Message
+		var m transcript.Message
 		for _, msg := range s.Messages() {
-			if msg.Role == session.RoleAssistant {
+			if msg.Role == transcript.RoleAssistant {
 				m = msg
 				break
 			}
@@ -343,7 +347,7 @@ func TestEscapedSecretFormsAreRedacted(t *testing.T) {
 func TestSubscriberPanicIsRedacted(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		logs := &lockedBuf{}
-		agent := agentFunc(func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+		agent := agentFunc(func(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
 			session.NoteSecret(ctx, echoedKey)
 			return errors.New("no model")
 		})
@@ -351,8 +355,8 @@ func TestSubscriberPanicIsRedacted(t *testing.T) {
 			session.WithLogger(slog.New(slog.NewTextHandler(logs, nil))))
 		require.NoError(t, err)
 		defer s.Close()
-		s.Subscribe(func(ev session.Event) {
-			if _, ok := ev.(session.TurnSettled); ok {
+		s.Subscribe(func(ev events.Event) {
+			if _, ok := ev.(events.TurnSettled); ok {
 				panic("the subscriber saw " + echoedKey)
 			}
 		})

@@ -12,6 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -38,27 +40,27 @@ func reentrantCalls() []reentrantCall {
 		{name: "Prompt", call: func(t *testing.T, s *session.Session) {
 			err := s.Prompt(context.Background(), "from a subscriber")
 			if err != nil {
-				assert.ErrorIs(t, err, session.ErrBusy)
+				assert.ErrorIs(t, err, policy.ErrBusy)
 			}
 		}},
 		{name: "PromptCancelled", call: func(_ *testing.T, s *session.Session) {
 			_ = s.Prompt(cancelled, "from a subscriber") // how it fails is not the point here
-		}, turn: []error{session.ErrAborted}},
+		}, turn: []error{policy.ErrAborted}},
 		{name: "Send", call: func(t *testing.T, s *session.Session) {
 			settled, err := s.Send("from a subscriber")
 			if err != nil {
-				assert.ErrorIs(t, err, session.ErrBusy)
+				assert.ErrorIs(t, err, policy.ErrBusy)
 				return
 			}
 			assert.NoError(t, <-settled)
 		}},
-		{name: "Abort", call: func(_ *testing.T, s *session.Session) { s.Abort() }, turn: []error{session.ErrAborted}},
-		{name: "AbortRetry", call: func(_ *testing.T, s *session.Session) { s.AbortRetry() }, turn: []error{session.ErrRetryCancelled}},
+		{name: "Abort", call: func(_ *testing.T, s *session.Session) { s.Abort() }, turn: []error{policy.ErrAborted}},
+		{name: "AbortRetry", call: func(_ *testing.T, s *session.Session) { s.AbortRetry() }, turn: []error{policy.ErrRetryCancelled}},
 		{name: "AbortCompaction", call: func(_ *testing.T, s *session.Session) { s.AbortCompaction() }},
 		{name: "CompactCancelled", call: func(_ *testing.T, s *session.Session) { _, _ = s.Compact(cancelled, "") },
-			turn: []error{session.ErrAborted, session.ErrRetryCancelled}},
+			turn: []error{policy.ErrAborted, policy.ErrRetryCancelled}},
 		{name: "Compact", call: func(_ *testing.T, s *session.Session) { _, _ = s.Compact(context.Background(), "") },
-			turn: []error{session.ErrAborted, session.ErrRetryCancelled}},
+			turn: []error{policy.ErrAborted, policy.ErrRetryCancelled}},
 		{name: "SetAutoRetryEnabled", call: func(t *testing.T, s *session.Session) {
 			s.SetAutoRetryEnabled(false)
 			assert.False(t, s.Config().Retry.Enabled)
@@ -70,41 +72,41 @@ func reentrantCalls() []reentrantCall {
 			s.SetAutoCompactionEnabled(true)
 		}},
 		{name: "Config", call: func(t *testing.T, s *session.Session) {
-			assert.Equal(t, session.DefaultConfig().Retry.MaxRetries, s.Config().Retry.MaxRetries)
+			assert.Equal(t, policy.DefaultConfig().Retry.MaxRetries, s.Config().Retry.MaxRetries)
 		}},
 		{name: "Getters", call: func(t *testing.T, s *session.Session) {
 			assert.Equal(t, "test-session", s.ID())
 			assert.Equal(t, scripted.DefaultModel, s.Model())
-			_ = s.AutoRetryEnabled()
-			_ = s.AutoCompactionEnabled()
-			_ = s.IsRetrying()
-			_ = s.RetryAttempt()
-			_ = s.State()
-			_ = s.IsStreaming()
-			_ = s.IsCompacting()
-			_ = s.MessageCount()
+			_ = s.Status().RetryEnabled
+			_ = s.Status().CompactionEnabled
+			_ = s.Status().Retrying
+			_ = s.Status().Attempt
+			_ = s.Status().State
+			_ = s.Status().Streaming
+			_ = s.Status().Compacting
+			_ = s.Status().MessageCount
 			assert.NotNil(t, s.History())
 		}},
 		{name: "Messages", call: func(t *testing.T, s *session.Session) {
 			assert.NotEmpty(t, s.Messages())
 		}},
 		{name: "SubscribeAndUnsubscribe", call: func(_ *testing.T, s *session.Session) {
-			stop := s.Subscribe(func(session.Event) {})
+			stop := s.Subscribe(func(events.Event) {})
 			stop()
-			s.Subscribe(func(session.Event) {}) // stays until Close
+			s.Subscribe(func(events.Event) {}) // stays until Close
 		}},
 		{name: "Flush", call: func(_ *testing.T, s *session.Session) { s.Flush() }, handed: true},
 		{name: "Close", call: func(t *testing.T, s *session.Session) { assert.NoError(t, s.Close()) },
-			turn: []error{session.ErrAborted}, close: true, handed: true},
+			turn: []error{policy.ErrAborted}, close: true, handed: true},
 		{name: "FlushThenClose", call: func(t *testing.T, s *session.Session) {
 			s.Flush()
 			assert.NoError(t, s.Close())
 			s.Flush() // closed: waits for nothing
 			assert.NoError(t, s.Close())
-		}, turn: []error{session.ErrAborted}, close: true, handed: true},
+		}, turn: []error{policy.ErrAborted}, close: true, handed: true},
 		{name: "Status", call: func(t *testing.T, s *session.Session) {
 			st := s.Status()
-			assert.Equal(t, s.State(), st.State)
+			assert.Equal(t, s.Status().State, st.State)
 		}},
 	}
 }
@@ -115,10 +117,10 @@ func reentrantCalls() []reentrantCall {
 // the value SubscribeSession hands it, and, for all but Flush and Close,
 // on the session a plain Subscribe's function captured.
 func TestEveryMethodFromInsideASubscriber(t *testing.T) {
-	triggers := map[string]func(session.Event) bool{
-		"during a run":        func(ev session.Event) bool { _, ok := ev.(session.MessageEnd); return ok },
-		"during a retry wait": func(ev session.Event) bool { _, ok := ev.(session.AutoRetryStart); return ok },
-		"after the turn":      func(ev session.Event) bool { _, ok := ev.(session.TurnSettled); return ok },
+	triggers := map[string]func(events.Event) bool{
+		"during a run":        func(ev events.Event) bool { _, ok := ev.(events.MessageEnd); return ok },
+		"during a retry wait": func(ev events.Event) bool { _, ok := ev.(events.AutoRetryStart); return ok },
+		"after the turn":      func(ev events.Event) bool { _, ok := ev.(events.TurnSettled); return ok },
 	}
 	for _, c := range reentrantCalls() {
 		for when, trigger := range triggers {
@@ -137,7 +139,7 @@ func TestEveryMethodFromInsideASubscriber(t *testing.T) {
 						var once sync.Once
 						returned := make(chan struct{})
 						var after atomic.Int32 // calls of the subscriber after its call returned
-						fn := func(in *session.Session, ev session.Event) {
+						fn := func(in *session.Session, ev events.Event) {
 							select {
 							case <-returned:
 								after.Add(1)
@@ -154,7 +156,7 @@ func TestEveryMethodFromInsideASubscriber(t *testing.T) {
 						if handed {
 							s.SubscribeSession(fn)
 						} else {
-							s.Subscribe(func(ev session.Event) { fn(s, ev) })
+							s.Subscribe(func(ev events.Event) { fn(s, ev) })
 						}
 						err := s.Prompt(context.Background(), "second question, long enough too")
 						if err != nil && when != "after the turn" {
@@ -172,17 +174,17 @@ func TestEveryMethodFromInsideASubscriber(t *testing.T) {
 						// is published just after Prompt is released.)
 						s.Flush()
 						synctest.Wait()
-						assert.Equal(t, states.Idle, s.State())
-						assert.False(t, s.IsStreaming())
-						assert.False(t, s.IsCompacting())
-						assert.Zero(t, s.RetryAttempt())
+						assert.Equal(t, states.Idle, s.Status().State)
+						assert.False(t, s.Status().Streaming)
+						assert.False(t, s.Status().Compacting)
+						assert.Zero(t, s.Status().Attempt)
 						if c.close {
-							require.ErrorIs(t, s.Prompt(context.Background(), "after close"), session.ErrClosed)
+							require.ErrorIs(t, s.Prompt(context.Background(), "after close"), policy.ErrClosed)
 							assert.Nil(t, s.Messages())
 							assert.Zero(t, after.Load(), "no call after Close returned")
 							return
 						}
-						assert.Equal(t, s.MessageCount(), len(s.Messages()))
+						assert.Equal(t, s.Status().MessageCount, len(s.Messages()))
 						n := len(rec.events())
 						require.NoError(t, s.Prompt(context.Background(), "one more"))
 						s.Flush()
@@ -203,7 +205,7 @@ func TestFlushFromInsideASubscriber(t *testing.T) {
 		s, _, _ := newSession(t, []scripted.Call{ok("answer")})
 		var mu sync.Mutex
 		var slowGot []string
-		s.Subscribe(func(ev session.Event) {
+		s.Subscribe(func(ev events.Event) {
 			time.Sleep(time.Second) // a slow subscriber
 			mu.Lock()
 			slowGot = append(slowGot, rpc.EventType(ev))
@@ -212,11 +214,11 @@ func TestFlushFromInsideASubscriber(t *testing.T) {
 		var flushed []string
 		var ownAfter []string
 		var inFlush atomic.Bool
-		s.SubscribeSession(func(s *session.Session, ev session.Event) {
+		s.SubscribeSession(func(s *session.Session, ev events.Event) {
 			if inFlush.Load() {
 				t.Error("the subscriber was called while its Flush ran")
 			}
-			if _, ok := ev.(session.AgentEnd); ok && flushed == nil {
+			if _, ok := ev.(events.AgentEnd); ok && flushed == nil {
 				inFlush.Store(true)
 				s.Flush()
 				inFlush.Store(false)
@@ -254,8 +256,8 @@ func TestSubscribersFlushAndCloseTogether(t *testing.T) {
 				for _, name := range calls {
 					done.Add(1)
 					var once sync.Once
-					s.SubscribeSession(func(s *session.Session, ev session.Event) {
-						if _, ok := ev.(session.AgentEnd); !ok {
+					s.SubscribeSession(func(s *session.Session, ev events.Event) {
+						if _, ok := ev.(events.AgentEnd); !ok {
 							return
 						}
 						once.Do(func() {
@@ -270,7 +272,7 @@ func TestSubscribersFlushAndCloseTogether(t *testing.T) {
 				}
 				err := s.Prompt(context.Background(), "hi")
 				if err != nil {
-					require.ErrorIs(t, err, session.ErrAborted)
+					require.ErrorIs(t, err, policy.ErrAborted)
 				}
 				require.NoError(t, s.Close()) // while they flush or close
 				done.Wait()
@@ -288,7 +290,7 @@ func TestCloseFromInsideASubscriber(t *testing.T) {
 		var closed atomic.Bool
 		var mu sync.Mutex
 		var slowGot []string
-		s.Subscribe(func(ev session.Event) {
+		s.Subscribe(func(ev events.Event) {
 			if closed.Load() {
 				t.Errorf("%s delivered after Close returned", rpc.EventType(ev))
 			}
@@ -298,14 +300,14 @@ func TestCloseFromInsideASubscriber(t *testing.T) {
 			mu.Unlock()
 		})
 		closerCalls := 0
-		s.SubscribeSession(func(s *session.Session, ev session.Event) {
+		s.SubscribeSession(func(s *session.Session, ev events.Event) {
 			closerCalls++
-			if _, ok := ev.(session.MessageStart); ok {
+			if _, ok := ev.(events.MessageStart); ok {
 				require.NoError(t, s.Close())
 				closed.Store(true)
 			}
 		})
-		require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrAborted)
+		require.ErrorIs(t, s.Prompt(context.Background(), "hi"), policy.ErrAborted)
 		require.NoError(t, s.Close())
 		mu.Lock()
 		defer mu.Unlock()

@@ -13,10 +13,13 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // The tests of this file play agents that misbehave, or callers that act
@@ -24,7 +27,7 @@ import (
 // pins.
 
 // runFunc is one run of a hand-written agent.
-type runFunc func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error
+type runFunc func(ctx context.Context, req session.RunRequest, emit func(events.Event)) error
 
 // runs is an Agent that plays one runFunc per run, in order; once they run
 // out, each run answers "ok".
@@ -36,7 +39,7 @@ type runs struct {
 
 func playing(plays ...runFunc) *runs { return &runs{plays: plays} }
 
-func (a *runs) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+func (a *runs) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
 	a.mu.Lock()
 	play := answer(assistant("stop", ""))
 	if a.count < len(a.plays) {
@@ -55,41 +58,41 @@ func (a *runs) calls() int {
 
 // assistant is a message of the scripted model; an "error" one carries
 // text as its error.
-func assistant(stop, text string) session.Message {
-	m := session.Message{Role: session.RoleAssistant, StopReason: classify.StopReason(stop), Provider: "scripted", Model: "scripted-1",
-		Usage: &session.Usage{Input: 100, Output: 20, TotalTokens: 120}}
+func assistant(stop, text string) transcript.Message {
+	m := transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopReason(stop), Provider: "scripted", Model: "scripted-1",
+		Usage: &transcript.Usage{Input: 100, Output: 20, TotalTokens: 120}}
 	if stop == "error" {
 		m.ErrorMessage = text
 	} else {
-		m.Content = session.TextContent(text)
+		m.Content = transcript.TextContent(text)
 	}
 	return m
 }
 
 // answer is a well-behaved run that makes one call answered by m.
-func answer(m session.Message) runFunc {
-	return func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
-		emit(session.AgentStart{})
-		emit(session.TurnStart{})
-		emit(session.MessageStart{Message: m})
-		emit(session.MessageEnd{Message: m})
-		emit(session.TurnEnd{})
-		emit(session.AgentEnd{})
+func answer(m transcript.Message) runFunc {
+	return func(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
+		emit(events.AgentStart{})
+		emit(events.CallStart{})
+		emit(events.MessageStart{Message: m})
+		emit(events.MessageEnd{Message: m})
+		emit(events.CallEnd{})
+		emit(events.AgentEnd{})
 		return nil
 	}
 }
 
 // tail reports m, then waits for its context before it ends the run: the
 // window in which an Abort meets a run whose last message is in.
-func tail(m session.Message) runFunc {
-	return func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
-		emit(session.AgentStart{})
-		emit(session.TurnStart{})
-		emit(session.MessageStart{Message: m})
-		emit(session.MessageEnd{Message: m})
-		emit(session.TurnEnd{})
+func tail(m transcript.Message) runFunc {
+	return func(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
+		emit(events.AgentStart{})
+		emit(events.CallStart{})
+		emit(events.MessageStart{Message: m})
+		emit(events.MessageEnd{Message: m})
+		emit(events.CallEnd{})
 		<-ctx.Done()
-		emit(session.AgentEnd{})
+		emit(events.AgentEnd{})
 		return nil
 	}
 }
@@ -111,7 +114,7 @@ func newSessionOn(t *testing.T, agent session.Agent, opts ...session.Option) (*s
 func TestAbortDuringRunTailDecidesNothing(t *testing.T) {
 	for _, c := range []struct {
 		name string
-		last session.Message
+		last transcript.Message
 	}{
 		{"transient error", assistant("error", service503)},
 		{"overflow", assistant("error", tooLong)},
@@ -124,12 +127,12 @@ func TestAbortDuringRunTailDecidesNothing(t *testing.T) {
 				done := promptAsync(s, "second question, long enough to compact")
 				synctest.Wait()
 				s.Abort()
-				assert.Equal(t, states.Idle, s.State())
-				require.ErrorIs(t, <-done, session.ErrAborted)
+				assert.Equal(t, states.Idle, s.Status().State)
+				require.ErrorIs(t, <-done, policy.ErrAborted)
 				time.Sleep(time.Minute)
 				assert.Equal(t, 2, agent.calls(), "no run after the abort")
 				assert.Empty(t, rec.recovery())
-				assert.Equal(t, states.Idle, s.State())
+				assert.Equal(t, states.Idle, s.Status().State)
 			})
 		})
 	}
@@ -145,7 +148,7 @@ func TestAbortDuringContinuationTailCancelsChain(t *testing.T) {
 		time.Sleep(2 * time.Second)
 		synctest.Wait()
 		s.Abort()
-		require.ErrorIs(t, <-done, session.ErrAborted)
+		require.ErrorIs(t, <-done, policy.ErrAborted)
 		time.Sleep(time.Minute)
 		assert.Equal(t, 2, agent.calls())
 		assert.Equal(t, []string{`retry_start 1/3 2000ms "503 Service Unavailable"`, `retry_end fail 1 "Retry cancelled"`}, rec.recovery())
@@ -159,17 +162,17 @@ func TestAbortDoesNotWaitForWorkStartedAfterIt(t *testing.T) {
 		name string
 		sum  session.Summarizer
 	}{
-		{"summarizer honouring its context, slow", summarizerFunc(func(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
+		{"summarizer honouring its context, slow", summarizerFunc(func(ctx context.Context, _ policy.SummaryRequest) (policy.Summary, error) {
 			select {
 			case <-time.After(time.Minute):
-				return session.Summary{Text: "late"}, nil
+				return policy.Summary{Text: "late"}, nil
 			case <-ctx.Done():
-				return session.Summary{}, context.Cause(ctx)
+				return policy.Summary{}, context.Cause(ctx)
 			}
 		})},
-		{"summarizer that never returns", summarizerFunc(func(context.Context, session.SummaryRequest) (session.Summary, error) {
+		{"summarizer that never returns", summarizerFunc(func(context.Context, policy.SummaryRequest) (policy.Summary, error) {
 			t.Error("the summarizer was called")
-			return session.Summary{}, errors.New("unreachable")
+			return policy.Summary{}, errors.New("unreachable")
 		})},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -184,7 +187,7 @@ func TestAbortDoesNotWaitForWorkStartedAfterIt(t *testing.T) {
 				start := time.Now()
 				s.Abort()
 				assert.Zero(t, time.Since(start), "Abort returned at once")
-				require.ErrorIs(t, <-done, session.ErrAborted)
+				require.ErrorIs(t, <-done, policy.ErrAborted)
 				assert.Empty(t, rec.recovery())
 			})
 		})
@@ -195,9 +198,9 @@ func TestAbortDoesNotWaitForWorkStartedAfterIt(t *testing.T) {
 // returns the context's cause without ending the run is not retried.
 func TestPromptDeadlineAbortsRunNotRetried(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		agent := playing(func(ctx context.Context, _ session.RunRequest, emit func(session.Event)) error {
-			emit(session.AgentStart{})
-			emit(session.MessageStart{Message: assistant("", "")})
+		agent := playing(func(ctx context.Context, _ session.RunRequest, emit func(events.Event)) error {
+			emit(events.AgentStart{})
+			emit(events.MessageStart{Message: assistant("", "")})
 			<-ctx.Done()
 			return context.Cause(ctx)
 		})
@@ -206,7 +209,7 @@ func TestPromptDeadlineAbortsRunNotRetried(t *testing.T) {
 		defer cancel()
 		start := time.Now()
 		err := s.Prompt(ctx, "hi")
-		require.ErrorIs(t, err, session.ErrAborted)
+		require.ErrorIs(t, err, policy.ErrAborted)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, time.Second, time.Since(start))
 		time.Sleep(time.Minute)
@@ -224,7 +227,7 @@ func TestCompactDuringRunIsBusy(t *testing.T) {
 		done := promptAsync(s, "second question")
 		time.Sleep(time.Second)
 		_, err := s.Compact(context.Background(), "")
-		require.ErrorIs(t, err, session.ErrBusy)
+		require.ErrorIs(t, err, policy.ErrBusy)
 		require.NoError(t, <-done)
 		assert.Contains(t, rec.lines(), "message stop")
 		assert.NotContains(t, rec.lines(), "message aborted")
@@ -239,30 +242,30 @@ func TestCompactDuringBackoffCancelsChainThenCompacts(t *testing.T) {
 		warmUp(t, s)
 		done := promptAsync(s, "second question")
 		time.Sleep(time.Second)
-		require.Equal(t, states.Backoff, s.State())
+		require.Equal(t, states.Backoff, s.Status().State)
 		res, err := s.Compact(context.Background(), "")
 		require.NoError(t, err)
 		assert.NotEmpty(t, res.Summary)
-		require.ErrorIs(t, <-done, session.ErrRetryCancelled)
+		require.ErrorIs(t, <-done, policy.ErrRetryCancelled)
 		assert.Equal(t, []string{`retry_start 1/3 2000ms "503 Service Unavailable"`, `retry_end fail 1 "Retry cancelled"`}, rec.recovery())
-		assert.Equal(t, states.Idle, s.State())
-		assert.Equal(t, session.RoleSummary, s.Messages()[0].Role)
+		assert.Equal(t, states.Idle, s.Status().State)
+		assert.Equal(t, transcript.RoleSummary, s.Messages()[0].Role)
 	})
 }
 
 // Item 8: a run that made no model call (agent_start, agent_end, nothing
 // between) could not start, for the user's run and for a continuation.
 func TestRunWithoutAssistantMessageCouldNotStart(t *testing.T) {
-	empty := func(ctx context.Context, _ session.RunRequest, emit func(session.Event)) error {
-		emit(session.AgentStart{})
-		emit(session.AgentEnd{})
+	empty := func(ctx context.Context, _ session.RunRequest, emit func(events.Event)) error {
+		emit(events.AgentStart{})
+		emit(events.AgentEnd{})
 		return nil
 	}
 	t.Run("user run", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			s, _ := newSessionOn(t, playing(empty))
 			err := s.Prompt(context.Background(), "hi")
-			require.ErrorIs(t, err, session.ErrStartFailed)
+			require.ErrorIs(t, err, policy.ErrStartFailed)
 			assert.ErrorContains(t, err, "the run produced no assistant message")
 		})
 	})
@@ -271,7 +274,7 @@ func TestRunWithoutAssistantMessageCouldNotStart(t *testing.T) {
 			agent := playing(answer(assistant("error", service503)), empty)
 			s, rec := newSessionOn(t, agent)
 			err := s.Prompt(context.Background(), "hi")
-			require.ErrorIs(t, err, session.ErrStartFailed)
+			require.ErrorIs(t, err, policy.ErrStartFailed)
 			assert.Equal(t, []string{`retry_start 1/3 2000ms "503 Service Unavailable"`,
 				`retry_end fail 1 "the run produced no assistant message"`}, rec.recovery())
 			assert.Equal(t, 2, agent.calls())
@@ -282,8 +285,8 @@ func TestRunWithoutAssistantMessageCouldNotStart(t *testing.T) {
 // Item 9: a run that fails after agent_start but before any model call
 // could not start: a continuation ends its chain, it is not retried.
 func TestFailureBeforeModelCallIsStartFailure(t *testing.T) {
-	fetchFailed := func(ctx context.Context, _ session.RunRequest, emit func(session.Event)) error {
-		emit(session.AgentStart{})
+	fetchFailed := func(ctx context.Context, _ session.RunRequest, emit func(events.Event)) error {
+		emit(events.AgentStart{})
 		return errors.New("fetch failed")
 	}
 	t.Run("continuation", func(t *testing.T) {
@@ -291,7 +294,7 @@ func TestFailureBeforeModelCallIsStartFailure(t *testing.T) {
 			agent := playing(answer(assistant("error", service503)), fetchFailed, fetchFailed, fetchFailed)
 			s, rec := newSessionOn(t, agent)
 			err := s.Prompt(context.Background(), "hi")
-			require.ErrorIs(t, err, session.ErrStartFailed)
+			require.ErrorIs(t, err, policy.ErrStartFailed)
 			assert.ErrorContains(t, err, "fetch failed")
 			assert.Equal(t, []string{`retry_start 1/3 2000ms "503 Service Unavailable"`, `retry_end fail 1 "fetch failed"`}, rec.recovery())
 			assert.Equal(t, 2, agent.calls())
@@ -301,7 +304,7 @@ func TestFailureBeforeModelCallIsStartFailure(t *testing.T) {
 		bubble(t, func(t *testing.T) {
 			agent := playing(fetchFailed, fetchFailed)
 			s, rec := newSessionOn(t, agent)
-			require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrStartFailed)
+			require.ErrorIs(t, s.Prompt(context.Background(), "hi"), policy.ErrStartFailed)
 			assert.Equal(t, 1, agent.calls())
 			assert.Empty(t, rec.recovery())
 			assert.Equal(t, []string{"agent_start", "agent_end"}, rec.lines())
@@ -314,12 +317,12 @@ func TestFailureBeforeModelCallIsStartFailure(t *testing.T) {
 // hint end the chain. The key is blocked either way.
 func TestUsageLimitHintOverCapSwitchesFirst(t *testing.T) {
 	const text = "429 usage limit reached; retry-after: 3600"
-	cfg := session.DefaultConfig()
+	cfg := policy.DefaultConfig()
 	cfg.Retry.HonorRetryAfter = true
 	cfg.Retry.MaxDelayMs = 60_000
 	t.Run("a free credential", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
-			store := session.NewMemoryCredentials(nil, twoKeys()...)
+			store := credentials.NewMemoryCredentials(nil, twoKeys()...)
 			first, _ := store.Current("scripted", "test-session")
 			s, _, rec := newSession(t, []scripted.Call{fail(text), ok("done")}, session.WithCredentials(store), session.WithConfig(cfg))
 			start := time.Now()
@@ -331,10 +334,10 @@ func TestUsageLimitHintOverCapSwitchesFirst(t *testing.T) {
 	})
 	t.Run("no free credential", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
-			store := session.NewMemoryCredentials(nil, session.Credential{ID: "only", Provider: "scripted", Type: "api_key"})
+			store := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "only", Provider: "scripted", Type: "api_key"})
 			s, _, rec := newSession(t, []scripted.Call{fail(text)}, session.WithCredentials(store), session.WithConfig(cfg))
 			start := time.Now()
-			require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrExhausted)
+			require.ErrorIs(t, s.Prompt(context.Background(), "hi"), policy.ErrExhausted)
 			assert.Empty(t, rec.recovery())
 			assert.Equal(t, start.Add(time.Hour), store.BlockedUntil("scripted", "only"), "blocked all the same")
 		})
@@ -349,12 +352,12 @@ func TestAgentPanicIsFatalRunError(t *testing.T) {
 		name string
 		run  runFunc
 	}{
-		{"before anything", func(context.Context, session.RunRequest, func(session.Event)) error {
+		{"before anything", func(context.Context, session.RunRequest, func(events.Event)) error {
 			panic("503 overloaded")
 		}},
-		{"mid-run", func(_ context.Context, _ session.RunRequest, emit func(session.Event)) error {
-			emit(session.AgentStart{})
-			emit(session.MessageStart{Message: assistant("", "")})
+		{"mid-run", func(_ context.Context, _ session.RunRequest, emit func(events.Event)) error {
+			emit(events.AgentStart{})
+			emit(events.MessageStart{Message: assistant("", "")})
 			panic(errors.New("503 overloaded"))
 		}},
 	} {
@@ -366,7 +369,7 @@ func TestAgentPanicIsFatalRunError(t *testing.T) {
 				agent := playing(c.run)
 				s, rec := newSessionOn(t, agent, session.WithLogger(logger))
 				err := s.Prompt(context.Background(), "hi")
-				require.ErrorIs(t, err, session.ErrProvider)
+				require.ErrorIs(t, err, policy.ErrProvider)
 				assert.ErrorContains(t, err, "the agent panicked: 503 overloaded")
 				assert.Empty(t, rec.recovery(), "never retried")
 				assert.Equal(t, 1, agent.calls())
@@ -383,11 +386,11 @@ func TestAgentPanicIsFatalRunError(t *testing.T) {
 // Item 15: a panicking summarizer fails the compaction, not the process.
 func TestSummarizerPanicFailsCompaction(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		sum := summarizerFunc(func(context.Context, session.SummaryRequest) (session.Summary, error) { panic("boom") })
+		sum := summarizerFunc(func(context.Context, policy.SummaryRequest) (policy.Summary, error) { panic("boom") })
 		s, _, rec := newSession(t, []scripted.Call{ok("first answer"), overflowCall(), ok("done")}, smallKeep(), session.WithSummarizer(sum))
 		warmUp(t, s)
 		err := s.Prompt(context.Background(), "second question, long enough to compact")
-		require.ErrorIs(t, err, session.ErrOverflow)
+		require.ErrorIs(t, err, policy.ErrOverflow)
 		assert.ErrorContains(t, err, "the summarizer panicked: boom")
 		assert.Equal(t, []string{"compaction_start overflow",
 			`compaction_end failed "Context overflow recovery failed: the summarizer panicked: boom"`}, rec.recovery())
@@ -414,8 +417,8 @@ func TestStateIsSettledWhenTurnSettles(t *testing.T) {
 		s, _, _ := newSession(t, nil)
 		var mu sync.Mutex
 		var stale []string
-		s.Subscribe(func(ev session.Event) {
-			if _, ok := ev.(session.TurnSettled); ok && (s.IsStreaming() || s.State() != states.Idle) {
+		s.Subscribe(func(ev events.Event) {
+			if _, ok := ev.(events.TurnSettled); ok && (s.Status().Streaming || s.Status().State != states.Idle) {
 				mu.Lock()
 				stale = append(stale, "subscriber")
 				mu.Unlock()
@@ -423,7 +426,7 @@ func TestStateIsSettledWhenTurnSettles(t *testing.T) {
 		})
 		for range 1000 {
 			require.NoError(t, s.Prompt(context.Background(), "hi"))
-			if s.IsStreaming() || s.State() != states.Idle {
+			if s.Status().Streaming || s.Status().State != states.Idle {
 				mu.Lock()
 				stale = append(stale, "Prompt")
 				mu.Unlock()
@@ -443,7 +446,7 @@ func TestSettersAreReadBackAtOnce(t *testing.T) {
 		on := i%2 == 0
 		s.SetAutoRetryEnabled(on)
 		s.SetAutoCompactionEnabled(!on)
-		if s.AutoRetryEnabled() != on || s.AutoCompactionEnabled() == on {
+		if s.Status().RetryEnabled != on || s.Status().CompactionEnabled == on {
 			t.Fatalf("iteration %d: a getter read the value before the setter's", i)
 		}
 	}
@@ -460,7 +463,7 @@ func TestStatusIsNeverTorn(t *testing.T) {
 		}
 		s, _, _ := newSession(t, calls)
 		stop := make(chan struct{})
-		var torn []session.Status
+		var torn []policy.Status
 		var readers sync.WaitGroup
 		readers.Add(1)
 		go func() {

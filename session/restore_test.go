@@ -15,26 +15,30 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // histories runs f on a MemoryHistory and on a FileHistory. reopen gives
 // the history to start the next session on: the same MemoryHistory, or
 // the file closed and opened again.
-func histories(t *testing.T, f func(t *testing.T, h session.History, reopen func() session.History)) {
+func histories(t *testing.T, f func(t *testing.T, h history.History, reopen func() history.History)) {
 	t.Run("memory", func(t *testing.T) {
-		h := &session.MemoryHistory{}
-		f(t, h, func() session.History { return h })
+		h := &history.MemoryHistory{}
+		f(t, h, func() history.History { return h })
 	})
 	t.Run("file", func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "h.jsonl")
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		t.Cleanup(func() { h.Close() })
-		f(t, h, func() session.History {
+		f(t, h, func() history.History {
 			require.NoError(t, h.Close())
-			h, err = session.OpenFileHistory(path)
+			h, err = history.OpenFileHistory(path)
 			require.NoError(t, err)
 			return h
 		})
@@ -43,7 +47,7 @@ func histories(t *testing.T, f func(t *testing.T, h session.History, reopen func
 
 // reopened starts a session on h with a new scripted agent playing calls,
 // as a new process would.
-func reopened(t *testing.T, h session.History, calls []scripted.Call, opts ...session.Option) *session.Session {
+func reopened(t *testing.T, h history.History, calls []scripted.Call, opts ...session.Option) *session.Session {
 	t.Helper()
 	agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: calls})
 	opts = append([]session.Option{session.WithModel(scripted.DefaultModel), session.WithHistory(h)}, opts...)
@@ -52,7 +56,7 @@ func reopened(t *testing.T, h session.History, calls []scripted.Call, opts ...se
 	return s
 }
 
-func messageIDs(ms []session.Message) []string {
+func messageIDs(ms []transcript.Message) []string {
 	var ids []string
 	for _, m := range ms {
 		ids = append(ids, m.ID)
@@ -64,12 +68,12 @@ func messageIDs(ms []session.Message) []string {
 // reopening rebuilds the runtime context the session had, the error and
 // the turn after it included (issue item 5).
 func TestReopenKeepsSettledErrorAndWhatFollows(t *testing.T) {
-	histories(t, func(t *testing.T, h session.History, reopen func() session.History) {
+	histories(t, func(t *testing.T, h history.History, reopen func() history.History) {
 		bubble(t, func(t *testing.T) {
-			cfg := session.DefaultConfig()
+			cfg := policy.DefaultConfig()
 			cfg.Compaction.KeepRecentTokens = 5
 			s := reopened(t, h, []scripted.Call{fail("401 invalid x-api-key"), ok("done")}, session.WithConfig(cfg))
-			require.ErrorIs(t, s.Prompt(context.Background(), "first question"), session.ErrProvider)
+			require.ErrorIs(t, s.Prompt(context.Background(), "first question"), policy.ErrProvider)
 			require.NoError(t, s.Prompt(context.Background(), "second"))
 			res, err := s.Compact(context.Background(), "")
 			require.NoError(t, err)
@@ -90,15 +94,15 @@ func TestReopenKeepsSettledErrorAndWhatFollows(t *testing.T) {
 // compaction, stay out of the rebuilt runtime context; a settled error
 // stays in (issue item 5).
 func TestReopenReplaysRemovals(t *testing.T) {
-	histories(t, func(t *testing.T, h session.History, reopen func() session.History) {
+	histories(t, func(t *testing.T, h history.History, reopen func() history.History) {
 		bubble(t, func(t *testing.T) {
-			cfg := session.DefaultConfig()
+			cfg := policy.DefaultConfig()
 			cfg.Compaction.KeepRecentTokens = 5
 			s := reopened(t, h, []scripted.Call{fail(service503), ok("answer"), fail(tooLong), ok("recovered"), fail("401 invalid x-api-key")},
 				session.WithConfig(cfg))
 			require.NoError(t, s.Prompt(context.Background(), "first question"))
 			require.NoError(t, s.Prompt(context.Background(), "second question"))
-			require.ErrorIs(t, s.Prompt(context.Background(), "third"), session.ErrProvider)
+			require.ErrorIs(t, s.Prompt(context.Background(), "third"), policy.ErrProvider)
 			live := s.Messages()
 			var errs int
 			for _, m := range live {
@@ -120,14 +124,14 @@ func TestReopenReplaysRemovals(t *testing.T) {
 // agent's own IDs included: a compaction after the reopen cuts where it
 // says and the runtime context shrinks (issue item 6).
 func TestReopenCompactionShrinksContext(t *testing.T) {
-	histories(t, func(t *testing.T, h session.History, reopen func() session.History) {
+	histories(t, func(t *testing.T, h history.History, reopen func() history.History) {
 		bubble(t, func(t *testing.T) {
 			s := reopened(t, h, []scripted.Call{ok("first answer"), ok("second answer")})
 			require.NoError(t, s.Prompt(context.Background(), "first question"))
 			require.NoError(t, s.Prompt(context.Background(), "second question"))
 			require.NoError(t, s.Close())
 
-			cfg := session.DefaultConfig()
+			cfg := policy.DefaultConfig()
 			cfg.Compaction.KeepRecentTokens = 5
 			s = reopened(t, reopen(), []scripted.Call{ok("third answer")}, session.WithConfig(cfg))
 			defer s.Close()
@@ -150,23 +154,23 @@ func TestReopenCompactionShrinksContext(t *testing.T) {
 // of a message of the runtime context, so that a removal or a first kept
 // entry names one message, and that the session's own IDs (user-N, msg-N,
 // compaction-N) never repeat in the whole history.
-func assertUniqueIDs(t require.TestingT, entries []session.Entry) {
+func assertUniqueIDs(t require.TestingT, entries []transcript.Entry) {
 	own := regexp.MustCompile(`^(user|msg|compaction)-[0-9]+$`)
 	seen := map[string]int{}
 	var live []string // the IDs of the runtime context, in order
 	for i, e := range entries {
 		switch e.Type {
-		case session.EntryRemoval:
+		case transcript.EntryRemoval:
 			if j := slices.Index(live, e.ID); j >= 0 {
 				live = slices.Delete(live, j, j+1)
 			}
 			continue
-		case session.EntryMessage:
+		case transcript.EntryMessage:
 			if slices.Contains(live, e.ID) {
 				assert.Fail(t, "duplicate ID", "entry %d takes the ID %q of a message of the runtime context", i+1, e.ID)
 			}
 			live = append(live, e.ID)
-		case session.EntryCompaction:
+		case transcript.EntryCompaction:
 			kept := slices.Index(live, e.Compaction.FirstKeptEntryID)
 			if kept < 0 {
 				kept = len(live)
@@ -186,9 +190,9 @@ func assertUniqueIDs(t require.TestingT, entries []session.Entry) {
 // message of the runtime context has it, and the session's own IDs never
 // repeat.
 func TestIDsUniqueAcrossReopens(t *testing.T) {
-	histories(t, func(t *testing.T, h session.History, reopen func() session.History) {
+	histories(t, func(t *testing.T, h history.History, reopen func() history.History) {
 		bubble(t, func(t *testing.T) {
-			cfg := session.DefaultConfig()
+			cfg := policy.DefaultConfig()
 			cfg.Compaction.KeepRecentTokens = 5
 			for cycle := range 4 {
 				s := reopened(t, h, []scripted.Call{fail(service503), toolUse("look"), ok("done"), ok("again")}, session.WithConfig(cfg))
@@ -198,7 +202,7 @@ func TestIDsUniqueAcrossReopens(t *testing.T) {
 				require.NoError(t, err)
 				live := s.Messages()
 				for _, m := range live {
-					if m.Role == session.RoleToolResult {
+					if m.Role == transcript.RoleToolResult {
 						assert.Contains(t, messageIDs(live), m.ToolCallID, "a tool result points at its call")
 					}
 				}
@@ -233,37 +237,37 @@ func TestAgentReusedIDReplaced(t *testing.T) {
 // answers are fatal errors.
 type fixedIDAgent struct{ fail bool }
 
-func (a *fixedIDAgent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
-	m := session.Message{ID: "same", Role: session.RoleAssistant, StopReason: "stop", Content: session.TextContent("answer"),
+func (a *fixedIDAgent) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
+	m := transcript.Message{ID: "same", Role: transcript.RoleAssistant, StopReason: "stop", Content: transcript.TextContent("answer"),
 		Provider: req.Model.Provider, Model: req.Model.ID}
 	if a.fail {
 		m.StopReason, m.ErrorMessage = "error", "401 invalid x-api-key"
 	}
-	emit(session.AgentStart{})
-	emit(session.MessageStart{Message: m})
-	emit(session.MessageEnd{Message: m})
-	emit(session.AgentEnd{})
+	emit(events.AgentStart{})
+	emit(events.MessageStart{Message: m})
+	emit(events.MessageEnd{Message: m})
+	emit(events.AgentEnd{})
 	return nil
 }
 
 // A history with an entry no session could have written is refused by
 // New, naming the entry.
 func TestNewRefusesInvalidHistory(t *testing.T) {
-	h := &badHistory{entries: []session.Entry{msgEntry("a", "x"), {Type: session.EntryMessage, ID: "b"}}}
+	h := &badHistory{entries: []transcript.Entry{msgEntry("a", "x"), {Type: transcript.EntryMessage, ID: "b"}}}
 	_, err := session.New(scripted.New(scripted.Script{}), session.WithHistory(h))
-	require.ErrorIs(t, err, session.ErrInvalidEntry)
+	require.ErrorIs(t, err, transcript.ErrInvalidEntry)
 	assert.Contains(t, err.Error(), "entry 2")
 }
 
-type badHistory struct{ entries []session.Entry }
+type badHistory struct{ entries []transcript.Entry }
 
-func (h *badHistory) Append(es ...session.Entry) error {
+func (h *badHistory) Append(es ...transcript.Entry) error {
 	h.entries = append(h.entries, es...)
 	return nil
 }
 
-func (h *badHistory) Entries() iter.Seq2[session.Entry, error] {
-	return func(yield func(session.Entry, error) bool) {
+func (h *badHistory) Entries() iter.Seq2[transcript.Entry, error] {
+	return func(yield func(transcript.Entry, error) bool) {
 		for _, e := range h.entries {
 			if !yield(e, nil) {
 				return
@@ -280,8 +284,8 @@ var outcomes = []scripted.Call{
 	fail("429 Too Many Requests"),
 	fail("401 invalid x-api-key"),
 	fail(tooLong),
-	{StopReason: "stop", Text: "silent overflow", Usage: &session.Usage{Input: 250000}},
-	{StopReason: "stop", Text: "big", Usage: &session.Usage{Input: 180000, TotalTokens: 180000}},
+	{StopReason: "stop", Text: "silent overflow", Usage: &transcript.Usage{Input: 250000}},
+	{StopReason: "stop", Text: "big", Usage: &transcript.Usage{Input: 180000, TotalTokens: 180000}},
 	slow(ok("slow answer"), 3000),
 	{Refuse: "the agent refused to start"},
 }
@@ -293,8 +297,8 @@ var outcomes = []scripted.Call{
 func TestReopenReproducesRuntimeContext(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		rapid.SyncTest(t, func(t *rapid.T) {
-			var h session.History = &session.MemoryHistory{}
-			reopen := func() session.History { return h }
+			var h history.History = &history.MemoryHistory{}
+			reopen := func() history.History { return h }
 			if rapid.Bool().Draw(t, "file") {
 				dir, err := os.MkdirTemp("", "reopen")
 				if err != nil {
@@ -302,26 +306,26 @@ func TestReopenReproducesRuntimeContext(t *testing.T) {
 				}
 				defer os.RemoveAll(dir)
 				path := filepath.Join(dir, "h.jsonl")
-				fh, err := session.OpenFileHistory(path)
+				fh, err := history.OpenFileHistory(path)
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer func() { fh.Close() }()
 				h = fh
-				reopen = func() session.History {
+				reopen = func() history.History {
 					if err := fh.Close(); err != nil {
 						t.Fatal(err)
 					}
-					if fh, err = session.OpenFileHistory(path); err != nil {
+					if fh, err = history.OpenFileHistory(path); err != nil {
 						t.Fatal(err)
 					}
 					return fh
 				}
 			}
-			cfg := session.DefaultConfig()
+			cfg := policy.DefaultConfig()
 			cfg.Retry.MaxRetries = rapid.IntRange(0, 3).Draw(t, "maxRetries")
 			cfg.Compaction.KeepRecentTokens = rapid.IntRange(1, 40).Draw(t, "keepRecentTokens")
-			var want []session.Message
+			var want []transcript.Message
 			for cycle := range rapid.IntRange(1, 4).Draw(t, "cycles") {
 				cfg.Compaction.Enabled = rapid.Bool().Draw(t, "compaction")
 				agent := scripted.New(scripted.Script{Model: scripted.DefaultModel})

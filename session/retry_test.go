@@ -9,7 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/states"
 )
@@ -36,9 +36,9 @@ func TestErrorThenSuccess(t *testing.T) {
 			"classifying>idle accept",
 		}, rec.lines())
 		assert.Equal(t, 2*time.Second, rec.timeOf("backoff>continuing"))
-		assert.Equal(t, states.Idle, s.State())
-		assert.Equal(t, 0, s.RetryAttempt())
-		assert.False(t, s.IsRetrying())
+		assert.Equal(t, states.Idle, s.Status().State)
+		assert.Equal(t, 0, s.Status().Attempt)
+		assert.False(t, s.Status().Retrying)
 	})
 }
 
@@ -55,20 +55,20 @@ func TestAbortRetryDuringEachWait(t *testing.T) {
 				elapsed := []time.Duration{time.Second, 4 * time.Second, 10 * time.Second}[wait-1]
 				time.Sleep(elapsed)
 				synctest.Wait()
-				require.Equal(t, states.Backoff, s.State())
-				require.Equal(t, wait, s.RetryAttempt())
+				require.Equal(t, states.Backoff, s.Status().State)
+				require.Equal(t, wait, s.Status().Attempt)
 				start := time.Now()
 				s.AbortRetry()
 				err := <-done
 				assert.Zero(t, time.Since(start), "the cancel is prompt: no time passes")
-				require.ErrorIs(t, err, session.ErrRetryCancelled)
+				require.ErrorIs(t, err, policy.ErrRetryCancelled)
 				rc := rec.recovery()
 				assert.Len(t, rc, wait+1)
 				assert.Equal(t, `retry_end fail `+string(rune('0'+wait))+` "Retry cancelled"`, rc[len(rc)-1])
 				lines := rec.lines()
 				assert.Equal(t, []string{`retry_end fail ` + string(rune('0'+wait)) + ` "Retry cancelled"`, "backoff>cancelled cancel_retry", "cancelled>idle reset"}, lines[len(lines)-3:])
-				assert.Equal(t, states.Idle, s.State())
-				assert.Equal(t, 0, s.RetryAttempt())
+				assert.Equal(t, states.Idle, s.Status().State)
+				assert.Equal(t, 0, s.Status().Attempt)
 				// A later timer from the cancelled wait changes nothing.
 				time.Sleep(time.Minute)
 				assert.Equal(t, lines, rec.lines())

@@ -9,16 +9,19 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
 
 // retryEvents returns the auto_retry_* events recorded, whole.
-func retryEvents(r *recorder) []session.Event {
-	var out []session.Event
+func retryEvents(r *recorder) []events.Event {
+	var out []events.Event
 	for _, ev := range r.events() {
 		switch ev.(type) {
-		case session.AutoRetryStart, session.AutoRetryEnd:
+		case events.AutoRetryStart, events.AutoRetryEnd:
 			out = append(out, ev)
 		}
 	}
@@ -31,33 +34,33 @@ func retryEvents(r *recorder) []session.Event {
 // it, that error's class. These are what logs and metrics count by.
 func TestRetryEventsCarryTheirFacts(t *testing.T) {
 	const provider, model = "scripted", "scripted-1"
-	start := func(attempt int, delay int64, text string, class classify.Class) session.AutoRetryStart {
-		return session.AutoRetryStart{Attempt: attempt, MaxAttempts: 3, DelayMs: delay, ErrorMessage: text,
+	start := func(attempt int, delay int64, text string, class classify.Class) events.AutoRetryStart {
+		return events.AutoRetryStart{Attempt: attempt, MaxAttempts: 3, DelayMs: delay, ErrorMessage: text,
 			ErrorClass: class, Provider: provider, Model: model}
 	}
 	cases := []struct {
 		name  string
 		calls []scripted.Call
 		abort bool
-		want  []session.Event
+		want  []events.Event
 	}{
-		{"recovered", []scripted.Call{fail(service503), ok("done")}, false, []session.Event{
+		{"recovered", []scripted.Call{fail(service503), ok("done")}, false, []events.Event{
 			start(1, 2000, service503, classify.Retryable),
-			session.AutoRetryEnd{Success: true, Attempt: 1, Outcome: session.RetryRecovered},
+			events.AutoRetryEnd{Success: true, Attempt: 1, Outcome: events.RetryRecovered},
 		}},
-		{"exhausted", []scripted.Call{fail(service503), fail(service503), fail(service503), fail(service503)}, false, []session.Event{
+		{"exhausted", []scripted.Call{fail(service503), fail(service503), fail(service503), fail(service503)}, false, []events.Event{
 			start(1, 2000, service503, classify.Retryable),
 			start(2, 4000, service503, classify.Retryable),
 			start(3, 8000, service503, classify.Retryable),
-			session.AutoRetryEnd{Attempt: 3, FinalError: service503, Outcome: session.RetryExhausted, ErrorClass: classify.Retryable},
+			events.AutoRetryEnd{Attempt: 3, FinalError: service503, Outcome: events.RetryExhausted, ErrorClass: classify.Retryable},
 		}},
-		{"failed on a fatal error", []scripted.Call{fail(service503), fail("400 invalid request")}, false, []session.Event{
+		{"failed on a fatal error", []scripted.Call{fail(service503), fail("400 invalid request")}, false, []events.Event{
 			start(1, 2000, service503, classify.Retryable),
-			session.AutoRetryEnd{Attempt: 1, FinalError: "400 invalid request", Outcome: session.RetryFailed, ErrorClass: classify.Fatal},
+			events.AutoRetryEnd{Attempt: 1, FinalError: "400 invalid request", Outcome: events.RetryFailed, ErrorClass: classify.Fatal},
 		}},
-		{"cancelled", []scripted.Call{fail(service503), ok("never")}, true, []session.Event{
+		{"cancelled", []scripted.Call{fail(service503), ok("never")}, true, []events.Event{
 			start(1, 2000, service503, classify.Retryable),
-			session.AutoRetryEnd{Attempt: 1, FinalError: "Retry cancelled", Outcome: session.RetryCancelled},
+			events.AutoRetryEnd{Attempt: 1, FinalError: "Retry cancelled", Outcome: events.RetryCancelled},
 		}},
 	}
 	for _, c := range cases {
@@ -81,9 +84,9 @@ func TestRetryEventsCarryTheirFacts(t *testing.T) {
 // the credential that hit the limit, by ID only.
 func TestUsageLimitRetryNamesTheCredential(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		store := session.NewMemoryCredentials(nil,
-			session.Credential{ID: "A", Provider: "scripted", Type: "api_key", Secret: "env:KEY_A"},
-			session.Credential{ID: "C", Provider: "scripted", Type: "api_key", Secret: "env:KEY_C"})
+		store := credentials.NewMemoryCredentials(nil,
+			policy.Credential{ID: "A", Provider: "scripted", Type: "api_key", Secret: "env:KEY_A"},
+			policy.Credential{ID: "C", Provider: "scripted", Type: "api_key", Secret: "env:KEY_C"})
 		agent := scripted.New(scripted.Script{Calls: []scripted.Call{fail(usageLimit), fail(usageLimit), ok("done")}})
 		s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithCredentials(store),
 			session.WithSessionID(sessionsAt(0, 2, 1)[0]))
@@ -91,12 +94,12 @@ func TestUsageLimitRetryNamesTheCredential(t *testing.T) {
 		defer s.Close()
 		rec := record(s)
 		require.NoError(t, s.Prompt(context.Background(), "hi"))
-		assert.Equal(t, []session.Event{
-			session.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 0, ErrorMessage: usageLimit,
+		assert.Equal(t, []events.Event{
+			events.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 0, ErrorMessage: usageLimit,
 				ErrorClass: classify.UsageLimit, Provider: "scripted", Model: "scripted-1", Credential: "A"},
-			session.AutoRetryStart{Attempt: 2, MaxAttempts: 3, DelayMs: 4000, ErrorMessage: usageLimit,
+			events.AutoRetryStart{Attempt: 2, MaxAttempts: 3, DelayMs: 4000, ErrorMessage: usageLimit,
 				ErrorClass: classify.UsageLimit, Provider: "scripted", Model: "scripted-1", Credential: "C"},
-			session.AutoRetryEnd{Success: true, Attempt: 2, Outcome: session.RetryRecovered},
+			events.AutoRetryEnd{Success: true, Attempt: 2, Outcome: events.RetryRecovered},
 		}, retryEvents(rec))
 	})
 }
@@ -106,7 +109,7 @@ func waitRetrying(t *testing.T, s *session.Session) {
 	t.Helper()
 	for range 1000 {
 		synctest.Wait()
-		if s.State() == "backoff" {
+		if s.Status().State == "backoff" {
 			return
 		}
 	}
@@ -116,7 +119,7 @@ func waitRetrying(t *testing.T, s *session.Session) {
 // TestTurnSettledNamesTheClass: a turn that a provider's error failed names
 // that error's class; one that failed otherwise names none.
 func TestTurnSettledNamesTheClass(t *testing.T) {
-	noCompaction := session.DefaultConfig()
+	noCompaction := policy.DefaultConfig()
 	noCompaction.Compaction.Enabled = false
 	cases := []struct {
 		name  string
@@ -125,10 +128,10 @@ func TestTurnSettledNamesTheClass(t *testing.T) {
 		class classify.Class
 		err   error
 	}{
-		{"fatal", []scripted.Call{fail("400 invalid request")}, nil, classify.Fatal, session.ErrProvider},
+		{"fatal", []scripted.Call{fail("400 invalid request")}, nil, classify.Fatal, policy.ErrProvider},
 		{"overflow unrecovered", []scripted.Call{fail("prompt is too long: 213462 tokens > 200000 maximum")},
-			[]session.Option{session.WithConfig(noCompaction)}, classify.Overflow, session.ErrOverflow},
-		{"start failed", []scripted.Call{{Refuse: "no route to host"}}, nil, classify.None, session.ErrStartFailed},
+			[]session.Option{session.WithConfig(noCompaction)}, classify.Overflow, policy.ErrOverflow},
+		{"start failed", []scripted.Call{{Refuse: "no route to host"}}, nil, classify.None, policy.ErrStartFailed},
 		{"success", []scripted.Call{ok("fine")}, nil, classify.None, nil},
 	}
 	for _, c := range cases {
@@ -142,7 +145,7 @@ func TestTurnSettledNamesTheClass(t *testing.T) {
 					require.ErrorIs(t, err, c.err)
 				}
 				evs := rec.events()
-				assert.Equal(t, session.TurnSettled{Err: err, ErrorClass: c.class}, evs[len(evs)-1])
+				assert.Equal(t, events.TurnSettled{Err: err, ErrorClass: c.class}, evs[len(evs)-1])
 			})
 		})
 	}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
@@ -26,7 +28,7 @@ var (
 func BenchmarkWaitingSessions(b *testing.B) {
 	n := *scaleSessions
 	for b.Loop() {
-		cfg := session.DefaultConfig()
+		cfg := policy.DefaultConfig()
 		cfg.Retry.BaseDelayMs = int64(time.Hour / time.Millisecond)
 		before := memoryInUse()
 		goroutinesBefore := runtime.NumGoroutine()
@@ -42,11 +44,11 @@ func BenchmarkWaitingSessions(b *testing.B) {
 				b.Fatal(err)
 			}
 			if *scaleSubscriber {
-				s.Subscribe(func(ev session.Event) {
+				s.Subscribe(func(ev events.Event) {
 					switch ev.(type) {
-					case session.AutoRetryStart:
+					case events.AutoRetryStart:
 						waiting <- struct{}{}
-					case session.AutoRetryEnd:
+					case events.AutoRetryEnd:
 						ended[i].Store(int64(time.Since(start)))
 					}
 				})
@@ -60,7 +62,7 @@ func BenchmarkWaitingSessions(b *testing.B) {
 			if *scaleSubscriber {
 				<-waiting
 			} else {
-				for !s.IsRetrying() {
+				for !s.Status().Retrying {
 					runtime.Gosched()
 				}
 			}

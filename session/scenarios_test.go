@@ -11,7 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/states"
 )
@@ -24,13 +24,13 @@ func TestAbortDuringContinuation(t *testing.T) {
 		done := promptAsync(s, "hi")
 		time.Sleep(3 * time.Second) // 2 s wait, then 1 s into the continuation
 		synctest.Wait()
-		require.Equal(t, states.Continuing, s.State())
-		require.True(t, s.IsStreaming())
+		require.Equal(t, states.Continuing, s.Status().State)
+		require.True(t, s.Status().Streaming)
 		s.Abort()
-		assert.False(t, s.IsStreaming(), "Abort returns when the session is quiet")
-		require.ErrorIs(t, <-done, session.ErrAborted)
-		assert.Equal(t, 0, s.RetryAttempt())
-		assert.Equal(t, states.Idle, s.State())
+		assert.False(t, s.Status().Streaming, "Abort returns when the session is quiet")
+		require.ErrorIs(t, <-done, policy.ErrAborted)
+		assert.Equal(t, 0, s.Status().Attempt)
+		assert.Equal(t, states.Idle, s.Status().State)
 		assert.Equal(t, []string{
 			"agent_start",
 			`message error "503 Service Unavailable"`,
@@ -86,8 +86,8 @@ func TestPromptWhileBusy(t *testing.T) {
 		s, _, _ := newSession(t, []scripted.Call{fail(service503), ok("done")})
 		done := promptAsync(s, "hi")
 		synctest.Wait()
-		require.True(t, s.IsRetrying(), "the chain is active before anything a caller can race with")
-		assert.ErrorIs(t, s.Prompt(context.Background(), "second"), session.ErrBusy)
+		require.True(t, s.Status().Retrying, "the chain is active before anything a caller can race with")
+		assert.ErrorIs(t, s.Prompt(context.Background(), "second"), policy.ErrBusy)
 		require.NoError(t, <-done)
 		require.NoError(t, s.Prompt(context.Background(), "now it is free"))
 	})
@@ -114,7 +114,7 @@ func TestConcurrentAborts(t *testing.T) {
 		}
 		wg.Wait()
 		err := <-done
-		assert.True(t, errors.Is(err, session.ErrRetryCancelled) || errors.Is(err, session.ErrAborted), "%v", err)
+		assert.True(t, errors.Is(err, policy.ErrRetryCancelled) || errors.Is(err, policy.ErrAborted), "%v", err)
 		assert.Equal(t, []string{
 			`retry_start 1/3 2000ms "503 Service Unavailable"`,
 			`retry_end fail 1 "Retry cancelled"`,
@@ -146,7 +146,7 @@ func TestAbortUserRun(t *testing.T) {
 		done := promptAsync(s, "hi")
 		time.Sleep(time.Second)
 		s.Abort()
-		require.ErrorIs(t, <-done, session.ErrAborted)
+		require.ErrorIs(t, <-done, policy.ErrAborted)
 		assert.Equal(t, []string{"agent_start", "message aborted", "agent_end"}, rec.lines())
 	})
 }
@@ -158,7 +158,7 @@ func TestPromptContextCancelled(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		err := s.Prompt(ctx, "hi")
-		require.ErrorIs(t, err, session.ErrAborted)
+		require.ErrorIs(t, err, policy.ErrAborted)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, []string{
 			`retry_start 1/3 2000ms "503 Service Unavailable"`,
@@ -193,7 +193,7 @@ func TestQuietAfterPrompt(t *testing.T) {
 		s, _, rec := newSession(t, []scripted.Call{fail(service503), fail(service503), ok("done")})
 		require.NoError(t, s.Prompt(context.Background(), "hi"))
 		n := len(rec.lines())
-		assert.Equal(t, states.Idle, s.State())
+		assert.Equal(t, states.Idle, s.Status().State)
 		time.Sleep(time.Hour)
 		assert.Len(t, rec.lines(), n)
 	})

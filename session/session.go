@@ -13,8 +13,11 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
-	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Session runs an agent under the recovery policy: it retries transient
@@ -53,8 +56,8 @@ type Session struct {
 // core is a session's state, which every value calling it shares.
 type core struct {
 	agent      Agent
-	history    History
-	creds      CredentialStore
+	history    history.History
+	creds      credentials.CredentialStore
 	summarizer Summarizer
 	random     func() float64
 	logger     *slog.Logger
@@ -64,7 +67,7 @@ type core struct {
 	// setup and restore are what the options chose, until New has made the
 	// engine from them.
 	setup   *policy.Setup
-	restore *Snapshot
+	restore *policy.Snapshot
 
 	// The loop: closures queued for the one goroutine that runs them. A
 	// goroutine runs the queue only while it is not empty, so a session
@@ -83,18 +86,10 @@ type core struct {
 	subs subscribers
 
 	statusMu sync.Mutex
-	status   Status
+	status   policy.Status
 
 	x executor // owned by the goroutine running the loop's queue
 }
-
-// Status is the whole observable state of a session, read at once (see
-// Session.Status).
-type Status = policy.Status
-
-// Snapshot is a session's state as a serializable value (see
-// Session.Snapshot and WithSnapshot).
-type Snapshot = policy.Snapshot
 
 // Option configures New.
 //
@@ -106,7 +101,7 @@ type Option func(*Session) error
 
 // WithConfig sets the settings; the default is DefaultConfig. An invalid
 // Config makes New fail.
-func WithConfig(cfg Config) Option {
+func WithConfig(cfg policy.Config) Option {
 	return func(s *Session) error {
 		if err := cfg.Validate(); err != nil {
 			return err
@@ -120,7 +115,7 @@ func WithConfig(cfg Config) Option {
 // usage limit can switch credentials and an overflow can be told to be the
 // current model's) and its context window. A provider, ID or base URL
 // that is not valid UTF-8 makes New fail.
-func WithModel(m Model) Option {
+func WithModel(m policy.Model) Option {
 	return func(s *Session) error { s.setup.Model = m; return nil }
 }
 
@@ -144,7 +139,7 @@ func WithSessionID(id string) Option {
 // after it, less the ones removed), and gives its messages IDs that no
 // entry there has. A nil h makes New fail, and so does a nil pointer or
 // func in it, such as the *FileHistory of an OpenFileHistory that failed.
-func WithHistory(h History) Option {
+func WithHistory(h history.History) Option {
 	return func(s *Session) error {
 		if err := refuseNil(h, "History"); err != nil {
 			return err
@@ -158,7 +153,7 @@ func WithHistory(h History) Option {
 // one the usage-limit branch only waits. A nil c makes New fail (leave the
 // option out for a session without credentials), and so does a nil pointer
 // or func in it.
-func WithCredentials(c CredentialStore) Option {
+func WithCredentials(c credentials.CredentialStore) Option {
 	return func(s *Session) error {
 		if err := refuseNil(c, "CredentialStore"); err != nil {
 			return err
@@ -235,7 +230,7 @@ func WithLogger(l *slog.Logger) Option {
 // backoff deadline (see policy.Restore: a run or compaction that was in
 // flight is restored as interrupted). The snapshot's settings and session
 // ID win over WithConfig and WithSessionID.
-func WithSnapshot(snap Snapshot) Option {
+func WithSnapshot(snap policy.Snapshot) Option {
 	return func(s *Session) error { s.restore = &snap; return nil }
 }
 
@@ -245,7 +240,7 @@ var discardLogger = slog.New(slog.DiscardHandler)
 // given: a nil interface, or a nil pointer or func in it, whose methods
 // would dereference it or call it at their first use, perhaps on the
 // session's goroutine. The error is "session: nil History", or with the
-// type of the nil, "session: nil History (*session.FileHistory)".
+// type of the nil, "session: nil History (*history.FileHistory)".
 func refuseNil(v any, what string) error {
 	if v == nil {
 		return fmt.Errorf("session: nil %s", what)
@@ -266,13 +261,13 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 	}
 	s := &Session{core: &core{
 		agent:      agent,
-		history:    &MemoryHistory{},
-		summarizer: DigestSummarizer{},
+		history:    &history.MemoryHistory{},
+		summarizer: policy.DigestSummarizer{},
 		random:     mrand.Float64,
 		logger:     discardLogger,
 		secrets:    &redactor{},
 		done:       make(chan struct{}),
-		setup:      &policy.Setup{Config: DefaultConfig()},
+		setup:      &policy.Setup{Config: policy.DefaultConfig()},
 	}}
 	s.loopView = &Session{core: s.core, loop: true}
 	for _, o := range opts {
@@ -290,7 +285,7 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 		}
 	}
 	s.setup.Credentials = s.creds != nil
-	before, entries, err := entriesOf(s.history)
+	before, entries, err := history.Load(s.history)
 	if err != nil {
 		return nil, err
 	}
@@ -328,7 +323,7 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 func (s *Session) ID() string { return s.x.engine.SessionID() }
 
 // Model returns the session's model.
-func (s *Session) Model() Model { return s.x.engine.Model() }
+func (s *Session) Model() policy.Model { return s.x.engine.Model() }
 
 // Subscribe calls fn with every event from now on, in order, one at a time,
 // on a goroutine of the subscription's own: a slow fn delays only itself,
@@ -352,7 +347,7 @@ func (s *Session) Model() Model { return s.x.engine.Model() }
 // goroutine while fn is merely slow, which must wait: Go gives a goroutine
 // no identity. A subscriber that flushes or closes subscribes with
 // SubscribeSession, and calls them on the session it is handed.
-func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscribe func()) {
+func (s *Session) Subscribe(fn func(events.Event), opts ...SubscribeOption) (unsubscribe func()) {
 	if fn == nil {
 		return func() {}
 	}
@@ -371,13 +366,13 @@ func (s *Session) Subscribe(fn func(Event), opts ...SubscribeOption) (unsubscrib
 // wait for every other subscriber: a value must not be flushed or closed
 // from another subscriber's function. A nil fn subscribes nothing, as
 // for Subscribe.
-func (s *Session) SubscribeSession(fn func(s *Session, ev Event), opts ...SubscribeOption) (unsubscribe func()) {
+func (s *Session) SubscribeSession(fn func(s *Session, ev events.Event), opts ...SubscribeOption) (unsubscribe func()) {
 	if fn == nil {
 		return func() {}
 	}
 	sub := &subscriber{logger: s.logger, redact: s.secrets.text}
 	mine := &Session{core: s.core, from: sub}
-	sub.fn = func(ev Event) { fn(mine, ev) }
+	sub.fn = func(ev events.Event) { fn(mine, ev) }
 	sub.ctx = context.WithValue(context.Background(), callerKey{}, mine)
 	return s.subscribe(sub, opts)
 }
@@ -435,7 +430,7 @@ func (s *Session) Prompt(ctx context.Context, text string) error {
 	case <-ctx.Done():
 		s.abort(context.Cause(ctx))
 		err := <-settled
-		if errors.Is(err, ErrAborted) {
+		if errors.Is(err, policy.ErrAborted) {
 			return fmt.Errorf("%w: %w", err, context.Cause(ctx))
 		}
 		return err
@@ -490,7 +485,7 @@ func (s *Session) AbortRetry() {
 // compaction in flight): at once, as long as the agent and the summarizer
 // honour their contexts.
 func (s *Session) Abort() {
-	s.abort(ErrAborted)
+	s.abort(policy.ErrAborted)
 }
 
 func (s *Session) abort(cause error) {
@@ -524,9 +519,9 @@ func (s *Session) AbortCompaction() {
 // ErrAlreadyCompacted, ErrCompactionCancelled, ErrBusy, ErrClosed, the
 // summarizer's error, or the history's when the compaction's entry could
 // not be written (the context is then unchanged).
-func (s *Session) Compact(ctx context.Context, instructions string) (Compaction, error) {
+func (s *Session) Compact(ctx context.Context, instructions string) (transcript.Compaction, error) {
 	type answer struct {
-		res Compaction
+		res transcript.Compaction
 		err error
 	}
 	reply := make(chan answer, 1)
@@ -535,7 +530,7 @@ func (s *Session) Compact(ctx context.Context, instructions string) (Compaction,
 		effects, err := s.x.engine.Compact(time.Now(), instructions)
 		if err == nil {
 			mine = s.x.engine.CompactionInFlight()
-			s.x.compact = func(res Compaction, err error) { reply <- answer{res, err} }
+			s.x.compact = func(res transcript.Compaction, err error) { reply <- answer{res, err} }
 		}
 		s.apply(effects)
 		if err != nil {
@@ -543,7 +538,7 @@ func (s *Session) Compact(ctx context.Context, instructions string) (Compaction,
 		}
 	})
 	if err != nil {
-		return Compaction{}, err
+		return transcript.Compaction{}, err
 	}
 	select {
 	case a := <-reply:
@@ -558,7 +553,7 @@ func (s *Session) Compact(ctx context.Context, instructions string) (Compaction,
 		a := <-reply
 		return a.res, a.err
 	case <-s.done:
-		return Compaction{}, ErrClosed
+		return transcript.Compaction{}, policy.ErrClosed
 	}
 }
 
@@ -568,69 +563,44 @@ func (s *Session) SetAutoRetryEnabled(on bool) {
 	_ = s.do(func() { s.x.engine.SetRetryEnabled(on) })
 }
 
-// AutoRetryEnabled reads retry.enabled.
-func (s *Session) AutoRetryEnabled() bool { return s.Status().RetryEnabled }
-
 // SetAutoCompactionEnabled writes compaction.enabled.
 func (s *Session) SetAutoCompactionEnabled(on bool) {
 	_ = s.do(func() { s.x.engine.SetCompactionEnabled(on) })
 }
 
-// AutoCompactionEnabled reads compaction.enabled.
-func (s *Session) AutoCompactionEnabled() bool { return s.Status().CompactionEnabled }
-
 // Config returns the session's current settings.
-func (s *Session) Config() Config {
-	var cfg Config
+func (s *Session) Config() policy.Config {
+	var cfg policy.Config
 	if s.do(func() { cfg = s.x.engine.Config() }) != nil {
-		return Config{}
+		return policy.Config{}
 	}
 	return cfg
 }
 
-// Status returns everything the session reports of itself, at once: the
-// machine's state, the attempt, the settings, whether a run or a
-// compaction is in flight, the size of the runtime context. Read together,
-// its fields never contradict each other.
-func (s *Session) Status() Status {
+// Status returns the session's whole observable state at once: the
+// machine's state, the retry attempt, the settings, whether a run or a
+// compaction is in flight, the size of the runtime context (see
+// policy.Status). Read together, its fields never contradict each other;
+// it is the one way to read any of them.
+func (s *Session) Status() policy.Status {
 	s.statusMu.Lock()
 	defer s.statusMu.Unlock()
 	return s.status
 }
 
-// IsRetrying reports whether a retry chain is active: from its
-// auto_retry_start to its auto_retry_end.
-func (s *Session) IsRetrying() bool { return s.Status().Retrying }
-
-// RetryAttempt returns the chain's attempt counter: 0 when no chain is
-// active.
-func (s *Session) RetryAttempt() int { return s.Status().Attempt }
-
-// State returns the recovery machine's state.
-func (s *Session) State() states.State { return s.Status().State }
-
-// IsStreaming reports whether a run is in flight.
-func (s *Session) IsStreaming() bool { return s.Status().Streaming }
-
-// IsCompacting reports whether a compaction is in flight.
-func (s *Session) IsCompacting() bool { return s.Status().Compacting }
-
-// MessageCount returns the number of messages in the runtime context.
-func (s *Session) MessageCount() int { return s.Status().MessageCount }
-
 // Snapshot returns the session's engine as a serializable value, to restore
 // it in another process with WithSnapshot and the same history. Taken with
 // nothing in flight (idle, or waiting out a backoff), it restores exactly.
-func (s *Session) Snapshot() (Snapshot, error) {
-	var snap Snapshot
+func (s *Session) Snapshot() (policy.Snapshot, error) {
+	var snap policy.Snapshot
 	err := s.do(func() { snap = s.x.engine.Snapshot() })
 	return snap, err
 }
 
 // Messages returns a copy of the runtime context: the messages the next
 // model call will see.
-func (s *Session) Messages() []Message {
-	var out []Message
+func (s *Session) Messages() []transcript.Message {
+	var out []transcript.Message
 	if s.do(func() { out = s.x.engine.Messages() }) != nil {
 		return nil
 	}
@@ -638,7 +608,7 @@ func (s *Session) Messages() []Message {
 }
 
 // History returns the session's history store.
-func (s *Session) History() History { return s.history }
+func (s *Session) History() history.History { return s.history }
 
 // Close aborts whatever is in flight, waits until the session is quiet, and
 // stops it. It returns once every subscriber has received the events
@@ -687,7 +657,7 @@ func (s *Session) do(f func()) error {
 		s.rest()
 		close(finished)
 	}) {
-		return ErrClosed
+		return policy.ErrClosed
 	}
 	<-finished
 	return nil
@@ -746,10 +716,14 @@ func (s *Session) publish() {
 // callers of Abort are released once nothing is in flight.
 func (s *Session) rest() {
 	s.publish()
-	if len(s.x.quiet) > 0 && s.x.engine.Quiet() {
+	if len(s.x.quiet) > 0 && quiet(s.x.engine.Status()) {
 		for _, q := range s.x.quiet {
 			close(q)
 		}
 		s.x.quiet = nil
 	}
 }
+
+// quiet reports whether nothing is in flight in an engine of status st: no
+// run and no compaction.
+func quiet(st policy.Status) bool { return !st.Streaming && !st.Compacting }

@@ -10,10 +10,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // A session snapshotted while it waits out a backoff, then stopped, goes
@@ -21,13 +23,13 @@ import (
 // retry fires at the original deadline with the same attempt.
 func TestSessionResumesFromSnapshot(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		history := &session.MemoryHistory{}
+		history := &history.MemoryHistory{}
 		s, _, _ := newSession(t, []scripted.Call{fail(service503)}, session.WithHistory(history))
 		start := time.Now()
 		done := promptAsync(s, "hi")
 		time.Sleep(500 * time.Millisecond)
 		synctest.Wait()
-		require.Equal(t, states.Backoff, s.State())
+		require.Equal(t, states.Backoff, s.Status().State)
 		snap, err := s.Snapshot()
 		require.NoError(t, err)
 		data, err := json.Marshal(snap)
@@ -35,9 +37,9 @@ func TestSessionResumesFromSnapshot(t *testing.T) {
 		assert.NotContains(t, string(data), "503", "a snapshot copies no message")
 		before := s.Messages()
 		require.NoError(t, s.Close()) // the process ends
-		require.ErrorIs(t, <-done, session.ErrAborted)
+		require.ErrorIs(t, <-done, policy.ErrAborted)
 
-		var back session.Snapshot
+		var back policy.Snapshot
 		require.NoError(t, json.Unmarshal(data, &back))
 		agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{ok("done")}})
 		r, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithHistory(history), session.WithSnapshot(back))
@@ -46,20 +48,20 @@ func TestSessionResumesFromSnapshot(t *testing.T) {
 		rec := record(r)
 		assert.Equal(t, "test-session", r.ID())
 		assert.Equal(t, before, r.Messages())
-		assert.Equal(t, session.Status{State: states.Backoff, Attempt: 1, Retrying: true, RetryEnabled: true,
+		assert.Equal(t, policy.Status{State: states.Backoff, Attempt: 1, Retrying: true, RetryEnabled: true,
 			CompactionEnabled: true, MessageCount: len(before)}, r.Status())
 		time.Sleep(2*time.Second - time.Since(start))
 		synctest.Wait()
 		assert.Equal(t, []string{"retry_end ok 1"}, rec.recovery(), "the retry ran at the original deadline")
 		assert.Equal(t, 2*time.Second, rec.timeOf("agent_start")+500*time.Millisecond)
-		assert.Equal(t, states.Idle, r.State())
+		assert.Equal(t, states.Idle, r.Status().State)
 		require.NoError(t, r.Prompt(context.Background(), "and then"))
 	})
 }
 
 // A snapshot that cannot be resumed is refused by New with a clear error.
 func TestSessionRefusesUnknownSnapshot(t *testing.T) {
-	_, err := session.New(scripted.New(scripted.Script{}), session.WithSnapshot(session.Snapshot{Version: 99, SessionID: "x"}))
+	_, err := session.New(scripted.New(scripted.Script{}), session.WithSnapshot(policy.Snapshot{Version: 99, SessionID: "x"}))
 	require.ErrorIs(t, err, policy.ErrSnapshot)
 	assert.ErrorContains(t, err, "version 99")
 }
@@ -69,14 +71,14 @@ func TestSessionRefusesUnknownSnapshot(t *testing.T) {
 // did, racing the loop's first run).
 func TestResumeAfterTheDeadlineRacesNothing(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		history := &session.MemoryHistory{}
+		history := &history.MemoryHistory{}
 		s, _, _ := newSession(t, []scripted.Call{fail(service503)}, session.WithHistory(history))
 		done := promptAsync(s, "hi")
 		synctest.Wait()
 		snap, err := s.Snapshot()
 		require.NoError(t, err)
 		require.NoError(t, s.Close())
-		require.ErrorIs(t, <-done, session.ErrAborted)
+		require.ErrorIs(t, <-done, policy.ErrAborted)
 		time.Sleep(3 * time.Second) // the process restarts after the deadline
 
 		agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{ok("done")}})
@@ -84,8 +86,8 @@ func TestResumeAfterTheDeadlineRacesNothing(t *testing.T) {
 		require.NoError(t, err)
 		defer r.Close()
 		synctest.Wait()
-		assert.Equal(t, states.Idle, r.State())
-		assert.Equal(t, 0, r.RetryAttempt())
+		assert.Equal(t, states.Idle, r.Status().State)
+		assert.Equal(t, 0, r.Status().Attempt)
 	})
 }
 
@@ -95,7 +97,7 @@ func TestResumeAfterTheDeadlineRacesNothing(t *testing.T) {
 // settles on its run. The prompt was lost, and the turn went on without it.
 func TestSnapshotKeepsThePromptTheCheckHeld(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		history := &session.MemoryHistory{}
+		history := &history.MemoryHistory{}
 		s, agent, _ := newSession(t, []scripted.Call{ok("first")}, smallKeep(), session.WithHistory(history),
 			session.WithSummarizer(blockingSummarizer))
 		warmUp(t, s)
@@ -103,10 +105,10 @@ func TestSnapshotKeepsThePromptTheCheckHeld(t *testing.T) {
 		done := promptAsync(s, "second question, long enough too")
 		time.Sleep(500 * time.Millisecond)
 		s.Abort() // the big answer ends aborted: the check before the next prompt compacts
-		require.ErrorIs(t, <-done, session.ErrAborted)
+		require.ErrorIs(t, <-done, policy.ErrAborted)
 		done = promptAsync(s, "third question, waiting for its check")
 		synctest.Wait()
-		require.Equal(t, states.Compacting, s.State())
+		require.Equal(t, states.Compacting, s.Status().State)
 		snap, err := s.Snapshot()
 		require.NoError(t, err)
 		data, err := json.Marshal(snap)
@@ -114,7 +116,7 @@ func TestSnapshotKeepsThePromptTheCheckHeld(t *testing.T) {
 		require.NoError(t, s.Close())
 		require.Error(t, <-done)
 
-		var back session.Snapshot
+		var back policy.Snapshot
 		require.NoError(t, json.Unmarshal(data, &back))
 		next := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{ok("answered")}})
 		r, err := session.New(next, session.WithModel(scripted.DefaultModel), session.WithHistory(history), session.WithSnapshot(back))
@@ -129,11 +131,11 @@ func TestSnapshotKeepsThePromptTheCheckHeld(t *testing.T) {
 		entries := readAll(t, history)
 		var prompts []string
 		for _, e := range entries {
-			if e.Type == session.EntryMessage && e.Message.Role == session.RoleUser {
+			if e.Type == transcript.EntryMessage && e.Message.Role == transcript.RoleUser {
 				prompts = append(prompts, e.Message.Text())
 			}
 		}
 		assert.Contains(t, prompts, "third question, waiting for its check")
-		assert.Equal(t, states.Idle, r.State())
+		assert.Equal(t, states.Idle, r.Status().State)
 	})
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -23,7 +24,7 @@ func TestPanickingSubscriber(t *testing.T) {
 		s, _, rec := newSession(t, []scripted.Call{fail(service503), ok("done")})
 		var mu sync.Mutex
 		seen := 0
-		s.Subscribe(func(ev session.Event) {
+		s.Subscribe(func(ev events.Event) {
 			mu.Lock()
 			seen++
 			mu.Unlock()
@@ -46,7 +47,7 @@ func TestBlockingSubscriber(t *testing.T) {
 		release := make(chan struct{})
 		var mu sync.Mutex
 		var got []string
-		s.Subscribe(func(ev session.Event) {
+		s.Subscribe(func(ev events.Event) {
 			<-release
 			mu.Lock()
 			got = append(got, rpc.EventType(ev))
@@ -73,9 +74,9 @@ func TestBoundedSubscriberIsToldWhatItLost(t *testing.T) {
 		s, _, rec := newSession(t, []scripted.Call{ok("done")})
 		release := make(chan struct{})
 		var mu sync.Mutex
-		var got []session.Event
-		s.Subscribe(func(ev session.Event) {
-			if _, first := ev.(session.AgentStart); first {
+		var got []events.Event
+		s.Subscribe(func(ev events.Event) {
+			if _, first := ev.(events.AgentStart); first {
 				<-release
 			}
 			mu.Lock()
@@ -90,7 +91,7 @@ func TestBoundedSubscriberIsToldWhatItLost(t *testing.T) {
 		defer mu.Unlock()
 		delivered, dropped, notices := 0, 0, 0
 		for _, ev := range got {
-			if d, isDrop := ev.(session.EventsDropped); isDrop {
+			if d, isDrop := ev.(events.EventsDropped); isDrop {
 				dropped += d.Count
 				notices++
 			} else {
@@ -107,7 +108,7 @@ func TestUnsubscribe(t *testing.T) {
 		s, _, _ := newSession(t, []scripted.Call{ok("a"), ok("b")})
 		var mu sync.Mutex
 		n := 0
-		stop := s.Subscribe(func(session.Event) { mu.Lock(); n++; mu.Unlock() })
+		stop := s.Subscribe(func(events.Event) { mu.Lock(); n++; mu.Unlock() })
 		require.NoError(t, s.Prompt(context.Background(), "one"))
 		synctest.Wait()
 		mu.Lock()
@@ -130,8 +131,8 @@ func TestPanickingSubscriberIsLogged(t *testing.T) {
 		var log syncBuffer
 		s, _, _ := newSession(t, []scripted.Call{ok("done")},
 			session.WithLogger(slog.New(slog.NewTextHandler(&log, &slog.HandlerOptions{ReplaceAttr: dropTime}))))
-		s.Subscribe(func(ev session.Event) {
-			if _, ok := ev.(session.AgentStart); ok {
+		s.Subscribe(func(ev events.Event) {
+			if _, ok := ev.(events.AgentStart); ok {
 				panic("subscriber bug")
 			}
 		})

@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+
+	"github.com/agentfsm/agentfsm/events"
 )
 
 // SubscribeOption configures one subscription: WithBuffer gives one. The
@@ -25,7 +27,7 @@ func WithBuffer(n int) SubscribeOption {
 // costs no goroutine while its session waits; a slow or stuck function
 // holds up only its own deliveries.
 type subscriber struct {
-	fn     func(Event)
+	fn     func(events.Event)
 	limit  int
 	logger *slog.Logger
 	redact func(string) string // the session's redaction of noted secrets
@@ -37,9 +39,9 @@ type subscriber struct {
 	// queue holds the events to deliver and, for each flush waiting on
 	// this subscriber, a nil where the flush's barrier stands; barriers
 	// are those flushes' channels, oldest first (see flush).
-	queue    []Event
+	queue    []events.Event
 	barriers []chan struct{}
-	spare    []Event // the last batch's slice, reused by the next queue
+	spare    []events.Event // the last batch's slice, reused by the next queue
 	dropped  int
 	stopped  bool          // unsubscribed: deliver nothing more
 	closing  bool          // session closed: deliver what is queued, then stop
@@ -103,7 +105,7 @@ func (s *subscriber) stop() {
 
 // emit queues ev for every subscriber. It never blocks and starts no
 // delivery: wake does, once for everything emitted since the last call.
-func (ss *subscribers) emit(ev Event) {
+func (ss *subscribers) emit(ev events.Event) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	for _, sub := range ss.list {
@@ -221,7 +223,7 @@ func (ss *subscribers) close(me *subscriber) {
 	}
 }
 
-func (s *subscriber) push(ev Event) {
+func (s *subscriber) push(ev events.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if ev == nil || s.stopped || s.closing {
@@ -267,7 +269,7 @@ func (s *subscriber) waitIdle() {
 // left of the batch back to the queue, and a fresh goroutine delivers it.
 func (s *subscriber) deliver() {
 	var (
-		batch   []Event
+		batch   []events.Event
 		next    int // batch[next:] is still to deliver
 		dropped int
 		normal  bool
@@ -318,7 +320,7 @@ func (s *subscriber) deliver() {
 // releases the barriers left). It moves *next past each event before the
 // call and zeroes *dropped before telling, so that a call that never
 // returns (runtime.Goexit) leaves them saying what is left.
-func (s *subscriber) deliverBatch(batch []Event, next, dropped *int) {
+func (s *subscriber) deliverBatch(batch []events.Event, next, dropped *int) {
 	for *next < len(batch) {
 		ev := batch[*next]
 		*next++
@@ -332,7 +334,7 @@ func (s *subscriber) deliverBatch(batch []Event, next, dropped *int) {
 	}
 	if n := *dropped; n > 0 {
 		*dropped = 0
-		s.call(EventsDropped{Count: n})
+		s.call(events.EventsDropped{Count: n})
 	}
 }
 
@@ -340,7 +342,7 @@ func (s *subscriber) deliverBatch(batch []Event, next, dropped *int) {
 // neither stops the session nor this subscriber's later events (a
 // runtime.Goexit is logged too; deliver takes care of the rest). It reports
 // false when the subscriber was removed meanwhile.
-func (s *subscriber) call(ev Event) (alive bool) {
+func (s *subscriber) call(ev events.Event) (alive bool) {
 	s.mu.Lock()
 	stopped := s.stopped
 	s.mu.Unlock()

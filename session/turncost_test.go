@@ -103,7 +103,7 @@ func BenchmarkTurnCost(b *testing.B) {
 			clock.time(i, func() { prompt(short, i) })
 			clock.time(first+i, func() { prompt(long, first+i) })
 		}
-		if n, want := long.MessageCount(), 2**costTurns; n != want {
+		if n, want := long.Status().MessageCount, 2**costTurns; n != want {
 			b.Fatalf("the context holds %d messages, not %d: it was compacted", n, want)
 		}
 		long.Close()

@@ -16,9 +16,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // The tests of this file hand the session text that is not valid UTF-8 in
@@ -29,38 +34,38 @@ import (
 // no lone surrogate escape nor a raw U+2028/U+2029 (docs/session.md).
 
 // bad is the message of an agent that puts invalid UTF-8 in every field.
-func bad() session.Message {
-	return session.Message{ID: "msg-\xff", Role: session.RoleAssistant, StopReason: "toolUse", Provider: "prov\xfe", Model: "mod\xc3",
+func bad() transcript.Message {
+	return transcript.Message{ID: "msg-\xff", Role: transcript.RoleAssistant, StopReason: "toolUse", Provider: "prov\xfe", Model: "mod\xc3",
 		ErrorType: "type\xff", Headers: map[string]string{"x-a\xff": "1", "x-a\xfe": "2", "ok": "v\xff"},
-		Usage: &session.Usage{Input: 10, TotalTokens: 10, Cost: &session.Cost{Input: math.NaN(), Output: math.Inf(1), Total: 0.5}},
-		Content: []session.Block{
-			{Type: session.BlockThinking, Thinking: "think\xff", ThinkingSignature: "sig\xed\xa0\x80"},
-			{Type: session.BlockText, Text: "text\xff\u2028", TextSignature: "ts\xfe"},
-			{Type: session.BlockImage, Data: "iVBO\xff", MimeType: "image/\xfe"},
-			{Type: session.BlockToolCall, ID: "call\xff", Name: "read\xfe",
+		Usage: &transcript.Usage{Input: 10, TotalTokens: 10, Cost: &transcript.Cost{Input: math.NaN(), Output: math.Inf(1), Total: 0.5}},
+		Content: []transcript.Block{
+			{Type: transcript.BlockThinking, Thinking: "think\xff", ThinkingSignature: "sig\xed\xa0\x80"},
+			{Type: transcript.BlockText, Text: "text\xff\u2028", TextSignature: "ts\xfe"},
+			{Type: transcript.BlockImage, Data: "iVBO\xff", MimeType: "image/\xfe"},
+			{Type: transcript.BlockToolCall, ID: "call\xff", Name: "read\xfe",
 				Arguments: json.RawMessage("{\"path\":\"a\xffb\",\"lone\":\"\\ud800\",\"pair\":\"\\ud83d\\ude00\",\"sep\":\"x\u2028y\u2029\"}")},
 		}}
 }
 
 // toolResult answers bad's tool call, in the same spirit.
-func badResult() session.Message {
-	return session.Message{Role: session.RoleToolResult, ToolCallID: "call\xff", ToolName: "read\xfe", ToolError: true,
-		Content: []session.Block{session.TextBlock("no such file: \xff")}}
+func badResult() transcript.Message {
+	return transcript.Message{Role: transcript.RoleToolResult, ToolCallID: "call\xff", ToolName: "read\xfe", ToolError: true,
+		Content: []transcript.Block{transcript.TextBlock("no such file: \xff")}}
 }
 
 // badRun plays bad and its tool result with a streamed update, and ends
 // with an agent_end carrying the agent's own copies.
-func badRun(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+func badRun(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
 	m, r := bad(), badResult()
-	emit(session.AgentStart{})
-	emit(session.TurnStart{})
-	emit(session.MessageStart{Message: m})
-	emit(session.MessageUpdate{Message: m, Delta: session.Delta{Kind: "text\xff", Index: 1, Text: "te\xc3"}})
-	emit(session.MessageEnd{Message: m})
-	emit(session.MessageStart{Message: r})
-	emit(session.MessageEnd{Message: r})
-	emit(session.TurnEnd{})
-	emit(session.AgentEnd{Messages: []session.Message{m, r}})
+	emit(events.AgentStart{})
+	emit(events.CallStart{})
+	emit(events.MessageStart{Message: m})
+	emit(events.MessageUpdate{Message: m, Delta: events.Delta{Kind: "text\xff", Index: 1, Text: "te\xc3"}})
+	emit(events.MessageEnd{Message: m})
+	emit(events.MessageStart{Message: r})
+	emit(events.MessageEnd{Message: r})
+	emit(events.CallEnd{})
+	emit(events.AgentEnd{Messages: []transcript.Message{m, r}})
 	return nil
 }
 
@@ -133,7 +138,7 @@ func checkLines(t *testing.T, what string, data []byte) {
 func TestAgentTextHoldsToTheRule(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "h.jsonl")
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		s, rec := newSessionOn(t, playing(badRun), session.WithHistory(h))
 		require.NoError(t, s.Prompt(context.Background(), "look"))
@@ -145,7 +150,7 @@ func TestAgentTextHoldsToTheRule(t *testing.T) {
 		assert.Equal(t, "msg-\uFFFD", m.ID)
 		assert.Equal(t, "prov\uFFFD", m.Provider)
 		assert.Equal(t, map[string]string{"x-a\uFFFD": "1", "ok": "v\uFFFD"}, m.Headers, "the later key in byte order wins")
-		assert.Equal(t, session.Cost{Total: 0.5}, *m.Usage.Cost)
+		assert.Equal(t, transcript.Cost{Total: 0.5}, *m.Usage.Cost)
 		assert.Equal(t, "text\uFFFD\u2028", m.Content[1].Text)
 		assert.Equal(t, "sig\uFFFD\uFFFD\uFFFD", m.Content[0].ThinkingSignature)
 		assert.Equal(t, `{"path":"a\ufffdb","lone":"\ufffd","pair":"\ud83d\ude00","sep":"x\u2028y\u2029"}`, string(m.Content[3].Arguments))
@@ -159,11 +164,11 @@ func TestAgentTextHoldsToTheRule(t *testing.T) {
 			line, err := rpc.MarshalEvent(ev)
 			require.NoError(t, err)
 			checkLines(t, rpc.EventType(ev), line)
-			if u, ok := ev.(session.MessageUpdate); ok {
+			if u, ok := ev.(events.MessageUpdate); ok {
 				sawUpdate = true
-				assert.Equal(t, session.Delta{Kind: "text\uFFFD", Index: 1, Text: "te\uFFFD"}, u.Delta)
+				assert.Equal(t, events.Delta{Kind: "text\uFFFD", Index: 1, Text: "te\uFFFD"}, u.Delta)
 			}
-			if end, ok := ev.(session.MessageEnd); ok && end.Message.Role == session.RoleAssistant {
+			if end, ok := ev.(events.MessageEnd); ok && end.Message.Role == transcript.RoleAssistant {
 				assert.Equal(t, m, end.Message, "the event carries the message the context keeps")
 			}
 		}
@@ -175,7 +180,7 @@ func TestAgentTextHoldsToTheRule(t *testing.T) {
 		require.NoError(t, err)
 		checkLines(t, "history", data)
 
-		h2, err := session.OpenFileHistory(path)
+		h2, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		defer h2.Close()
 		s2, err := session.New(playing(), session.WithHistory(h2))
@@ -200,13 +205,13 @@ func TestAgentErrorsHoldToTheRule(t *testing.T) {
 		run  runFunc
 		want string
 	}{
-		{"start failed", func(context.Context, session.RunRequest, func(session.Event)) error { return cause }, "dial tcp: \uFFFD\uFFFD"},
-		{"mid-run", func(_ context.Context, _ session.RunRequest, emit func(session.Event)) error {
-			emit(session.AgentStart{})
-			emit(session.MessageStart{Message: session.Message{Role: session.RoleAssistant}})
+		{"start failed", func(context.Context, session.RunRequest, func(events.Event)) error { return cause }, "dial tcp: \uFFFD\uFFFD"},
+		{"mid-run", func(_ context.Context, _ session.RunRequest, emit func(events.Event)) error {
+			emit(events.AgentStart{})
+			emit(events.MessageStart{Message: transcript.Message{Role: transcript.RoleAssistant}})
 			return cause
 		}, "dial tcp: \uFFFD\uFFFD"},
-		{"panic", func(context.Context, session.RunRequest, func(session.Event)) error { panic("boom \xff") }, "the agent panicked: boom \uFFFD"},
+		{"panic", func(context.Context, session.RunRequest, func(events.Event)) error { panic("boom \xff") }, "the agent panicked: boom \uFFFD"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
@@ -223,10 +228,10 @@ func TestAgentErrorsHoldToTheRule(t *testing.T) {
 					line, err := rpc.MarshalEvent(ev)
 					require.NoError(t, err)
 					checkLines(t, rpc.EventType(ev), line)
-					if st, ok := ev.(session.TurnSettled); ok {
+					if st, ok := ev.(events.TurnSettled); ok {
 						assert.True(t, utf8.ValidString(st.Err.Error()), "%q", st.Err.Error())
 					}
-					if end, ok := ev.(session.MessageEnd); ok {
+					if end, ok := ev.(events.MessageEnd); ok {
 						checkText(t, "message_end", end.Message)
 					}
 				}
@@ -243,12 +248,12 @@ func TestAgentErrorsHoldToTheRule(t *testing.T) {
 func TestSummaryHoldsToTheRule(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		details := map[string]any{"files\xff": []string{"a\xfe.go"}, "raw": json.RawMessage("{\"x\":\"\xff\\udc00\u2029\"}")}
-		sum := summarizerFunc(func(_ context.Context, req session.SummaryRequest) (session.Summary, error) {
+		sum := summarizerFunc(func(_ context.Context, req policy.SummaryRequest) (policy.Summary, error) {
 			assert.Equal(t, "keep \uFFFD", req.Instructions)
-			return session.Summary{Text: "summary \xff", Details: details}, nil
+			return policy.Summary{Text: "summary \xff", Details: details}, nil
 		})
 		path := filepath.Join(t.TempDir(), "h.jsonl")
-		h, err := session.OpenFileHistory(path)
+		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
 		defer h.Close()
 		s, _ := newSessionOn(t, playing(), session.WithHistory(h), session.WithSummarizer(sum), smallKeep())
@@ -268,16 +273,16 @@ func TestSummaryHoldsToTheRule(t *testing.T) {
 		checkLines(t, "history", data)
 	})
 	bubble(t, func(t *testing.T) {
-		sum := summarizerFunc(func(context.Context, session.SummaryRequest) (session.Summary, error) {
-			return session.Summary{Text: "s", Details: map[string]float64{"cost": math.NaN()}}, nil
+		sum := summarizerFunc(func(context.Context, policy.SummaryRequest) (policy.Summary, error) {
+			return policy.Summary{Text: "s", Details: map[string]float64{"cost": math.NaN()}}, nil
 		})
 		s, _ := newSessionOn(t, playing(), session.WithSummarizer(sum), smallKeep())
 		warmUp(t, s)
 		require.NoError(t, s.Prompt(context.Background(), "second question, long enough to compact"))
-		n := s.MessageCount()
+		n := s.Status().MessageCount
 		_, err := s.Compact(context.Background(), "")
 		require.ErrorContains(t, err, "the summary's details cannot be written as JSON")
-		assert.Equal(t, n, s.MessageCount(), "the context is unchanged")
+		assert.Equal(t, n, s.Status().MessageCount, "the context is unchanged")
 
 		var out bytes.Buffer
 		require.NoError(t, rpc.Serve(context.Background(), s, strings.NewReader(`{"id":1,"type":"compact"}`+"\n"), &out))
@@ -290,12 +295,12 @@ func TestSummaryHoldsToTheRule(t *testing.T) {
 // names it in valid text.
 func TestCredentialIDHoldsToTheRule(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		creds := session.NewMemoryCredentials(nil, session.Credential{ID: "team-\xff", Provider: "scripted", Type: "api_key"})
+		creds := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "team-\xff", Provider: "scripted", Type: "api_key"})
 		s, rec := newSessionOn(t, playing(answer(assistant("error", service503))), session.WithCredentials(creds))
 		require.NoError(t, s.Prompt(context.Background(), "go"))
 		var seen bool
 		for _, ev := range rec.events() {
-			if st, ok := ev.(session.AutoRetryStart); ok {
+			if st, ok := ev.(events.AutoRetryStart); ok {
 				seen = true
 				assert.Equal(t, "team-\uFFFD", st.Credential)
 			}
@@ -311,7 +316,7 @@ func TestCredentialIDHoldsToTheRule(t *testing.T) {
 func TestSetupTextMustBeUTF8(t *testing.T) {
 	_, err := session.New(playing(), session.WithSessionID("s-\xff"))
 	assert.ErrorContains(t, err, `session ID "s-\xff" is not valid UTF-8`)
-	_, err = session.New(playing(), session.WithModel(session.Model{Provider: "p", ID: "m\xfe"}))
+	_, err = session.New(playing(), session.WithModel(policy.Model{Provider: "p", ID: "m\xfe"}))
 	assert.ErrorContains(t, err, `model ID "m\xfe" is not valid UTF-8`)
 }
 
@@ -325,41 +330,41 @@ func TestSetupTextMustBeUTF8(t *testing.T) {
 func TestUnwritableMessageIsTheAgentsError(t *testing.T) {
 	for _, c := range []struct {
 		name  string
-		block session.Block
+		block transcript.Block
 		says  string
 	}{
-		{"arguments an array", session.Block{Type: session.BlockToolCall, ID: "c", Name: "n", Arguments: json.RawMessage(`[1]`)},
+		{"arguments an array", transcript.Block{Type: transcript.BlockToolCall, ID: "c", Name: "n", Arguments: json.RawMessage(`[1]`)},
 			`tool call "c": arguments are not a JSON object`},
-		{"arguments with a raw NUL", session.Block{Type: session.BlockToolCall, ID: "c", Name: "n", Arguments: json.RawMessage("{\"a\":\"\x00\"}")},
+		{"arguments with a raw NUL", transcript.Block{Type: transcript.BlockToolCall, ID: "c", Name: "n", Arguments: json.RawMessage("{\"a\":\"\x00\"}")},
 			`tool call "c": arguments are not a JSON object`},
-		{"unknown type", session.Block{Type: "audio\xff"}, "unknown content block type \"audio\uFFFD\""},
+		{"unknown type", transcript.Block{Type: "audio\xff"}, "unknown content block type \"audio\uFFFD\""},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
-				m := session.Message{ID: "a1", Role: session.RoleAssistant, StopReason: "toolUse", Content: []session.Block{session.TextBlock("ok"), c.block}}
-				partial := session.Message{Role: session.RoleAssistant, Content: []session.Block{
-					{Type: session.BlockToolCall, ID: "c", Name: "n", Arguments: json.RawMessage(`{"pa`)}}}
+				m := transcript.Message{ID: "a1", Role: transcript.RoleAssistant, StopReason: "toolUse", Content: []transcript.Block{transcript.TextBlock("ok"), c.block}}
+				partial := transcript.Message{Role: transcript.RoleAssistant, Content: []transcript.Block{
+					{Type: transcript.BlockToolCall, ID: "c", Name: "n", Arguments: json.RawMessage(`{"pa`)}}}
 				cancelled := make(chan struct{})
-				run := func(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
-					emit(session.AgentStart{})
-					emit(session.TurnStart{})
-					emit(session.MessageStart{Message: partial})
-					emit(session.MessageUpdate{Message: partial, Delta: session.Delta{Kind: "toolCall", Index: 0, Text: `{"pa`}})
-					emit(session.MessageEnd{Message: m})
+				run := func(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
+					emit(events.AgentStart{})
+					emit(events.CallStart{})
+					emit(events.MessageStart{Message: partial})
+					emit(events.MessageUpdate{Message: partial, Delta: events.Delta{Kind: "toolCall", Index: 0, Text: `{"pa`}})
+					emit(events.MessageEnd{Message: m})
 					<-ctx.Done()
 					close(cancelled)
-					emit(session.MessageEnd{Message: session.Message{Role: session.RoleToolResult, ToolCallID: "c", Content: session.TextContent("late")}})
-					emit(session.AgentEnd{Messages: []session.Message{m}})
+					emit(events.MessageEnd{Message: transcript.Message{Role: transcript.RoleToolResult, ToolCallID: "c", Content: transcript.TextContent("late")}})
+					emit(events.AgentEnd{Messages: []transcript.Message{m}})
 					return nil
 				}
 				path := filepath.Join(t.TempDir(), "h.jsonl")
-				h, err := session.OpenFileHistory(path)
+				h, err := history.OpenFileHistory(path)
 				require.NoError(t, err)
 				defer h.Close()
 				s, rec := newSessionOn(t, playing(run), session.WithHistory(h))
 				err = s.Prompt(context.Background(), "go")
-				require.ErrorIs(t, err, session.ErrProvider)
-				assert.NotErrorIs(t, err, session.ErrHistory)
+				require.ErrorIs(t, err, policy.ErrProvider)
+				assert.NotErrorIs(t, err, policy.ErrHistory)
 				assert.Contains(t, err.Error(), "the agent's assistant message \"a1\" cannot be written: block 1: "+c.says)
 				<-cancelled
 
@@ -383,10 +388,10 @@ func TestUnwritableMessageIsTheAgentsError(t *testing.T) {
 }
 
 // readMessages is the messages of h's message entries.
-func readMessages(t *testing.T, h session.History) []session.Message {
-	var out []session.Message
+func readMessages(t *testing.T, h history.History) []transcript.Message {
+	var out []transcript.Message
 	for _, e := range readAll(t, h) {
-		if e.Type == session.EntryMessage {
+		if e.Type == transcript.EntryMessage {
 			out = append(out, *e.Message)
 		}
 	}

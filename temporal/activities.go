@@ -10,8 +10,11 @@ import (
 
 	"go.temporal.io/sdk/activity"
 
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Sink receives a session's events, in order, each as its wire line
@@ -33,18 +36,18 @@ type Activities struct {
 	// Agent runs the model; it is required.
 	Agent session.Agent
 	// Summarizer writes compaction summaries; nil is
-	// session.DigestSummarizer{}.
+	// policy.DigestSummarizer{}.
 	Summarizer session.Summarizer
 	// Credentials is the credential store of the sessions started with
 	// Start.Credentials; the credential of each run is read here, in the
 	// activity, and never enters the workflow.
-	Credentials session.CredentialStore
+	Credentials credentials.CredentialStore
 	// Sink receives the sessions' events; nil drops them.
 	Sink Sink
 	// Stream, when set, receives each message_update fragment as the
 	// agent streams it, on the run's activity: fragments decide nothing
 	// and are not kept in the workflow.
-	Stream func(sessionID string, ev session.MessageUpdate)
+	Stream func(sessionID string, ev events.MessageUpdate)
 }
 
 // ActivityRegistry is where activities are registered: a worker.Worker or
@@ -64,10 +67,10 @@ func (a *Activities) Register(r ActivityRegistry) {
 
 // RunInput is what the workflow hands the run activity.
 type RunInput struct {
-	SessionID string           `json:"sessionId"`
-	Prompt    *policy.Message  `json:"prompt,omitempty"`
-	Context   []policy.Message `json:"context"`
-	Model     policy.Model     `json:"model"`
+	SessionID string               `json:"sessionId"`
+	Prompt    *transcript.Message  `json:"prompt,omitempty"`
+	Context   []transcript.Message `json:"context"`
+	Model     policy.Model         `json:"model"`
 }
 
 // RunResult is how a run went: the agent's events but the fragments, in
@@ -87,48 +90,48 @@ type RunResult struct {
 type AgentEvent struct {
 	// Type is the event's wire type: agent_start, turn_start,
 	// message_start, message_end, turn_end or agent_end.
-	Type     string           `json:"type"`
-	Message  *policy.Message  `json:"message,omitempty"`
-	Messages []policy.Message `json:"messages"`
+	Type     string               `json:"type"`
+	Message  *transcript.Message  `json:"message,omitempty"`
+	Messages []transcript.Message `json:"messages"`
 }
 
 // agentEvent returns ev as an AgentEvent; false for an event that is not
 // one of the agent's.
-func agentEvent(ev session.Event) (AgentEvent, bool) {
+func agentEvent(ev events.Event) (AgentEvent, bool) {
 	switch ev := ev.(type) {
-	case session.AgentStart:
+	case events.AgentStart:
 		return AgentEvent{Type: "agent_start"}, true
-	case session.TurnStart:
+	case events.CallStart:
 		return AgentEvent{Type: "turn_start"}, true
-	case session.MessageStart:
+	case events.MessageStart:
 		return AgentEvent{Type: "message_start", Message: &ev.Message}, true
-	case session.MessageEnd:
+	case events.MessageEnd:
 		return AgentEvent{Type: "message_end", Message: &ev.Message}, true
-	case session.TurnEnd:
+	case events.CallEnd:
 		return AgentEvent{Type: "turn_end"}, true
-	case session.AgentEnd:
+	case events.AgentEnd:
 		return AgentEvent{Type: "agent_end", Messages: ev.Messages}, true
 	}
 	return AgentEvent{}, false
 }
 
 // event returns the session event e stands for.
-func (e AgentEvent) event() (session.Event, error) {
+func (e AgentEvent) event() (events.Event, error) {
 	switch {
 	case e.Type == "agent_start":
-		return session.AgentStart{}, nil
+		return events.AgentStart{}, nil
 	case e.Type == "turn_start":
-		return session.TurnStart{}, nil
+		return events.CallStart{}, nil
 	case e.Type == "turn_end":
-		return session.TurnEnd{}, nil
+		return events.CallEnd{}, nil
 	case e.Type == "agent_end":
-		return session.AgentEnd{Messages: e.Messages}, nil
+		return events.AgentEnd{Messages: e.Messages}, nil
 	case e.Message == nil:
 		return nil, fmt.Errorf("temporal: agent event %q without a message", e.Type)
 	case e.Type == "message_start":
-		return session.MessageStart{Message: *e.Message}, nil
+		return events.MessageStart{Message: *e.Message}, nil
 	case e.Type == "message_end":
-		return session.MessageEnd{Message: *e.Message}, nil
+		return events.MessageEnd{Message: *e.Message}, nil
 	}
 	return nil, fmt.Errorf("temporal: unknown agent event %q", e.Type)
 }
@@ -155,9 +158,9 @@ func (a *Activities) Run(ctx context.Context, in RunInput) (RunResult, error) {
 	if req.Credential != nil {
 		res.Credential = req.Credential.ID
 	}
-	emit := func(ev session.Event) {
+	emit := func(ev events.Event) {
 		activity.RecordHeartbeat(ctx) // the SDK sends at most one per interval
-		if u, ok := ev.(session.MessageUpdate); ok {
+		if u, ok := ev.(events.MessageUpdate); ok {
 			if a.Stream != nil {
 				a.Stream(in.SessionID, u)
 			}
@@ -180,7 +183,7 @@ func (a *Activities) Run(ctx context.Context, in RunInput) (RunResult, error) {
 }
 
 // call runs the agent, recovering a panic as its text.
-func (a *Activities) call(ctx context.Context, req session.RunRequest, emit func(session.Event)) (panicked string, err error) {
+func (a *Activities) call(ctx context.Context, req session.RunRequest, emit func(events.Event)) (panicked string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			panicked = fmt.Sprint(r)
@@ -232,7 +235,7 @@ type SummaryResult struct {
 // Summarize is the compaction activity: it asks the summarizer. Cancelling
 // the activity cancels the summarizer. Its failure is the result's.
 func (a *Activities) Summarize(ctx context.Context, req policy.SummaryRequest) (res SummaryResult, _ error) {
-	var sum session.Summarizer = session.DigestSummarizer{}
+	var sum session.Summarizer = policy.DigestSummarizer{}
 	if a.Summarizer != nil {
 		sum = a.Summarizer
 	}

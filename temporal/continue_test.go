@@ -14,11 +14,12 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/scenarios"
-	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/temporal"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // longStory is the overflow scenario with a third turn after the
@@ -69,13 +70,13 @@ func TestContinueAsNewAfterEveryTurn(t *testing.T) {
 		require.NoError(t, err)
 		defer s.Close()
 		var all []string
-		s.Subscribe(func(ev session.Event) {
+		s.Subscribe(func(ev events.Event) {
 			line, ok, err := scenarios.Recovery(ev)
 			assert.NoError(t, err)
 			if ok {
 				want = append(want, line)
 			}
-			if m, ok := ev.(session.MessageEnd); ok {
+			if m, ok := ev.(events.MessageEnd); ok {
 				all = append(all, m.Message.ID)
 			}
 		})
@@ -120,7 +121,7 @@ func TestContinueAsNewAfterEveryTurn(t *testing.T) {
 		require.NotNil(t, in.Snapshot)
 		assert.Equal(t, int64(len(snk.all())), in.Events, "every event was delivered before the run continued")
 		for j, e := range in.History[min(1, len(in.History)):] {
-			assert.NotEqual(t, policy.EntryRemoval, e.Type, "run %d: entry %d: only the first entry of a shortened history is a removal", runs, j+2)
+			assert.NotEqual(t, transcript.EntryRemoval, e.Type, "run %d: entry %d: only the first entry of a shortened history is a removal", runs, j+2)
 		}
 	}
 	assert.Equal(t, len(sc.Prompts), runs)

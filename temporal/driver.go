@@ -9,8 +9,10 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/rpc"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // driver carries out the engine's effects in the workflow, as package
@@ -28,7 +30,7 @@ type driver struct {
 	setup policy.Setup
 	creds bool
 	// history is every entry the session wrote, in order.
-	history []policy.Entry
+	history []transcript.Entry
 	// inputs counts what this run of the workflow fed the engine.
 	inputs int
 
@@ -282,7 +284,7 @@ func (d *driver) markUsageLimit(hint time.Duration) {
 }
 
 // emit queues ev's wire line for the sink.
-func (d *driver) emit(ctx workflow.Context, ev policy.Event) {
+func (d *driver) emit(ctx workflow.Context, ev events.Event) {
 	line, err := rpc.MarshalEvent(ev)
 	if err != nil {
 		workflow.GetLogger(ctx).Error("temporal: an event has no wire form", "error", err)

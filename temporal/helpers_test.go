@@ -12,6 +12,7 @@ import (
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/internal/scenarios"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -71,7 +72,7 @@ func start(sc scenarios.Scenario) temporal.Start {
 func activities(sc scenarios.Scenario, agent session.Agent, snk temporal.Sink) *temporal.Activities {
 	a := &temporal.Activities{Agent: agent, Sink: snk}
 	if len(sc.Credentials) > 0 {
-		a.Credentials = session.NewMemoryCredentials(nil, sc.Credentials...)
+		a.Credentials = credentials.NewMemoryCredentials(nil, sc.Credentials...)
 	}
 	return a
 }

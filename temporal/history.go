@@ -4,7 +4,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // shorten returns a history that rebuilds the engine the whole history
@@ -16,10 +16,10 @@ import (
 // compaction) reads the same. A removal entry first names the
 // highest-numbered ID dropped, so that new IDs count on from it (a removal
 // of a message the context does not hold changes nothing else).
-func shorten(history []policy.Entry, ctx []policy.Message) []policy.Entry {
+func shorten(history []transcript.Entry, ctx []transcript.Message) []transcript.Entry {
 	k := -1
 	for i, e := range history {
-		if e.Type == policy.EntryCompaction {
+		if e.Type == transcript.EntryCompaction {
 			k = i
 		}
 	}
@@ -29,11 +29,11 @@ func shorten(history []policy.Entry, ctx []policy.Message) []policy.Entry {
 	}
 	after := map[string]bool{}
 	for _, e := range history[k+1:] {
-		if e.Type == policy.EntryMessage && inContext[e.ID] {
+		if e.Type == transcript.EntryMessage && inContext[e.ID] {
 			after[e.ID] = true
 		}
 	}
-	var out []policy.Entry
+	var out []transcript.Entry
 	top, topN := "", -1
 	for _, e := range history {
 		if n, ok := idNumber(e.ID); ok && n > topN && !inContext[e.ID] {
@@ -41,19 +41,19 @@ func shorten(history []policy.Entry, ctx []policy.Message) []policy.Entry {
 		}
 	}
 	if top != "" {
-		out = append(out, policy.Entry{Type: policy.EntryRemoval, ID: top})
+		out = append(out, transcript.Entry{Type: transcript.EntryRemoval, ID: top})
 	}
 	for i, m := range ctx {
 		if k >= 0 && i == 0 || after[m.ID] {
 			continue // the summary, or a message after the compaction
 		}
-		out = append(out, policy.Entry{Type: policy.EntryMessage, ID: m.ID, Timestamp: m.Timestamp, Message: &ctx[i]})
+		out = append(out, transcript.Entry{Type: transcript.EntryMessage, ID: m.ID, Timestamp: m.Timestamp, Message: &ctx[i]})
 	}
 	if k >= 0 {
 		out = append(out, history[k])
 	}
 	for _, e := range history[k+1:] {
-		if after[e.ID] && e.Type == policy.EntryMessage {
+		if after[e.ID] && e.Type == transcript.EntryMessage {
 			out = append(out, e)
 		}
 	}

@@ -14,12 +14,14 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/scenarios"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/temporal"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // env is a test environment with the workflow and activities on agent.
@@ -74,7 +76,7 @@ func TestPromptWhileBusy(t *testing.T) {
 		require.NoError(t, v.Get(&st))
 	}, time.Second)
 	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
-	e.ExecuteWorkflow(temporal.WorkflowName, startOf(session.DefaultConfig()))
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(policy.DefaultConfig()))
 	require.NoError(t, e.GetWorkflowError())
 	require.True(t, second.done)
 	assert.Equal(t, "busy", code(t, second.err))
@@ -90,7 +92,7 @@ func TestPromptWhileBusy(t *testing.T) {
 // already compacted.
 func TestCompactUpdate(t *testing.T) {
 	e := env(t, scripted.New(scripted.Script{Model: scenarios.Model}), &sink{})
-	cfg := session.DefaultConfig()
+	cfg := policy.DefaultConfig()
 	cfg.Compaction.KeepRecentTokens = 10
 	var early, p1, p2, c1, c2 outcome
 	e.RegisterDelayedCallback(func() { update(e, temporal.UpdateCompact, "c0", &early, "") }, 0)
@@ -105,9 +107,9 @@ func TestCompactUpdate(t *testing.T) {
 	require.NoError(t, p1.err)
 	require.NoError(t, p2.err)
 	require.NoError(t, c1.err)
-	res, ok := c1.val.(policy.Compaction)
-	require.True(t, ok, "compact answers a policy.Compaction, not %T", c1.val)
-	assert.Equal(t, policy.ReasonManual, res.Reason)
+	res, ok := c1.val.(transcript.Compaction)
+	require.True(t, ok, "compact answers a transcript.Compaction, not %T", c1.val)
+	assert.Equal(t, transcript.ReasonManual, res.Reason)
 	assert.NotEmpty(t, res.Summary)
 	assert.Equal(t, "already_compacted", code(t, c2.err))
 }
@@ -116,7 +118,7 @@ func TestCompactUpdate(t *testing.T) {
 // that names the setting; it is not retried.
 func TestInvalidStart(t *testing.T) {
 	e := env(t, scripted.New(scripted.Script{}), nil)
-	cfg := session.DefaultConfig()
+	cfg := policy.DefaultConfig()
 	cfg.Retry.MaxRetries = -1
 	e.ExecuteWorkflow(temporal.WorkflowName, startOf(cfg))
 	err := e.GetWorkflowError()
@@ -128,8 +130,8 @@ func TestInvalidStart(t *testing.T) {
 // panicky panics in the middle of its run.
 type panicky struct{}
 
-func (panicky) Run(_ context.Context, _ session.RunRequest, emit func(session.Event)) error {
-	emit(session.AgentStart{})
+func (panicky) Run(_ context.Context, _ session.RunRequest, emit func(events.Event)) error {
+	emit(events.AgentStart{})
 	panic("the model client broke")
 }
 
@@ -142,7 +144,7 @@ func TestAgentPanics(t *testing.T) {
 	var p1 outcome
 	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p1, "hi") }, 0)
 	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
-	e.ExecuteWorkflow(temporal.WorkflowName, startOf(session.DefaultConfig()))
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(policy.DefaultConfig()))
 	require.NoError(t, e.GetWorkflowError())
 	require.Error(t, p1.err)
 	assert.Contains(t, p1.err.Error(), "the agent panicked: the model client broke")
@@ -164,7 +166,7 @@ func TestSignalsDuringBackoff(t *testing.T) {
 	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalSetAutoRetry, false) }, time.Second)
 	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalAbortRetry, nil) }, time.Minute)
 	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, 2*time.Minute)
-	e.ExecuteWorkflow(temporal.WorkflowName, startOf(session.DefaultConfig()))
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(policy.DefaultConfig()))
 	require.NoError(t, e.GetWorkflowError())
 	assert.Equal(t, "provider", code(t, p1.err))
 	assert.Contains(t, snk.recovery(t), `{"type":"auto_retry_end","success":false,"attempt":1,"finalError":"overloaded_error: Overloaded","outcome":"failed","errorClass":"retryable"}`)
@@ -191,7 +193,7 @@ func TestSettingSignals(t *testing.T) {
 	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalSetAutoCompaction, false) }, 5*time.Second)
 	e.RegisterDelayedCallback(read("off"), 6*time.Second)
 	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
-	e.ExecuteWorkflow(temporal.WorkflowName, startOf(session.DefaultConfig()))
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(policy.DefaultConfig()))
 	require.NoError(t, e.GetWorkflowError())
 	assert.True(t, states["garbage"].AutoRetryEnabled)
 	assert.True(t, states["garbage"].AutoCompactionEnabled)
@@ -212,7 +214,7 @@ func TestCloseDuringBackoff(t *testing.T) {
 		e.SignalWorkflow(temporal.SignalClose, nil)
 		update(e, temporal.UpdatePrompt, "p2", &p2, "again")
 	}, time.Second)
-	e.ExecuteWorkflow(temporal.WorkflowName, startOf(session.DefaultConfig()))
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(policy.DefaultConfig()))
 	require.NoError(t, e.GetWorkflowError())
 	assert.Equal(t, "aborted", code(t, p1.err))
 	assert.Equal(t, "closed", code(t, p2.err))
@@ -242,7 +244,7 @@ func TestRunLostWithItsWorker(t *testing.T) {
 	var p1 outcome
 	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p1, "hi") }, 0)
 	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
-	e.ExecuteWorkflow(temporal.WorkflowName, startOf(session.DefaultConfig()))
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(policy.DefaultConfig()))
 	require.NoError(t, e.GetWorkflowError())
 	require.True(t, p1.done)
 	require.NoError(t, p1.err)

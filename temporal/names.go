@@ -11,7 +11,7 @@ const (
 	// another turn is in flight.
 	UpdatePrompt = "prompt"
 	// UpdateCompact compacts now, with optional instructions (a string),
-	// and completes with the policy.Compaction made, or an application
+	// and completes with the transcript.Compaction made, or an application
 	// error typed as UpdatePrompt's.
 	UpdateCompact = "compact"
 

@@ -9,17 +9,19 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/internal/scenarios"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
-// history plays sc in process and returns the history it wrote.
-func history(t *testing.T, sc scenarios.Scenario) []policy.Entry {
-	var out []policy.Entry
+// played plays sc in process and returns the history it wrote.
+func played(t *testing.T, sc scenarios.Scenario) []transcript.Entry {
+	var out []transcript.Entry
 	synctest.Test(t, func(t *testing.T) {
-		h := &session.MemoryHistory{}
+		h := &history.MemoryHistory{}
 		s, err := session.New(scripted.New(sc.Script()), session.WithHistory(h), session.WithModel(scenarios.Model),
 			session.WithConfig(sc.Config()), session.WithRandom(scenarios.Draw))
 		require.NoError(t, err)
@@ -42,7 +44,7 @@ func history(t *testing.T, sc scenarios.Scenario) []policy.Entry {
 func TestShortenRebuildsTheSameEngine(t *testing.T) {
 	for _, sc := range scenarios.All() {
 		t.Run(sc.Name, func(t *testing.T) {
-			whole := history(t, sc)
+			whole := played(t, sc)
 			setup := policy.Setup{SessionID: "s", Model: scenarios.Model, Config: sc.Config()}
 			setup.History = whole
 			a, err := policy.New(setup)
@@ -69,16 +71,16 @@ func TestShortenRebuildsTheSameEngine(t *testing.T) {
 // A history with nothing dropped needs no removal entry: the IDs it keeps
 // carry the counter.
 func TestShortenKeepsWhatTheContextHolds(t *testing.T) {
-	m := func(id string) policy.Message {
-		return policy.Message{ID: id, Role: policy.RoleUser, Content: policy.TextContent(id)}
+	m := func(id string) transcript.Message {
+		return transcript.Message{ID: id, Role: transcript.RoleUser, Content: transcript.TextContent(id)}
 	}
 	u1, u2 := m("user-1"), m("user-2")
-	whole := []policy.Entry{
-		{Type: policy.EntryMessage, ID: u1.ID, Message: &u1},
-		{Type: policy.EntryMessage, ID: u2.ID, Message: &u2},
+	whole := []transcript.Entry{
+		{Type: transcript.EntryMessage, ID: u1.ID, Message: &u1},
+		{Type: transcript.EntryMessage, ID: u2.ID, Message: &u2},
 	}
-	assert.Equal(t, whole, shorten(whole, []policy.Message{u1, u2}))
+	assert.Equal(t, whole, shorten(whole, []transcript.Message{u1, u2}))
 	// A removed message goes, and its number stays.
-	removed := append(whole, policy.Entry{Type: policy.EntryRemoval, ID: u2.ID})
-	assert.Equal(t, []policy.Entry{{Type: policy.EntryRemoval, ID: u2.ID}, whole[0]}, shorten(removed, []policy.Message{u1}))
+	removed := append(whole, transcript.Entry{Type: transcript.EntryRemoval, ID: u2.ID})
+	assert.Equal(t, []transcript.Entry{{Type: transcript.EntryRemoval, ID: u2.ID}, whole[0]}, shorten(removed, []transcript.Message{u1}))
 }

@@ -9,9 +9,11 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Workflow is the session workflow as a worker runs it: its fields are
@@ -64,7 +66,7 @@ type Start struct {
 	Credentials bool `json:"credentials,omitempty"`
 	// History is the session's history so far, oldest first: a session
 	// started on it goes on from its runtime context.
-	History []policy.Entry `json:"history,omitempty"`
+	History []transcript.Entry `json:"history,omitempty"`
 	// Snapshot and Events are set when a session continues as new: the
 	// engine's state (on History), and how many events were delivered.
 	Snapshot *policy.Snapshot `json:"snapshot,omitempty"`
@@ -105,7 +107,7 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 		}
 		d.apply(ctx, d.engine.Abort(workflow.Now(ctx), errClosed))
 		return workflow.Await(ctx, func() bool {
-			return d.engine.Quiet() && workflow.AllHandlersFinished(ctx) && len(d.events) == 0 && !d.delivering
+			return quiet(d.engine.Status()) && workflow.AllHandlersFinished(ctx) && len(d.events) == 0 && !d.delivering
 		})
 	}
 }
@@ -121,7 +123,7 @@ func newDriver(ctx workflow.Context, w *Workflow, in Start) (*driver, []policy.E
 	if in.Config != nil {
 		setup.Config = *in.Config
 	}
-	d := &driver{root: ctx, w: w, creds: in.Credentials, seq: in.Events, history: append([]policy.Entry(nil), in.History...)}
+	d := &driver{root: ctx, w: w, creds: in.Credentials, seq: in.Events, history: append([]transcript.Entry(nil), in.History...)}
 	d.setup = setup
 	d.setup.History = nil
 	var effects []policy.Effect
@@ -237,9 +239,9 @@ func (d *driver) prompt(ctx workflow.Context, text string) error {
 }
 
 // compact is the compact update: a manual compaction.
-func (d *driver) compact(ctx workflow.Context, instructions string) (policy.Compaction, error) {
+func (d *driver) compact(ctx workflow.Context, instructions string) (transcript.Compaction, error) {
 	if d.closing {
-		return policy.Compaction{}, turnError(errClosed)
+		return transcript.Compaction{}, turnError(errClosed)
 	}
 	effects, err := d.engine.Compact(workflow.Now(ctx), instructions)
 	d.inputs++
@@ -250,13 +252,13 @@ func (d *driver) compact(ctx workflow.Context, instructions string) (policy.Comp
 	}
 	d.apply(ctx, effects)
 	if err != nil {
-		return policy.Compaction{}, turnError(err)
+		return transcript.Compaction{}, turnError(err)
 	}
 	if err := workflow.Await(ctx, func() bool { return c.done }); err != nil {
-		return policy.Compaction{}, err
+		return transcript.Compaction{}, err
 	}
 	if c.err != nil {
-		return policy.Compaction{}, turnError(c.err)
+		return transcript.Compaction{}, turnError(c.err)
 	}
 	return c.result, nil
 }
@@ -266,7 +268,7 @@ func (d *driver) compact(ctx workflow.Context, instructions string) (policy.Comp
 type waiter struct {
 	done   bool
 	err    error
-	result policy.Compaction
+	result transcript.Compaction
 }
 
 // turnError is err as an update's error: an application error whose type
@@ -283,7 +285,7 @@ func turnError(err error) error {
 			code = c.code
 		}
 	}
-	if line, merr := rpc.MarshalEvent(policy.TurnSettled{Err: err}); code == "error" && merr == nil {
+	if line, merr := rpc.MarshalEvent(events.TurnSettled{Err: err}); code == "error" && merr == nil {
 		var w struct {
 			Code string `json:"code"`
 		}
@@ -310,7 +312,7 @@ var localCodes = []struct {
 // restful reports whether the session can continue as new: nothing in
 // flight, no turn and no manual compaction waiting, the machine idle.
 func (d *driver) restful() bool {
-	return d.engine.Quiet() && d.turn == nil && d.manual == nil && d.engine.Status().State == states.Idle
+	return quiet(d.engine.Status()) && d.turn == nil && d.manual == nil && d.engine.Status().State == states.Idle
 }
 
 // tooLong reports whether this run of the workflow has fed the engine
@@ -331,3 +333,7 @@ func (d *driver) next() Start {
 	snap.History = len(history)
 	return Start{SessionID: d.engine.SessionID(), Model: d.engine.Model(), Config: &snap.Config, Credentials: d.creds, History: history, Snapshot: &snap, Events: d.seq}
 }
+
+// quiet reports whether nothing is in flight in an engine of status st: no
+// run and no compaction.
+func quiet(st policy.Status) bool { return !st.Streaming && !st.Compacting }

@@ -51,15 +51,6 @@ var signalNames = [...]string{
 	CompactionEnded: "compaction_ended", Replied: "replied", CompactCalled: "compact", CredentialAnswered: "credential_answered",
 }
 
-// Signals returns every signal in declaration order.
-func Signals() []Signal {
-	out := make([]Signal, len(signalNames))
-	for i := range out {
-		out[i] = Signal(i)
-	}
-	return out
-}
-
 // String returns the signal's name.
 func (s Signal) String() string {
 	if int(s) < len(signalNames) {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/anthropic"
 	"github.com/agentfsm/agentfsm/providers/openai"
 	"github.com/agentfsm/agentfsm/session"
@@ -45,11 +47,11 @@ func addBackendFlags(fs flagSet, required bool) backend {
 // usage error before any turn, unless keyed (the settings name the
 // credentials, whose variables are checked on their own); the agent
 // resolves it again at each call (it never holds it).
-func (b backend) agent(lookup func(string) (string, bool), tools []tool, keyed bool) (session.Agent, session.Model, error) {
+func (b backend) agent(lookup func(string) (string, bool), tools []tool, keyed bool) (session.Agent, policy.Model, error) {
 	if *b.contextWindow < 0 {
-		return nil, session.Model{}, fmt.Errorf("--context-window must not be negative, got %d", *b.contextWindow)
+		return nil, policy.Model{}, fmt.Errorf("--context-window must not be negative, got %d", *b.contextWindow)
 	}
-	secrets := session.EnvSecrets{Lookup: lookup}
+	secrets := credentials.EnvSecrets{Lookup: lookup}
 	model := *b.model
 	var windows map[string]int
 	setWindow := func(id string) {
@@ -60,7 +62,7 @@ func (b backend) agent(lookup func(string) (string, bool), tools []tool, keyed b
 	var (
 		agent interface {
 			session.Agent
-			Model() session.Model
+			Model() policy.Model
 		}
 		provider string
 	)
@@ -82,13 +84,13 @@ func (b backend) agent(lookup func(string) (string, bool), tools []tool, keyed b
 		agent = openai.New(openai.Options{Model: model, BaseURL: *b.baseURL, Secrets: secrets, ContextWindows: windows,
 			Tools: openaiTools(tools)})
 	case "":
-		return nil, session.Model{}, fmt.Errorf("--provider is required: anthropic or openai")
+		return nil, policy.Model{}, fmt.Errorf("--provider is required: anthropic or openai")
 	default:
-		return nil, session.Model{}, fmt.Errorf("unknown --provider %q: anthropic or openai", *b.provider)
+		return nil, policy.Model{}, fmt.Errorf("unknown --provider %q: anthropic or openai", *b.provider)
 	}
 	if !keyed {
-		if _, err := secrets.Resolve(context.Background(), session.Credential{Provider: provider}); err != nil {
-			return nil, session.Model{}, fmt.Errorf("no API key: %s", missingKey(provider))
+		if _, err := secrets.Resolve(context.Background(), policy.Credential{Provider: provider}); err != nil {
+			return nil, policy.Model{}, fmt.Errorf("no API key: %s", missingKey(provider))
 		}
 	}
 	return agent, agent.Model(), nil

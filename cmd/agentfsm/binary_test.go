@@ -17,8 +17,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/rpc"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // These tests build the command and run it as a user or an RPC client
@@ -145,7 +147,7 @@ func TestRPCBinary(t *testing.T) {
 
 	st, err := c.GetState(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, rpc.State{SessionID: st.SessionID, Model: session.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 200000},
+	assert.Equal(t, rpc.State{SessionID: st.SessionID, Model: policy.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 200000},
 		AutoRetryEnabled: true, AutoCompactionEnabled: true, State: "idle"}, st)
 	assert.NotEmpty(t, st.SessionID)
 
@@ -164,7 +166,7 @@ func TestRPCBinary(t *testing.T) {
 		if ev.Type == "auto_retry_start" {
 			v, err := ev.Value()
 			require.NoError(t, err)
-			e := v.(session.AutoRetryStart)
+			e := v.(events.AutoRetryStart)
 			assert.Equal(t, int64(50), e.DelayMs)
 		}
 	}
@@ -178,7 +180,7 @@ func TestRPCBinary(t *testing.T) {
 
 	msgs, err := c.GetMessages(ctx)
 	require.NoError(t, err)
-	assert.Equal(t, session.RoleSummary, msgs[0].Role)
+	assert.Equal(t, transcript.RoleSummary, msgs[0].Role)
 
 	res, err := c.Compact(ctx, "the numbers")
 	require.NoError(t, err)
@@ -212,15 +214,15 @@ func TestRPCBinaryRetryOffAndAbortRetry(t *testing.T) {
 	assert.Equal(t, "backoff", st.State)
 	require.NoError(t, c.AbortRetry(ctx))
 	require.ErrorContains(t, c.WaitForIdle(ctx), "retry cancelled", "well before the 10-minute wait")
-	var end session.AutoRetryEnd
+	var end events.AutoRetryEnd
 	for _, ev := range eventsUntilSettled(t, ctx, c) {
 		if ev.Type == "auto_retry_end" {
 			v, err := ev.Value()
 			require.NoError(t, err)
-			end = v.(session.AutoRetryEnd)
+			end = v.(events.AutoRetryEnd)
 		}
 	}
-	assert.Equal(t, session.AutoRetryEnd{Success: false, Attempt: 1, FinalError: "Retry cancelled", Outcome: session.RetryCancelled}, end)
+	assert.Equal(t, events.AutoRetryEnd{Success: false, Attempt: 1, FinalError: "Retry cancelled", Outcome: events.RetryCancelled}, end)
 }
 
 // TestRPCBinaryBadInput drives the binary over raw pipes with bad lines and
@@ -315,17 +317,17 @@ func TestRPCSettingsReference(t *testing.T) {
 func TestLoadSettings(t *testing.T) {
 	set, err := loadSettings("")
 	require.NoError(t, err)
-	assert.Equal(t, session.DefaultConfig(), set.config)
+	assert.Equal(t, policy.DefaultConfig(), set.config)
 	set, err = loadSettings("reference")
 	require.NoError(t, err)
-	assert.Equal(t, session.ReferenceConfig(), set.config)
+	assert.Equal(t, policy.ReferenceConfig(), set.config)
 	// A file that happens to be called reference is reached by its path.
 	dir := t.TempDir()
 	require.NoError(t, os.WriteFile(filepath.Join(dir, "reference"), []byte(`{"retry":{"maxRetries":7}}`), 0o600))
 	set, err = loadSettings(filepath.Join(dir, "reference"))
 	require.NoError(t, err)
 	assert.Equal(t, 7, set.config.Retry.MaxRetries)
-	assert.Equal(t, session.DefaultConfig().Retry.Rules, set.config.Retry.Rules, "a file's settings lie over the defaults")
+	assert.Equal(t, policy.DefaultConfig().Retry.Rules, set.config.Retry.Rules, "a file's settings lie over the defaults")
 }
 
 func TestRPCFlagsAndFiles(t *testing.T) {

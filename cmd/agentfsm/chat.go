@@ -14,8 +14,11 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // errInterrupted ends a conversation interrupted between two turns.
@@ -32,7 +35,7 @@ func runChat(args []string, env *environment) int {
 	be := addBackendFlags(fs, true)
 	settingsPath := fs.String("settings", "", settingsHelp)
 	historyPath := fs.String("history", "", "keep the conversation in this JSON-lines `file`, resuming what it holds")
-	events := fs.Bool("events", false, "write every session event to stderr as a JSON line (the RPC wire form)")
+	showEvents := fs.Bool("events", false, "write every session event to stderr as a JSON line (the RPC wire form)")
 	summarizer := fs.String("summarizer", "digest", "how a compaction summarizes: `digest` (local, no model) or model (asks the model)")
 	withTools := fs.Bool("tools", false, "let the model read files and list directories under the working directory (read-only; a path outside it is refused)")
 	timeout := fs.Duration("timeout", 0, "end a turn that takes longer than this `duration` (such as 90s or 5m), retries included; 0: no limit")
@@ -111,7 +114,7 @@ func runChat(args []string, env *environment) int {
 		return fail(2, "--summarizer %q: want digest or model", *summarizer)
 	}
 	if *historyPath != "" {
-		h, err := session.OpenFileHistory(*historyPath)
+		h, err := history.OpenFileHistory(*historyPath)
 		if err != nil {
 			return fail(2, "--history: %v", err)
 		}
@@ -124,8 +127,8 @@ func runChat(args []string, env *environment) int {
 	}
 	defer s.Close()
 	tel.attach(s)
-	if *events {
-		s.Subscribe(func(ev session.Event) {
+	if *showEvents {
+		s.Subscribe(func(ev events.Event) {
 			if b, err := rpc.MarshalEvent(ev); err == nil {
 				env.stderr.Write(append(b, '\n'))
 			}
@@ -173,9 +176,9 @@ func prompt(ctx context.Context, s *session.Session, p string, timeout time.Dura
 }
 
 // answer is the text of the last assistant message of msgs.
-func answer(msgs []session.Message) string {
+func answer(msgs []transcript.Message) string {
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == session.RoleAssistant {
+		if msgs[i].Role == transcript.RoleAssistant {
 			return msgs[i].Text()
 		}
 	}

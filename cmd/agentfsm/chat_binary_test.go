@@ -18,8 +18,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/providertest"
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/rpc"
 )
 
@@ -191,16 +192,16 @@ func TestChatBinaryRetriesWithEvents(t *testing.T) {
 			code, out, errOut := runChatCmd(t, api.chatCmd(t, guard(t), "--events", "hi"), "")
 			require.Equal(t, 0, code, errOut)
 			assert.Equal(t, "Done.\n", out)
-			var starts []session.AutoRetryStart
-			var end *session.AutoRetryEnd
+			var starts []events.AutoRetryStart
+			var end *events.AutoRetryEnd
 			evs := eventLines(t, errOut)
 			for _, ev := range evs {
 				v, err := ev.Value()
 				require.NoError(t, err, ev.Type)
 				switch e := v.(type) {
-				case session.AutoRetryStart:
+				case events.AutoRetryStart:
 					starts = append(starts, e)
-				case session.AutoRetryEnd:
+				case events.AutoRetryEnd:
 					end = &e
 				}
 			}
@@ -208,7 +209,7 @@ func TestChatBinaryRetriesWithEvents(t *testing.T) {
 			assert.Equal(t, 1, starts[0].Attempt)
 			assert.Equal(t, int64(1), starts[0].DelayMs)
 			assert.Contains(t, starts[0].ErrorMessage, map[string]string{"anthropic": "529", "openai": "503"}[api.name])
-			assert.Equal(t, &session.AutoRetryEnd{Success: true, Attempt: 2, Outcome: session.RetryRecovered}, end)
+			assert.Equal(t, &events.AutoRetryEnd{Success: true, Attempt: 2, Outcome: events.RetryRecovered}, end)
 			assert.Equal(t, "turn_settled", evs[len(evs)-1].Type)
 			assert.NotContains(t, errOut, "test-key", "no secret in an event")
 			assert.Len(t, api.srv.Requests(), 3)
@@ -232,7 +233,7 @@ func TestChatBinaryModelSummarizer(t *testing.T) {
 			for _, ev := range eventLines(t, errOut) {
 				v, err := ev.Value()
 				require.NoError(t, err, ev.Type)
-				if e, ok := v.(session.AutoCompactionEnd); ok && e.Result != nil {
+				if e, ok := v.(events.AutoCompactionEnd); ok && e.Result != nil {
 					summary = e.Result.Summary
 				}
 			}
@@ -281,13 +282,13 @@ func TestChatBinaryOverflowCompacts(t *testing.T) {
 			require.Equal(t, 0, code, errOut)
 			assert.Equal(t, "Seven open questions, by section.\nHere are the drafts.\n", out)
 			var types []string
-			var end session.AutoCompactionEnd
+			var end events.AutoCompactionEnd
 			for _, ev := range eventLines(t, errOut) {
 				types = append(types, ev.Type)
 				if ev.Type == "auto_compaction_end" {
 					v, err := ev.Value()
 					require.NoError(t, err)
-					end = v.(session.AutoCompactionEnd)
+					end = v.(events.AutoCompactionEnd)
 				}
 			}
 			assert.Contains(t, strings.Join(types, " "), "auto_compaction_start state_change auto_compaction_end")
@@ -411,7 +412,7 @@ func TestRPCBinaryRealProvider(t *testing.T) {
 
 			st, err := c.GetState(ctx)
 			require.NoError(t, err)
-			assert.Equal(t, session.Model{Provider: api.name, ID: "test-model", ContextWindow: 64000, BaseURL: api.baseURL}, st.Model)
+			assert.Equal(t, policy.Model{Provider: api.name, ID: "test-model", ContextWindow: 64000, BaseURL: api.baseURL}, st.Model)
 
 			require.NoError(t, c.Prompt(ctx, "hi"))
 			require.NoError(t, c.WaitForIdle(ctx))

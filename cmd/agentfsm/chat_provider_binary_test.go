@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/providertest"
-	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
 )
 
@@ -34,11 +34,11 @@ func TestChatBinaryRetryAfterHonoured(t *testing.T) {
 			code, out, errOut := runChatCmd(t, api.chatCmdWith(t, guard(t), settings, "--events", "hi"), "")
 			require.Equal(t, 0, code, errOut)
 			assert.Equal(t, "Waited.\n", out)
-			var start *session.AutoRetryStart
+			var start *events.AutoRetryStart
 			for _, ev := range eventLines(t, errOut) {
 				v, err := ev.Value()
 				require.NoError(t, err)
-				if e, ok := v.(session.AutoRetryStart); ok {
+				if e, ok := v.(events.AutoRetryStart); ok {
 					start = &e
 				}
 			}

@@ -9,6 +9,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/agentfsm/agentfsm/cmd/agentfsm/view"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/session"
 )
 
@@ -80,11 +81,11 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case eventMsg:
 		m.view.Apply(msg.ev, time.Now())
 		switch e := msg.ev.(type) {
-		case session.MessageUpdate:
+		case events.MessageUpdate:
 			if e.Delta.Kind == "text" {
 				m.stream = e.Message.Text()
 			}
-		case session.MessageStart:
+		case events.MessageStart:
 			m.stream = ""
 		}
 		for _, l := range m.view.TakeLines() {
@@ -127,7 +128,7 @@ func runChatTUI(s *session.Session, env *environment, timeout time.Duration) int
 		s.Model().Provider, s.Model().ID))
 	p := tea.NewProgram(m, tea.WithInput(env.stdin), tea.WithOutput(env.stdout))
 	m.send = p.Send
-	unsubscribe := s.Subscribe(func(ev session.Event) { p.Send(eventMsg{ev}) })
+	unsubscribe := s.Subscribe(func(ev events.Event) { p.Send(eventMsg{ev}) })
 	defer unsubscribe()
 	if _, err := p.Run(); err != nil {
 		fmt.Fprintf(env.stderr, "agentfsm chat: %v\n", err)

@@ -13,7 +13,8 @@ import (
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/internal/lines"
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // maxClassifyLine is the longest input line classify reads; a longer one
@@ -24,7 +25,7 @@ const maxClassifyLine = 64 << 20
 type classifyInput struct {
 	StopReason    *string           `json:"stopReason"`
 	ErrorMessage  string            `json:"errorMessage"`
-	Usage         classify.Usage    `json:"usage"`
+	Usage         transcript.Usage  `json:"usage"`
 	Status        int               `json:"status"`
 	ErrorType     string            `json:"errorType"`
 	Headers       map[string]string `json:"headers"`
@@ -45,7 +46,7 @@ var stopReasons = map[string]bool{"stop": true, "toolUse": true, "length": true,
 
 func runClassify(args []string, env *environment) int {
 	fs := newFlagSet("classify", "agentfsm classify [--rules extended|seed] [--context-window N] [--explain] < input")
-	rulesName := fs.String("rules", session.DefaultConfig().Retry.Rules.String(), "rule `set`: extended (a new session's) or seed (the reference's rules, exactly)")
+	rulesName := fs.String("rules", policy.DefaultConfig().Retry.Rules.String(), "rule `set`: extended (a new session's) or seed (the reference's rules, exactly)")
 	window := fs.Int("context-window", 0, "the model's context window in `tokens`, for silent and truncated overflows (0: unknown)")
 	explain := fs.Bool("explain", false, "say, per input, how it was read and which rules decided (a \"why\" list)")
 	if code := fs.parse(args, env); code >= 0 {
@@ -114,7 +115,7 @@ func classifyLine(line []byte, n int, rules classify.Rules, window int, explain 
 	if len(trimmed) == 0 {
 		return fail("empty line")
 	}
-	m := classify.Message{StopReason: classify.StopReasonError, ContextWindow: window, ErrorMessage: string(line)}
+	m := classify.Message{StopReason: transcript.StopReasonError, ContextWindow: window, ErrorMessage: string(line)}
 	read := "read as error text"
 	switch {
 	case trimmed[0] == '{' && isMessageShape(trimmed):
@@ -132,7 +133,7 @@ func classifyLine(line []byte, n int, rules classify.Rules, window int, explain 
 			if !stopReasons[*in.StopReason] {
 				return fail("unknown stopReason %q (want stop, toolUse, length, error or aborted)", *in.StopReason)
 			}
-			m.StopReason = classify.StopReason(*in.StopReason)
+			m.StopReason = transcript.StopReason(*in.StopReason)
 		}
 		if in.ContextWindow != nil {
 			if *in.ContextWindow < 0 {

@@ -13,8 +13,12 @@ import (
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/cmd/agentfsm/view"
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // demoBaseDelayMs is the demo's first retry delay: shorter than the
@@ -28,7 +32,7 @@ type scenario struct {
 	// prompts are sent one after the other; calls answer their model calls.
 	prompts []string
 	calls   []scripted.Call
-	creds   []session.Credential
+	creds   []policy.Credential
 	// autoCancel: when stdin is not a terminal, a user pressing Esc
 	// halfway through the first retry wait is played.
 	autoCancel bool
@@ -61,7 +65,7 @@ func scenarios(baseDelayMs int64) []scenario {
 			name: "usage-limit", about: "a usage limit with a free second credential: switch at once, no wait",
 			prompts: []string{"summarize the repository"},
 			calls:   []scripted.Call{errCall("429 usage limit reached for this key; retry-after: 3600"), okCall("Done with the second key.")},
-			creds: []session.Credential{
+			creds: []policy.Credential{
 				{ID: "key-a", Provider: "scripted", Type: "api_key"},
 				{ID: "key-b", Provider: "scripted", Type: "api_key"},
 			},
@@ -171,7 +175,7 @@ func (o outcome) String() string {
 	switch {
 	case o.err == nil:
 		parts = append(parts, "succeeded")
-	case errors.Is(o.err, session.ErrRetryCancelled):
+	case errors.Is(o.err, policy.ErrRetryCancelled):
 		parts = append(parts, "retry cancelled")
 	default:
 		parts = append(parts, "failed: "+o.err.Error())
@@ -184,8 +188,8 @@ func (o outcome) String() string {
 }
 
 // play runs one scenario; emit receives each event as it happens.
-func (d *demo) play(sc scenario, emit func(session.Event)) outcome {
-	cfg := session.DefaultConfig()
+func (d *demo) play(sc scenario, emit func(events.Event)) outcome {
+	cfg := policy.DefaultConfig()
 	cfg.Retry.BaseDelayMs = d.baseDelay
 	cfg.Retry.Rules = classify.Extended
 	if sc.keepRecent > 0 {
@@ -193,7 +197,7 @@ func (d *demo) play(sc scenario, emit func(session.Event)) outcome {
 	}
 	opts := []session.Option{session.WithConfig(cfg), session.WithModel(scripted.DefaultModel), session.WithSessionID("demo-" + sc.name)}
 	if len(sc.creds) > 0 {
-		opts = append(opts, session.WithCredentials(session.NewMemoryCredentials(nil, sc.creds...)))
+		opts = append(opts, session.WithCredentials(credentials.NewMemoryCredentials(nil, sc.creds...)))
 	}
 	s, err := session.New(scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: sc.calls}), opts...)
 	if err != nil {
@@ -206,14 +210,14 @@ func (d *demo) play(sc scenario, emit func(session.Event)) outcome {
 	d.mu.Unlock()
 	defer func() { d.mu.Lock(); d.current = nil; d.mu.Unlock() }()
 	if quit {
-		return outcome{err: session.ErrAborted}
+		return outcome{err: policy.ErrAborted}
 	}
 	var out outcome
-	s.Subscribe(func(ev session.Event) {
+	s.Subscribe(func(ev events.Event) {
 		switch e := ev.(type) {
-		case session.AutoRetryStart:
+		case events.AutoRetryStart:
 			out.retries = e.Attempt
-		case session.AutoCompactionEnd:
+		case events.AutoCompactionEnd:
 			if e.Result != nil {
 				out.compactions++
 			}
@@ -252,16 +256,16 @@ func act(s *session.Session, esc view.Esc) {
 }
 
 // describe is an event's line in the demo's log, "" for the ones it skips.
-func describe(ev session.Event) string {
+func describe(ev events.Event) string {
 	switch e := ev.(type) {
-	case session.StateChange:
+	case events.StateChange:
 		return fmt.Sprintf("  state  %s → %s (%s)", e.From, e.To, e.Trigger)
-	case session.MessageEnd:
+	case events.MessageEnd:
 		m := e.Message
 		switch {
-		case m.Role == session.RoleToolResult:
+		case m.Role == transcript.RoleToolResult:
 			return "  tool   " + m.Text()
-		case m.Role != session.RoleAssistant:
+		case m.Role != transcript.RoleAssistant:
 			return ""
 		case m.StopReason == "error":
 			return "  model  ✗ " + m.ErrorMessage
@@ -270,16 +274,16 @@ func describe(ev session.Event) string {
 		default:
 			return "  model  ✓ " + m.Text()
 		}
-	case session.AutoRetryStart:
+	case events.AutoRetryStart:
 		return fmt.Sprintf("  event  auto_retry_start attempt %d/%d, delay %d ms", e.Attempt, e.MaxAttempts, e.DelayMs)
-	case session.AutoRetryEnd:
+	case events.AutoRetryEnd:
 		if e.Success {
 			return fmt.Sprintf("  event  auto_retry_end success after attempt %d", e.Attempt)
 		}
 		return fmt.Sprintf("  event  auto_retry_end failed at attempt %d: %s", e.Attempt, e.FinalError)
-	case session.AutoCompactionStart:
+	case events.AutoCompactionStart:
 		return "  event  auto_compaction_start (" + string(e.Reason) + ")"
-	case session.AutoCompactionEnd:
+	case events.AutoCompactionEnd:
 		return fmt.Sprintf("  event  auto_compaction_end aborted=%v willRetry=%v", e.Aborted, e.WillRetry)
 	}
 	return ""
@@ -294,7 +298,7 @@ func (d *demo) runPlain(env *environment) int {
 		fmt.Fprintf(w, "\n== %s: %s\n", sc.name, sc.about)
 		var v view.Model
 		var mu sync.Mutex
-		out := d.play(sc, func(ev session.Event) {
+		out := d.play(sc, func(ev events.Event) {
 			mu.Lock()
 			defer mu.Unlock()
 			now := time.Now()
@@ -308,12 +312,12 @@ func (d *demo) runPlain(env *environment) int {
 			// Plain lines show a spinner once, when it appears; the live
 			// countdown is the terminal's.
 			switch ev.(type) {
-			case session.AgentStart, session.AutoRetryStart, session.AutoCompactionStart:
+			case events.AgentStart, events.AutoRetryStart, events.AutoCompactionStart:
 				if sp := v.Spinner(now); sp != "" {
 					fmt.Fprintln(w, "  view   ⠿ "+sp)
 				}
 			}
-			if start, ok := ev.(session.AutoRetryStart); ok && sc.autoCancel && start.Attempt == 1 {
+			if start, ok := ev.(events.AutoRetryStart); ok && sc.autoCancel && start.Attempt == 1 {
 				s, wait := d.session(), time.Duration(start.DelayMs)*time.Millisecond/2
 				go func() {
 					time.Sleep(wait)

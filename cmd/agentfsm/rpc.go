@@ -8,6 +8,7 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -40,7 +41,7 @@ func runRPC(args []string, env *environment) int {
 	}
 	var (
 		agent session.Agent
-		model session.Model
+		model policy.Model
 	)
 	if *be.provider != "" {
 		if *scriptPath != "" {

@@ -9,13 +9,14 @@ import (
 	"os"
 	"regexp"
 
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/policy"
 )
 
 // settings is what a settings file holds: the session's config, and the
 // credentials a usage limit switches between.
 type settings struct {
-	config session.Config
+	config policy.Config
 	// credentials name their secrets (an environment variable each),
 	// never hold them.
 	credentials []settingsCredential
@@ -49,9 +50,9 @@ const maxSettingsSize = 1 << 20
 func loadSettings(path string) (settings, error) {
 	switch path {
 	case "":
-		return settings{config: session.DefaultConfig()}, nil
+		return settings{config: policy.DefaultConfig()}, nil
 	case referenceSettings:
-		return settings{config: session.ReferenceConfig()}, nil
+		return settings{config: policy.ReferenceConfig()}, nil
 	}
 	data, err := readSettingsFile(path)
 	if err != nil {
@@ -104,13 +105,13 @@ func readBounded(path string, limit int64, kind string, checks ...func(string, o
 }
 
 // parseSettings reads a settings object: the session's config
-// (session.ParseConfig) and an optional "credentials" list. No key may
+// (policy.ParseConfig) and an optional "credentials" list. No key may
 // occur twice in an object, at any depth: the error names the first one
 // repeated by its path ("retry.maxRetries", "credentials[1].env").
 func parseSettings(data []byte) (settings, error) {
 	if !json.Valid(data) {
 		// Not JSON: ParseConfig says where.
-		_, err := session.ParseConfig(data)
+		_, err := policy.ParseConfig(data)
 		return settings{}, err
 	}
 	if err := checkRepeatedKeys(data); err != nil {
@@ -124,7 +125,7 @@ func parseSettings(data []byte) (settings, error) {
 			return settings{}, err
 		}
 	}
-	cfg, err := session.ParseConfig(rest)
+	cfg, err := policy.ParseConfig(rest)
 	if err != nil {
 		return settings{}, err
 	}
@@ -199,7 +200,7 @@ func walkRepeats(dec *json.Decoder, tok json.Token, path string) error {
 				name = path + "." + key
 			}
 			if seen[key] {
-				return fmt.Errorf("%w: %s appears twice", session.ErrInvalidConfig, name)
+				return fmt.Errorf("%w: %s appears twice", policy.ErrInvalidConfig, name)
 			}
 			seen[key] = true
 			if tok, err = dec.Token(); err != nil {
@@ -257,21 +258,21 @@ func parseCredentials(raw json.RawMessage) ([]settingsCredential, error) {
 
 // store returns the credential store of the settings' credentials for
 // provider, nil when there are none. Each credential's secret is its
-// environment variable, read when a call is made (session.EnvSecrets); a
+// environment variable, read when a call is made (credentials.EnvSecrets); a
 // variable not set now is an error that names it, so a missing key is a
 // usage error before any turn.
-func (s settings) store(provider string, lookup func(string) (string, bool)) (session.CredentialStore, error) {
+func (s settings) store(provider string, lookup func(string) (string, bool)) (credentials.CredentialStore, error) {
 	if len(s.credentials) == 0 {
 		return nil, nil
 	}
-	var creds []session.Credential
+	var creds []policy.Credential
 	for _, c := range s.credentials {
 		if v, ok := lookup(c.Env); !ok || v == "" {
 			return nil, fmt.Errorf("credential %q: the environment variable %s is not set", c.ID, c.Env)
 		}
-		creds = append(creds, session.Credential{ID: c.ID, Provider: provider, Type: c.Type, BaseURL: c.BaseURL, Secret: "env:" + c.Env})
+		creds = append(creds, policy.Credential{ID: c.ID, Provider: provider, Type: c.Type, BaseURL: c.BaseURL, Secret: "env:" + c.Env})
 	}
-	return session.NewMemoryCredentials(nil, creds...), nil
+	return credentials.NewMemoryCredentials(nil, creds...), nil
 }
 
 // settingsHelp is the --settings flag's help.

@@ -12,7 +12,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/policy"
 )
 
 // Issue item 5: the settings' credentials name each key's variable; bad
@@ -30,7 +31,7 @@ func TestParseSettingsCredentials(t *testing.T) {
 	c, ok := store.Current("openai", "s1")
 	require.True(t, ok)
 	assert.Contains(t, []string{"env:KEY_A", "env:KEY_B"}, c.Secret, "the credential names its variable, never holds the key")
-	key, err := session.EnvSecrets{Lookup: lookup}.Resolve(context.Background(), c)
+	key, err := credentials.EnvSecrets{Lookup: lookup}.Resolve(context.Background(), c)
 	require.NoError(t, err)
 	assert.Equal(t, env[c.Secret[len("env:"):]], key)
 
@@ -79,7 +80,7 @@ func TestParseSettingsRefusesRepeatedKeys(t *testing.T) {
 	} {
 		_, err := parseSettings([]byte(c.in))
 		require.Error(t, err, c.in)
-		assert.ErrorIs(t, err, session.ErrInvalidConfig, c.in)
+		assert.ErrorIs(t, err, policy.ErrInvalidConfig, c.in)
 		assert.Contains(t, err.Error(), c.want, c.in)
 	}
 }
@@ -196,7 +197,7 @@ func TestLoadSettingsHostilePaths(t *testing.T) {
 	require.NoError(t, os.WriteFile(exact, append(bytes.Repeat([]byte(" "), maxSettingsSize-2), "{}"...), 0o644))
 	s, err := loadSettings(exact)
 	require.NoError(t, err, "a file of exactly the limit is read")
-	assert.Equal(t, session.DefaultConfig(), s.config)
+	assert.Equal(t, policy.DefaultConfig(), s.config)
 
 	_, err = loadSettings(dir)
 	require.Error(t, err)
@@ -215,7 +216,7 @@ func TestLoadSettingsHostilePaths(t *testing.T) {
 		require.NoError(t, os.WriteFile(p, []byte(garbage), 0o644))
 		_, err = loadSettings(p)
 		require.Error(t, err)
-		assert.ErrorIs(t, err, session.ErrInvalidConfig, "%q", garbage)
+		assert.ErrorIs(t, err, policy.ErrInvalidConfig, "%q", garbage)
 		assert.NotContains(t, err.Error(), "\n")
 	}
 }

@@ -8,7 +8,7 @@ import (
 	tea "charm.land/bubbletea/v2"
 
 	"github.com/agentfsm/agentfsm/cmd/agentfsm/view"
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/events"
 )
 
 // The terminal demo runs on Bubble Tea: it owns the raw terminal, reads Esc
@@ -17,7 +17,7 @@ import (
 // which Bubble Tea runs concurrently and so may reorder).
 
 type (
-	eventMsg    struct{ ev session.Event }
+	eventMsg    struct{ ev events.Event }
 	headerMsg   string
 	scenarioEnd string
 	allDone     struct{}
@@ -131,7 +131,7 @@ func (d *demo) runTUI(env *environment) int {
 				break
 			}
 			p.Send(headerMsg(fmt.Sprintf("\n== %s: %s", sc.name, sc.about)))
-			out := d.play(sc, func(ev session.Event) { p.Send(eventMsg{ev}) })
+			out := d.play(sc, func(ev events.Event) { p.Send(eventMsg{ev}) })
 			p.Send(scenarioEnd(fmt.Sprintf("outcome: %s: %s", sc.name, out)))
 		}
 		p.Send(allDone{})

@@ -12,6 +12,9 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -28,7 +31,7 @@ type Scenario struct {
 	Calls []scripted.Call
 	// Credentials, when set, back the session with a credential store
 	// holding them.
-	Credentials []session.Credential
+	Credentials []policy.Credential
 	// KeepRecentTokens overrides compaction.keepRecentTokens when set.
 	KeepRecentTokens int
 	// BaseDelayMs overrides retry.baseDelayMs when set.
@@ -51,8 +54,8 @@ func Draw() float64 { return 0.5 }
 
 // Config returns the settings sc runs under: the defaults with a jitter
 // (so the draw matters) and sc's overrides.
-func (sc Scenario) Config() session.Config {
-	cfg := session.DefaultConfig()
+func (sc Scenario) Config() policy.Config {
+	cfg := policy.DefaultConfig()
 	cfg.Retry.Jitter = 0.2
 	if sc.BaseDelayMs > 0 {
 		cfg.Retry.BaseDelayMs = sc.BaseDelayMs
@@ -73,7 +76,7 @@ const SessionID = "scenario"
 
 // Recovery returns ev's wire line when it is a recovery event (the events
 // Want lists), and false for the agent's own events.
-func Recovery(ev session.Event) (string, bool, error) {
+func Recovery(ev events.Event) (string, bool, error) {
 	if !RecoveryType(rpc.EventType(ev)) {
 		return "", false, nil
 	}
@@ -192,7 +195,7 @@ func All() []Scenario {
 			Name:    "usage-limit",
 			Prompts: []string{"summarize the repository"},
 			Calls:   []scripted.Call{errorCall("429 usage limit reached for this key; retry-after: 3600"), okCall("Done with the second key.")},
-			Credentials: []session.Credential{
+			Credentials: []policy.Credential{
 				{ID: "key-a", Provider: Model.Provider, Type: "api_key"},
 				{ID: "key-b", Provider: Model.Provider, Type: "api_key"},
 			},
@@ -219,7 +222,7 @@ func (sc Scenario) Play(ctx context.Context) ([]string, error) {
 		session.WithRandom(Draw),
 	}
 	if len(sc.Credentials) > 0 {
-		opts = append(opts, session.WithCredentials(session.NewMemoryCredentials(nil, sc.Credentials...)))
+		opts = append(opts, session.WithCredentials(credentials.NewMemoryCredentials(nil, sc.Credentials...)))
 	}
 	s, err := session.New(scripted.New(sc.Script()), opts...)
 	if err != nil {
@@ -228,7 +231,7 @@ func (sc Scenario) Play(ctx context.Context) ([]string, error) {
 	defer s.Close()
 	var lines []string
 	var failure error
-	s.Subscribe(func(ev session.Event) {
+	s.Subscribe(func(ev events.Event) {
 		line, ok, err := Recovery(ev)
 		if err != nil && failure == nil {
 			failure = err

@@ -27,8 +27,11 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Provider is the provider name the agent reports and resolves credentials
@@ -97,9 +100,9 @@ type Options struct {
 	// HTTPClient makes the requests; the SDK's default when nil.
 	HTTPClient *http.Client
 	// Secrets turns a credential into its API key at call time;
-	// session.EnvSecrets{} (ANTHROPIC_API_KEY, or the credential's
+	// credentials.EnvSecrets{} (ANTHROPIC_API_KEY, or the credential's
 	// "env:NAME") when nil.
-	Secrets session.SecretResolver
+	Secrets credentials.SecretResolver
 	// Tools are the tools the model may call.
 	Tools []Tool
 	// ContextWindows overrides or adds entries of the known models'
@@ -157,7 +160,7 @@ func New(opts Options) *Agent {
 		opts.MaxTokens = DefaultMaxTokens
 	}
 	if opts.Secrets == nil {
-		opts.Secrets = session.EnvSecrets{}
+		opts.Secrets = credentials.EnvSecrets{}
 	}
 	if opts.IdleTimeout == 0 {
 		opts.IdleTimeout = DefaultIdleTimeout
@@ -176,8 +179,8 @@ func New(opts Options) *Agent {
 
 // Model returns the agent's model, with its context window when the table
 // knows it (0 otherwise: then the session's threshold compaction is off).
-func (a *Agent) Model() session.Model {
-	return session.Model{Provider: Provider, ID: a.opts.Model, ContextWindow: a.window(a.opts.Model), BaseURL: a.opts.BaseURL}
+func (a *Agent) Model() policy.Model {
+	return policy.Model{Provider: Provider, ID: a.opts.Model, ContextWindow: a.window(a.opts.Model), BaseURL: a.opts.BaseURL}
 }
 
 // window returns the context window of model id: its entry, or the entry
@@ -198,8 +201,8 @@ func (a *Agent) window(id string) int {
 // Run implements session.Agent. It returns an error without emitting
 // anything when the run cannot start: the credential's secret cannot be
 // resolved, or the context or a tool's schema cannot be sent.
-func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
-	cred := session.Credential{Provider: Provider}
+func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
+	cred := policy.Credential{Provider: Provider}
 	if req.Credential != nil {
 		cred = *req.Credential
 	}
@@ -213,7 +216,7 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 	if err != nil {
 		return err
 	}
-	conversation := append([]session.Message(nil), req.Context...)
+	conversation := append([]transcript.Message(nil), req.Context...)
 	if _, err := messageParams(conversation); err != nil {
 		return err
 	}
@@ -235,21 +238,21 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 	}
 	client := sdk.NewClient(opts...)
 
-	emit(session.AgentStart{})
-	var made []session.Message
+	emit(events.AgentStart{})
+	var made []transcript.Message
 	for rounds := 0; ; rounds++ {
-		emit(session.TurnStart{})
+		emit(events.CallStart{})
 		msgs, err := messageParams(conversation)
-		var msg session.Message
+		var msg transcript.Message
 		if capped := a.opts.MaxToolRounds; capped > 0 && rounds >= capped {
 			msg = toolRoundsExceeded(capped)
 			msg.Provider, msg.Model, msg.Timestamp = Provider, model, time.Now().UnixMilli()
-			emit(session.MessageStart{Message: msg})
+			emit(events.MessageStart{Message: msg})
 		} else if err != nil {
 			// Only a tool result can make it so: report, do not panic.
 			msg = session.FailedMessage(0, nil, nil, err)
 			msg.Provider, msg.Model, msg.Timestamp = Provider, model, time.Now().UnixMilli()
-			emit(session.MessageStart{Message: msg})
+			emit(events.MessageStart{Message: msg})
 		} else {
 			params := sdk.MessageNewParams{Model: sdk.Model(model), MaxTokens: a.opts.MaxTokens, Messages: msgs, Tools: tools}
 			if a.opts.System != "" {
@@ -257,32 +260,32 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 			}
 			msg = a.call(ctx, &client, params, model, emit)
 		}
-		emit(session.MessageEnd{Message: msg})
+		emit(events.MessageEnd{Message: msg})
 		made = append(made, msg)
 		conversation = append(conversation, msg)
-		if msg.StopReason != classify.StopReasonToolUse {
-			emit(session.TurnEnd{})
+		if msg.StopReason != transcript.StopReasonToolUse {
+			emit(events.CallEnd{})
 			break
 		}
 		for _, b := range msg.Content {
-			if b.Type != session.BlockToolCall {
+			if b.Type != transcript.BlockToolCall {
 				continue
 			}
 			result := a.runTool(ctx, b)
-			emit(session.MessageStart{Message: result})
-			emit(session.MessageEnd{Message: result})
+			emit(events.MessageStart{Message: result})
+			emit(events.MessageEnd{Message: result})
 			made = append(made, result)
 			conversation = append(conversation, result)
 		}
-		emit(session.TurnEnd{})
+		emit(events.CallEnd{})
 	}
-	emit(session.AgentEnd{Messages: made})
+	emit(events.AgentEnd{Messages: made})
 	return nil
 }
 
 // toolRoundsExceeded is the message that ends a run at its cap of
 // capped tool rounds.
-func toolRoundsExceeded(capped int) session.Message {
+func toolRoundsExceeded(capped int) transcript.Message {
 	err := fmt.Errorf("anthropic: the run reached its cap of %d tool rounds (Options.MaxToolRounds) and the model still calls tools", capped)
 	m := session.FailedMessage(0, nil, nil, err)
 	m.ErrorType = ErrorTypeToolRounds
@@ -291,8 +294,8 @@ func toolRoundsExceeded(capped int) session.Message {
 }
 
 // runTool runs the tool call b and returns its result message.
-func (a *Agent) runTool(ctx context.Context, b session.Block) session.Message {
-	m := session.Message{Role: session.RoleToolResult, ToolCallID: b.ID, ToolName: b.Name}
+func (a *Agent) runTool(ctx context.Context, b transcript.Block) transcript.Message {
+	m := transcript.Message{Role: transcript.RoleToolResult, ToolCallID: b.ID, ToolName: b.Name}
 	var tool *Tool
 	for i := range a.opts.Tools {
 		if a.opts.Tools[i].Name == b.Name {
@@ -316,16 +319,16 @@ func (a *Agent) runTool(ctx context.Context, b session.Block) session.Message {
 	if err != nil {
 		out, m.ToolError = err.Error(), true
 	}
-	m.Content = session.TextContent(out)
+	m.Content = transcript.TextContent(out)
 	m.Timestamp = time.Now().UnixMilli()
 	return m
 }
 
 // call makes one streaming model call and returns its assistant message,
 // emitting MessageStart and the deltas.
-func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.MessageNewParams, model string, emit func(session.Event)) session.Message {
-	head := session.Message{Role: session.RoleAssistant, Provider: Provider, Model: model, Timestamp: time.Now().UnixMilli()}
-	emit(session.MessageStart{Message: head})
+func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.MessageNewParams, model string, emit func(events.Event)) transcript.Message {
+	head := transcript.Message{Role: transcript.RoleAssistant, Provider: Provider, Model: model, Timestamp: time.Now().UnixMilli()}
+	emit(events.MessageStart{Message: head})
 
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -372,7 +375,7 @@ func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.Message
 			stopped = true
 		case "content_block_delta":
 			if d, ok := delta(ev); ok {
-				emit(session.MessageUpdate{Message: head, Delta: d})
+				emit(events.MessageUpdate{Message: head, Delta: d})
 			}
 		}
 	}
@@ -389,7 +392,7 @@ func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.Message
 		err = idle
 	}
 
-	var msg session.Message
+	var msg transcript.Message
 	switch {
 	case stopped:
 		// The whole message arrived; what the body did after message_stop
@@ -400,7 +403,7 @@ func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.Message
 		msg.StopReason, msg.ErrorType, msg.ErrorMessage = stopReason(acc.StopReason)
 	case ctx.Err() != nil:
 		msg = head
-		msg.StopReason = classify.StopReasonAborted
+		msg.StopReason = transcript.StopReasonAborted
 		msg.ErrorMessage = "Request was aborted"
 		msg.Content = content(acc, false)
 		if started {
@@ -434,7 +437,7 @@ func limitBody(req *http.Request, next option.MiddlewareNext) (*http.Response, e
 // whose header holds the key, and the whole body. It is an error of the
 // same text less the body (which ErrorMessage sums up), the request's URL
 // with any password masked.
-func failed(err error) session.Message {
+func failed(err error) transcript.Message {
 	var apiErr *sdk.Error
 	if !errors.As(err, &apiErr) {
 		// A stream error event whose data is not JSON comes back as an
@@ -474,25 +477,25 @@ func safeAPIError(e *sdk.Error) error {
 
 // stopReason maps the API's stop reason to the session's, with the error
 // type and message of one that is a failure.
-func stopReason(r sdk.StopReason) (classify.StopReason, string, string) {
+func stopReason(r sdk.StopReason) (transcript.StopReason, string, string) {
 	switch r {
 	case sdk.StopReasonToolUse:
-		return classify.StopReasonToolUse, "", ""
+		return transcript.StopReasonToolUse, "", ""
 	case sdk.StopReasonMaxTokens:
-		return classify.StopReasonLength, "", ""
+		return transcript.StopReasonLength, "", ""
 	case sdk.StopReasonModelContextWindowExceeded:
-		return classify.StopReasonError, "model_context_window_exceeded",
+		return transcript.StopReasonError, "model_context_window_exceeded",
 			"model_context_window_exceeded: the response filled the model's context window"
 	case sdk.StopReasonRefusal:
-		return classify.StopReasonError, "refusal", "refusal: the model declined to answer"
+		return transcript.StopReasonError, "refusal", "refusal: the model declined to answer"
 	}
 	// end_turn, stop_sequence, pause_turn and any newer reason.
-	return classify.StopReasonStop, "", ""
+	return transcript.StopReasonStop, "", ""
 }
 
 // delta is the session's delta of a content_block_delta event.
-func delta(ev sdk.MessageStreamEventUnion) (session.Delta, bool) {
-	d := session.Delta{Index: int(ev.Index)}
+func delta(ev sdk.MessageStreamEventUnion) (events.Delta, bool) {
+	d := events.Delta{Index: int(ev.Index)}
 	switch ev.Delta.Type {
 	case "text_delta":
 		d.Kind, d.Text = "text", ev.Delta.Text
@@ -509,16 +512,16 @@ func delta(ev sdk.MessageStreamEventUnion) (session.Delta, bool) {
 // content is the session's blocks of the accumulated message; when not
 // complete (an aborted call), a tool call whose arguments are not yet a
 // whole JSON object is left out.
-func content(m sdk.Message, complete bool) []session.Block {
-	var out []session.Block
+func content(m sdk.Message, complete bool) []transcript.Block {
+	var out []transcript.Block
 	for _, b := range m.Content {
 		switch b.Type {
 		case "text":
-			out = append(out, session.TextBlock(b.Text))
+			out = append(out, transcript.TextBlock(b.Text))
 		case "thinking":
-			out = append(out, session.Block{Type: session.BlockThinking, Thinking: b.Thinking, ThinkingSignature: b.Signature})
+			out = append(out, transcript.Block{Type: transcript.BlockThinking, Thinking: b.Thinking, ThinkingSignature: b.Signature})
 		case "redacted_thinking":
-			out = append(out, session.Block{Type: session.BlockThinking, Thinking: b.Data, Redacted: true})
+			out = append(out, transcript.Block{Type: transcript.BlockThinking, Thinking: b.Data, Redacted: true})
 		case "tool_use":
 			args := json.RawMessage(b.Input)
 			if len(args) == 0 {
@@ -530,7 +533,7 @@ func content(m sdk.Message, complete bool) []session.Block {
 				}
 				args = json.RawMessage("{}")
 			}
-			out = append(out, session.Block{Type: session.BlockToolCall, ID: b.ID, Name: b.Name, Arguments: append(json.RawMessage(nil), args...)})
+			out = append(out, transcript.Block{Type: transcript.BlockToolCall, ID: b.ID, Name: b.Name, Arguments: append(json.RawMessage(nil), args...)})
 		}
 	}
 	return out
@@ -543,8 +546,8 @@ func isObject(raw json.RawMessage) bool {
 
 // usage is the session's usage of the API's: a negative count (which no
 // server should send) is 0, and the total saturates at math.MaxInt.
-func usage(u sdk.Usage) *session.Usage {
-	out := &session.Usage{
+func usage(u sdk.Usage) *transcript.Usage {
+	out := &transcript.Usage{
 		Input:      count(u.InputTokens),
 		Output:     count(u.OutputTokens),
 		CacheRead:  count(u.CacheReadInputTokens),

@@ -21,9 +21,14 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/history"
 	"github.com/agentfsm/agentfsm/internal/providertest"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/anthropic"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 func TestMain(m *testing.M) {
@@ -45,27 +50,27 @@ func newAgent(srv *providertest.Server, tools ...anthropic.Tool) *anthropic.Agen
 	return anthropic.New(anthropic.Options{
 		BaseURL:    srv.BaseURL(),
 		HTTPClient: srv.Client(),
-		Secrets:    session.EnvSecrets{Lookup: lookup},
+		Secrets:    credentials.EnvSecrets{Lookup: lookup},
 		Tools:      tools,
 	})
 }
 
 // fastConfig retries at once (in fake time, a millisecond).
-func fastConfig() session.Config {
-	cfg := session.DefaultConfig()
+func fastConfig() policy.Config {
+	cfg := policy.DefaultConfig()
 	cfg.Retry.BaseDelayMs = 1
 	return cfg
 }
 
-// events records what a session emits.
-type events struct {
+// recorder records what a session emits.
+type recorder struct {
 	mu  sync.Mutex
-	evs []session.Event
+	evs []events.Event
 }
 
-func watch(s *session.Session) *events {
-	e := &events{}
-	s.Subscribe(func(ev session.Event) {
+func watch(s *session.Session) *recorder {
+	e := &recorder{}
+	s.Subscribe(func(ev events.Event) {
 		e.mu.Lock()
 		defer e.mu.Unlock()
 		e.evs = append(e.evs, ev)
@@ -73,18 +78,18 @@ func watch(s *session.Session) *events {
 	return e
 }
 
-func (e *events) all() []session.Event {
+func (e *recorder) all() []events.Event {
 	synctest.Wait()
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	return append([]session.Event(nil), e.evs...)
+	return append([]events.Event(nil), e.evs...)
 }
 
 // ends are the messages of the MessageEnd events.
-func (e *events) ends() []session.Message {
-	var out []session.Message
+func (e *recorder) ends() []transcript.Message {
+	var out []transcript.Message
 	for _, ev := range e.all() {
-		if m, ok := ev.(session.MessageEnd); ok {
+		if m, ok := ev.(events.MessageEnd); ok {
 			out = append(out, m.Message)
 		}
 	}
@@ -98,7 +103,7 @@ func text(s string) providertest.Reply {
 	}.Reply()
 }
 
-func newSession(t *testing.T, a *anthropic.Agent, cfg session.Config, opts ...session.Option) *session.Session {
+func newSession(t *testing.T, a *anthropic.Agent, cfg policy.Config, opts ...session.Option) *session.Session {
 	t.Helper()
 	s, err := session.New(a, append([]session.Option{session.WithConfig(cfg), session.WithModel(a.Model())}, opts...)...)
 	require.NoError(t, err)
@@ -145,20 +150,20 @@ func TestOverloadedThenSuccess(t *testing.T) {
 		ends := ev.ends()
 		require.Len(t, ends, 2)
 		failed := ends[0]
-		assert.Equal(t, classify.StopReasonError, failed.StopReason)
+		assert.Equal(t, transcript.StopReasonError, failed.StopReason)
 		assert.Equal(t, "529 overloaded_error: Overloaded", failed.ErrorMessage)
 		assert.Equal(t, 529, failed.HTTPStatus)
 		assert.Equal(t, "overloaded_error", failed.ErrorType)
 		assert.True(t, strings.HasPrefix(failed.Headers["request-id"], "req_"), failed.Headers)
 		answer := ends[1]
-		assert.Equal(t, classify.StopReasonStop, answer.StopReason)
+		assert.Equal(t, transcript.StopReasonStop, answer.StopReason)
 		assert.Equal(t, "anthropic", answer.Provider)
 		assert.Equal(t, providertest.AnthropicModel, answer.Model)
-		assert.Equal(t, &session.Usage{Input: 120, Output: 8, CacheRead: 40, CacheWrite: 10, TotalTokens: 178}, answer.Usage)
-		assert.Equal(t, 1, count[session.AutoRetryStart](ev.all()))
+		assert.Equal(t, &transcript.Usage{Input: 120, Output: 8, CacheRead: 40, CacheWrite: 10, TotalTokens: 178}, answer.Usage)
+		assert.Equal(t, 1, count[events.AutoRetryStart](ev.all()))
 		var deltas []string
 		for _, e := range ev.all() {
-			if u, ok := e.(session.MessageUpdate); ok {
+			if u, ok := e.(events.MessageUpdate); ok {
 				assert.Equal(t, "text", u.Delta.Kind)
 				deltas = append(deltas, u.Delta.Text)
 			}
@@ -168,7 +173,7 @@ func TestOverloadedThenSuccess(t *testing.T) {
 }
 
 // count returns a counter of the events of type E.
-func count[E session.Event](evs []session.Event) int {
+func count[E events.Event](evs []events.Event) int {
 	n := 0
 	for _, ev := range evs {
 		if _, ok := ev.(E); ok {
@@ -193,7 +198,7 @@ func TestRateLimitHonoursRetryAfter(t *testing.T) {
 		assert.Equal(t, 20*time.Second, time.Since(start))
 		var waits []int64
 		for _, e := range ev.all() {
-			if r, ok := e.(session.AutoRetryStart); ok {
+			if r, ok := e.(events.AutoRetryStart); ok {
 				waits = append(waits, r.DelayMs)
 			}
 		}
@@ -222,7 +227,7 @@ func TestOverflowCompactsAndContinues(t *testing.T) {
 		srv.Push(providertest.AnthropicPromptTooLong(213462, 200000), text("continued"))
 		require.NoError(t, s.Prompt(t.Context(), "and now?"))
 		assert.Equal(t, "continued", lastText(s))
-		assert.Equal(t, 1, count[session.AutoCompactionStart](ev.all()))
+		assert.Equal(t, 1, count[events.AutoCompactionStart](ev.all()))
 
 		reqs := srv.Settled()
 		require.Len(t, reqs, 5)
@@ -255,9 +260,9 @@ func TestCutStreamIsRetried(t *testing.T) {
 				require.NoError(t, s.Prompt(t.Context(), "hi"))
 				assert.Equal(t, "whole", lastText(s))
 				failed := ev.ends()[0]
-				assert.Equal(t, classify.StopReasonError, failed.StopReason)
+				assert.Equal(t, transcript.StopReasonError, failed.StopReason)
 				assert.Error(t, failed.Err)
-				assert.Equal(t, 1, count[session.AutoRetryStart](ev.all()), failed.ErrorMessage)
+				assert.Equal(t, 1, count[events.AutoRetryStart](ev.all()), failed.ErrorMessage)
 			})
 		})
 	}
@@ -316,17 +321,17 @@ func TestToolRoundTripSurvivesRetry(t *testing.T) {
 
 		ends := ev.ends()
 		require.Len(t, ends, 5)
-		assert.Equal(t, classify.StopReasonToolUse, ends[0].StopReason)
-		assert.Equal(t, []session.Block{
-			{Type: session.BlockThinking, Thinking: "Read it first.", ThinkingSignature: "sig-1"},
-			session.TextBlock("Reading."),
-			{Type: session.BlockToolCall, ID: "toolu_1", Name: "read", Arguments: json.RawMessage(`{"path":"main.go"}`)},
-			{Type: session.BlockToolCall, ID: "toolu_2", Name: "fail", Arguments: json.RawMessage(`{}`)},
+		assert.Equal(t, transcript.StopReasonToolUse, ends[0].StopReason)
+		assert.Equal(t, []transcript.Block{
+			{Type: transcript.BlockThinking, Thinking: "Read it first.", ThinkingSignature: "sig-1"},
+			transcript.TextBlock("Reading."),
+			{Type: transcript.BlockToolCall, ID: "toolu_1", Name: "read", Arguments: json.RawMessage(`{"path":"main.go"}`)},
+			{Type: transcript.BlockToolCall, ID: "toolu_2", Name: "fail", Arguments: json.RawMessage(`{}`)},
 		}, ends[0].Content)
-		assert.Equal(t, session.Message{Role: session.RoleToolResult, ToolCallID: "toolu_1", ToolName: "read",
-			Content: session.TextContent("package main")}, withoutStamp(ends[1]))
-		assert.Equal(t, session.Message{Role: session.RoleToolResult, ToolCallID: "toolu_2", ToolName: "fail", ToolError: true,
-			Content: session.TextContent("disk on fire")}, withoutStamp(ends[2]))
+		assert.Equal(t, transcript.Message{Role: transcript.RoleToolResult, ToolCallID: "toolu_1", ToolName: "read",
+			Content: transcript.TextContent("package main")}, withoutStamp(ends[1]))
+		assert.Equal(t, transcript.Message{Role: transcript.RoleToolResult, ToolCallID: "toolu_2", ToolName: "fail", ToolError: true,
+			Content: transcript.TextContent("disk on fire")}, withoutStamp(ends[2]))
 		assert.Equal(t, "529 overloaded_error: Overloaded", ends[3].ErrorMessage)
 
 		reqs := srv.Settled()
@@ -348,7 +353,7 @@ func TestToolRoundTripSurvivesRetry(t *testing.T) {
 	})
 }
 
-func withoutStamp(m session.Message) session.Message {
+func withoutStamp(m transcript.Message) transcript.Message {
 	m.ID, m.Timestamp = "", 0
 	return m
 }
@@ -368,16 +373,16 @@ func TestAbortMidStream(t *testing.T) {
 		synctest.Wait()
 		s.Abort()
 		err := <-done
-		require.ErrorIs(t, err, session.ErrAborted)
+		require.ErrorIs(t, err, policy.ErrAborted)
 		reqs := srv.Settled()
 		require.Len(t, reqs, 1)
 		assert.True(t, reqs[0].Cancelled)
 		assert.False(t, reqs[0].Complete)
 		ends := ev.ends()
 		require.Len(t, ends, 1)
-		assert.Equal(t, classify.StopReasonAborted, ends[0].StopReason)
-		assert.Equal(t, []session.Block{session.TextBlock("this ")}, ends[0].Content)
-		assert.Equal(t, 0, count[session.AutoRetryStart](ev.all()))
+		assert.Equal(t, transcript.StopReasonAborted, ends[0].StopReason)
+		assert.Equal(t, []transcript.Block{transcript.TextBlock("this ")}, ends[0].Content)
+		assert.Equal(t, 0, count[events.AutoRetryStart](ev.all()))
 	})
 }
 
@@ -393,7 +398,7 @@ func TestPromptDeadlineMidStream(t *testing.T) {
 		defer cancel()
 		start := time.Now()
 		err := s.Prompt(ctx, "hi")
-		require.ErrorIs(t, err, session.ErrAborted)
+		require.ErrorIs(t, err, policy.ErrAborted)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		assert.Equal(t, 30*time.Second, time.Since(start))
 		assert.True(t, srv.Settled()[0].Cancelled)
@@ -417,11 +422,11 @@ func TestUsageLimitSwitchesKey(t *testing.T) {
 				srv.Push(providertest.AnthropicOverloaded(), tc.reply, text("paid for"))
 				cfg := fastConfig()
 				cfg.Retry.Rules = classify.Extended
-				creds := session.NewMemoryCredentials(nil,
-					session.Credential{ID: "a", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_A"},
-					session.Credential{ID: "b", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_B"})
+				creds := credentials.NewMemoryCredentials(nil,
+					policy.Credential{ID: "a", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_A"},
+					policy.Credential{ID: "b", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_B"})
 				path := filepath.Join(t.TempDir(), "history.jsonl")
-				h, err := session.OpenFileHistory(path)
+				h, err := history.OpenFileHistory(path)
 				require.NoError(t, err)
 				var logs bytes.Buffer
 				logger := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -467,11 +472,11 @@ func TestUsageLimitSwitchesKey(t *testing.T) {
 func TestMissingSecretFailsBeforeEmitting(t *testing.T) {
 	srv := providertest.NewAnthropic(t)
 	a := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
-		Secrets: session.EnvSecrets{Lookup: func(string) (string, bool) { return "", false }}})
-	var evs []session.Event
-	err := a.Run(t.Context(), session.RunRequest{Context: []session.Message{{Role: session.RoleUser, Content: session.TextContent("hi")}}},
-		func(e session.Event) { evs = append(evs, e) })
-	require.ErrorIs(t, err, session.ErrNoSecret)
+		Secrets: credentials.EnvSecrets{Lookup: func(string) (string, bool) { return "", false }}})
+	var evs []events.Event
+	err := a.Run(t.Context(), session.RunRequest{Context: []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("hi")}}},
+		func(e events.Event) { evs = append(evs, e) })
+	require.ErrorIs(t, err, credentials.ErrNoSecret)
 	assert.Contains(t, err.Error(), "ANTHROPIC_API_KEY")
 	assert.Empty(t, evs)
 	assert.Empty(t, srv.Requests())
@@ -482,8 +487,8 @@ func TestMissingSecretFailsBeforeEmitting(t *testing.T) {
 func TestStreamErrorEvent(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := providertest.NewAnthropic(t)
-		events := providertest.AnthropicMessage{Content: []providertest.AnthropicBlock{providertest.AnthropicText("partial answer")}}.Events()[:4]
-		srv.Push(providertest.Reply{Events: append(events, providertest.AnthropicErrorEvent("overloaded_error", "Overloaded"))}, text("whole"))
+		evs := providertest.AnthropicMessage{Content: []providertest.AnthropicBlock{providertest.AnthropicText("partial answer")}}.Events()[:4]
+		srv.Push(providertest.Reply{Events: append(evs, providertest.AnthropicErrorEvent("overloaded_error", "Overloaded"))}, text("whole"))
 		s := newSession(t, newAgent(srv), fastConfig())
 		ev := watch(s)
 		require.NoError(t, s.Prompt(t.Context(), "hi"))
@@ -491,7 +496,7 @@ func TestStreamErrorEvent(t *testing.T) {
 		assert.Equal(t, "overloaded_error: Overloaded", failed.ErrorMessage)
 		assert.Equal(t, "overloaded_error", failed.ErrorType)
 		assert.Zero(t, failed.HTTPStatus)
-		assert.Equal(t, 1, count[session.AutoRetryStart](ev.all()))
+		assert.Equal(t, 1, count[events.AutoRetryStart](ev.all()))
 	})
 }
 
@@ -514,20 +519,20 @@ func TestContextWindowExceededIsOverflow(t *testing.T) {
 		srv.Push(full.Reply(), text("continued"))
 		require.NoError(t, s.Prompt(t.Context(), "and now?"))
 		assert.Equal(t, "continued", lastText(s))
-		assert.Equal(t, 1, count[session.AutoCompactionStart](ev.all()))
+		assert.Equal(t, 1, count[events.AutoCompactionStart](ev.all()))
 		ends := ev.ends()
 		overflow := ends[len(ends)-2]
-		assert.Equal(t, classify.StopReasonError, overflow.StopReason)
+		assert.Equal(t, transcript.StopReasonError, overflow.StopReason)
 		assert.Equal(t, "model_context_window_exceeded", overflow.ErrorType)
 		assert.Contains(t, overflow.ErrorMessage, "model_context_window_exceeded")
 	})
 }
 
 // run calls the agent once, outside a session, and returns its events.
-func run(t *testing.T, a *anthropic.Agent, ctx []session.Message) ([]session.Event, error) {
+func run(t *testing.T, a *anthropic.Agent, ctx []transcript.Message) ([]events.Event, error) {
 	t.Helper()
-	var evs []session.Event
-	err := a.Run(t.Context(), session.RunRequest{Context: ctx, Model: a.Model()}, func(e session.Event) { evs = append(evs, e) })
+	var evs []events.Event
+	err := a.Run(t.Context(), session.RunRequest{Context: ctx, Model: a.Model()}, func(e events.Event) { evs = append(evs, e) })
 	return evs, err
 }
 
@@ -538,25 +543,25 @@ func run(t *testing.T, a *anthropic.Agent, ctx []session.Message) ([]session.Eve
 func TestContextConversion(t *testing.T) {
 	srv := providertest.NewAnthropic(t)
 	srv.Push(providertest.AnthropicMessage{Content: []providertest.AnthropicBlock{providertest.AnthropicText("cut")}, StopReason: "max_tokens"}.Reply())
-	ctx := []session.Message{
-		{Role: session.RoleSummary, Content: session.TextContent("We read main.go.")},
-		{Role: session.RoleUser, Content: []session.Block{session.TextBlock("look:"), {Type: session.BlockImage, Data: "iVBORw0KGgo=", MimeType: "image/png"}}},
-		{Role: session.RoleAssistant, StopReason: classify.StopReasonStop, Content: []session.Block{
-			{Type: session.BlockThinking, Thinking: "opaque==", Redacted: true},
-			{Type: session.BlockThinking, Thinking: "another model's reasoning"},
-			{Type: session.BlockToolCall, ID: "toolu_9", Name: "read", Arguments: json.RawMessage(`{"path":"a<b>.go"}`)},
+	ctx := []transcript.Message{
+		{Role: transcript.RoleSummary, Content: transcript.TextContent("We read main.go.")},
+		{Role: transcript.RoleUser, Content: []transcript.Block{transcript.TextBlock("look:"), {Type: transcript.BlockImage, Data: "iVBORw0KGgo=", MimeType: "image/png"}}},
+		{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop, Content: []transcript.Block{
+			{Type: transcript.BlockThinking, Thinking: "opaque==", Redacted: true},
+			{Type: transcript.BlockThinking, Thinking: "another model's reasoning"},
+			{Type: transcript.BlockToolCall, ID: "toolu_9", Name: "read", Arguments: json.RawMessage(`{"path":"a<b>.go"}`)},
 		}},
-		{Role: session.RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: "529 overloaded_error: Overloaded"},
-		{Role: session.RoleUser, Content: session.TextContent("go on")},
+		{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError, ErrorMessage: "529 overloaded_error: Overloaded"},
+		{Role: transcript.RoleUser, Content: transcript.TextContent("go on")},
 		// Another provider's signed thinking (an OpenAI-compatible
 		// server's, signed with the field it came in) goes as text, its
 		// redacted thinking not at all: the API would refuse them.
-		{Role: session.RoleAssistant, StopReason: classify.StopReasonStop, Provider: "openai", Model: "deepseek-chat", Content: []session.Block{
-			{Type: session.BlockThinking, Thinking: "deepseek's reasoning", ThinkingSignature: "reasoning_content"},
-			{Type: session.BlockThinking, Thinking: "b3BhcXVl", Redacted: true},
-			session.TextBlock("an answer"),
+		{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop, Provider: "openai", Model: "deepseek-chat", Content: []transcript.Block{
+			{Type: transcript.BlockThinking, Thinking: "deepseek's reasoning", ThinkingSignature: "reasoning_content"},
+			{Type: transcript.BlockThinking, Thinking: "b3BhcXVl", Redacted: true},
+			transcript.TextBlock("an answer"),
 		}},
-		{Role: session.RoleUser, Content: session.TextContent("and then?")},
+		{Role: transcript.RoleUser, Content: transcript.TextContent("and then?")},
 	}
 	evs, err := run(t, newAgent(srv), ctx)
 	require.NoError(t, err)
@@ -576,21 +581,21 @@ func TestContextConversion(t *testing.T) {
 	for _, e := range evs {
 		kinds = append(kinds, fmt.Sprintf("%T", e))
 	}
-	assert.Equal(t, []string{"policy.AgentStart", "policy.TurnStart", "policy.MessageStart", "policy.MessageUpdate",
-		"policy.MessageEnd", "policy.TurnEnd", "policy.AgentEnd"}, kinds)
-	end := evs[4].(session.MessageEnd).Message
-	assert.Equal(t, classify.StopReasonLength, end.StopReason)
-	assert.Equal(t, []session.Message{end}, evs[6].(session.AgentEnd).Messages)
+	assert.Equal(t, []string{"events.AgentStart", "events.CallStart", "events.MessageStart", "events.MessageUpdate",
+		"events.MessageEnd", "events.CallEnd", "events.AgentEnd"}, kinds)
+	end := evs[4].(events.MessageEnd).Message
+	assert.Equal(t, transcript.StopReasonLength, end.StopReason)
+	assert.Equal(t, []transcript.Message{end}, evs[6].(events.AgentEnd).Messages)
 }
 
 // Bad input fails the run before it emits or sends anything, with an error
 // that names what was wrong.
 func TestBadInputFailsBeforeEmitting(t *testing.T) {
-	good := []session.Message{{Role: session.RoleUser, Content: session.TextContent("hi")}}
+	good := []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("hi")}}
 	for _, tc := range []struct {
 		name  string
 		tools []anthropic.Tool
-		ctx   []session.Message
+		ctx   []transcript.Message
 		want  string
 	}{
 		{"schema not an object", []anthropic.Tool{{Name: "x", Schema: json.RawMessage(`[1]`)}}, good, `tool "x": the schema is not a JSON object`},
@@ -598,18 +603,18 @@ func TestBadInputFailsBeforeEmitting(t *testing.T) {
 		{"required not names", []anthropic.Tool{{Name: "x", Schema: json.RawMessage(`{"required":"a"}`)}}, good, `tool "x": the schema's required`},
 		{"tool without name", []anthropic.Tool{{}}, good, "a tool has no name"},
 		{"two tools of one name", []anthropic.Tool{{Name: "x"}, {Name: "x"}}, good, `two tools are named "x"`},
-		{"image in an assistant message", nil, []session.Message{{Role: session.RoleAssistant, StopReason: classify.StopReasonStop,
-			Content: []session.Block{{Type: session.BlockImage, Data: "x", MimeType: "image/png"}}}}, `message 0: an assistant message cannot hold a block of type "image"`},
-		{"tool call in a user message", nil, []session.Message{{Role: session.RoleUser,
-			Content: []session.Block{{Type: session.BlockToolCall, ID: "t"}}}}, `message 0: a user message cannot hold a block of type "toolCall"`},
-		{"arguments not an object", nil, []session.Message{{Role: session.RoleAssistant, StopReason: classify.StopReasonToolUse,
-			Content: []session.Block{{Type: session.BlockToolCall, ID: "t", Arguments: json.RawMessage(`[]`)}}}}, `tool call "t": arguments are not a JSON object`},
-		{"unknown role", nil, []session.Message{{Role: "system"}}, `message 0: unknown role "system"`},
+		{"image in an assistant message", nil, []transcript.Message{{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop,
+			Content: []transcript.Block{{Type: transcript.BlockImage, Data: "x", MimeType: "image/png"}}}}, `message 0: an assistant message cannot hold a block of type "image"`},
+		{"tool call in a user message", nil, []transcript.Message{{Role: transcript.RoleUser,
+			Content: []transcript.Block{{Type: transcript.BlockToolCall, ID: "t"}}}}, `message 0: a user message cannot hold a block of type "toolCall"`},
+		{"arguments not an object", nil, []transcript.Message{{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonToolUse,
+			Content: []transcript.Block{{Type: transcript.BlockToolCall, ID: "t", Arguments: json.RawMessage(`[]`)}}}}, `tool call "t": arguments are not a JSON object`},
+		{"unknown role", nil, []transcript.Message{{Role: "system"}}, `message 0: unknown role "system"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := providertest.NewAnthropic(t)
 			a := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
-				Secrets: session.EnvSecrets{Lookup: lookup}, Tools: tc.tools})
+				Secrets: credentials.EnvSecrets{Lookup: lookup}, Tools: tc.tools})
 			evs, err := run(t, a, tc.ctx)
 			require.Error(t, err)
 			assert.Contains(t, err.Error(), tc.want)
@@ -623,7 +628,7 @@ func TestBadInputFailsBeforeEmitting(t *testing.T) {
 // The agent names its model with the context window the table knows; a
 // dated ID takes its family's; the embedder's table overrides.
 func TestModelContextWindow(t *testing.T) {
-	assert.Equal(t, session.Model{Provider: "anthropic", ID: anthropic.DefaultModel, ContextWindow: 200000}, anthropic.New(anthropic.Options{}).Model())
+	assert.Equal(t, policy.Model{Provider: "anthropic", ID: anthropic.DefaultModel, ContextWindow: 200000}, anthropic.New(anthropic.Options{}).Model())
 	assert.Equal(t, 200000, anthropic.New(anthropic.Options{Model: "claude-sonnet-4-5-20250929"}).Model().ContextWindow)
 	assert.Equal(t, 1000000, anthropic.New(anthropic.Options{Model: "claude-sonnet-4-5",
 		ContextWindows: map[string]int{"claude-sonnet-4-5": 1000000}}).Model().ContextWindow)
@@ -674,11 +679,11 @@ func TestErrorClasses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := providertest.NewAnthropic(t)
 			srv.Push(tc.reply)
-			evs, err := run(t, newAgent(srv), []session.Message{{Role: session.RoleUser, Content: session.TextContent("hi")}})
+			evs, err := run(t, newAgent(srv), []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("hi")}})
 			require.NoError(t, err)
-			var m session.Message
+			var m transcript.Message
 			for _, e := range evs {
-				if end, ok := e.(session.MessageEnd); ok {
+				if end, ok := e.(events.MessageEnd); ok {
 					m = end.Message
 				}
 			}
@@ -711,7 +716,7 @@ func TestResetAfterMessageStopIsSuccess(t *testing.T) {
 		ev := watch(s)
 		require.NoError(t, s.Prompt(t.Context(), "hi"))
 		assert.Equal(t, "complete", lastText(s))
-		assert.Equal(t, 0, count[session.AutoRetryStart](ev.all()))
+		assert.Equal(t, 0, count[events.AutoRetryStart](ev.all()))
 		assert.Len(t, srv.Settled(), 1)
 	})
 }
@@ -723,16 +728,16 @@ func TestSummaryFollowsKeySwitch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := providertest.NewAnthropic(t)
 		agent := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
-			Secrets: session.EnvSecrets{Lookup: func(name string) (string, bool) {
+			Secrets: credentials.EnvSecrets{Lookup: func(name string) (string, bool) {
 				v, ok := map[string]string{"ANTHROPIC_API_KEY": "sk-ant-default", "KEY_A": keyA, "KEY_B": keyB}[name]
 				return v, ok
 			}}})
 		cfg := fastConfig()
 		cfg.Retry.Rules = classify.Extended
 		cfg.Compaction.KeepRecentTokens = 5
-		creds := session.NewMemoryCredentials(nil,
-			session.Credential{ID: "a", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_A"},
-			session.Credential{ID: "b", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_B"})
+		creds := credentials.NewMemoryCredentials(nil,
+			policy.Credential{ID: "a", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_A"},
+			policy.Credential{ID: "b", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_B"})
 		s := newSession(t, agent, cfg, session.WithCredentials(creds), session.WithSummarizer(session.AgentSummarizer{Agent: agent}))
 		srv.Push(text("first answer"), providertest.AnthropicCreditBalanceTooLow(), providertest.AnthropicPromptTooLong(213462, 200000),
 			text("## Goal\nAnswer the questions."), text("continued"))
@@ -769,18 +774,18 @@ func TestToolRoundsCap(t *testing.T) {
 			return "package main", nil
 		}}
 		agent := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
-			Secrets: session.EnvSecrets{Lookup: lookup}, Tools: []anthropic.Tool{read}, MaxToolRounds: 2})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}, Tools: []anthropic.Tool{read}, MaxToolRounds: 2})
 		s := newSession(t, agent, fastConfig())
 		ev := watch(s)
 		err := s.Prompt(t.Context(), "loop")
-		require.ErrorIs(t, err, session.ErrProvider)
+		require.ErrorIs(t, err, policy.ErrProvider)
 		assert.ErrorContains(t, err, "cap of 2 tool rounds")
 		assert.Equal(t, 2, runs)
 		assert.Len(t, srv.Settled(), 2, "no model call past the cap")
-		assert.Zero(t, count[session.AutoRetryStart](ev.all()), "not retried")
+		assert.Zero(t, count[events.AutoRetryStart](ev.all()), "not retried")
 		ends := ev.ends()
 		last := ends[len(ends)-1]
-		assert.Equal(t, classify.StopReasonError, last.StopReason)
+		assert.Equal(t, transcript.StopReasonError, last.StopReason)
 		assert.Equal(t, anthropic.ErrorTypeToolRounds, last.ErrorType)
 		assert.Equal(t, "anthropic: the run reached its cap of 2 tool rounds (Options.MaxToolRounds) and the model still calls tools", last.ErrorMessage)
 		assert.Equal(t, 1, srv.Pending(), "the third reply is never asked for")
@@ -808,7 +813,7 @@ func TestToolRoundsUncapped(t *testing.T) {
 		srv.Push(text("done"))
 		read := anthropic.Tool{Name: "read", Run: func(context.Context, json.RawMessage) (string, error) { return "x", nil }}
 		agent := anthropic.New(anthropic.Options{BaseURL: srv.BaseURL(), HTTPClient: srv.Client(),
-			Secrets: session.EnvSecrets{Lookup: lookup}, Tools: []anthropic.Tool{read}, MaxToolRounds: -1})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}, Tools: []anthropic.Tool{read}, MaxToolRounds: -1})
 		s := newSession(t, agent, fastConfig())
 		require.NoError(t, s.Prompt(t.Context(), "loop"))
 		assert.Equal(t, "done", lastText(s))

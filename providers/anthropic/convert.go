@@ -6,8 +6,7 @@ import (
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
-	"github.com/agentfsm/agentfsm/classify"
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // summaryPrefix introduces a compaction's summary to the model.
@@ -27,13 +26,13 @@ const summaryPrefix = "The conversation before this point was compacted into the
 //     left out;
 //   - a tool call whose result is missing gets an error result, so the
 //     request stays valid after a run stopped between the two.
-func messageParams(ms []session.Message) ([]sdk.MessageParam, error) {
+func messageParams(ms []transcript.Message) ([]sdk.MessageParam, error) {
 	type turn struct {
 		user   bool
 		blocks []sdk.ContentBlockParamUnion
 	}
 	var turns []turn
-	var pending []session.Block // tool calls of the last assistant turn without a result yet
+	var pending []transcript.Block // tool calls of the last assistant turn without a result yet
 	add := func(user bool, blocks ...sdk.ContentBlockParamUnion) {
 		if len(blocks) == 0 {
 			return
@@ -52,7 +51,7 @@ func messageParams(ms []session.Message) ([]sdk.MessageParam, error) {
 	}
 	for i, m := range ms {
 		switch m.Role {
-		case session.RoleToolResult:
+		case transcript.RoleToolResult:
 			block, err := toolResult(m)
 			if err != nil {
 				return nil, fmt.Errorf("anthropic: message %d: %w", i, err)
@@ -64,16 +63,16 @@ func messageParams(ms []session.Message) ([]sdk.MessageParam, error) {
 				}
 			}
 			add(true, block)
-		case session.RoleUser, session.RoleSummary:
+		case transcript.RoleUser, transcript.RoleSummary:
 			flush()
 			blocks, err := userBlocks(m)
 			if err != nil {
 				return nil, fmt.Errorf("anthropic: message %d: %w", i, err)
 			}
 			add(true, blocks...)
-		case session.RoleAssistant:
+		case transcript.RoleAssistant:
 			flush()
-			if m.StopReason == classify.StopReasonError || m.StopReason == classify.StopReasonAborted {
+			if m.StopReason == transcript.StopReasonError || m.StopReason == transcript.StopReasonAborted {
 				continue
 			}
 			blocks, calls, err := assistantBlocks(m)
@@ -100,19 +99,19 @@ func messageParams(ms []session.Message) ([]sdk.MessageParam, error) {
 	return out, nil
 }
 
-func userBlocks(m session.Message) ([]sdk.ContentBlockParamUnion, error) {
+func userBlocks(m transcript.Message) ([]sdk.ContentBlockParamUnion, error) {
 	var out []sdk.ContentBlockParamUnion
 	for _, b := range m.Content {
 		switch b.Type {
-		case session.BlockText:
+		case transcript.BlockText:
 			text := b.Text
-			if m.Role == session.RoleSummary {
+			if m.Role == transcript.RoleSummary {
 				text = summaryPrefix + text
 			}
 			if text != "" {
 				out = append(out, sdk.NewTextBlock(text))
 			}
-		case session.BlockImage:
+		case transcript.BlockImage:
 			out = append(out, sdk.NewImageBlockBase64(b.MimeType, b.Data))
 		default:
 			return nil, fmt.Errorf("a %s message cannot hold a block of type %q", m.Role, b.Type)
@@ -121,16 +120,16 @@ func userBlocks(m session.Message) ([]sdk.ContentBlockParamUnion, error) {
 	return out, nil
 }
 
-func assistantBlocks(m session.Message) (blocks []sdk.ContentBlockParamUnion, calls []session.Block, err error) {
+func assistantBlocks(m transcript.Message) (blocks []sdk.ContentBlockParamUnion, calls []transcript.Block, err error) {
 	// A message with no provider is taken as this one's.
 	own := m.Provider == "" || m.Provider == Provider
 	for _, b := range m.Content {
 		switch b.Type {
-		case session.BlockText:
+		case transcript.BlockText:
 			if b.Text != "" {
 				blocks = append(blocks, sdk.NewTextBlock(b.Text))
 			}
-		case session.BlockThinking:
+		case transcript.BlockThinking:
 			switch {
 			case b.Redacted && own:
 				blocks = append(blocks, sdk.NewRedactedThinkingBlock(b.Thinking))
@@ -140,7 +139,7 @@ func assistantBlocks(m session.Message) (blocks []sdk.ContentBlockParamUnion, ca
 			case b.Thinking != "":
 				blocks = append(blocks, sdk.NewTextBlock(b.Thinking))
 			}
-		case session.BlockToolCall:
+		case transcript.BlockToolCall:
 			args := b.Arguments
 			if args == nil {
 				args = json.RawMessage("{}")
@@ -157,18 +156,18 @@ func assistantBlocks(m session.Message) (blocks []sdk.ContentBlockParamUnion, ca
 	return blocks, calls, nil
 }
 
-func toolResult(m session.Message) (sdk.ContentBlockParamUnion, error) {
+func toolResult(m transcript.Message) (sdk.ContentBlockParamUnion, error) {
 	r := sdk.ToolResultBlockParam{ToolUseID: m.ToolCallID}
 	if m.ToolError {
 		r.IsError = sdk.Bool(true)
 	}
 	for _, b := range m.Content {
 		switch b.Type {
-		case session.BlockText:
+		case transcript.BlockText:
 			if b.Text != "" {
 				r.Content = append(r.Content, sdk.ToolResultBlockParamContentUnion{OfText: &sdk.TextBlockParam{Text: b.Text}})
 			}
-		case session.BlockImage:
+		case transcript.BlockImage:
 			img := sdk.NewImageBlockBase64(b.MimeType, b.Data)
 			r.Content = append(r.Content, sdk.ToolResultBlockParamContentUnion{OfImage: img.OfImage})
 		default:

@@ -15,9 +15,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/internal/providertest"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/anthropic"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // streamHandler answers every request with a 200 event stream that starts
@@ -66,11 +69,11 @@ func TestEventWithoutEndIsBounded(t *testing.T) {
 			return nil
 		})
 		a := anthropic.New(anthropic.Options{BaseURL: "http://anthropic.test", HTTPClient: providertest.Client(handler),
-			Secrets: session.EnvSecrets{Lookup: lookup}})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}})
 		s := newSession(t, a, fastConfig())
 		rec := watch(s)
 		err := s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrProvider)
+		require.ErrorIs(t, err, policy.ErrProvider)
 		ends := rec.ends()
 		require.Len(t, ends, 1, "the failure is not retried")
 		assert.ErrorIs(t, ends[0].Err, session.ErrStreamLimit)
@@ -103,7 +106,7 @@ func TestEndlessAnswerIsLinear(t *testing.T) {
 			return err
 		})
 		a := anthropic.New(anthropic.Options{BaseURL: "http://anthropic.test", HTTPClient: providertest.Client(handler),
-			Secrets: session.EnvSecrets{Lookup: lookup}})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}})
 		s := newSession(t, a, fastConfig())
 		var before, after runtime.MemStats
 		runtime.ReadMemStats(&before)
@@ -132,6 +135,6 @@ func TestHostileUsageIsSane(t *testing.T) {
 		require.NoError(t, s.Prompt(context.Background(), "one"))
 		u := s.Messages()[1].Usage
 		require.NotNil(t, u)
-		assert.Equal(t, session.Usage{Input: 0, Output: math.MaxInt, CacheRead: 0, CacheWrite: 3, TotalTokens: math.MaxInt}, *u)
+		assert.Equal(t, transcript.Usage{Input: 0, Output: math.MaxInt, CacheRead: 0, CacheWrite: 3, TotalTokens: math.MaxInt}, *u)
 	})
 }

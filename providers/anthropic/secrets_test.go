@@ -20,10 +20,14 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/providertest"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/anthropic"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // leakDump writes every form of what a session gave out: its events (Go
@@ -31,7 +35,7 @@ import (
 // (%+v), the turn errors, the history and the log lines. It fails the
 // test when errors.As reaches the SDK's error (which holds the request,
 // and the key in its header) from any error.
-func leakDump(t *testing.T, evs []session.Event, turnErrs []error, s *session.Session, logs string) string {
+func leakDump(t *testing.T, evs []events.Event, turnErrs []error, s *session.Session, logs string) string {
 	t.Helper()
 	var all strings.Builder
 	checkErr := func(err error) {
@@ -51,13 +55,13 @@ func leakDump(t *testing.T, evs []session.Event, turnErrs []error, s *session.Se
 			all.Write(wire)
 		}
 		switch e := ev.(type) {
-		case session.MessageEnd:
+		case events.MessageEnd:
 			checkErr(e.Message.Err)
-		case session.AgentEnd:
+		case events.AgentEnd:
 			for _, m := range e.Messages {
 				checkErr(m.Err)
 			}
-		case session.TurnSettled:
+		case events.TurnSettled:
 			checkErr(e.Err)
 		}
 	}
@@ -108,7 +112,7 @@ func TestFailedCallsHoldNoKey(t *testing.T) {
 		)
 		var turnErrs []error
 		err := s.Prompt(context.Background(), "one")
-		require.ErrorIs(t, err, session.ErrProvider)
+		require.ErrorIs(t, err, policy.ErrProvider)
 		turnErrs = append(turnErrs, err)
 		require.NoError(t, s.Prompt(context.Background(), "two"))
 		assert.Equal(t, 5, len(srv.Requests()))
@@ -122,7 +126,7 @@ func TestFailedCallsHoldNoKey(t *testing.T) {
 		var args string
 		for _, m := range s.Messages() {
 			for _, b := range m.Content {
-				if b.Type == session.BlockToolCall {
+				if b.Type == transcript.BlockToolCall {
 					args = string(b.Arguments)
 				}
 			}
@@ -172,7 +176,7 @@ func TestHugeErrorBodyIsBounded(t *testing.T) {
 			_, _ = w.Write([]byte(`"}}`))
 		})
 		a := anthropic.New(anthropic.Options{BaseURL: "http://anthropic.test", HTTPClient: providertest.Client(handler),
-			Secrets: session.EnvSecrets{Lookup: lookup}})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}})
 		var before runtime.MemStats
 		runtime.GC()
 		runtime.ReadMemStats(&before)
@@ -180,7 +184,7 @@ func TestHugeErrorBodyIsBounded(t *testing.T) {
 		s := newSession(t, a, fastConfig())
 		rec := watch(s)
 		err := s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrProvider)
+		require.ErrorIs(t, err, policy.ErrProvider)
 		synctest.Wait()
 		assert.Less(t, written.Load(), int64(session.MaxErrorBody+256<<10), "the client read past the limit")
 		assert.LessOrEqual(t, len(err.Error()), session.MaxErrorMessage+len("policy: provider error: "))
@@ -217,7 +221,7 @@ func TestRedirectWithKeyHoldsNoKey(t *testing.T) {
 			http.Redirect(w, r, "/v1/messages?k="+url.QueryEscape(keyA), http.StatusTemporaryRedirect)
 		})
 		a := anthropic.New(anthropic.Options{BaseURL: "http://anthropic.test", HTTPClient: providertest.Client(handler),
-			Secrets: session.EnvSecrets{Lookup: lookup}})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}})
 		cfg := fastConfig()
 		cfg.Retry.MaxRetries = 1
 		s := newSession(t, a, cfg)

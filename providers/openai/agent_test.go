@@ -14,31 +14,35 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/providertest"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/openai"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // run calls the agent directly and returns what it emitted.
-func run(t *testing.T, fake *providertest.Server, tools []openai.Tool, ctx []session.Message) []session.Event {
+func run(t *testing.T, fake *providertest.Server, tools []openai.Tool, ctx []transcript.Message) []events.Event {
 	t.Helper()
 	agent := openai.New(openai.Options{Model: "gpt-4o", BaseURL: fake.BaseURL(), HTTPClient: fake.Client(),
-		Secrets: session.EnvSecrets{Lookup: lookup}, Tools: tools})
-	var events []session.Event
-	require.NoError(t, agent.Run(context.Background(), session.RunRequest{Context: ctx}, func(ev session.Event) { events = append(events, ev) }))
-	return events
+		Secrets: credentials.EnvSecrets{Lookup: lookup}, Tools: tools})
+	var evs []events.Event
+	require.NoError(t, agent.Run(context.Background(), session.RunRequest{Context: ctx}, func(ev events.Event) { evs = append(evs, ev) }))
+	return evs
 }
 
-func kinds(events []session.Event) []string {
+func kinds(evs []events.Event) []string {
 	var out []string
-	for _, ev := range events {
+	for _, ev := range evs {
 		switch e := ev.(type) {
-		case session.MessageUpdate:
+		case events.MessageUpdate:
 			out = append(out, "update "+e.Delta.Kind)
-		case session.MessageEnd:
+		case events.MessageEnd:
 			out = append(out, fmt.Sprintf("end %s %s", e.Message.Role, e.Message.StopReason))
 		default:
-			out = append(out, fmt.Sprintf("%T", ev)[len("policy."):])
+			out = append(out, fmt.Sprintf("%T", ev)[len("events."):])
 		}
 	}
 	return out
@@ -57,28 +61,28 @@ func TestOpenAIRunEvents(t *testing.T) {
 			providertest.OpenAICompletion{Content: "Done", FinishReason: "length"}.Reply(),
 		)
 		fail := openai.Tool{Name: "fail", Run: func(context.Context, json.RawMessage) (string, error) { return "", errors.New("disk full") }}
-		events := run(t, fake, []openai.Tool{fail}, []session.Message{{Role: session.RoleUser, Content: session.TextContent("go")}})
+		evs := run(t, fake, []openai.Tool{fail}, []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("go")}})
 		assert.Equal(t, []string{
-			"AgentStart", "TurnStart", "MessageStart",
+			"AgentStart", "CallStart", "MessageStart",
 			"update text", "update text", "update text", "update toolCall", "update toolCall",
 			"end assistant toolUse",
 			"MessageStart", "end toolResult ", "MessageStart", "end toolResult ",
-			"TurnEnd", "TurnStart", "MessageStart", "update text",
-			"end assistant length", "TurnEnd", "AgentEnd",
-		}, kinds(events))
-		end := events[len(events)-1].(session.AgentEnd)
+			"CallEnd", "CallStart", "MessageStart", "update text",
+			"end assistant length", "CallEnd", "AgentEnd",
+		}, kinds(evs))
+		end := evs[len(evs)-1].(events.AgentEnd)
 		require.Len(t, end.Messages, 4)
 		first := end.Messages[0]
-		assert.Equal(t, []session.Block{
-			session.TextBlock("Let me look."),
-			{Type: session.BlockToolCall, ID: "call_1", Name: "fail", Arguments: json.RawMessage(`{}`)},
-			{Type: session.BlockToolCall, ID: "call_2", Name: "missing", Arguments: json.RawMessage(`{"_raw":"not json"}`)},
+		assert.Equal(t, []transcript.Block{
+			transcript.TextBlock("Let me look."),
+			{Type: transcript.BlockToolCall, ID: "call_1", Name: "fail", Arguments: json.RawMessage(`{}`)},
+			{Type: transcript.BlockToolCall, ID: "call_2", Name: "missing", Arguments: json.RawMessage(`{"_raw":"not json"}`)},
 		}, first.Content)
 		assert.True(t, end.Messages[1].ToolError)
 		assert.Equal(t, "disk full", end.Messages[1].Text())
 		assert.True(t, end.Messages[2].ToolError)
 		assert.Contains(t, end.Messages[2].Text(), `no tool named "missing"`)
-		assert.Equal(t, classify.StopReasonLength, end.Messages[3].StopReason)
+		assert.Equal(t, transcript.StopReasonLength, end.Messages[3].StopReason)
 	})
 }
 
@@ -89,18 +93,18 @@ func TestOpenAIRequestMessages(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := providertest.NewOpenAI(t)
 		fake.Push(completion("fine"))
-		ctx := []session.Message{
-			{Role: session.RoleSummary, Content: session.TextContent("earlier: the user asked about Go")},
-			{Role: session.RoleUser, Content: []session.Block{session.TextBlock("what is this?"), {Type: session.BlockImage, Data: "aGk=", MimeType: "image/png"}}},
-			{Role: session.RoleAssistant, StopReason: classify.StopReasonError, ErrorMessage: "503"},
-			{Role: session.RoleAssistant, StopReason: classify.StopReasonToolUse, Content: []session.Block{
-				{Type: session.BlockThinking, Thinking: "hmm", ThinkingSignature: "sig"},
-				session.TextBlock("Looking."),
-				{Type: session.BlockToolCall, ID: "c1", Name: "shot", Arguments: json.RawMessage(`{"x":1}`)},
-				{Type: session.BlockToolCall, ID: "c2", Name: "lost"},
+		ctx := []transcript.Message{
+			{Role: transcript.RoleSummary, Content: transcript.TextContent("earlier: the user asked about Go")},
+			{Role: transcript.RoleUser, Content: []transcript.Block{transcript.TextBlock("what is this?"), {Type: transcript.BlockImage, Data: "aGk=", MimeType: "image/png"}}},
+			{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError, ErrorMessage: "503"},
+			{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonToolUse, Content: []transcript.Block{
+				{Type: transcript.BlockThinking, Thinking: "hmm", ThinkingSignature: "sig"},
+				transcript.TextBlock("Looking."),
+				{Type: transcript.BlockToolCall, ID: "c1", Name: "shot", Arguments: json.RawMessage(`{"x":1}`)},
+				{Type: transcript.BlockToolCall, ID: "c2", Name: "lost"},
 			}},
-			{Role: session.RoleToolResult, ToolCallID: "c1", ToolName: "shot", Content: []session.Block{session.TextBlock("taken"), {Type: session.BlockImage, Data: "aGk=", MimeType: "image/jpeg"}}},
-			{Role: session.RoleToolResult, ToolCallID: "zz", ToolName: "orphan", Content: session.TextContent("?")},
+			{Role: transcript.RoleToolResult, ToolCallID: "c1", ToolName: "shot", Content: []transcript.Block{transcript.TextBlock("taken"), {Type: transcript.BlockImage, Data: "aGk=", MimeType: "image/jpeg"}}},
+			{Role: transcript.RoleToolResult, ToolCallID: "zz", ToolName: "orphan", Content: transcript.TextContent("?")},
 		}
 		run(t, fake, nil, ctx)
 		reqs := fake.Settled()
@@ -124,21 +128,21 @@ func TestOpenAIRequestMessages(t *testing.T) {
 func TestOpenAIReasoningAndEmptyChunks(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := providertest.NewOpenAI(t)
-		events := []providertest.Event{
+		stream := []providertest.Event{
 			{Data: `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[]}`},
 			{Data: `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"role":"assistant","reasoning_content":"think"}}]}`},
 			{Data: `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":1,"delta":{"content":"other choice"}}]}`},
 			{Data: `{"id":"x","object":"chat.completion.chunk","created":1,"model":"m","choices":[{"index":0,"delta":{"content":"Hi"},"finish_reason":"stop"}]}`},
 			providertest.OpenAIDone,
 		}
-		fake.Push(providertest.Reply{Events: events})
-		evs := run(t, fake, nil, []session.Message{{Role: session.RoleUser, Content: session.TextContent("go")}})
-		end := evs[len(evs)-1].(session.AgentEnd)
+		fake.Push(providertest.Reply{Events: stream})
+		evs := run(t, fake, nil, []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("go")}})
+		end := evs[len(evs)-1].(events.AgentEnd)
 		require.Len(t, end.Messages, 1)
 		m := end.Messages[0]
-		assert.Equal(t, []session.Block{{Type: session.BlockThinking, Thinking: "think", ThinkingSignature: "reasoning_content"}, session.TextBlock("Hi")}, m.Content,
+		assert.Equal(t, []transcript.Block{{Type: transcript.BlockThinking, Thinking: "think", ThinkingSignature: "reasoning_content"}, transcript.TextBlock("Hi")}, m.Content,
 			"the signature names the field the reasoning came in")
-		assert.Equal(t, classify.StopReasonStop, m.StopReason)
+		assert.Equal(t, transcript.StopReasonStop, m.StopReason)
 		assert.Nil(t, m.Usage, "no usage chunk came")
 	})
 }
@@ -146,22 +150,22 @@ func TestOpenAIReasoningAndEmptyChunks(t *testing.T) {
 // Issue 13 item 2: Model names the provider, the ID and its window, from
 // the user's table first.
 func TestOpenAIModelContextWindow(t *testing.T) {
-	assert.Equal(t, session.Model{Provider: "openai", ID: "gpt-4o-2024-08-06", ContextWindow: 128_000},
+	assert.Equal(t, policy.Model{Provider: "openai", ID: "gpt-4o-2024-08-06", ContextWindow: 128_000},
 		openai.New(openai.Options{Model: "gpt-4o-2024-08-06"}).Model())
 	assert.Equal(t, 1_047_576, openai.New(openai.Options{Model: "gpt-4.1-mini"}).Model().ContextWindow)
 	m := openai.New(openai.Options{Model: "llama3.2", Provider: "ollama", BaseURL: "http://localhost:11434/v1/",
 		ContextWindows: map[string]int{"llama3.2": 131_072}}).Model()
-	assert.Equal(t, session.Model{Provider: "ollama", ID: "llama3.2", ContextWindow: 131_072, BaseURL: "http://localhost:11434/v1/"}, m)
+	assert.Equal(t, policy.Model{Provider: "ollama", ID: "llama3.2", ContextWindow: 131_072, BaseURL: "http://localhost:11434/v1/"}, m)
 	assert.Zero(t, openai.New(openai.Options{Model: "unknown"}).Model().ContextWindow)
 }
 
 // Issue 13 item 2: a tool whose schema is not a JSON object stops the run
 // before it starts.
 func TestOpenAIBadToolSchemaFailsToStart(t *testing.T) {
-	agent := openai.New(openai.Options{Model: "gpt-4o", Secrets: session.EnvSecrets{Lookup: lookup},
+	agent := openai.New(openai.Options{Model: "gpt-4o", Secrets: credentials.EnvSecrets{Lookup: lookup},
 		Tools: []openai.Tool{{Name: "t", Schema: json.RawMessage(`[1]`), Run: func(context.Context, json.RawMessage) (string, error) { return "", nil }}}})
 	emitted := false
-	err := agent.Run(context.Background(), session.RunRequest{}, func(session.Event) { emitted = true })
+	err := agent.Run(context.Background(), session.RunRequest{}, func(events.Event) { emitted = true })
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `openai: tool "t": the schema is not a JSON object`)
 	assert.False(t, emitted)
@@ -182,9 +186,9 @@ func TestOpenAIForeignErrorBodiesKeepStatus(t *testing.T) {
 			text   string
 		}{{503, "503 model is loading"}, {502, "502 <html><body>Bad Gateway</body></html>"}}
 		for _, w := range want {
-			evs := run(t, fake, nil, []session.Message{{Role: session.RoleUser, Content: session.TextContent("go")}})
-			m := evs[len(evs)-1].(session.AgentEnd).Messages[0]
-			assert.Equal(t, classify.StopReasonError, m.StopReason)
+			evs := run(t, fake, nil, []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("go")}})
+			m := evs[len(evs)-1].(events.AgentEnd).Messages[0]
+			assert.Equal(t, transcript.StopReasonError, m.StopReason)
 			assert.Equal(t, w.status, m.HTTPStatus)
 			assert.Equal(t, w.text, m.ErrorMessage)
 			assert.NotEmpty(t, m.Headers["x-request-id"])
@@ -200,7 +204,7 @@ func TestOpenAIOptionsOverrideEnvironment(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := providertest.NewOpenAI(t)
 		fake.Push(completion("ok"))
-		run(t, fake, nil, []session.Message{{Role: session.RoleUser, Content: session.TextContent("go")}})
+		run(t, fake, nil, []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("go")}})
 		reqs := fake.Settled()
 		require.Len(t, reqs, 1)
 		assert.Equal(t, secrets["OPENAI_API_KEY"], reqs[0].Key(), "the resolved key, not the environment's")
@@ -217,7 +221,7 @@ func TestOpenAIAgentSharedBySessions(t *testing.T) {
 			fake.Push(completion("ok"))
 		}
 		agent := openai.New(openai.Options{Model: "gpt-4o", BaseURL: fake.BaseURL(), HTTPClient: fake.Client(),
-			Secrets: session.EnvSecrets{Lookup: lookup}})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}})
 		errs := make(chan error, n)
 		for i := range n {
 			s, err := session.New(agent, session.WithModel(agent.Model()), session.WithSessionID(fmt.Sprint("s", i)))
@@ -240,8 +244,8 @@ func TestOpenAISpendCodesAreTyped(t *testing.T) {
 		fake.Push(providertest.OpenAIInsufficientQuota(),
 			providertest.OpenAIError(400, "invalid_request_error", "billing_hard_limit_reached", "", "Billing hard limit has been reached"))
 		for _, typ := range []string{"insufficient_quota", "billing_hard_limit_reached"} {
-			evs := run(t, fake, nil, []session.Message{{Role: session.RoleUser, Content: session.TextContent("go")}})
-			m := evs[len(evs)-1].(session.AgentEnd).Messages[0]
+			evs := run(t, fake, nil, []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("go")}})
+			m := evs[len(evs)-1].(events.AgentEnd).Messages[0]
 			assert.Equal(t, typ, m.ErrorType)
 			typed := classify.Message{StopReason: m.StopReason, Status: m.HTTPStatus, ErrorType: m.ErrorType}
 			assert.Equal(t, classify.UsageLimit, classify.Extended.Classify(typed, time.Now()).Class, typ)
@@ -270,16 +274,16 @@ func TestOpenAIReasoningGoesBackToItsModel(t *testing.T) {
 					providertest.OpenAIDone,
 				}}, completion("done"))
 				read := openai.Tool{Name: "read", Run: func(context.Context, json.RawMessage) (string, error) { return "package main", nil }}
-				earlier := []session.Message{
-					{Role: session.RoleUser, Content: session.TextContent("before")},
-					{Role: session.RoleAssistant, StopReason: classify.StopReasonStop, Provider: "openai", Model: "other-model", Content: []session.Block{
-						{Type: session.BlockThinking, Thinking: "another model's thought", ThinkingSignature: field}, session.TextBlock("other")}},
-					{Role: session.RoleAssistant, StopReason: classify.StopReasonStop, Provider: "anthropic", Model: "gpt-4o", Content: []session.Block{
-						{Type: session.BlockThinking, Thinking: "signed thought", ThinkingSignature: "EqQBCkYIBxgCKkBs"}, session.TextBlock("signed")}},
+				earlier := []transcript.Message{
+					{Role: transcript.RoleUser, Content: transcript.TextContent("before")},
+					{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop, Provider: "openai", Model: "other-model", Content: []transcript.Block{
+						{Type: transcript.BlockThinking, Thinking: "another model's thought", ThinkingSignature: field}, transcript.TextBlock("other")}},
+					{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop, Provider: "anthropic", Model: "gpt-4o", Content: []transcript.Block{
+						{Type: transcript.BlockThinking, Thinking: "signed thought", ThinkingSignature: "EqQBCkYIBxgCKkBs"}, transcript.TextBlock("signed")}},
 					// Its own reasoning with no answer and no call: no message.
-					{Role: session.RoleAssistant, StopReason: classify.StopReasonLength, Provider: "openai", Model: "gpt-4o", Content: []session.Block{
-						{Type: session.BlockThinking, Thinking: "cut short", ThinkingSignature: field}}},
-					{Role: session.RoleUser, Content: session.TextContent("read main.go")},
+					{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonLength, Provider: "openai", Model: "gpt-4o", Content: []transcript.Block{
+						{Type: transcript.BlockThinking, Thinking: "cut short", ThinkingSignature: field}}},
+					{Role: transcript.RoleUser, Content: transcript.TextContent("read main.go")},
 				}
 				run(t, fake, []openai.Tool{read}, earlier)
 				reqs := fake.Settled()

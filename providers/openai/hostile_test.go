@@ -14,9 +14,12 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/internal/providertest"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/openai"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // hostileAgent is an agent whose every request is answered by a 200 event
@@ -37,7 +40,7 @@ func hostileAgent(written *atomic.Int64, body func(w func([]byte) error) error) 
 		}
 	})
 	return openai.New(openai.Options{Model: providertest.OpenAIModel, BaseURL: "http://openai.test/v1/",
-		HTTPClient: providertest.Client(handler), Secrets: session.EnvSecrets{Lookup: lookup}})
+		HTTPClient: providertest.Client(handler), Secrets: credentials.EnvSecrets{Lookup: lookup}})
 }
 
 // TestOpenAIEventWithoutEndIsBounded: data lines without the blank line
@@ -61,10 +64,10 @@ func TestOpenAIEventWithoutEndIsBounded(t *testing.T) {
 		require.NoError(t, err)
 		defer s.Close()
 		err = s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrProvider)
-		var failed []session.Message
+		require.ErrorIs(t, err, policy.ErrProvider)
+		var failed []transcript.Message
 		for _, m := range s.Messages() {
-			if m.Role == session.RoleAssistant {
+			if m.Role == transcript.RoleAssistant {
 				failed = append(failed, m)
 			}
 		}
@@ -116,11 +119,11 @@ func TestOpenAIManyDeltasAreLinear(t *testing.T) {
 // counts in the message, its history and its metrics.
 func TestOpenAIHostileUsageIsSane(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, session.DefaultConfig(), nil)
+		h := newHarness(t, policy.DefaultConfig(), nil)
 		h.fake.Push(providertest.OpenAICompletion{Content: "hi", Usage: providertest.OpenAIUsage{PromptTokens: -5, CompletionTokens: -3, CachedTokens: -2}}.Reply())
 		require.NoError(t, h.s.Prompt(context.Background(), "one"))
 		u := lastAssistant(t, h.s).Usage
 		require.NotNil(t, u)
-		assert.Equal(t, session.Usage{}, *u)
+		assert.Equal(t, transcript.Usage{}, *u)
 	})
 }

@@ -24,8 +24,11 @@ import (
 	sdk "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // DefaultProvider is the provider name of an Agent whose Options name none.
@@ -53,10 +56,10 @@ type Options struct {
 	// credentials and usage limits are its own.
 	Provider string
 	// Secrets turns the run's credential into the API key; nil means
-	// session.EnvSecrets{} (a credential's "env:NAME", or OPENAI_API_KEY
+	// credentials.EnvSecrets{} (a credential's "env:NAME", or OPENAI_API_KEY
 	// for provider "openai"). A server that needs no key still needs a
 	// resolver that returns some string: the SDK always sends a key.
-	Secrets session.SecretResolver
+	Secrets credentials.SecretResolver
 	// Tools are the tools the model may call.
 	Tools []Tool
 	// ContextWindows adds to and overrides DefaultContextWindows, by model
@@ -143,7 +146,7 @@ func New(opts Options) *Agent {
 		opts.MaxToolRounds = DefaultMaxToolRounds
 	}
 	if opts.Secrets == nil {
-		opts.Secrets = session.EnvSecrets{}
+		opts.Secrets = credentials.EnvSecrets{}
 	}
 	opts.Tools = append([]Tool(nil), opts.Tools...)
 	windows := make(map[string]int, len(opts.ContextWindows))
@@ -157,8 +160,8 @@ func New(opts Options) *Agent {
 // Model returns the session's model: the provider, Options.Model and its
 // context window (0 when unknown: then threshold compaction never runs).
 // Give it to session.WithModel.
-func (a *Agent) Model() session.Model {
-	return session.Model{Provider: a.opts.Provider, ID: a.opts.Model, ContextWindow: a.contextWindow(a.opts.Model), BaseURL: a.opts.BaseURL}
+func (a *Agent) Model() policy.Model {
+	return policy.Model{Provider: a.opts.Provider, ID: a.opts.Model, ContextWindow: a.contextWindow(a.opts.Model), BaseURL: a.opts.BaseURL}
 }
 
 // contextWindow looks id up in the user's table, then the default one.
@@ -187,8 +190,8 @@ func lookupWindow(table map[string]int, id string) (int, bool) {
 // model asks for and calls it again with their results, until the model
 // stops, fails or ctx ends. A run that cannot start (no secret, a tool
 // schema that is not a JSON object) returns an error without emitting.
-func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
-	cred := session.Credential{Provider: a.opts.Provider}
+func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
+	cred := policy.Credential{Provider: a.opts.Provider}
 	if req.Credential != nil {
 		cred = *req.Credential
 	}
@@ -224,34 +227,34 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(sessi
 	client := sdk.NewClient(a.clientOptions(key)...)
 	c := call{agent: a, client: &client, model: model, emit: emit}
 
-	emit(session.AgentStart{})
-	var made []session.Message
+	emit(events.AgentStart{})
+	var made []transcript.Message
 	for rounds := 0; ; rounds++ {
-		emit(session.TurnStart{})
-		var m session.Message
+		emit(events.CallStart{})
+		var m transcript.Message
 		if capped := a.opts.MaxToolRounds; capped > 0 && rounds >= capped {
 			m = toolRoundsExceeded(capped)
 			m.Provider, m.Model, m.Timestamp = a.opts.Provider, model, now()
-			emit(session.MessageStart{Message: m})
+			emit(events.MessageStart{Message: m})
 		} else {
 			m = c.do(ctx, params)
 		}
-		emit(session.MessageEnd{Message: m})
+		emit(events.MessageEnd{Message: m})
 		made = append(made, m)
-		if m.StopReason != classify.StopReasonToolUse {
-			emit(session.TurnEnd{})
+		if m.StopReason != transcript.StopReasonToolUse {
+			emit(events.CallEnd{})
 			break
 		}
 		results := a.runTools(ctx, m)
 		for _, r := range results {
-			emit(session.MessageStart{Message: r})
-			emit(session.MessageEnd{Message: r})
+			emit(events.MessageStart{Message: r})
+			emit(events.MessageEnd{Message: r})
 			made = append(made, r)
 		}
-		emit(session.TurnEnd{})
-		params.Messages = append(params.Messages, messages(append([]session.Message{m}, results...), a.opts.Provider, model)...)
+		emit(events.CallEnd{})
+		params.Messages = append(params.Messages, messages(append([]transcript.Message{m}, results...), a.opts.Provider, model)...)
 	}
-	emit(session.AgentEnd{Messages: made})
+	emit(events.AgentEnd{Messages: made})
 	return nil
 }
 
@@ -304,7 +307,7 @@ func (a *Agent) toolParams() ([]sdk.ChatCompletionToolUnionParam, error) {
 
 // toolRoundsExceeded is the message that ends a run at its cap of
 // capped tool rounds.
-func toolRoundsExceeded(capped int) session.Message {
+func toolRoundsExceeded(capped int) transcript.Message {
 	err := fmt.Errorf("openai: the run reached its cap of %d tool rounds (Options.MaxToolRounds) and the model still calls tools", capped)
 	m := session.FailedMessage(0, nil, nil, err)
 	m.ErrorType = ErrorTypeToolRounds
@@ -313,16 +316,16 @@ func toolRoundsExceeded(capped int) session.Message {
 }
 
 // runTools runs the tool calls of m, in order, and returns their results.
-func (a *Agent) runTools(ctx context.Context, m session.Message) []session.Message {
-	var out []session.Message
+func (a *Agent) runTools(ctx context.Context, m transcript.Message) []transcript.Message {
+	var out []transcript.Message
 	for _, b := range m.Content {
-		if b.Type != session.BlockToolCall {
+		if b.Type != transcript.BlockToolCall {
 			continue
 		}
 		text, err := a.runTool(ctx, b)
-		r := session.Message{Role: session.RoleToolResult, ToolCallID: b.ID, ToolName: b.Name, Content: session.TextContent(text), Timestamp: now()}
+		r := transcript.Message{Role: transcript.RoleToolResult, ToolCallID: b.ID, ToolName: b.Name, Content: transcript.TextContent(text), Timestamp: now()}
 		if err != nil {
-			r.Content, r.ToolError = session.TextContent(err.Error()), true
+			r.Content, r.ToolError = transcript.TextContent(err.Error()), true
 		}
 		out = append(out, r)
 	}
@@ -330,7 +333,7 @@ func (a *Agent) runTools(ctx context.Context, m session.Message) []session.Messa
 }
 
 // runTool runs one call; a panic of the tool is its error.
-func (a *Agent) runTool(ctx context.Context, b session.Block) (text string, err error) {
+func (a *Agent) runTool(ctx context.Context, b transcript.Block) (text string, err error) {
 	var tool *Tool
 	for i := range a.opts.Tools {
 		if a.opts.Tools[i].Name == b.Name {

@@ -17,7 +17,10 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/providertest"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/openai"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
@@ -33,7 +36,7 @@ func TestOpenAIFailedCallsHoldNoKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		key := secrets["OPENAI_API_KEY"]
 		read := openai.Tool{Name: "read", Run: func(context.Context, json.RawMessage) (string, error) { return "done", nil }}
-		cfg := session.DefaultConfig()
+		cfg := policy.DefaultConfig()
 		cfg.Retry.BaseDelayMs = 1
 		h := newHarness(t, cfg, []openai.Tool{read})
 
@@ -51,7 +54,7 @@ func TestOpenAIFailedCallsHoldNoKey(t *testing.T) {
 			completion("your key is "+key+" indeed"),
 		)
 		err1 := h.s.Prompt(context.Background(), "one")
-		require.ErrorIs(t, err1, session.ErrProvider)
+		require.ErrorIs(t, err1, policy.ErrProvider)
 		require.NoError(t, h.s.Prompt(context.Background(), "two"))
 		assert.Len(t, h.fake.Requests(), 5)
 
@@ -70,9 +73,9 @@ func TestOpenAIFailedCallsHoldNoKey(t *testing.T) {
 				all.Write(wire)
 			}
 			switch e := ev.(type) {
-			case session.MessageEnd:
+			case events.MessageEnd:
 				checkErr(e.Message.Err)
-			case session.TurnSettled:
+			case events.TurnSettled:
 				checkErr(e.Err)
 			}
 		}
@@ -106,12 +109,12 @@ func TestOpenAIHugeErrorBodyIsBounded(t *testing.T) {
 			_, _ = w.Write([]byte(`"}}`))
 		})
 		a := openai.New(openai.Options{Model: providertest.OpenAIModel, BaseURL: "http://openai.test/v1/",
-			HTTPClient: providertest.Client(handler), Secrets: session.EnvSecrets{Lookup: lookup}})
+			HTTPClient: providertest.Client(handler), Secrets: credentials.EnvSecrets{Lookup: lookup}})
 		s, err := session.New(a, session.WithModel(a.Model()))
 		require.NoError(t, err)
 		defer s.Close()
 		err = s.Prompt(context.Background(), "hi")
-		require.ErrorIs(t, err, session.ErrProvider)
+		require.ErrorIs(t, err, policy.ErrProvider)
 		synctest.Wait()
 		assert.Less(t, written.Load(), int64(session.MaxErrorBody+256<<10), "the client read past the limit")
 		msgs := s.Messages()

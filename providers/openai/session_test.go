@@ -18,9 +18,13 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/providertest"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/openai"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 func TestMain(m *testing.M) {
@@ -66,11 +70,11 @@ type harness struct {
 	logs  *lockedBuffer
 
 	mu     sync.Mutex
-	events []session.Event
+	events []events.Event
 	at     []time.Duration
 }
 
-func newHarness(t *testing.T, cfg session.Config, tools []openai.Tool, opts ...session.Option) *harness {
+func newHarness(t *testing.T, cfg policy.Config, tools []openai.Tool, opts ...session.Option) *harness {
 	t.Helper()
 	fake := providertest.NewOpenAI(t)
 	h := &harness{fake: fake, logs: &lockedBuffer{}}
@@ -78,7 +82,7 @@ func newHarness(t *testing.T, cfg session.Config, tools []openai.Tool, opts ...s
 		Model:      providertest.OpenAIModel,
 		BaseURL:    fake.BaseURL(),
 		HTTPClient: fake.Client(),
-		Secrets:    session.EnvSecrets{Lookup: lookup},
+		Secrets:    credentials.EnvSecrets{Lookup: lookup},
 		Tools:      tools,
 	})
 	logger := slog.New(slog.NewTextHandler(h.logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
@@ -88,7 +92,7 @@ func newHarness(t *testing.T, cfg session.Config, tools []openai.Tool, opts ...s
 	require.NoError(t, err)
 	h.s = s
 	start := time.Now()
-	s.Subscribe(func(ev session.Event) {
+	s.Subscribe(func(ev events.Event) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		h.events = append(h.events, ev)
@@ -101,18 +105,18 @@ func newHarness(t *testing.T, cfg session.Config, tools []openai.Tool, opts ...s
 	return h
 }
 
-func (h *harness) recorded() []session.Event {
+func (h *harness) recorded() []events.Event {
 	synctest.Wait()
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return append([]session.Event(nil), h.events...)
+	return append([]events.Event(nil), h.events...)
 }
 
 // retries are the session's AutoRetryStart events.
-func (h *harness) retries() []session.AutoRetryStart {
-	var out []session.AutoRetryStart
+func (h *harness) retries() []events.AutoRetryStart {
+	var out []events.AutoRetryStart
 	for _, ev := range h.recorded() {
-		if r, ok := ev.(session.AutoRetryStart); ok {
+		if r, ok := ev.(events.AutoRetryStart); ok {
 			out = append(out, r)
 		}
 	}
@@ -148,23 +152,23 @@ func completion(text string) providertest.Reply {
 	return providertest.OpenAICompletion{Content: text, Usage: providertest.OpenAIUsage{PromptTokens: 120, CompletionTokens: 8, CachedTokens: 100}}.Reply()
 }
 
-func lastAssistant(t *testing.T, s *session.Session) session.Message {
+func lastAssistant(t *testing.T, s *session.Session) transcript.Message {
 	t.Helper()
 	msgs := s.Messages()
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i].Role == session.RoleAssistant {
+		if msgs[i].Role == transcript.RoleAssistant {
 			return msgs[i]
 		}
 	}
 	t.Fatal("no assistant message")
-	return session.Message{}
+	return transcript.Message{}
 }
 
 // Issue 13 item 2, scenario 1: a 503 then success is one retry after the
 // base delay.
 func TestOpenAIServerErrorThenSuccessRetriesOnce(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, session.DefaultConfig(), nil)
+		h := newHarness(t, policy.DefaultConfig(), nil)
 		h.fake.Push(providertest.OpenAIServerError(), completion("Hello there."))
 		start := time.Now()
 		require.NoError(t, h.s.Prompt(context.Background(), "hi"))
@@ -176,8 +180,8 @@ func TestOpenAIServerErrorThenSuccessRetriesOnce(t *testing.T) {
 		assert.Contains(t, r[0].ErrorMessage, "500 server_error")
 		m := lastAssistant(t, h.s)
 		assert.Equal(t, "Hello there.", m.Text())
-		assert.Equal(t, classify.StopReasonStop, m.StopReason)
-		assert.Equal(t, &session.Usage{Input: 20, Output: 8, CacheRead: 100, TotalTokens: 128}, m.Usage)
+		assert.Equal(t, transcript.StopReasonStop, m.StopReason)
+		assert.Equal(t, &transcript.Usage{Input: 20, Output: 8, CacheRead: 100, TotalTokens: 128}, m.Usage)
 		assert.Equal(t, "openai", m.Provider)
 		assert.Equal(t, providertest.OpenAIModel, m.Model)
 		for _, req := range reqs {
@@ -191,7 +195,7 @@ func TestOpenAIServerErrorThenSuccessRetriesOnce(t *testing.T) {
 // retry-after when the session honours it.
 func TestOpenAIRateLimitHonoursRetryAfter(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
+		cfg := policy.DefaultConfig()
 		cfg.Retry.HonorRetryAfter = true
 		h := newHarness(t, cfg, nil)
 		h.fake.Push(providertest.OpenAIRateLimit(7*time.Second), completion("ok"))
@@ -201,9 +205,9 @@ func TestOpenAIRateLimitHonoursRetryAfter(t *testing.T) {
 		r := h.retries()
 		require.Len(t, r, 1)
 		assert.Equal(t, int64(7000), r[0].DelayMs)
-		var failed session.Message
+		var failed transcript.Message
 		for _, ev := range h.recorded() {
-			if end, ok := ev.(session.MessageEnd); ok && end.Message.IsError() {
+			if end, ok := ev.(events.MessageEnd); ok && end.Message.IsError() {
 				failed = end.Message
 			}
 		}
@@ -220,22 +224,22 @@ func TestOpenAIRateLimitHonoursRetryAfter(t *testing.T) {
 // context and the continuation succeeds.
 func TestOpenAIContextLengthExceededCompacts(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
+		cfg := policy.DefaultConfig()
 		cfg.Compaction.KeepRecentTokens = 5
 		h := newHarness(t, cfg, nil)
 		h.fake.Push(completion("first answer"), providertest.OpenAIContextLengthExceeded(128000, 130000), completion("recovered"))
 		require.NoError(t, h.s.Prompt(context.Background(), "first question, long enough to matter"))
 		require.NoError(t, h.s.Prompt(context.Background(), "second question, long enough too"))
-		var starts []session.AutoCompactionStart
+		var starts []events.AutoCompactionStart
 		for _, ev := range h.recorded() {
-			if c, ok := ev.(session.AutoCompactionStart); ok {
+			if c, ok := ev.(events.AutoCompactionStart); ok {
 				starts = append(starts, c)
 			}
 		}
 		require.Len(t, starts, 1)
-		assert.Equal(t, session.ReasonOverflow, starts[0].Reason)
+		assert.Equal(t, transcript.ReasonOverflow, starts[0].Reason)
 		msgs := h.s.Messages()
-		assert.Equal(t, session.RoleSummary, msgs[0].Role)
+		assert.Equal(t, transcript.RoleSummary, msgs[0].Role)
 		assert.Equal(t, "recovered", lastAssistant(t, h.s).Text())
 		reqs := h.fake.Settled()
 		require.Len(t, reqs, 3)
@@ -266,7 +270,7 @@ func TestOpenAIStreamCutIsRetried(t *testing.T) {
 	for name, cut := range cases {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				h := newHarness(t, session.DefaultConfig(), nil)
+				h := newHarness(t, policy.DefaultConfig(), nil)
 				h.fake.Push(cut(completion("a fairly long answer that gets cut")), completion("whole"))
 				require.NoError(t, h.s.Prompt(context.Background(), "hi"))
 				require.Len(t, h.fake.Settled(), 2)
@@ -293,7 +297,7 @@ func TestOpenAIToolRoundTripSurvivesRetry(t *testing.T) {
 				return "package main", nil
 			},
 		}
-		h := newHarness(t, session.DefaultConfig(), []openai.Tool{read})
+		h := newHarness(t, policy.DefaultConfig(), []openai.Tool{read})
 		h.fake.Push(
 			providertest.OpenAICompletion{ToolCalls: []providertest.OpenAIToolCall{{ID: "call_1", Name: "read", Arguments: `{"path": "main.go"}`}}}.Reply(),
 			providertest.OpenAIOverloaded(),
@@ -304,10 +308,10 @@ func TestOpenAIToolRoundTripSurvivesRetry(t *testing.T) {
 		msgs := h.s.Messages()
 		require.Len(t, msgs, 4)
 		call := msgs[1]
-		assert.Equal(t, classify.StopReasonToolUse, call.StopReason)
+		assert.Equal(t, transcript.StopReasonToolUse, call.StopReason)
 		require.Len(t, call.Content, 1)
-		assert.Equal(t, session.Block{Type: session.BlockToolCall, ID: "call_1", Name: "read", Arguments: json.RawMessage(`{"path":"main.go"}`)}, call.Content[0])
-		assert.Equal(t, session.RoleToolResult, msgs[2].Role)
+		assert.Equal(t, transcript.Block{Type: transcript.BlockToolCall, ID: "call_1", Name: "read", Arguments: json.RawMessage(`{"path":"main.go"}`)}, call.Content[0])
+		assert.Equal(t, transcript.RoleToolResult, msgs[2].Role)
 		assert.Equal(t, "call_1", msgs[2].ToolCallID)
 		assert.Equal(t, "package main", msgs[2].Text())
 		assert.Equal(t, "It is a Go program.", msgs[3].Text())
@@ -334,7 +338,7 @@ func TestOpenAIToolRoundTripSurvivesRetry(t *testing.T) {
 // and Prompt returns ErrAborted.
 func TestOpenAIAbortMidStream(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, session.DefaultConfig(), nil)
+		h := newHarness(t, policy.DefaultConfig(), nil)
 		reply := completion("never finished")
 		reply.Break = &providertest.Break{After: 2, Stall: true}
 		h.fake.Push(reply)
@@ -342,14 +346,14 @@ func TestOpenAIAbortMidStream(t *testing.T) {
 		go func() { done <- h.s.Prompt(context.Background(), "hi") }()
 		time.Sleep(time.Second)
 		synctest.Wait()
-		require.True(t, h.s.IsStreaming())
+		require.True(t, h.s.Status().Streaming)
 		h.s.Abort()
-		require.ErrorIs(t, <-done, session.ErrAborted)
+		require.ErrorIs(t, <-done, policy.ErrAborted)
 		reqs := h.fake.Settled()
 		require.Len(t, reqs, 1)
 		assert.True(t, reqs[0].Cancelled, "the server saw the request cancelled")
 		m := lastAssistant(t, h.s)
-		assert.Equal(t, classify.StopReasonAborted, m.StopReason)
+		assert.Equal(t, transcript.StopReasonAborted, m.StopReason)
 		assert.Equal(t, "never ", m.Text(), "what arrived before the abort")
 	})
 }
@@ -358,11 +362,11 @@ func TestOpenAIAbortMidStream(t *testing.T) {
 // key, and the server sees it.
 func TestOpenAIInsufficientQuotaSwitchesKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
+		cfg := policy.DefaultConfig()
 		cfg.Retry.Rules = classify.Extended
-		store := session.NewMemoryCredentials(nil,
-			session.Credential{ID: "a", Provider: "openai", Type: "api_key", Secret: "env:KEY_A"},
-			session.Credential{ID: "b", Provider: "openai", Type: "api_key", Secret: "env:KEY_B"},
+		store := credentials.NewMemoryCredentials(nil,
+			policy.Credential{ID: "a", Provider: "openai", Type: "api_key", Secret: "env:KEY_A"},
+			policy.Credential{ID: "b", Provider: "openai", Type: "api_key", Secret: "env:KEY_B"},
 		)
 		h := newHarness(t, cfg, nil, session.WithCredentials(store))
 		h.fake.Push(providertest.OpenAIInsufficientQuota(), completion("paid"))
@@ -382,18 +386,18 @@ func TestOpenAIMissingSecretFailsToStart(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		fake := providertest.NewOpenAI(t)
 		agent := openai.New(openai.Options{Model: "gpt-4o", BaseURL: fake.BaseURL(), HTTPClient: fake.Client(),
-			Secrets: session.EnvSecrets{Lookup: func(string) (string, bool) { return "", false }}})
-		var events []session.Event
-		err := agent.Run(context.Background(), session.RunRequest{Context: []session.Message{{Role: session.RoleUser, Content: session.TextContent("hi")}}},
-			func(ev session.Event) { events = append(events, ev) })
-		require.ErrorIs(t, err, session.ErrNoSecret)
-		assert.Empty(t, events)
+			Secrets: credentials.EnvSecrets{Lookup: func(string) (string, bool) { return "", false }}})
+		var evs []events.Event
+		err := agent.Run(context.Background(), session.RunRequest{Context: []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("hi")}}},
+			func(ev events.Event) { evs = append(evs, ev) })
+		require.ErrorIs(t, err, credentials.ErrNoSecret)
+		assert.Empty(t, evs)
 		assert.Empty(t, fake.Requests())
 
 		s, err := session.New(agent, session.WithModel(agent.Model()))
 		require.NoError(t, err)
 		defer s.Close()
-		require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrStartFailed)
+		require.ErrorIs(t, s.Prompt(context.Background(), "hi"), policy.ErrStartFailed)
 	})
 }
 
@@ -401,7 +405,7 @@ func TestOpenAIMissingSecretFailsToStart(t *testing.T) {
 // transient failure, retried; the stalled request is cancelled.
 func TestOpenAIIdleStreamIsRetried(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, session.DefaultConfig(), nil)
+		h := newHarness(t, policy.DefaultConfig(), nil)
 		stalled := completion("stalls here")
 		stalled.Break = &providertest.Break{After: 2, Stall: true}
 		h.fake.Push(stalled, completion("whole"))
@@ -421,19 +425,19 @@ func TestOpenAIIdleStreamIsRetried(t *testing.T) {
 // request is cancelled and Prompt returns ErrAborted with the deadline.
 func TestOpenAIPromptDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		h := newHarness(t, session.DefaultConfig(), nil)
+		h := newHarness(t, policy.DefaultConfig(), nil)
 		stalled := completion("stalls here")
 		stalled.Break = &providertest.Break{After: 1, Stall: true}
 		h.fake.Push(stalled)
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
 		err := h.s.Prompt(ctx, "hi")
-		require.ErrorIs(t, err, session.ErrAborted)
+		require.ErrorIs(t, err, policy.ErrAborted)
 		require.ErrorIs(t, err, context.DeadlineExceeded)
 		reqs := h.fake.Settled()
 		require.Len(t, reqs, 1)
 		assert.True(t, reqs[0].Cancelled)
-		assert.Equal(t, classify.StopReasonAborted, lastAssistant(t, h.s).StopReason)
+		assert.Equal(t, transcript.StopReasonAborted, lastAssistant(t, h.s).StopReason)
 	})
 }
 
@@ -442,19 +446,19 @@ func TestOpenAIPromptDeadline(t *testing.T) {
 // default one.
 func TestOpenAISummaryFollowsKeySwitch(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
+		cfg := policy.DefaultConfig()
 		cfg.Retry.Rules = classify.Extended
 		cfg.Compaction.KeepRecentTokens = 5
-		store := session.NewMemoryCredentials(nil,
-			session.Credential{ID: "a", Provider: "openai", Type: "api_key", Secret: "env:KEY_A"},
-			session.Credential{ID: "b", Provider: "openai", Type: "api_key", Secret: "env:KEY_B"},
+		store := credentials.NewMemoryCredentials(nil,
+			policy.Credential{ID: "a", Provider: "openai", Type: "api_key", Secret: "env:KEY_A"},
+			policy.Credential{ID: "b", Provider: "openai", Type: "api_key", Secret: "env:KEY_B"},
 		)
 		// The summarizer's agent is a second adapter on the same server,
 		// with no tools.
 		var summarizer session.AgentSummarizer
 		h := newHarness(t, cfg, nil, session.WithCredentials(store), session.WithSummarizer(&summarizer))
 		summarizer.Agent = openai.New(openai.Options{Model: providertest.OpenAIModel, BaseURL: h.fake.BaseURL(),
-			HTTPClient: h.fake.Client(), Secrets: session.EnvSecrets{Lookup: lookup}})
+			HTTPClient: h.fake.Client(), Secrets: credentials.EnvSecrets{Lookup: lookup}})
 		h.fake.Push(completion("first answer"), providertest.OpenAIInsufficientQuota(),
 			providertest.OpenAIContextLengthExceeded(128000, 130000), completion("## Goal\nAnswer the questions."), completion("recovered"))
 		require.NoError(t, h.s.Prompt(context.Background(), "first question, long enough to matter"))
@@ -487,17 +491,17 @@ func TestOpenAIToolRoundsCap(t *testing.T) {
 			return "package main", nil
 		}}
 		agent := openai.New(openai.Options{Model: providertest.OpenAIModel, BaseURL: fake.BaseURL(), HTTPClient: fake.Client(),
-			Secrets: session.EnvSecrets{Lookup: lookup}, Tools: []openai.Tool{read}, MaxToolRounds: 3})
+			Secrets: credentials.EnvSecrets{Lookup: lookup}, Tools: []openai.Tool{read}, MaxToolRounds: 3})
 		s, err := session.New(agent, session.WithModel(agent.Model()))
 		require.NoError(t, err)
 		defer s.Close()
 		var retried bool
-		s.Subscribe(func(ev session.Event) {
-			_, ok := ev.(session.AutoRetryStart)
+		s.Subscribe(func(ev events.Event) {
+			_, ok := ev.(events.AutoRetryStart)
 			retried = retried || ok
 		})
 		err = s.Prompt(context.Background(), "loop")
-		require.ErrorIs(t, err, session.ErrProvider)
+		require.ErrorIs(t, err, policy.ErrProvider)
 		assert.ErrorContains(t, err, "cap of 3 tool rounds")
 		assert.Equal(t, 3, runs)
 		assert.Len(t, fake.Settled(), 3, "no model call past the cap")

@@ -17,8 +17,9 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/ssestream"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // ErrIncompleteStream is wrapped by the error of a stream that ended
@@ -44,7 +45,7 @@ type call struct {
 	agent  *Agent
 	client *sdk.Client
 	model  string
-	emit   func(session.Event)
+	emit   func(events.Event)
 }
 
 // toolCall is a tool call as it streams in.
@@ -57,9 +58,9 @@ type toolCall struct {
 
 // do makes one streaming call and returns its assistant message, having
 // emitted MessageStart and the deltas (not MessageEnd).
-func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) session.Message {
-	head := session.Message{Role: session.RoleAssistant, Provider: c.agent.opts.Provider, Model: c.model, Timestamp: now()}
-	c.emit(session.MessageStart{Message: head})
+func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) transcript.Message {
+	head := transcript.Message{Role: transcript.RoleAssistant, Provider: c.agent.opts.Provider, Model: c.model, Timestamp: now()}
+	c.emit(events.MessageStart{Message: head})
 
 	callCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -78,17 +79,17 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 	// appending each delta to a block's string would copy the text so far,
 	// making an answer of many deltas cost the square of its length.
 	var (
-		content  []session.Block
+		content  []transcript.Block
 		text     = -1 // the text block's index, once there is one
 		thinking = -1
 		texts    strings.Builder
 		thoughts strings.Builder
 		calls    = map[int64]*toolCall{}
 		finish   string
-		usage    *session.Usage
+		usage    *transcript.Usage
 	)
 	update := func(kind string, index int, s string) {
-		c.emit(session.MessageUpdate{Message: head, Delta: session.Delta{Kind: kind, Index: index, Text: s}})
+		c.emit(events.MessageUpdate{Message: head, Delta: events.Delta{Kind: kind, Index: index, Text: s}})
 	}
 	for stream.Next() {
 		alive()
@@ -108,7 +109,7 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 			if thinking < 0 {
 				// The signature names the field the reasoning came in, so
 				// it goes back to the same model in that field.
-				content = append(content, session.Block{Type: session.BlockThinking, ThinkingSignature: field})
+				content = append(content, transcript.Block{Type: transcript.BlockThinking, ThinkingSignature: field})
 				thinking = len(content) - 1
 			}
 			thoughts.WriteString(r)
@@ -116,7 +117,7 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 		}
 		if d.Content != "" {
 			if text < 0 {
-				content = append(content, session.TextBlock(""))
+				content = append(content, transcript.TextBlock(""))
 				text = len(content) - 1
 			}
 			texts.WriteString(d.Content)
@@ -125,7 +126,7 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 		for _, tc := range d.ToolCalls {
 			t := calls[tc.Index]
 			if t == nil {
-				content = append(content, session.Block{Type: session.BlockToolCall})
+				content = append(content, transcript.Block{Type: transcript.BlockToolCall})
 				t = &toolCall{block: len(content) - 1}
 				calls[tc.Index] = t
 			}
@@ -161,7 +162,7 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 	switch {
 	case ctx.Err() != nil:
 		m := head
-		m.StopReason = classify.StopReasonAborted
+		m.StopReason = transcript.StopReasonAborted
 		m.ErrorMessage = "Request was aborted"
 		m.Content = partial(content)
 		m.Usage = usage
@@ -174,7 +175,7 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 	}
 
 	for _, t := range calls {
-		content[t.block] = session.Block{Type: session.BlockToolCall, ID: t.id, Name: t.name.String(), Arguments: arguments(t.args.String())}
+		content[t.block] = transcript.Block{Type: transcript.BlockToolCall, ID: t.id, Name: t.name.String(), Arguments: arguments(t.args.String())}
 	}
 	m := head
 	m.Content = content
@@ -182,27 +183,27 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) sessi
 	m.Timestamp = now()
 	switch finish {
 	case "tool_calls", "function_call":
-		m.StopReason = classify.StopReasonToolUse
+		m.StopReason = transcript.StopReasonToolUse
 	case "length":
-		m.StopReason = classify.StopReasonLength
+		m.StopReason = transcript.StopReasonLength
 	case "content_filter":
-		m.StopReason = classify.StopReasonError
+		m.StopReason = transcript.StopReasonError
 		m.ErrorMessage = "content_filter: the provider's content filter stopped the answer"
 		m.ErrorType = "content_filter"
 	default:
-		m.StopReason = classify.StopReasonStop
+		m.StopReason = transcript.StopReasonStop
 	}
 	// Some compatible servers (Ollama among them) finish a tool call with
 	// "stop": the calls decide.
-	if len(calls) > 0 && m.StopReason == classify.StopReasonStop {
-		m.StopReason = classify.StopReasonToolUse
+	if len(calls) > 0 && m.StopReason == transcript.StopReasonStop {
+		m.StopReason = transcript.StopReasonToolUse
 	}
 	return m
 }
 
 // failed is the message of a call that failed with err; resp is the
 // response, when one came.
-func failed(resp *http.Response, err error) session.Message {
+func failed(resp *http.Response, err error) transcript.Message {
 	var apiErr *sdk.Error
 	var streamErr *ssestream.StreamError
 	var idle *idleError
@@ -244,10 +245,10 @@ func headerOf(resp *http.Response) http.Header {
 
 // partial is the content of a call cut short: its text and thinking (a
 // tool call's arguments may be incomplete).
-func partial(content []session.Block) []session.Block {
-	var out []session.Block
+func partial(content []transcript.Block) []transcript.Block {
+	var out []transcript.Block
 	for _, b := range content {
-		if b.Type != session.BlockToolCall {
+		if b.Type != transcript.BlockToolCall {
 			out = append(out, b)
 		}
 	}
@@ -293,9 +294,9 @@ func reasoning(d sdk.ChatCompletionChunkChoiceDelta) (text, field string) {
 // reads, the rest input. A negative count (which no server should send)
 // is 0; the total, when the server sends none, is the prompt and
 // completion tokens, saturating at math.MaxInt.
-func usageOf(u sdk.CompletionUsage) *session.Usage {
+func usageOf(u sdk.CompletionUsage) *transcript.Usage {
 	prompt, cached := count(u.PromptTokens), count(u.PromptTokensDetails.CachedTokens)
-	out := &session.Usage{
+	out := &transcript.Usage{
 		Input:       max(prompt-cached, 0),
 		Output:      count(u.CompletionTokens),
 		CacheRead:   cached,
@@ -330,10 +331,10 @@ const summaryPrefix = "The conversation before this point was compacted into thi
 // text; its images follow in a user message, as a tool message holds text
 // only. A tool call without a result, and a result without its call, are
 // left out: the API refuses either.
-func messages(ctx []session.Message, provider, model string) []sdk.ChatCompletionMessageParamUnion {
+func messages(ctx []transcript.Message, provider, model string) []sdk.ChatCompletionMessageParamUnion {
 	answered, called := map[string]bool{}, map[string]bool{}
 	for _, m := range ctx {
-		if m.Role == session.RoleToolResult {
+		if m.Role == transcript.RoleToolResult {
 			answered[m.ToolCallID] = true
 		}
 	}
@@ -347,25 +348,25 @@ func messages(ctx []session.Message, provider, model string) []sdk.ChatCompletio
 		}
 	}
 	for _, m := range ctx {
-		if m.Role != session.RoleToolResult {
+		if m.Role != transcript.RoleToolResult {
 			flush()
 		}
 		switch m.Role {
-		case session.RoleUser:
+		case transcript.RoleUser:
 			out = append(out, userMessage(m))
-		case session.RoleSummary:
+		case transcript.RoleSummary:
 			out = append(out, sdk.UserMessage(summaryPrefix+texts(m.Content)))
-		case session.RoleAssistant:
+		case transcript.RoleAssistant:
 			if msg, ok := assistantMessage(m, answered, called, m.Provider == provider && m.Model == model); ok {
 				out = append(out, msg)
 			}
-		case session.RoleToolResult:
+		case transcript.RoleToolResult:
 			if !called[m.ToolCallID] {
 				continue
 			}
 			text := texts(m.Content)
 			for _, b := range m.Content {
-				if b.Type == session.BlockImage {
+				if b.Type == transcript.BlockImage {
 					images = append(images, imagePart(b))
 				}
 			}
@@ -376,10 +377,10 @@ func messages(ctx []session.Message, provider, model string) []sdk.ChatCompletio
 	return out
 }
 
-func userMessage(m session.Message) sdk.ChatCompletionMessageParamUnion {
+func userMessage(m transcript.Message) sdk.ChatCompletionMessageParamUnion {
 	hasImage := false
 	for _, b := range m.Content {
-		hasImage = hasImage || b.Type == session.BlockImage
+		hasImage = hasImage || b.Type == transcript.BlockImage
 	}
 	if !hasImage {
 		return sdk.UserMessage(texts(m.Content))
@@ -387,30 +388,30 @@ func userMessage(m session.Message) sdk.ChatCompletionMessageParamUnion {
 	var parts []sdk.ChatCompletionContentPartUnionParam
 	for _, b := range m.Content {
 		switch b.Type {
-		case session.BlockText:
+		case transcript.BlockText:
 			parts = append(parts, sdk.TextContentPart(b.Text))
-		case session.BlockImage:
+		case transcript.BlockImage:
 			parts = append(parts, imagePart(b))
 		}
 	}
 	return sdk.UserMessage(parts)
 }
 
-func imagePart(b session.Block) sdk.ChatCompletionContentPartUnionParam {
+func imagePart(b transcript.Block) sdk.ChatCompletionContentPartUnionParam {
 	return sdk.ImageContentPart(sdk.ChatCompletionContentPartImageImageURLParam{URL: "data:" + b.MimeType + ";base64," + b.Data})
 }
 
 // assistantMessage converts an assistant message, with its reasoning when
 // own (the model that wrote it is the one called); false when there is
 // nothing to send.
-func assistantMessage(m session.Message, answered, called map[string]bool, own bool) (sdk.ChatCompletionMessageParamUnion, bool) {
-	if m.StopReason == classify.StopReasonError || m.StopReason == classify.StopReasonAborted {
+func assistantMessage(m transcript.Message, answered, called map[string]bool, own bool) (sdk.ChatCompletionMessageParamUnion, bool) {
+	if m.StopReason == transcript.StopReasonError || m.StopReason == transcript.StopReasonAborted {
 		return sdk.ChatCompletionMessageParamUnion{}, false
 	}
 	var p sdk.ChatCompletionAssistantMessageParam
 	text := texts(m.Content)
 	for _, b := range m.Content {
-		if b.Type != session.BlockToolCall || !answered[b.ID] {
+		if b.Type != transcript.BlockToolCall || !answered[b.ID] {
 			continue
 		}
 		called[b.ID] = true
@@ -443,10 +444,10 @@ func assistantMessage(m session.Message, answered, called map[string]bool, own b
 // ownReasoning is the reasoning of content to send back: the thinking
 // blocks whose signature names a reasoning field, joined, and the field
 // (the first block's).
-func ownReasoning(content []session.Block) (field, text string) {
+func ownReasoning(content []transcript.Block) (field, text string) {
 	var parts []string
 	for _, b := range content {
-		if b.Type != session.BlockThinking || b.Thinking == "" || !slices.Contains(reasoningFields, b.ThinkingSignature) {
+		if b.Type != transcript.BlockThinking || b.Thinking == "" || !slices.Contains(reasoningFields, b.ThinkingSignature) {
 			continue
 		}
 		if field == "" {
@@ -458,10 +459,10 @@ func ownReasoning(content []session.Block) (field, text string) {
 }
 
 // texts joins the text blocks of content.
-func texts(content []session.Block) string {
+func texts(content []transcript.Block) string {
 	var parts []string
 	for _, b := range content {
-		if b.Type == session.BlockText {
+		if b.Type == transcript.BlockText {
 			parts = append(parts, b.Text)
 		}
 	}

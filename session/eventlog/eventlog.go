@@ -6,8 +6,10 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // LevelTrace is the level of the lines finer than debug: a message_update
@@ -83,11 +85,11 @@ func Subscribe(s *session.Session, l *slog.Logger, opts ...Option) (unsubscribe 
 type logger struct {
 	l       *slog.Logger
 	content bool
-	reason  session.CompactionReason
+	reason  transcript.CompactionReason
 }
 
-func (lg *logger) log(ev session.Event) {
-	if c, ok := ev.(session.AutoCompactionStart); ok {
+func (lg *logger) log(ev events.Event) {
+	if c, ok := ev.(events.AutoCompactionStart); ok {
 		lg.reason = c.Reason
 	}
 	level := levelOf(ev)
@@ -99,31 +101,31 @@ func (lg *logger) log(ev session.Event) {
 }
 
 // levelOf is the level ev is logged at.
-func levelOf(ev session.Event) slog.Level {
+func levelOf(ev events.Event) slog.Level {
 	switch e := ev.(type) {
-	case session.MessageUpdate:
+	case events.MessageUpdate:
 		return LevelTrace
-	case session.AutoRetryStart, session.EventsDropped:
+	case events.AutoRetryStart, events.EventsDropped:
 		return slog.LevelWarn
-	case session.AutoRetryEnd:
+	case events.AutoRetryEnd:
 		switch {
-		case e.Success, e.Outcome == session.RetryCancelled:
+		case e.Success, e.Outcome == events.RetryCancelled:
 			return slog.LevelInfo
-		case e.Outcome == session.RetryFailed:
+		case e.Outcome == events.RetryFailed:
 			// An error that is not retried ended it: the turn's own
 			// line says whether the turn failed.
 			return slog.LevelWarn
 		default:
 			return slog.LevelError
 		}
-	case session.AutoCompactionStart:
+	case events.AutoCompactionStart:
 		return slog.LevelInfo
-	case session.AutoCompactionEnd:
+	case events.AutoCompactionEnd:
 		if e.Result == nil && !e.Aborted {
 			return slog.LevelError
 		}
 		return slog.LevelInfo
-	case session.TurnSettled:
+	case events.TurnSettled:
 		if e.Err == nil {
 			return slog.LevelInfo
 		}
@@ -137,7 +139,7 @@ func levelOf(ev session.Event) slog.Level {
 }
 
 // attrs are ev's attributes, less the session's.
-func (lg *logger) attrs(ev session.Event) []slog.Attr {
+func (lg *logger) attrs(ev events.Event) []slog.Attr {
 	var a []slog.Attr
 	add := func(more ...slog.Attr) { a = append(a, more...) }
 	nonEmpty := func(key, v string) {
@@ -151,9 +153,9 @@ func (lg *logger) attrs(ev session.Event) []slog.Attr {
 		}
 	}
 	switch e := ev.(type) {
-	case session.StateChange:
+	case events.StateChange:
 		add(slog.String(KeyStateFrom, string(e.From)), slog.String(KeyStateTo, string(e.To)), slog.String(KeyStateEvent, string(e.Trigger)))
-	case session.AutoRetryStart:
+	case events.AutoRetryStart:
 		add(slog.Int(KeyAttempt, e.Attempt), slog.Int(KeyMaxAttempts, e.MaxAttempts),
 			slog.Duration(KeyDelay, time.Duration(e.DelayMs)*time.Millisecond))
 		class(e.ErrorClass)
@@ -161,14 +163,14 @@ func (lg *logger) attrs(ev session.Event) []slog.Attr {
 		nonEmpty(KeyProvider, e.Provider)
 		nonEmpty(KeyModel, e.Model)
 		nonEmpty(KeyCredential, e.Credential)
-	case session.AutoRetryEnd:
+	case events.AutoRetryEnd:
 		add(slog.Int(KeyAttempt, e.Attempt))
 		nonEmpty(KeyRetryOut, string(e.Outcome))
 		class(e.ErrorClass)
 		nonEmpty(KeyErrorText, e.FinalError)
-	case session.AutoCompactionStart:
+	case events.AutoCompactionStart:
 		add(slog.String(KeyReason, string(e.Reason)))
-	case session.AutoCompactionEnd:
+	case events.AutoCompactionEnd:
 		nonEmpty(KeyReason, string(lg.reason))
 		switch {
 		case e.Result != nil:
@@ -184,7 +186,7 @@ func (lg *logger) attrs(ev session.Event) []slog.Attr {
 		add(slog.Bool(KeyWillRetry, e.WillRetry))
 		nonEmpty(KeyErrorText, e.ErrorMessage)
 		lg.reason = ""
-	case session.TurnSettled:
+	case events.TurnSettled:
 		if e.Err == nil {
 			add(slog.String(KeyTurnOut, "success"))
 			break
@@ -192,25 +194,25 @@ func (lg *logger) attrs(ev session.Event) []slog.Attr {
 		add(slog.String(KeyTurnOut, "failed"))
 		nonEmpty(KeyErrorCode, rpc.ErrorCode(e.Err))
 		add(slog.String(KeyErrorText, e.Err.Error()))
-	case session.MessageStart:
+	case events.MessageStart:
 		add(slog.String(KeyRole, string(e.Message.Role)))
-	case session.MessageEnd:
+	case events.MessageEnd:
 		a = lg.message(a, e.Message)
-	case session.MessageUpdate:
+	case events.MessageUpdate:
 		add(slog.String(KeyDeltaKind, e.Delta.Kind), slog.Int(KeyDeltaIndex, e.Delta.Index))
 		if lg.content {
 			add(slog.String(KeyDeltaText, e.Delta.Text))
 		}
-	case session.AgentEnd:
+	case events.AgentEnd:
 		add(slog.Int(KeyMessages, len(e.Messages)))
-	case session.EventsDropped:
+	case events.EventsDropped:
 		add(slog.Int(KeyDropped, e.Count))
 	}
 	return a
 }
 
 // message appends a finished message's attributes to a.
-func (lg *logger) message(a []slog.Attr, m session.Message) []slog.Attr {
+func (lg *logger) message(a []slog.Attr, m transcript.Message) []slog.Attr {
 	a = append(a, slog.String(KeyMessageID, m.ID), slog.String(KeyRole, string(m.Role)))
 	if m.StopReason != "" {
 		a = append(a, slog.String(KeyStopReason, string(m.StopReason)))

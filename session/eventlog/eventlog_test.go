@@ -16,9 +16,13 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/eventlog"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -137,7 +141,7 @@ func TestExhaustedChainAtWarn(t *testing.T) {
 		l, out := logger(slog.LevelWarn)
 		s := newSession(t, []scripted.Call{fail("503"), fail("503"), fail("503"), fail("503")})
 		eventlog.Subscribe(s, l)
-		require.ErrorIs(t, s.Prompt(context.Background(), "hi"), session.ErrExhausted)
+		require.ErrorIs(t, s.Prompt(context.Background(), "hi"), policy.ErrExhausted)
 		assert.Equal(t, []string{
 			"WARN auto_retry_start error.class=retryable error.message=503 retry.attempt=1 retry.delay=2e+09 retry.max_attempts=3",
 			"WARN auto_retry_start error.class=retryable error.message=503 retry.attempt=2 retry.delay=4e+09 retry.max_attempts=3",
@@ -159,7 +163,7 @@ func TestAbortedWait(t *testing.T) {
 		require.NoError(t, err)
 		synctest.Wait()
 		s.AbortRetry()
-		require.ErrorIs(t, <-settled, session.ErrRetryCancelled)
+		require.ErrorIs(t, <-settled, policy.ErrRetryCancelled)
 		assert.Equal(t, []string{
 			"INFO auto_retry_end error.message=Retry cancelled retry.attempt=1 retry.outcome=cancelled",
 			"INFO turn_settled error.code=retry_cancelled error.message=policy: retry cancelled turn.outcome=failed",
@@ -170,7 +174,7 @@ func TestAbortedWait(t *testing.T) {
 // TestOverflowRecovery: the compaction's end names its reason and outcome.
 func TestOverflowRecovery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
+		cfg := policy.DefaultConfig()
 		cfg.Compaction.KeepRecentTokens = 5
 		l, out := logger(slog.LevelInfo)
 		s := newSession(t, []scripted.Call{ok("first answer"), fail("prompt is too long: 213462 tokens > 200000 maximum"), ok("recovered")},
@@ -193,9 +197,9 @@ func TestNoContentUnlessAsked(t *testing.T) {
 	for _, content := range []bool{false, true} {
 		t.Run(fmt.Sprint("content=", content), func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
-				cfg := session.DefaultConfig()
+				cfg := policy.DefaultConfig()
 				cfg.Compaction.KeepRecentTokens = 5
-				store := session.NewMemoryCredentials(nil, session.Credential{ID: "team-a", Provider: "scripted", Type: "api_key", Secret: "env:HUSH_KEY"})
+				store := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "team-a", Provider: "scripted", Type: "api_key", Secret: "env:HUSH_KEY"})
 				l, out := logger(eventlog.LevelTrace)
 				s := newSession(t, []scripted.Call{
 					ok("the first answer, secret-answer-one"),
@@ -271,14 +275,14 @@ func TestNilLoggerIsTheDefault(t *testing.T) {
 // streamer is an agent whose answer streams in two fragments.
 type streamer struct{}
 
-func (streamer) Run(_ context.Context, req session.RunRequest, emit func(session.Event)) error {
-	m := session.Message{ID: "a1", Role: session.RoleAssistant, StopReason: "stop", Content: session.TextContent("Hello")}
-	emit(session.AgentStart{})
-	emit(session.MessageStart{Message: session.Message{ID: "a1", Role: session.RoleAssistant}})
-	emit(session.MessageUpdate{Delta: session.Delta{Kind: "text", Text: "Hel"}})
-	emit(session.MessageUpdate{Delta: session.Delta{Kind: "text", Text: "lo"}})
-	emit(session.MessageEnd{Message: m})
-	emit(session.AgentEnd{Messages: []session.Message{m}})
+func (streamer) Run(_ context.Context, req session.RunRequest, emit func(events.Event)) error {
+	m := transcript.Message{ID: "a1", Role: transcript.RoleAssistant, StopReason: "stop", Content: transcript.TextContent("Hello")}
+	emit(events.AgentStart{})
+	emit(events.MessageStart{Message: transcript.Message{ID: "a1", Role: transcript.RoleAssistant}})
+	emit(events.MessageUpdate{Delta: events.Delta{Kind: "text", Text: "Hel"}})
+	emit(events.MessageUpdate{Delta: events.Delta{Kind: "text", Text: "lo"}})
+	emit(events.MessageEnd{Message: m})
+	emit(events.AgentEnd{Messages: []transcript.Message{m}})
 	return nil
 }
 

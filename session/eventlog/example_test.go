@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/eventlog"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -18,7 +19,7 @@ func ExampleSubscribe() {
 		{StopReason: "error", ErrorMessage: "503 Service Unavailable"},
 		{StopReason: "stop", Text: "done"},
 	}})
-	cfg := session.DefaultConfig()
+	cfg := policy.DefaultConfig()
 	cfg.Retry.BaseDelayMs = 1
 	s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithConfig(cfg), session.WithSessionID("s1"))
 	if err != nil {

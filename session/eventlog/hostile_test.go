@@ -13,6 +13,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/eventlog"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -72,8 +73,8 @@ func TestBrokenHandlerLosesOnlyItsLines(t *testing.T) {
 				s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithLogger(l))
 				require.NoError(t, err)
 				var mu sync.Mutex
-				events := 0
-				s.Subscribe(func(session.Event) { mu.Lock(); events++; mu.Unlock() })
+				count := 0
+				s.Subscribe(func(events.Event) { mu.Lock(); count++; mu.Unlock() })
 				defer eventlog.Subscribe(s, l)()
 				require.NoError(t, s.Prompt(context.Background(), "hi"))
 				require.NoError(t, s.Prompt(context.Background(), "again"))
@@ -83,7 +84,7 @@ func TestBrokenHandlerLosesOnlyItsLines(t *testing.T) {
 				defer mu.Unlock()
 				h.mu.Lock()
 				defer h.mu.Unlock()
-				assert.Equal(t, 2*events, h.lines, "every event reached the log, and its failure the session's logger")
+				assert.Equal(t, 2*count, h.lines, "every event reached the log, and its failure the session's logger")
 			})
 		})
 	}

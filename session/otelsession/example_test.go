@@ -7,6 +7,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/otelsession"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -23,7 +24,7 @@ func Example() {
 		{StopReason: "error", ErrorMessage: "503 Service Unavailable"},
 		{StopReason: "stop", Text: "done"},
 	}})
-	cfg := session.DefaultConfig()
+	cfg := policy.DefaultConfig()
 	cfg.Retry.BaseDelayMs = 1
 	obs, err := otelsession.New(otelsession.WithTracerProvider(tp))
 	if err != nil {

@@ -14,9 +14,12 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // ScopeName is the instrumentation scope of the tracer and the meter.
@@ -181,7 +184,7 @@ func New(opts ...Option) (*Observer, error) {
 type turn struct {
 	span     trace.Span
 	session  string
-	model    session.Model
+	model    policy.Model
 	retries  int
 	attempt  int
 	input    int
@@ -213,7 +216,7 @@ type wait struct {
 
 type compaction struct {
 	span   trace.Span
-	reason session.CompactionReason
+	reason transcript.CompactionReason
 }
 
 // turnOf returns o's turn that ctx belongs to. The context's key is o
@@ -224,7 +227,7 @@ func (o *Observer) turnOf(ctx context.Context) *turn {
 }
 
 // StartTurn starts the turn's span, a child of the span in ctx.
-func (o *Observer) StartTurn(ctx context.Context, sessionID string, model session.Model) context.Context {
+func (o *Observer) StartTurn(ctx context.Context, sessionID string, model policy.Model) context.Context {
 	t := &turn{session: sessionID, model: model}
 	ctx, t.span = o.tracer.Start(ctx, SpanTurn, trace.WithSpanKind(trace.SpanKindInternal),
 		trace.WithAttributes(append(modelAttrs(model.Provider, model.ID), KeyConversation.String(sessionID))...))
@@ -260,32 +263,32 @@ func (o *Observer) StartRun(ctx context.Context, req session.RunRequest) (contex
 }
 
 // Observe turns ev into span changes and metric points.
-func (o *Observer) Observe(ctx context.Context, ev session.Event) {
+func (o *Observer) Observe(ctx context.Context, ev events.Event) {
 	t := o.turnOf(ctx)
 	if t != nil && t.finished {
 		t = nil
 	}
 	switch e := ev.(type) {
-	case session.MessageEnd:
+	case events.MessageEnd:
 		o.message(ctx, t, e.Message)
-	case session.StateChange:
+	case events.StateChange:
 		return // the decision's own events follow
-	case session.AutoRetryStart:
+	case events.AutoRetryStart:
 		o.retryStart(ctx, t, e)
-	case session.AutoRetryEnd:
+	case events.AutoRetryEnd:
 		o.retryEnd(ctx, t, e)
-	case session.AutoCompactionStart:
+	case events.AutoCompactionStart:
 		o.compactionStart(ctx, t, e)
-	case session.AutoCompactionEnd:
+	case events.AutoCompactionEnd:
 		o.compactionEnd(ctx, t, e)
-	case session.TurnSettled:
+	case events.TurnSettled:
 		o.settled(t, e)
 	}
 }
 
 // message records a finished assistant message's tokens.
-func (o *Observer) message(ctx context.Context, t *turn, m session.Message) {
-	if m.Role != session.RoleAssistant {
+func (o *Observer) message(ctx context.Context, t *turn, m transcript.Message) {
+	if m.Role != transcript.RoleAssistant {
 		return
 	}
 	if t != nil {
@@ -310,7 +313,7 @@ func (o *Observer) message(ctx context.Context, t *turn, m session.Message) {
 	o.tokens.Record(ctx, int64(m.Usage.Output), metric.WithAttributes(append(attrs, KeyTokenType.String("output"))...))
 }
 
-func (o *Observer) retryStart(ctx context.Context, t *turn, e session.AutoRetryStart) {
+func (o *Observer) retryStart(ctx context.Context, t *turn, e events.AutoRetryStart) {
 	attrs := append(modelAttrs(e.Provider, e.Model), KeyErrorType.String(e.ErrorClass.String()))
 	if e.Credential != "" {
 		attrs = append(attrs, KeyCredential.String(e.Credential))
@@ -328,7 +331,7 @@ func (o *Observer) retryStart(ctx context.Context, t *turn, e session.AutoRetryS
 	t.wait = w
 }
 
-func (o *Observer) retryEnd(ctx context.Context, t *turn, e session.AutoRetryEnd) {
+func (o *Observer) retryEnd(ctx context.Context, t *turn, e events.AutoRetryEnd) {
 	attrs := []attribute.KeyValue{KeyRetryOutcome.String(string(e.Outcome))}
 	if e.ErrorClass != classify.None {
 		attrs = append(attrs, KeyErrorType.String(e.ErrorClass.String()))
@@ -342,12 +345,12 @@ func (o *Observer) retryEnd(ctx context.Context, t *turn, e session.AutoRetryEnd
 	o.chains.Add(ctx, 1, metric.WithAttributes(attrs...))
 }
 
-func (o *Observer) compactionStart(ctx context.Context, t *turn, e session.AutoCompactionStart) {
+func (o *Observer) compactionStart(ctx context.Context, t *turn, e events.AutoCompactionStart) {
 	if t == nil {
 		return
 	}
 	class := classify.None
-	if r := t.run; r != nil && r.ended && r.failed && e.Reason == session.ReasonOverflow {
+	if r := t.run; r != nil && r.ended && r.failed && e.Reason == transcript.ReasonOverflow {
 		class = classify.Overflow
 	}
 	o.settleRun(t, class)
@@ -356,7 +359,7 @@ func (o *Observer) compactionStart(ctx context.Context, t *turn, e session.AutoC
 	t.compact = c
 }
 
-func (o *Observer) compactionEnd(ctx context.Context, t *turn, e session.AutoCompactionEnd) {
+func (o *Observer) compactionEnd(ctx context.Context, t *turn, e events.AutoCompactionEnd) {
 	outcome := "failed"
 	switch {
 	case e.Result != nil:
@@ -364,7 +367,7 @@ func (o *Observer) compactionEnd(ctx context.Context, t *turn, e session.AutoCom
 	case e.Aborted:
 		outcome = "aborted"
 	}
-	var reason session.CompactionReason
+	var reason transcript.CompactionReason
 	if t != nil && t.compact != nil {
 		reason = t.compact.reason
 		span := t.compact.span
@@ -384,7 +387,7 @@ func (o *Observer) compactionEnd(ctx context.Context, t *turn, e session.AutoCom
 }
 
 // settled ends the turn's span and whatever is still open under it.
-func (o *Observer) settled(t *turn, e session.TurnSettled) {
+func (o *Observer) settled(t *turn, e events.TurnSettled) {
 	if t == nil {
 		return
 	}

@@ -22,6 +22,9 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.uber.org/goleak"
 
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/otelsession"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -195,7 +198,7 @@ func TestTransientChain(t *testing.T) {
 func TestExhaustedChain(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := newRig(t, []scripted.Call{fail("503"), fail("503"), fail("503"), fail("503")})
-		require.ErrorIs(t, r.prompt("hi"), session.ErrExhausted)
+		require.ErrorIs(t, r.prompt("hi"), policy.ErrExhausted)
 		run := func(at string, attempt int, continuation bool) string {
 			return fmt.Sprintf(`agentfsm.run <agentfsm.turn> @%s+0s Error(503) {agentfsm.retry.attempt=%d agentfsm.run.continuation=%v error.type=retryable gen_ai.response.finish_reasons=["error"] gen_ai.response.model=scripted-1 %s gen_ai.usage.input_tokens=100 gen_ai.usage.output_tokens=20}`,
 				at, attempt, continuation, runAttrs)
@@ -230,7 +233,7 @@ func TestExhaustedChain(t *testing.T) {
 // continuation, and the turn succeeds.
 func TestOverflowRecovery(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := session.DefaultConfig()
+		cfg := policy.DefaultConfig()
 		cfg.Compaction.KeepRecentTokens = 5
 		const tooLong = "prompt is too long: 213462 tokens > 200000 maximum"
 		r := newRig(t, []scripted.Call{ok("first answer"), fail(tooLong), ok("recovered")}, session.WithConfig(cfg))
@@ -265,7 +268,7 @@ func TestAbortedWait(t *testing.T) {
 		go func() { done <- r.s.Prompt(ctx, "hi") }()
 		time.Sleep(500 * time.Millisecond)
 		r.s.AbortRetry()
-		require.ErrorIs(t, <-done, session.ErrRetryCancelled)
+		require.ErrorIs(t, <-done, policy.ErrRetryCancelled)
 		span.End()
 		assert.Equal(t, sorted(
 			"caller <-> @0s+500ms {}",
@@ -287,9 +290,9 @@ func TestAbortedWait(t *testing.T) {
 // credential that hit the limit, by ID; the switch retries at once.
 func TestUsageLimitNamesTheCredential(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := session.NewMemoryCredentials(nil,
-			session.Credential{ID: "A", Provider: "scripted", Type: "api_key", Secret: "env:KEY_A"},
-			session.Credential{ID: "B", Provider: "scripted", Type: "api_key", Secret: "env:KEY_B"})
+		store := credentials.NewMemoryCredentials(nil,
+			policy.Credential{ID: "A", Provider: "scripted", Type: "api_key", Secret: "env:KEY_A"},
+			policy.Credential{ID: "B", Provider: "scripted", Type: "api_key", Secret: "env:KEY_B"})
 		r := newRig(t, []scripted.Call{fail("usage limit reached"), ok("done")}, session.WithCredentials(store))
 		require.NoError(t, r.prompt("hi"))
 		lines := r.spanLines()
@@ -387,21 +390,21 @@ func TestTwoObserversOnOneSession(t *testing.T) {
 // during its compaction ends it as aborted, and the turn as aborted.
 func TestFailedAndAbortedCompactions(t *testing.T) {
 	const tooLong = "prompt is too long: 213462 tokens > 200000 maximum"
-	cfg := session.DefaultConfig()
+	cfg := policy.DefaultConfig()
 	cfg.Compaction.KeepRecentTokens = 5
-	failing := summarizer(func(ctx context.Context) (session.Summary, error) {
-		return session.Summary{}, errors.New("model unavailable")
+	failing := summarizer(func(ctx context.Context) (policy.Summary, error) {
+		return policy.Summary{}, errors.New("model unavailable")
 	})
-	blocking := summarizer(func(ctx context.Context) (session.Summary, error) {
+	blocking := summarizer(func(ctx context.Context) (policy.Summary, error) {
 		<-ctx.Done()
-		return session.Summary{}, context.Cause(ctx)
+		return policy.Summary{}, context.Cause(ctx)
 	})
 	t.Run("failed", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			r := newRig(t, []scripted.Call{ok("first answer"), fail(tooLong)}, session.WithConfig(cfg), session.WithSummarizer(failing))
 			require.NoError(t, r.s.Prompt(context.Background(), "first question, long enough to matter"))
 			r.spans.Reset()
-			require.ErrorIs(t, r.prompt("second"), session.ErrOverflow)
+			require.ErrorIs(t, r.prompt("second"), policy.ErrOverflow)
 			lines := r.spanLines()
 			require.Len(t, lines, 4)
 			assert.Equal(t, sorted("agentfsm.compaction <agentfsm.turn> @0s+0s Error(Context overflow recovery failed: model unavailable) {agentfsm.compaction.outcome=failed agentfsm.compaction.reason=overflow agentfsm.compaction.will_retry=false}")[0], lines[3])
@@ -419,7 +422,7 @@ func TestFailedAndAbortedCompactions(t *testing.T) {
 			go func() { done <- r.prompt("second") }()
 			time.Sleep(time.Second)
 			r.s.Abort()
-			require.ErrorIs(t, <-done, session.ErrAborted)
+			require.ErrorIs(t, <-done, policy.ErrAborted)
 			lines := r.spanLines()
 			require.Len(t, lines, 4)
 			assert.Equal(t, sorted("agentfsm.compaction <agentfsm.turn> @0s+1s {agentfsm.compaction.outcome=aborted agentfsm.compaction.reason=overflow agentfsm.compaction.will_retry=false}")[0], lines[3])
@@ -429,9 +432,9 @@ func TestFailedAndAbortedCompactions(t *testing.T) {
 	})
 }
 
-type summarizer func(ctx context.Context) (session.Summary, error)
+type summarizer func(ctx context.Context) (policy.Summary, error)
 
-func (f summarizer) Summarize(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
+func (f summarizer) Summarize(ctx context.Context, _ policy.SummaryRequest) (policy.Summary, error) {
 	return f(ctx)
 }
 
@@ -456,15 +459,15 @@ func (c *counter) ForceFlush(context.Context) error { return nil }
 // is ended by the time Prompt returns, under its turn.
 func TestAbortAtAnyPointEndsEverySpan(t *testing.T) {
 	const tooLong = "prompt is too long: 213462 tokens > 200000 maximum"
-	cfg := session.DefaultConfig()
+	cfg := policy.DefaultConfig()
 	cfg.Compaction.KeepRecentTokens = 5
 	cfg.Retry.BaseDelayMs = 500
-	slowSummary := summarizer(func(ctx context.Context) (session.Summary, error) {
+	slowSummary := summarizer(func(ctx context.Context) (policy.Summary, error) {
 		select {
 		case <-time.After(300 * time.Millisecond):
-			return session.Summary{Text: "summary"}, nil
+			return policy.Summary{Text: "summary"}, nil
 		case <-ctx.Done():
-			return session.Summary{}, context.Cause(ctx)
+			return policy.Summary{}, context.Cause(ctx)
 		}
 	})
 	slowly := func(c scripted.Call) scripted.Call { c.LatencyMs = 200; return c }
@@ -534,9 +537,9 @@ func TestNilProvidersAreRefused(t *testing.T) {
 // is valid UTF-8, with U+FFFD for each bad byte.
 func TestTextIsValidUTF8(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := session.NewMemoryCredentials(nil,
-			session.Credential{ID: "A\xff", Provider: "scripted", Type: "api_key"},
-			session.Credential{ID: "B\xfe", Provider: "scripted", Type: "api_key"})
+		store := credentials.NewMemoryCredentials(nil,
+			policy.Credential{ID: "A\xff", Provider: "scripted", Type: "api_key"},
+			policy.Credential{ID: "B\xfe", Provider: "scripted", Type: "api_key"})
 		r := newRig(t, []scripted.Call{fail("usage limit reached \xff"), fail("boom \xfe"), ok("done")}, session.WithCredentials(store))
 		require.Error(t, r.prompt("hi"))
 		stubs := r.spans.GetSpans()
@@ -561,7 +564,7 @@ func TestTextIsValidUTF8(t *testing.T) {
 // text is not valid UTF-8.
 type failingAgent struct{}
 
-func (failingAgent) Run(context.Context, session.RunRequest, func(session.Event)) error {
+func (failingAgent) Run(context.Context, session.RunRequest, func(events.Event)) error {
 	return errors.New("dial tcp: \xff")
 }
 

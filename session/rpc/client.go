@@ -11,7 +11,7 @@ import (
 	"strconv"
 	"sync"
 
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Event is one event line from the server: its type and the whole JSON
@@ -361,7 +361,7 @@ func (c *Client) SetAutoCompaction(ctx context.Context, enabled bool) error {
 
 // Compact compacts the session's context now, and returns the compaction
 // (its Reason is ReasonManual).
-func (c *Client) Compact(ctx context.Context, customInstructions string) (session.Compaction, error) {
+func (c *Client) Compact(ctx context.Context, customInstructions string) (transcript.Compaction, error) {
 	fields := map[string]any{}
 	if customInstructions != "" {
 		fields["customInstructions"] = customInstructions
@@ -372,9 +372,9 @@ func (c *Client) Compact(ctx context.Context, customInstructions string) (sessio
 		err = json.Unmarshal(data, &res)
 	}
 	if err != nil {
-		return session.Compaction{}, err
+		return transcript.Compaction{}, err
 	}
-	return res.compaction(session.ReasonManual), nil
+	return res.compaction(transcript.ReasonManual), nil
 }
 
 // GetState returns the session's status: the data of get_state.
@@ -388,10 +388,10 @@ func (c *Client) GetState(ctx context.Context) (State, error) {
 }
 
 // GetMessages returns the session's runtime context.
-func (c *Client) GetMessages(ctx context.Context) ([]session.Message, error) {
+func (c *Client) GetMessages(ctx context.Context) ([]transcript.Message, error) {
 	data, err := c.call(ctx, "get_messages", nil, false)
 	var v struct {
-		Messages []session.Message `json:"messages"`
+		Messages []transcript.Message `json:"messages"`
 	}
 	if err == nil {
 		err = json.Unmarshal(data, &v)
@@ -403,7 +403,7 @@ func (c *Client) GetMessages(ctx context.Context) ([]session.Message, error) {
 // settled (its retries and any overflow recovery included, not just its
 // first agent_end) and returns the turn's error, as the server reported it
 // (its text, matching the sentinel error its code names: errors.Is(err,
-// session.ErrExhausted) works), or ErrClientClosed when the server went
+// policy.ErrExhausted) works), or ErrClientClosed when the server went
 // away first. When that turn has already settled it returns its result at
 // once (nil before any turn). A prompt rejected by the server is not a
 // turn: it changes nothing here.

@@ -6,42 +6,44 @@ import (
 	"strings"
 
 	"github.com/agentfsm/agentfsm/classify"
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
 // EventType returns the wire type of ev, the "type" of its line, such as
-// "auto_retry_start" for a session.AutoRetryStart; "" for nil.
-func EventType(ev session.Event) string {
+// "auto_retry_start" for a events.AutoRetryStart; "" for nil.
+func EventType(ev events.Event) string {
 	switch ev.(type) {
-	case session.AgentStart:
+	case events.AgentStart:
 		return "agent_start"
-	case session.TurnStart:
+	case events.CallStart:
 		return "turn_start"
-	case session.MessageStart:
+	case events.MessageStart:
 		return "message_start"
-	case session.MessageUpdate:
+	case events.MessageUpdate:
 		return "message_update"
-	case session.MessageEnd:
+	case events.MessageEnd:
 		return "message_end"
-	case session.TurnEnd:
+	case events.CallEnd:
 		return "turn_end"
-	case session.AgentEnd:
+	case events.AgentEnd:
 		return "agent_end"
-	case session.AutoRetryStart:
+	case events.AutoRetryStart:
 		return "auto_retry_start"
-	case session.AutoRetryEnd:
+	case events.AutoRetryEnd:
 		return "auto_retry_end"
-	case session.AutoCompactionStart:
+	case events.AutoCompactionStart:
 		return "auto_compaction_start"
-	case session.AutoCompactionEnd:
+	case events.AutoCompactionEnd:
 		return "auto_compaction_end"
-	case session.StateChange:
+	case events.StateChange:
 		return "state_change"
-	case session.TurnSettled:
+	case events.TurnSettled:
 		return "turn_settled"
-	case session.EventsDropped:
+	case events.EventsDropped:
 		return "events_dropped"
 	}
 	return ""
@@ -52,14 +54,14 @@ func EventType(ev session.Event) string {
 // so that a conversion turns one into the other; "type" is added in front.
 type (
 	messageEvent struct {
-		Message session.Message `json:"message"`
+		Message transcript.Message `json:"message"`
 	}
 	agentEnd struct {
-		Messages []session.Message `json:"messages"`
+		Messages []transcript.Message `json:"messages"`
 	}
 	messageUpdate struct {
-		Message session.Message `json:"message"`
-		Delta   delta           `json:"delta"`
+		Message transcript.Message `json:"message"`
+		Delta   delta              `json:"delta"`
 	}
 	delta struct {
 		Kind  string `json:"kind"`
@@ -77,14 +79,14 @@ type (
 		Credential   string    `json:"credentialId,omitempty"`
 	}
 	autoRetryEnd struct {
-		Success    bool                 `json:"success"`
-		Attempt    int                  `json:"attempt"`
-		FinalError string               `json:"finalError,omitempty"`
-		Outcome    session.RetryOutcome `json:"outcome,omitempty"`
-		ErrorClass wireClass            `json:"errorClass,omitempty"`
+		Success    bool                `json:"success"`
+		Attempt    int                 `json:"attempt"`
+		FinalError string              `json:"finalError,omitempty"`
+		Outcome    events.RetryOutcome `json:"outcome,omitempty"`
+		ErrorClass wireClass           `json:"errorClass,omitempty"`
 	}
 	autoCompactionStart struct {
-		Reason session.CompactionReason `json:"reason"`
+		Reason transcript.CompactionReason `json:"reason"`
 	}
 	autoCompactionEnd struct {
 		Result       *compactionResult `json:"result,omitempty"`
@@ -114,9 +116,9 @@ type (
 // refused compaction by its text, and reads every error of the stream as
 // the session's, which is what it speaks to.
 var sessionErrors = []error{
-	session.ErrBusy, session.ErrClosed, session.ErrRetryCancelled, session.ErrAborted, session.ErrExhausted,
-	session.ErrProvider, session.ErrOverflow, session.ErrHistory, session.ErrStartFailed,
-	session.ErrNothingToCompact, session.ErrAlreadyCompacted, session.ErrCompactionCancelled,
+	policy.ErrBusy, policy.ErrClosed, policy.ErrRetryCancelled, policy.ErrAborted, policy.ErrExhausted,
+	policy.ErrProvider, policy.ErrOverflow, policy.ErrHistory, policy.ErrStartFailed,
+	policy.ErrNothingToCompact, policy.ErrAlreadyCompacted, policy.ErrCompactionCancelled,
 }
 
 // The leads of a failed compaction's errorMessage, which the policy writes
@@ -156,7 +158,7 @@ func sessionText(body string) string {
 		// After an exhausted chain (" after 3 attempts: …") or a provider
 		// error comes the provider's text, as it is; after any other, the
 		// error it wraps, which may be the policy's too.
-		if rest == "" || !strings.HasPrefix(rest, ": ") || e == session.ErrProvider {
+		if rest == "" || !strings.HasPrefix(rest, ": ") || e == policy.ErrProvider {
 			b.WriteString(rest)
 			return b.String()
 		}
@@ -204,7 +206,7 @@ func (c *wireClass) UnmarshalText(b []byte) error {
 	return nil
 }
 
-// compactionResult is a session.Compaction on the wire, in
+// compactionResult is a transcript.Compaction on the wire, in
 // auto_compaction_end and in the compact command's response: the reference
 // protocol's compaction result, which has no reason.
 type compactionResult struct {
@@ -215,13 +217,13 @@ type compactionResult struct {
 }
 
 // wireCompaction is c on the wire: without its reason.
-func wireCompaction(c session.Compaction) compactionResult {
+func wireCompaction(c transcript.Compaction) compactionResult {
 	return compactionResult{Summary: c.Summary, FirstKeptEntryID: c.FirstKeptEntryID, TokensBefore: c.TokensBefore, Details: c.Details}
 }
 
 // compaction returns the session's compaction, for reason.
-func (w compactionResult) compaction(reason session.CompactionReason) session.Compaction {
-	return session.Compaction{Reason: reason, Summary: w.Summary, FirstKeptEntryID: w.FirstKeptEntryID, TokensBefore: w.TokensBefore, Details: w.Details}
+func (w compactionResult) compaction(reason transcript.CompactionReason) transcript.Compaction {
+	return transcript.Compaction{Reason: reason, Summary: w.Summary, FirstKeptEntryID: w.FirstKeptEntryID, TokensBefore: w.TokensBefore, Details: w.Details}
 }
 
 // MarshalEvent returns ev's line as the server writes it, without its
@@ -230,49 +232,49 @@ func (w compactionResult) compaction(reason session.CompactionReason) session.Co
 // session's events as JSON lines writes them with it, so the lines read as
 // the server's. It fails for a value that is not one of the session's
 // events.
-func MarshalEvent(ev session.Event) ([]byte, error) { return marshalEvent(ev) }
+func MarshalEvent(ev events.Event) ([]byte, error) { return marshalEvent(ev) }
 
 // marshalEvent returns ev's line, without its newline: a JSON object whose
 // "type" comes first.
-func marshalEvent(ev session.Event) ([]byte, error) {
+func marshalEvent(ev events.Event) ([]byte, error) {
 	var body any
 	switch e := ev.(type) {
-	case session.AgentStart, session.TurnStart, session.TurnEnd:
+	case events.AgentStart, events.CallStart, events.CallEnd:
 		body = struct{}{}
-	case session.MessageStart:
+	case events.MessageStart:
 		body = messageEvent(e)
-	case session.MessageUpdate:
+	case events.MessageUpdate:
 		body = messageUpdate{Message: e.Message, Delta: delta(e.Delta)}
-	case session.MessageEnd:
+	case events.MessageEnd:
 		body = messageEvent(e)
-	case session.AgentEnd:
+	case events.AgentEnd:
 		if e.Messages == nil {
-			e.Messages = []session.Message{}
+			e.Messages = []transcript.Message{}
 		}
 		body = agentEnd(e)
-	case session.AutoRetryStart:
+	case events.AutoRetryStart:
 		body = autoRetryStart{Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, DelayMs: e.DelayMs, ErrorMessage: e.ErrorMessage,
 			ErrorClass: wireClass(e.ErrorClass), Provider: e.Provider, Model: e.Model, Credential: e.Credential}
-	case session.AutoRetryEnd:
+	case events.AutoRetryEnd:
 		body = autoRetryEnd{Success: e.Success, Attempt: e.Attempt, FinalError: e.FinalError, Outcome: e.Outcome, ErrorClass: wireClass(e.ErrorClass)}
-	case session.AutoCompactionStart:
+	case events.AutoCompactionStart:
 		body = autoCompactionStart(e)
-	case session.AutoCompactionEnd:
+	case events.AutoCompactionEnd:
 		w := autoCompactionEnd{Aborted: e.Aborted, WillRetry: e.WillRetry, ErrorMessage: wireText(e.ErrorMessage)}
 		if e.Result != nil {
 			res := wireCompaction(*e.Result)
 			w.Result = &res
 		}
 		body = w
-	case session.StateChange:
+	case events.StateChange:
 		body = stateChange(e)
-	case session.TurnSettled:
+	case events.TurnSettled:
 		w := turnSettled{Success: e.Err == nil, ErrorClass: wireClass(e.ErrorClass)}
 		if e.Err != nil {
 			w.Error, w.Code = wireText(e.Err.Error()), ErrorCode(e.Err)
 		}
 		body = w
-	case session.EventsDropped:
+	case events.EventsDropped:
 		body = eventsDropped(e)
 	default:
 		return nil, fmt.Errorf("rpc: not a session event: %T", ev)
@@ -289,63 +291,63 @@ func marshalEvent(ev session.Event) ([]byte, error) {
 }
 
 // Value returns the session event the line stands for, as the server's
-// session emitted it: a session.AutoRetryStart for an auto_retry_start, and
+// session emitted it: a events.AutoRetryStart for an auto_retry_start, and
 // so on. Two fields do not cross the wire whole: an AutoCompactionEnd's
 // Result has no Reason (the AutoCompactionStart before it has it), and a
 // TurnSettled's Err has the text the server sent and matches the sentinel
-// error its code names (errors.Is(err, session.ErrExhausted)), but it is
+// error its code names (errors.Is(err, policy.ErrExhausted)), but it is
 // neither an *ExhaustedError nor the provider's Go error. A state_change
 // an earlier server wrote with a rule's earlier name ("settle") has the
 // rule's name now (transitions.Accept). A type this client does not know is
 // an error.
-func (e Event) Value() (session.Event, error) {
+func (e Event) Value() (events.Event, error) {
 	var err error
 	decode := func(v any) {
 		if err = json.Unmarshal(e.Raw, v); err != nil {
 			err = fmt.Errorf("rpc: decoding %s: %w", e.Type, err)
 		}
 	}
-	var ev session.Event
+	var ev events.Event
 	switch e.Type {
 	case "agent_start":
-		ev = session.AgentStart{}
+		ev = events.AgentStart{}
 	case "turn_start":
-		ev = session.TurnStart{}
+		ev = events.CallStart{}
 	case "turn_end":
-		ev = session.TurnEnd{}
+		ev = events.CallEnd{}
 	case "message_start":
 		var w messageEvent
 		decode(&w)
-		ev = session.MessageStart(w)
+		ev = events.MessageStart(w)
 	case "message_end":
 		var w messageEvent
 		decode(&w)
-		ev = session.MessageEnd(w)
+		ev = events.MessageEnd(w)
 	case "message_update":
 		var w messageUpdate
 		decode(&w)
-		ev = session.MessageUpdate{Message: w.Message, Delta: session.Delta(w.Delta)}
+		ev = events.MessageUpdate{Message: w.Message, Delta: events.Delta(w.Delta)}
 	case "agent_end":
 		var w agentEnd
 		decode(&w)
-		ev = session.AgentEnd(w)
+		ev = events.AgentEnd(w)
 	case "auto_retry_start":
 		var w autoRetryStart
 		decode(&w)
-		ev = session.AutoRetryStart{Attempt: w.Attempt, MaxAttempts: w.MaxAttempts, DelayMs: w.DelayMs, ErrorMessage: w.ErrorMessage,
+		ev = events.AutoRetryStart{Attempt: w.Attempt, MaxAttempts: w.MaxAttempts, DelayMs: w.DelayMs, ErrorMessage: w.ErrorMessage,
 			ErrorClass: classify.Class(w.ErrorClass), Provider: w.Provider, Model: w.Model, Credential: w.Credential}
 	case "auto_retry_end":
 		var w autoRetryEnd
 		decode(&w)
-		ev = session.AutoRetryEnd{Success: w.Success, Attempt: w.Attempt, FinalError: w.FinalError, Outcome: w.Outcome, ErrorClass: classify.Class(w.ErrorClass)}
+		ev = events.AutoRetryEnd{Success: w.Success, Attempt: w.Attempt, FinalError: w.FinalError, Outcome: w.Outcome, ErrorClass: classify.Class(w.ErrorClass)}
 	case "auto_compaction_start":
 		var w autoCompactionStart
 		decode(&w)
-		ev = session.AutoCompactionStart(w)
+		ev = events.AutoCompactionStart(w)
 	case "auto_compaction_end":
 		var w autoCompactionEnd
 		decode(&w)
-		end := session.AutoCompactionEnd{Aborted: w.Aborted, WillRetry: w.WillRetry, ErrorMessage: w.ErrorMessage}
+		end := events.AutoCompactionEnd{Aborted: w.Aborted, WillRetry: w.WillRetry, ErrorMessage: w.ErrorMessage}
 		if w.Result != nil {
 			res := w.Result.compaction("")
 			end.Result = &res
@@ -357,15 +359,15 @@ func (e Event) Value() (session.Event, error) {
 		if now, ok := renamedTriggers[w.Trigger]; ok {
 			w.Trigger = now
 		}
-		ev = session.StateChange(w)
+		ev = events.StateChange(w)
 	case "turn_settled":
 		var w turnSettled
 		decode(&w)
-		ev = session.TurnSettled{Err: w.err(), ErrorClass: classify.Class(w.ErrorClass)}
+		ev = events.TurnSettled{Err: w.err(), ErrorClass: classify.Class(w.ErrorClass)}
 	case "events_dropped":
 		var w eventsDropped
 		decode(&w)
-		ev = session.EventsDropped(w)
+		ev = events.EventsDropped(w)
 	default:
 		return nil, fmt.Errorf("rpc: unknown event type %q", e.Type)
 	}
@@ -382,13 +384,13 @@ var errorCodes = []struct {
 	code string
 	err  error
 }{
-	{"exhausted", session.ErrExhausted},
-	{"retry_cancelled", session.ErrRetryCancelled},
-	{"aborted", session.ErrAborted},
-	{"overflow", session.ErrOverflow},
-	{"start_failed", session.ErrStartFailed},
-	{"history", session.ErrHistory},
-	{"provider", session.ErrProvider},
+	{"exhausted", policy.ErrExhausted},
+	{"retry_cancelled", policy.ErrRetryCancelled},
+	{"aborted", policy.ErrAborted},
+	{"overflow", policy.ErrOverflow},
+	{"start_failed", policy.ErrStartFailed},
+	{"history", policy.ErrHistory},
+	{"provider", policy.ErrProvider},
 }
 
 // ErrorCode returns turn_settled's code for a turn's error (docs/rpc.md):
@@ -435,7 +437,7 @@ func (w turnSettled) err() error {
 		}
 	}
 	if w.Code == "exhausted" {
-		e.errs = append(e.errs, session.ErrProvider)
+		e.errs = append(e.errs, policy.ErrProvider)
 	}
 	return e
 }

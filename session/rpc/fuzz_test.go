@@ -10,6 +10,7 @@ import (
 
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -54,7 +55,7 @@ func FuzzServeLine(f *testing.F) {
 	const sentinel = `{"id":"sentinel","type":"get_state"}` + "\n"
 	f.Fuzz(func(t *testing.T, input []byte) {
 		synctest.Test(t, func(t *testing.T) {
-			cfg := session.ReferenceConfig()
+			cfg := policy.ReferenceConfig()
 			cfg.Compaction.KeepRecentTokens = 5
 			s, err := session.New(scripted.New(script), session.WithModel(scripted.DefaultModel), session.WithConfig(cfg))
 			require.NoError(t, err)

@@ -6,7 +6,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transitions"
@@ -15,7 +15,7 @@ import (
 // TestMarshalEventIsTheServersLine: a program logging events writes the
 // server's line, which a client decodes back into the event. Issue item 4.
 func TestMarshalEventIsTheServersLine(t *testing.T) {
-	ev := session.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 5, ErrorMessage: "529 overloaded_error: Overloaded"}
+	ev := events.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 5, ErrorMessage: "529 overloaded_error: Overloaded"}
 	b, err := rpc.MarshalEvent(ev)
 	require.NoError(t, err)
 	assert.Equal(t, `{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":5,"errorMessage":"529 overloaded_error: Overloaded"}`, string(b))
@@ -35,11 +35,11 @@ func TestStateChangeBeforeTheRenameStillReads(t *testing.T) {
 	old := rpc.Event{Type: "state_change", Raw: []byte(`{"type":"state_change","from":"classifying","to":"idle","event":"settle"}`)}
 	ev, err := old.Value()
 	require.NoError(t, err)
-	assert.Equal(t, session.StateChange{From: states.Classifying, To: states.Idle, Trigger: transitions.Accept}, ev)
+	assert.Equal(t, events.StateChange{From: states.Classifying, To: states.Idle, Trigger: transitions.Accept}, ev)
 
 	for _, r := range transitions.Table() {
 		for _, from := range r.From {
-			sc := session.StateChange{From: from, To: r.Target(from), Trigger: r.Trigger}
+			sc := events.StateChange{From: from, To: r.Target(from), Trigger: r.Trigger}
 			b, err := rpc.MarshalEvent(sc)
 			require.NoError(t, err)
 			back, err := rpc.Event{Type: "state_change", Raw: b}.Value()
@@ -50,5 +50,5 @@ func TestStateChangeBeforeTheRenameStillReads(t *testing.T) {
 	unknown := rpc.Event{Type: "state_change", Raw: []byte(`{"type":"state_change","from":"idle","to":"idle","event":"warp"}`)}
 	ev, err = unknown.Value()
 	require.NoError(t, err)
-	assert.Equal(t, session.StateChange{From: states.Idle, To: states.Idle, Trigger: "warp"}, ev, "a name this client does not know is kept as it came")
+	assert.Equal(t, events.StateChange{From: states.Idle, To: states.Idle, Trigger: "warp"}, ev, "a name this client does not know is kept as it came")
 }

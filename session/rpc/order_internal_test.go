@@ -13,22 +13,25 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // stubAgent answers every run with one successful model call.
 type stubAgent struct{ calls atomic.Int64 }
 
-func (a *stubAgent) Run(_ context.Context, req session.RunRequest, emit func(session.Event)) error {
-	msg := session.Message{ID: "stub-" + strconv.FormatInt(a.calls.Add(1), 10), Role: session.RoleAssistant,
-		Provider: req.Model.Provider, Model: req.Model.ID, StopReason: "stop", Content: session.TextContent("ok"),
-		Usage: &session.Usage{Input: 10, Output: 2, TotalTokens: 12}}
-	emit(session.AgentStart{})
-	emit(session.TurnStart{})
-	emit(session.MessageStart{Message: msg})
-	emit(session.MessageEnd{Message: msg})
-	emit(session.TurnEnd{})
-	emit(session.AgentEnd{Messages: []session.Message{msg}})
+func (a *stubAgent) Run(_ context.Context, req session.RunRequest, emit func(events.Event)) error {
+	msg := transcript.Message{ID: "stub-" + strconv.FormatInt(a.calls.Add(1), 10), Role: transcript.RoleAssistant,
+		Provider: req.Model.Provider, Model: req.Model.ID, StopReason: "stop", Content: transcript.TextContent("ok"),
+		Usage: &transcript.Usage{Input: 10, Output: 2, TotalTokens: 12}}
+	emit(events.AgentStart{})
+	emit(events.CallStart{})
+	emit(events.MessageStart{Message: msg})
+	emit(events.MessageEnd{Message: msg})
+	emit(events.CallEnd{})
+	emit(events.AgentEnd{Messages: []transcript.Message{msg}})
 	return nil
 }
 
@@ -38,15 +41,15 @@ func (a *stubAgent) Run(_ context.Context, req session.RunRequest, emit func(ses
 // client matches each turn_settled to its prompt. Issue item 25.
 func TestPromptAckFollowsPreviousTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := session.New(&stubAgent{}, session.WithModel(session.Model{Provider: "stub", ID: "stub-1", ContextWindow: 200000}), session.WithConfig(session.ReferenceConfig()))
+		s, err := session.New(&stubAgent{}, session.WithModel(policy.Model{Provider: "stub", ID: "stub-1", ContextWindow: 200000}), session.WithConfig(policy.ReferenceConfig()))
 		require.NoError(t, err)
 		defer s.Close()
 		var out bytes.Buffer
 		srv := &server{s: s, w: newWriter(&out)}
 		// The events reach the writer only when the test delivers them.
 		var mu sync.Mutex
-		var queued []session.Event
-		unsubscribe := s.Subscribe(func(ev session.Event) {
+		var queued []events.Event
+		unsubscribe := s.Subscribe(func(ev events.Event) {
 			mu.Lock()
 			queued = append(queued, ev)
 			mu.Unlock()

@@ -20,9 +20,12 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -40,7 +43,7 @@ func serve(t *testing.T, calls []scripted.Call, opts ...session.Option) *served 
 	t.Helper()
 	agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: calls})
 	// The wire is the reference's, so these tests run under its policy.
-	opts = append([]session.Option{session.WithModel(scripted.DefaultModel), session.WithSessionID("rpc-test"), session.WithConfig(session.ReferenceConfig())}, opts...)
+	opts = append([]session.Option{session.WithModel(scripted.DefaultModel), session.WithSessionID("rpc-test"), session.WithConfig(policy.ReferenceConfig())}, opts...)
 	s, err := session.New(agent, opts...)
 	require.NoError(t, err)
 	inR, inW := io.Pipe()
@@ -150,8 +153,8 @@ func TestClientRetryThenSuccess(t *testing.T) {
 			if ev.Type == "auto_retry_start" {
 				v, err := ev.Value()
 				require.NoError(t, err)
-				e := v.(session.AutoRetryStart)
-				assert.Equal(t, session.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 2000, ErrorMessage: "503 Service Unavailable",
+				e := v.(events.AutoRetryStart)
+				assert.Equal(t, events.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 2000, ErrorMessage: "503 Service Unavailable",
 					ErrorClass: classify.Retryable, Provider: "scripted", Model: "scripted-1"}, e)
 			}
 		}
@@ -211,21 +214,21 @@ func TestClientAbortRetry(t *testing.T) {
 		err = c.WaitForIdle(ctx)
 		require.ErrorContains(t, err, "retry cancelled")
 		assert.Zero(t, time.Since(start), "promptly")
-		var end session.AutoRetryEnd
+		var end events.AutoRetryEnd
 		for _, ev := range drain(c) {
 			if ev.Type == "auto_retry_end" {
 				v, err := ev.Value()
 				require.NoError(t, err)
-				end = v.(session.AutoRetryEnd)
+				end = v.(events.AutoRetryEnd)
 			}
 		}
-		assert.Equal(t, session.AutoRetryEnd{Success: false, Attempt: 1, FinalError: "Retry cancelled", Outcome: session.RetryCancelled}, end)
+		assert.Equal(t, events.AutoRetryEnd{Success: false, Attempt: 1, FinalError: "Retry cancelled", Outcome: events.RetryCancelled}, end)
 	})
 }
 
 func TestClientCompactAndMessages(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := session.ReferenceConfig()
+		cfg := policy.ReferenceConfig()
 		cfg.Compaction.KeepRecentTokens = 5
 		sv := serve(t, []scripted.Call{{StopReason: "stop", Text: "first answer"}}, session.WithConfig(cfg))
 		c := rpc.NewClient(sv.out, sv.in)
@@ -245,7 +248,7 @@ func TestClientCompactAndMessages(t *testing.T) {
 		assert.ErrorContains(t, err, "already compacted")
 		msgs, err = c.GetMessages(ctx)
 		require.NoError(t, err)
-		assert.Equal(t, session.RoleSummary, msgs[0].Role)
+		assert.Equal(t, transcript.RoleSummary, msgs[0].Role)
 	})
 }
 
@@ -253,7 +256,7 @@ func TestClientCompactAndMessages(t *testing.T) {
 // is not blocked by the compact command.
 func TestAbortDuringCompact(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := session.ReferenceConfig()
+		cfg := policy.ReferenceConfig()
 		cfg.Compaction.KeepRecentTokens = 5
 		blocking := summarizer(func(ctx context.Context) error { <-ctx.Done(); return context.Cause(ctx) })
 		sv := serve(t, []scripted.Call{{StopReason: "stop", Text: "answer"}}, session.WithConfig(cfg), session.WithSummarizer(blocking))
@@ -274,13 +277,13 @@ func TestAbortDuringCompact(t *testing.T) {
 
 type summarizer func(ctx context.Context) error
 
-func (f summarizer) Summarize(ctx context.Context, _ session.SummaryRequest) (session.Summary, error) {
-	return session.Summary{}, f(ctx)
+func (f summarizer) Summarize(ctx context.Context, _ policy.SummaryRequest) (policy.Summary, error) {
+	return policy.Summary{}, f(ctx)
 }
 
 func TestOverflowRecoveryOverRPC(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		cfg := session.ReferenceConfig()
+		cfg := policy.ReferenceConfig()
 		cfg.Compaction.KeepRecentTokens = 5
 		sv := serve(t, []scripted.Call{
 			{StopReason: "stop", Text: "first"},
@@ -521,7 +524,7 @@ func (w *failingWriter) Write(p []byte) (int, error) {
 // runs no further command and returns the write error. Issue item 27.
 func TestServeStopsAtFailedWrite(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		s, err := session.New(scripted.New(scripted.Script{Model: scripted.DefaultModel}), session.WithModel(scripted.DefaultModel), session.WithConfig(session.ReferenceConfig()))
+		s, err := session.New(scripted.New(scripted.Script{Model: scripted.DefaultModel}), session.WithModel(scripted.DefaultModel), session.WithConfig(policy.ReferenceConfig()))
 		require.NoError(t, err)
 		defer s.Close()
 		in := strings.NewReader(`{"id":"1","type":"get_state"}` + "\n" + `{"id":"2","type":"set_auto_retry","enabled":false}` + "\n")
@@ -529,7 +532,7 @@ func TestServeStopsAtFailedWrite(t *testing.T) {
 		err = rpc.Serve(context.Background(), s, in, out)
 		require.ErrorIs(t, err, errDiskFull)
 		assert.ErrorContains(t, err, "rpc: writing output")
-		assert.True(t, s.AutoRetryEnabled(), "the command after the failed write did not run")
+		assert.True(t, s.Status().RetryEnabled, "the command after the failed write did not run")
 	})
 }
 
@@ -539,7 +542,7 @@ func TestServeStopsAtFailedWrite(t *testing.T) {
 func TestServeStopsWhenEventsCannotBeWritten(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		s, err := session.New(scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{{StopReason: "stop", LatencyMs: 10000}}}),
-			session.WithModel(scripted.DefaultModel), session.WithConfig(session.ReferenceConfig()))
+			session.WithModel(scripted.DefaultModel), session.WithConfig(policy.ReferenceConfig()))
 		require.NoError(t, err)
 		defer s.Close()
 		inR, inW := io.Pipe()
@@ -558,8 +561,8 @@ func TestServeStopsWhenEventsCannotBeWritten(t *testing.T) {
 			t.Fatal("Serve still runs after its output failed")
 		}
 		assert.Less(t, time.Since(start), 10*time.Second, "the turn was aborted")
-		assert.False(t, s.IsStreaming())
-		assert.Equal(t, "idle", string(s.State()))
+		assert.False(t, s.Status().Streaming)
+		assert.Equal(t, "idle", string(s.Status().State))
 		assert.True(t, strings.HasPrefix(out.written.String(), ack), out.written.String())
 	})
 }
@@ -579,15 +582,15 @@ func TestTurnSettledCarriesErrorCode(t *testing.T) {
 
 		require.NoError(t, c.Prompt(ctx, "exhaust the retries"))
 		err := c.WaitForIdle(ctx)
-		assert.ErrorIs(t, err, session.ErrExhausted)
-		assert.ErrorIs(t, err, session.ErrProvider)
+		assert.ErrorIs(t, err, policy.ErrExhausted)
+		assert.ErrorIs(t, err, policy.ErrProvider)
 		assert.EqualError(t, err, "session: retries exhausted after 3 attempts: "+s503)
 
 		require.NoError(t, c.SetAutoRetry(ctx, false))
 		require.NoError(t, c.Prompt(ctx, "no retry"))
 		err = c.WaitForIdle(ctx)
-		assert.ErrorIs(t, err, session.ErrProvider)
-		assert.NotErrorIs(t, err, session.ErrExhausted)
+		assert.ErrorIs(t, err, policy.ErrProvider)
+		assert.NotErrorIs(t, err, policy.ErrExhausted)
 		assert.EqualError(t, err, "session: provider error: "+s503)
 
 		require.NoError(t, c.SetAutoRetry(ctx, true))
@@ -595,13 +598,13 @@ func TestTurnSettledCarriesErrorCode(t *testing.T) {
 		time.Sleep(time.Second)
 		require.NoError(t, c.AbortRetry(ctx))
 		err = c.WaitForIdle(ctx)
-		assert.ErrorIs(t, err, session.ErrRetryCancelled)
-		assert.NotErrorIs(t, err, session.ErrProvider)
+		assert.ErrorIs(t, err, policy.ErrRetryCancelled)
+		assert.NotErrorIs(t, err, policy.ErrProvider)
 
 		require.NoError(t, c.SetAutoCompaction(ctx, false))
 		require.NoError(t, c.Prompt(ctx, "overflow"))
 		err = c.WaitForIdle(ctx)
-		assert.ErrorIs(t, err, session.ErrOverflow)
+		assert.ErrorIs(t, err, policy.ErrOverflow)
 
 		require.NoError(t, c.Prompt(ctx, "succeed"))
 		require.NoError(t, c.WaitForIdle(ctx))
@@ -622,7 +625,7 @@ func TestTurnSettledCarriesErrorCode(t *testing.T) {
 			}
 			v, err := ev.Value()
 			require.NoError(t, err)
-			if settled := v.(session.TurnSettled); settled.Err != nil {
+			if settled := v.(events.TurnSettled); settled.Err != nil {
 				assert.Contains(t, string(ev.Raw), `"code":`)
 			}
 		}

@@ -12,9 +12,12 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/lines"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // maxLine is the longest command line Serve reads (64 MiB); a longer one
@@ -33,24 +36,24 @@ type response struct {
 
 // State is the data of a get_state response.
 type State struct {
-	SessionID             string        `json:"sessionId"`
-	Model                 session.Model `json:"model"`
-	IsStreaming           bool          `json:"isStreaming"`
-	IsCompacting          bool          `json:"isCompacting"`
-	IsRetrying            bool          `json:"isRetrying"`
-	RetryAttempt          int           `json:"retryAttempt"`
-	AutoRetryEnabled      bool          `json:"autoRetryEnabled"`
-	AutoCompactionEnabled bool          `json:"autoCompactionEnabled"`
-	MessageCount          int           `json:"messageCount"`
-	PendingMessageCount   int           `json:"pendingMessageCount"`
-	State                 string        `json:"state"`
+	SessionID             string       `json:"sessionId"`
+	Model                 policy.Model `json:"model"`
+	IsStreaming           bool         `json:"isStreaming"`
+	IsCompacting          bool         `json:"isCompacting"`
+	IsRetrying            bool         `json:"isRetrying"`
+	RetryAttempt          int          `json:"retryAttempt"`
+	AutoRetryEnabled      bool         `json:"autoRetryEnabled"`
+	AutoCompactionEnabled bool         `json:"autoCompactionEnabled"`
+	MessageCount          int          `json:"messageCount"`
+	PendingMessageCount   int          `json:"pendingMessageCount"`
+	State                 string       `json:"state"`
 }
 
 // StateOf is the get_state answer of the session id, talking to m, whose
 // status is st: the one place a State is made from a Status, for every
 // driver that answers get_state (the in-process server, the Temporal
 // workflow's query).
-func StateOf(id string, m session.Model, st session.Status) State {
+func StateOf(id string, m policy.Model, st policy.Status) State {
 	return State{
 		SessionID: id, Model: m, IsStreaming: st.Streaming, IsCompacting: st.Compacting,
 		IsRetrying: st.Retrying, RetryAttempt: st.Attempt, AutoRetryEnabled: st.RetryEnabled,
@@ -121,11 +124,11 @@ func (w *writer) writeLocked(b []byte, err error) {
 
 // event writes one of the session's events. A turn_settled lets the next
 // turn's acknowledgement out.
-func (w *writer) event(ev session.Event) {
+func (w *writer) event(ev events.Event) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.writeLocked(marshalEvent(ev))
-	if _, ok := ev.(session.TurnSettled); ok && w.open > 0 {
+	if _, ok := ev.(events.TurnSettled); ok && w.open > 0 {
 		w.open--
 		if len(w.held) > 0 {
 			w.lineLocked(w.held[0])
@@ -443,7 +446,7 @@ func init() {
 		"get_messages": {nil, func(_ context.Context, srv *server, cmd command, _ map[string]json.RawMessage) {
 			msgs := srv.s.Messages()
 			if msgs == nil {
-				msgs = []session.Message{}
+				msgs = []transcript.Message{}
 			}
 			srv.ok(cmd, map[string]any{"messages": msgs})
 		}},

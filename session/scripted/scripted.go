@@ -18,8 +18,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Script is what the agent answers, as JSON:
@@ -37,8 +39,8 @@ import (
 //	  ]
 //	}
 type Script struct {
-	Model session.Model `json:"model"`
-	Calls []Call        `json:"calls"`
+	Model policy.Model `json:"model"`
+	Calls []Call       `json:"calls"`
 }
 
 // Call is the answer to one model call. Each call takes the next entry;
@@ -47,12 +49,12 @@ type Call struct {
 	// StopReason is the answer's: stop, toolUse, length or error. toolUse
 	// makes the run execute a stand-in tool and call the model again
 	// within the same run.
-	StopReason classify.StopReason `json:"stopReason"`
+	StopReason transcript.StopReason `json:"stopReason"`
 	// Text is the answer's text, when Content is empty.
 	Text string `json:"text,omitempty"`
 	// Content is the answer's content blocks (text, thinking, tool calls,
 	// images) in their wire shapes; it wins over Text.
-	Content []session.Block `json:"content,omitempty"`
+	Content []transcript.Block `json:"content,omitempty"`
 	// ToolResults are the results of a toolUse answer's tool calls, by
 	// position: the first answers the first toolCall block, and so on. A
 	// call without one gets the text "result of: <name>". A toolUse
@@ -71,7 +73,7 @@ type Call struct {
 	// the sum of input, output, cacheRead and cacheWrite, saturating at
 	// the largest int, as a provider reports it; the script itself is not
 	// changed.
-	Usage *session.Usage `json:"usage,omitempty"`
+	Usage *transcript.Usage `json:"usage,omitempty"`
 	// Typed error facts, as a provider client would know them.
 	Status    int               `json:"status,omitempty"`
 	ErrorType string            `json:"errorType,omitempty"`
@@ -84,15 +86,15 @@ type Call struct {
 // ToolResult is the result of one scripted tool call.
 type ToolResult struct {
 	// Content is the result's text and image blocks.
-	Content []session.Block `json:"content"`
-	IsError bool            `json:"isError,omitempty"`
+	Content []transcript.Block `json:"content"`
+	IsError bool               `json:"isError,omitempty"`
 }
 
 // DefaultModel is the model of a script that names none.
-var DefaultModel = session.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 200000}
+var DefaultModel = policy.Model{Provider: "scripted", ID: "scripted-1", ContextWindow: 200000}
 
-var stopReasons = map[classify.StopReason]bool{
-	classify.StopReasonStop: true, classify.StopReasonToolUse: true, classify.StopReasonLength: true, classify.StopReasonError: true,
+var stopReasons = map[transcript.StopReason]bool{
+	transcript.StopReasonStop: true, transcript.StopReasonToolUse: true, transcript.StopReasonLength: true, transcript.StopReasonError: true,
 }
 
 // Parse reads a script. Unknown keys, an unknown stopReason and negative
@@ -107,7 +109,7 @@ func Parse(data []byte) (Script, error) {
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return Script{}, errors.New("scripted: invalid script: text after the script object")
 	}
-	if s.Model == (session.Model{}) {
+	if s.Model == (policy.Model{}) {
 		s.Model = DefaultModel
 	}
 	if s.Model.ContextWindow < 0 {
@@ -122,9 +124,9 @@ func Parse(data []byte) (Script, error) {
 			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d].stopReason %q (want stop, toolUse, length or error)", i, c.StopReason)
 		case c.LatencyMs < 0:
 			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d].latencyMs must not be negative", i)
-		case c.StopReason == classify.StopReasonError && c.ErrorMessage == "" && c.Status == 0 && c.ErrorType == "":
+		case c.StopReason == transcript.StopReasonError && c.ErrorMessage == "" && c.Status == 0 && c.ErrorType == "":
 			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d] is an error with no errorMessage, status or errorType", i)
-		case len(c.ToolResults) > 0 && c.StopReason != classify.StopReasonToolUse:
+		case len(c.ToolResults) > 0 && c.StopReason != transcript.StopReasonToolUse:
 			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d] has toolResults but stopReason %q (want toolUse)", i, c.StopReason)
 		case len(c.ToolResults) > len(toolCalls(c.Content)):
 			return Script{}, fmt.Errorf("scripted: invalid script: calls[%d] has %d toolResults for %d toolCall blocks", i, len(c.ToolResults), len(toolCalls(c.Content)))
@@ -146,7 +148,7 @@ func Parse(data []byte) (Script, error) {
 // Agent answers model calls from a script. It is safe for concurrent use,
 // though a session runs it one run at a time.
 type Agent struct {
-	model session.Model
+	model policy.Model
 
 	mu    sync.Mutex
 	calls []Call
@@ -160,7 +162,7 @@ func New(s Script) *Agent {
 }
 
 // Model returns the script's model.
-func (a *Agent) Model() session.Model { return a.model }
+func (a *Agent) Model() policy.Model { return a.model }
 
 // Remaining returns how many scripted calls are left.
 func (a *Agent) Remaining() int {
@@ -183,7 +185,7 @@ func (a *Agent) take() (Call, string) {
 	a.ids++
 	id := "call-" + strconv.Itoa(a.ids)
 	if a.next >= len(a.calls) {
-		return Call{StopReason: classify.StopReasonStop, Text: "ok"}, id
+		return Call{StopReason: transcript.StopReasonStop, Text: "ok"}, id
 	}
 	c := a.calls[a.next]
 	a.next++
@@ -204,68 +206,68 @@ func (a *Agent) refusal() error {
 }
 
 // Run implements session.Agent.
-func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(session.Event)) error {
+func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
 	if err := a.refusal(); err != nil {
 		return err
 	}
 	if err := context.Cause(ctx); ctx.Err() != nil {
 		return err
 	}
-	emit(session.AgentStart{})
-	var made []session.Message
+	emit(events.AgentStart{})
+	var made []transcript.Message
 	for {
 		call, id := a.take()
-		emit(session.TurnStart{})
-		msg := session.Message{ID: id, Role: session.RoleAssistant, Provider: req.Model.Provider, Model: req.Model.ID, Timestamp: time.Now().UnixMilli()}
-		emit(session.MessageStart{Message: msg})
+		emit(events.CallStart{})
+		msg := transcript.Message{ID: id, Role: transcript.RoleAssistant, Provider: req.Model.Provider, Model: req.Model.ID, Timestamp: time.Now().UnixMilli()}
+		emit(events.MessageStart{Message: msg})
 		aborted := wait(ctx, latency(call.LatencyMs))
 		msg.Timestamp = time.Now().UnixMilli()
 		if aborted {
 			// The usage reported before the abort, as a provider streams it.
-			msg.StopReason = classify.StopReasonAborted
+			msg.StopReason = transcript.StopReasonAborted
 			msg.ErrorMessage = "Request was aborted"
-			msg.Usage = withTotal(call.Usage, session.Usage{})
+			msg.Usage = withTotal(call.Usage, transcript.Usage{})
 		} else {
 			msg.StopReason = call.StopReason
 			msg.Content = content(call)
 			msg.ErrorMessage = call.ErrorMessage
 			msg.HTTPStatus, msg.ErrorType, msg.Headers = call.Status, call.ErrorType, call.Headers
-			msg.Usage = withTotal(call.Usage, session.Usage{Input: 100, Output: 20})
+			msg.Usage = withTotal(call.Usage, transcript.Usage{Input: 100, Output: 20})
 		}
-		emit(session.MessageEnd{Message: msg})
+		emit(events.MessageEnd{Message: msg})
 		made = append(made, msg)
-		if msg.StopReason != classify.StopReasonToolUse {
-			emit(session.TurnEnd{})
+		if msg.StopReason != transcript.StopReasonToolUse {
+			emit(events.CallEnd{})
 			break
 		}
 		for _, result := range results(call, id) {
 			result.Timestamp = time.Now().UnixMilli()
-			emit(session.MessageStart{Message: result})
-			emit(session.MessageEnd{Message: result})
+			emit(events.MessageStart{Message: result})
+			emit(events.MessageEnd{Message: result})
 			made = append(made, result)
 		}
-		emit(session.TurnEnd{})
+		emit(events.CallEnd{})
 	}
-	emit(session.AgentEnd{Messages: made})
+	emit(events.AgentEnd{Messages: made})
 	return nil
 }
 
 // content is the content of a call's answer: its blocks, or its text.
-func content(c Call) []session.Block {
+func content(c Call) []transcript.Block {
 	if len(c.Content) > 0 {
-		return append([]session.Block(nil), c.Content...)
+		return append([]transcript.Block(nil), c.Content...)
 	}
 	if c.Text != "" {
-		return session.TextContent(c.Text)
+		return transcript.TextContent(c.Text)
 	}
 	return nil
 }
 
 // toolCalls are the toolCall blocks of content.
-func toolCalls(content []session.Block) []session.Block {
-	var calls []session.Block
+func toolCalls(content []transcript.Block) []transcript.Block {
+	var calls []transcript.Block
 	for _, b := range content {
-		if b.Type == session.BlockToolCall {
+		if b.Type == transcript.BlockToolCall {
 			calls = append(calls, b)
 		}
 	}
@@ -274,27 +276,27 @@ func toolCalls(content []session.Block) []session.Block {
 
 // results are the tool results of the toolUse answer c, whose message has
 // this ID.
-func results(c Call, id string) []session.Message {
+func results(c Call, id string) []transcript.Message {
 	calls := toolCalls(c.Content)
 	if len(calls) == 0 {
-		return []session.Message{{ID: "tool-" + id, Role: session.RoleToolResult, ToolCallID: id,
-			Content: session.TextContent("result of: " + c.Text)}}
+		return []transcript.Message{{ID: "tool-" + id, Role: transcript.RoleToolResult, ToolCallID: id,
+			Content: transcript.TextContent("result of: " + c.Text)}}
 	}
-	out := make([]session.Message, len(calls))
+	out := make([]transcript.Message, len(calls))
 	for i, call := range calls {
-		r := ToolResult{Content: session.TextContent("result of: " + call.Name)}
+		r := ToolResult{Content: transcript.TextContent("result of: " + call.Name)}
 		if i < len(c.ToolResults) {
 			r = c.ToolResults[i]
 		}
-		out[i] = session.Message{ID: "tool-" + id + "-" + strconv.Itoa(i+1), Role: session.RoleToolResult,
-			ToolCallID: call.ID, ToolName: call.Name, Content: append([]session.Block(nil), r.Content...), ToolError: r.IsError}
+		out[i] = transcript.Message{ID: "tool-" + id + "-" + strconv.Itoa(i+1), Role: transcript.RoleToolResult,
+			ToolCallID: call.ID, ToolName: call.Name, Content: append([]transcript.Block(nil), r.Content...), ToolError: r.IsError}
 	}
 	return out
 }
 
 // withTotal returns a copy of u (def when u is nil) whose TotalTokens, when
 // 0, is the sum of its parts, saturating at math.MaxInt.
-func withTotal(u *session.Usage, def session.Usage) *session.Usage {
+func withTotal(u *transcript.Usage, def transcript.Usage) *transcript.Usage {
 	out := def
 	if u != nil {
 		out = *u

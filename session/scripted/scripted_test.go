@@ -10,9 +10,11 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 func TestParse(t *testing.T) {
@@ -51,13 +53,13 @@ func TestParse(t *testing.T) {
 }
 
 // collect runs one run and returns its events.
-func collect(t *testing.T, a *scripted.Agent, ctx context.Context) ([]session.Event, error) {
-	var evs []session.Event
-	err := a.Run(ctx, session.RunRequest{Model: scripted.DefaultModel}, func(ev session.Event) { evs = append(evs, ev) })
+func collect(t *testing.T, a *scripted.Agent, ctx context.Context) ([]events.Event, error) {
+	var evs []events.Event
+	err := a.Run(ctx, session.RunRequest{Model: scripted.DefaultModel}, func(ev events.Event) { evs = append(evs, ev) })
 	return evs, err
 }
 
-func types(evs []session.Event) []string {
+func types(evs []events.Event) []string {
 	var out []string
 	for _, e := range evs {
 		out = append(out, rpc.EventType(e))
@@ -75,15 +77,15 @@ func TestRunWithTools(t *testing.T) {
 		"turn_start", "message_start", "message_end", "turn_end",
 		"agent_end",
 	}, types(evs))
-	end := evs[len(evs)-1].(session.AgentEnd)
+	end := evs[len(evs)-1].(events.AgentEnd)
 	require.Len(t, end.Messages, 3)
-	assert.Equal(t, session.RoleToolResult, end.Messages[1].Role)
+	assert.Equal(t, transcript.RoleToolResult, end.Messages[1].Role)
 	assert.Equal(t, end.Messages[0].ID, end.Messages[1].ToolCallID)
 	assert.Equal(t, 0, a.Remaining())
 	// Past the script: every call answers ok.
 	evs, err = collect(t, a, context.Background())
 	require.NoError(t, err)
-	assert.Equal(t, "ok", evs[len(evs)-1].(session.AgentEnd).Messages[0].Text())
+	assert.Equal(t, "ok", evs[len(evs)-1].(events.AgentEnd).Messages[0].Text())
 }
 
 func TestRunRefuses(t *testing.T) {
@@ -102,7 +104,7 @@ func TestRunAbortedDuringLatency(t *testing.T) {
 		evs, err := collect(t, a, ctx)
 		require.NoError(t, err)
 		assert.Equal(t, time.Second, time.Since(start))
-		end := evs[len(evs)-1].(session.AgentEnd)
+		end := evs[len(evs)-1].(events.AgentEnd)
 		assert.Equal(t, "aborted", string(end.Messages[0].StopReason))
 	})
 }
@@ -111,9 +113,9 @@ func TestRunAbortedDuringLatency(t *testing.T) {
 // the sum of its parts, without changing the script; a given totalTokens
 // is kept.
 func TestRunFillsTotalTokens(t *testing.T) {
-	given := &session.Usage{Input: 1200, Output: 40, CacheRead: 7, CacheWrite: 3}
-	kept := &session.Usage{Input: 10, Output: 5, TotalTokens: 99}
-	huge := &session.Usage{Input: math.MaxInt, Output: math.MaxInt}
+	given := &transcript.Usage{Input: 1200, Output: 40, CacheRead: 7, CacheWrite: 3}
+	kept := &transcript.Usage{Input: 10, Output: 5, TotalTokens: 99}
+	huge := &transcript.Usage{Input: math.MaxInt, Output: math.MaxInt}
 	a := scripted.New(scripted.Script{Calls: []scripted.Call{
 		{StopReason: "toolUse", Text: "ls", Usage: given},
 		{StopReason: "toolUse", Text: "ls", Usage: kept},
@@ -122,22 +124,22 @@ func TestRunFillsTotalTokens(t *testing.T) {
 	}})
 	evs, err := collect(t, a, context.Background())
 	require.NoError(t, err)
-	end := evs[len(evs)-1].(session.AgentEnd)
+	end := evs[len(evs)-1].(events.AgentEnd)
 	require.Len(t, end.Messages, 7)
-	assert.Equal(t, session.Usage{Input: 1200, Output: 40, CacheRead: 7, CacheWrite: 3, TotalTokens: 1250}, *end.Messages[0].Usage)
-	assert.Equal(t, session.Usage{Input: 10, Output: 5, TotalTokens: 99}, *end.Messages[2].Usage)
+	assert.Equal(t, transcript.Usage{Input: 1200, Output: 40, CacheRead: 7, CacheWrite: 3, TotalTokens: 1250}, *end.Messages[0].Usage)
+	assert.Equal(t, transcript.Usage{Input: 10, Output: 5, TotalTokens: 99}, *end.Messages[2].Usage)
 	assert.Equal(t, math.MaxInt, end.Messages[4].Usage.TotalTokens, "the sum saturates")
-	assert.Equal(t, session.Usage{Input: 100, Output: 20, TotalTokens: 120}, *end.Messages[6].Usage, "the default")
+	assert.Equal(t, transcript.Usage{Input: 100, Output: 20, TotalTokens: 120}, *end.Messages[6].Usage, "the default")
 	assert.Zero(t, given.TotalTokens, "the script is not changed")
 
 	// An aborted call reports its usage so far, with its total.
 	synctest.Test(t, func(t *testing.T) {
-		a := scripted.New(scripted.Script{Calls: []scripted.Call{{StopReason: "stop", LatencyMs: 5000, Usage: &session.Usage{Input: 8, Output: 2}}}})
+		a := scripted.New(scripted.Script{Calls: []scripted.Call{{StopReason: "stop", LatencyMs: 5000, Usage: &transcript.Usage{Input: 8, Output: 2}}}})
 		ctx, cancel := context.WithCancel(context.Background())
 		go func() { time.Sleep(time.Second); cancel() }()
 		evs, err := collect(t, a, ctx)
 		require.NoError(t, err)
-		m := evs[len(evs)-1].(session.AgentEnd).Messages[0]
+		m := evs[len(evs)-1].(events.AgentEnd).Messages[0]
 		assert.Equal(t, "aborted", string(m.StopReason))
 		assert.Equal(t, 10, m.Usage.TotalTokens)
 	})
@@ -161,7 +163,7 @@ func TestRunHugeLatencyWaits(t *testing.T) {
 		evs, err := collect(t, a, ctx)
 		require.NoError(t, err)
 		assert.Equal(t, 1000*time.Hour, time.Since(start), "the call waited until the abort")
-		assert.Equal(t, "aborted", string(evs[len(evs)-1].(session.AgentEnd).Messages[0].StopReason))
+		assert.Equal(t, "aborted", string(evs[len(evs)-1].(events.AgentEnd).Messages[0].StopReason))
 	})
 }
 
@@ -182,17 +184,17 @@ func TestRunWithBlocks(t *testing.T) {
 	require.NoError(t, err)
 	evs, err := collect(t, scripted.New(s), context.Background())
 	require.NoError(t, err)
-	msgs := evs[len(evs)-1].(session.AgentEnd).Messages
+	msgs := evs[len(evs)-1].(events.AgentEnd).Messages
 	require.Len(t, msgs, 6)
 	assert.Equal(t, `{"path":"a.go","n":[1,2.50]}`, string(msgs[0].Content[1].Arguments))
-	assert.Equal(t, session.BlockThinking, msgs[0].Content[0].Type)
-	assert.Equal(t, []session.Message{
-		{ID: msgs[1].ID, Role: session.RoleToolResult, ToolCallID: "t1", ToolName: "read", Content: session.TextContent("package a"), Timestamp: msgs[1].Timestamp},
-		{ID: msgs[2].ID, Role: session.RoleToolResult, ToolCallID: "t2", ToolName: "shot", Content: session.TextContent("result of: shot"), Timestamp: msgs[2].Timestamp},
+	assert.Equal(t, transcript.BlockThinking, msgs[0].Content[0].Type)
+	assert.Equal(t, []transcript.Message{
+		{ID: msgs[1].ID, Role: transcript.RoleToolResult, ToolCallID: "t1", ToolName: "read", Content: transcript.TextContent("package a"), Timestamp: msgs[1].Timestamp},
+		{ID: msgs[2].ID, Role: transcript.RoleToolResult, ToolCallID: "t2", ToolName: "shot", Content: transcript.TextContent("result of: shot"), Timestamp: msgs[2].Timestamp},
 	}, msgs[1:3])
 	assert.NotEqual(t, msgs[1].ID, msgs[2].ID)
 	assert.True(t, msgs[4].ToolError)
-	assert.Equal(t, session.BlockImage, msgs[4].Content[0].Type)
+	assert.Equal(t, transcript.BlockImage, msgs[4].Content[0].Type)
 	assert.Equal(t, "done", msgs[5].Text())
 
 	bad := []struct{ json, says string }{

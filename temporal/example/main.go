@@ -21,7 +21,7 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/temporal"
 	"github.com/agentfsm/agentfsm/temporal/internal/live"
@@ -79,7 +79,7 @@ func run() error {
 
 	// The client: start the session, prompt, close.
 	id := fmt.Sprintf("agentfsm-example-%d", time.Now().UnixNano())
-	cfg := session.DefaultConfig()
+	cfg := policy.DefaultConfig()
 	cfg.Retry.BaseDelayMs = 1000
 	if _, err := c.ExecuteWorkflow(ctx, client.StartWorkflowOptions{ID: id, TaskQueue: queue}, temporal.WorkflowName,
 		temporal.Start{Model: agent.Model(), Config: &cfg}); err != nil {

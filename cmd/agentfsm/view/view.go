@@ -9,7 +9,8 @@ import (
 	"math"
 	"time"
 
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // Esc is what the Esc key does.
@@ -49,9 +50,9 @@ type Model struct {
 }
 
 // Apply takes one event that happened at now.
-func (m *Model) Apply(ev session.Event, now time.Time) {
+func (m *Model) Apply(ev events.Event, now time.Time) {
 	switch e := ev.(type) {
-	case session.AgentStart:
+	case events.AgentStart:
 		if m.retry {
 			// The continuation shows the normal working spinner.
 			m.retry = false
@@ -62,15 +63,15 @@ func (m *Model) Apply(ev session.Event, now time.Time) {
 			m.push(EscAbort)
 		}
 		m.spinner = "Working…"
-	case session.AgentEnd:
+	case events.AgentEnd:
 		if m.working {
 			m.working = false
 			m.pop()
 		}
 		m.spinner = ""
-	case session.MessageEnd:
+	case events.MessageEnd:
 		msg := e.Message
-		if msg.Role == session.RoleAssistant && msg.StopReason == "aborted" {
+		if msg.Role == transcript.RoleAssistant && msg.StopReason == "aborted" {
 			if m.cancelled > 0 {
 				m.say(fmt.Sprintf("Aborted after %d retry attempt(s)", m.cancelled))
 			} else {
@@ -78,12 +79,12 @@ func (m *Model) Apply(ev session.Event, now time.Time) {
 			}
 			m.cancelled = 0
 		}
-	case session.AutoRetryStart:
+	case events.AutoRetryStart:
 		m.retry = true
 		m.attempt, m.maxAttempt = e.Attempt, e.MaxAttempts
 		m.until = now.Add(time.Duration(e.DelayMs) * time.Millisecond)
 		m.push(EscAbortRetry)
-	case session.AutoRetryEnd:
+	case events.AutoRetryEnd:
 		if m.retry {
 			m.retry = false
 			m.pop()
@@ -99,14 +100,14 @@ func (m *Model) Apply(ev session.Event, now time.Time) {
 				m.cancelled = e.Attempt
 			}
 		}
-	case session.AutoCompactionStart:
+	case events.AutoCompactionStart:
 		m.push(EscAbortCompaction)
-		if e.Reason == session.ReasonOverflow {
+		if e.Reason == transcript.ReasonOverflow {
 			m.spinner = "Context overflow detected, Auto-compacting… (esc to cancel)"
 		} else {
 			m.spinner = "Auto-compacting… (esc to cancel)"
 		}
-	case session.AutoCompactionEnd:
+	case events.AutoCompactionEnd:
 		m.pop()
 		m.spinner = ""
 		switch {
@@ -119,7 +120,7 @@ func (m *Model) Apply(ev session.Event, now time.Time) {
 		default:
 			m.say("Auto-compaction failed: nothing to compact")
 		}
-	case session.TurnSettled:
+	case events.TurnSettled:
 		*m = Model{lines: m.lines}
 	}
 }

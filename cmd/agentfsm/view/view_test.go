@@ -7,7 +7,8 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/agentfsm/agentfsm/cmd/agentfsm/view"
-	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
@@ -15,63 +16,63 @@ var t0 = time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 func TestRetryCountdownAndEsc(t *testing.T) {
 	var m view.Model
 	assert.Equal(t, view.EscNothing, m.Esc())
-	m.Apply(session.AgentStart{}, t0)
+	m.Apply(events.AgentStart{}, t0)
 	assert.Equal(t, view.EscAbort, m.Esc())
 	assert.Equal(t, "Working…", m.Spinner(t0))
-	m.Apply(session.AgentEnd{}, t0)
-	m.Apply(session.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 4000, ErrorMessage: "503"}, t0)
+	m.Apply(events.AgentEnd{}, t0)
+	m.Apply(events.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 4000, ErrorMessage: "503"}, t0)
 	assert.Equal(t, view.EscAbortRetry, m.Esc())
 	assert.Equal(t, "Retrying (1/3) in 4s… (esc to cancel)", m.Spinner(t0))
 	assert.Equal(t, "Retrying (1/3) in 3s… (esc to cancel)", m.Spinner(t0.Add(1200*time.Millisecond)))
 	assert.Equal(t, "Retrying (1/3) in 0s… (esc to cancel)", m.Spinner(t0.Add(time.Minute)))
 	// The continuation starts: the retry spinner gives way to the working
 	// one, and Esc goes back to aborting.
-	m.Apply(session.AgentStart{}, t0.Add(4*time.Second))
+	m.Apply(events.AgentStart{}, t0.Add(4*time.Second))
 	assert.Equal(t, "Working…", m.Spinner(t0))
 	assert.Equal(t, view.EscAbort, m.Esc())
-	m.Apply(session.AutoRetryEnd{Success: true, Attempt: 1}, t0)
+	m.Apply(events.AutoRetryEnd{Success: true, Attempt: 1}, t0)
 	assert.Empty(t, m.TakeLines())
-	m.Apply(session.AgentEnd{}, t0)
+	m.Apply(events.AgentEnd{}, t0)
 	assert.Equal(t, view.EscNothing, m.Esc())
 }
 
 func TestRetryFailedLines(t *testing.T) {
 	var m view.Model
-	m.Apply(session.AutoRetryStart{Attempt: 3, MaxAttempts: 3, DelayMs: 8000}, t0)
-	m.Apply(session.AutoRetryEnd{Success: false, Attempt: 3, FinalError: "503 Service Unavailable"}, t0)
+	m.Apply(events.AutoRetryStart{Attempt: 3, MaxAttempts: 3, DelayMs: 8000}, t0)
+	m.Apply(events.AutoRetryEnd{Success: false, Attempt: 3, FinalError: "503 Service Unavailable"}, t0)
 	assert.Equal(t, view.EscNothing, m.Esc(), "Esc goes back to what it did before")
 	assert.Equal(t, "", m.Spinner(t0))
 	assert.Equal(t, []string{"Retry failed after 3 attempts: 503 Service Unavailable"}, m.TakeLines())
-	m.Apply(session.AutoRetryEnd{Success: false, Attempt: 1}, t0)
+	m.Apply(events.AutoRetryEnd{Success: false, Attempt: 1}, t0)
 	assert.Equal(t, []string{"Retry failed after 1 attempts: Unknown error"}, m.TakeLines())
 }
 
 func TestAbortedMessages(t *testing.T) {
 	var m view.Model
-	aborted := session.MessageEnd{Message: session.Message{Role: session.RoleAssistant, StopReason: "aborted"}}
+	aborted := events.MessageEnd{Message: transcript.Message{Role: transcript.RoleAssistant, StopReason: "aborted"}}
 	m.Apply(aborted, t0)
 	assert.Equal(t, []string{"Operation aborted"}, m.TakeLines())
-	m.Apply(session.AutoRetryStart{Attempt: 2, MaxAttempts: 3, DelayMs: 1000}, t0)
-	m.Apply(session.AgentStart{}, t0)
-	m.Apply(session.AutoRetryEnd{Success: false, Attempt: 2, FinalError: "Retry cancelled"}, t0)
+	m.Apply(events.AutoRetryStart{Attempt: 2, MaxAttempts: 3, DelayMs: 1000}, t0)
+	m.Apply(events.AgentStart{}, t0)
+	m.Apply(events.AutoRetryEnd{Success: false, Attempt: 2, FinalError: "Retry cancelled"}, t0)
 	m.Apply(aborted, t0)
 	assert.Equal(t, []string{"Retry failed after 2 attempts: Retry cancelled", "Aborted after 2 retry attempt(s)"}, m.TakeLines())
 }
 
 func TestCompaction(t *testing.T) {
 	var m view.Model
-	m.Apply(session.AutoCompactionStart{Reason: session.ReasonOverflow}, t0)
+	m.Apply(events.AutoCompactionStart{Reason: transcript.ReasonOverflow}, t0)
 	assert.Equal(t, view.EscAbortCompaction, m.Esc())
 	assert.Equal(t, "Context overflow detected, Auto-compacting… (esc to cancel)", m.Spinner(t0))
-	m.Apply(session.AutoCompactionEnd{Result: &session.Compaction{Summary: "the summary"}, WillRetry: true}, t0)
+	m.Apply(events.AutoCompactionEnd{Result: &transcript.Compaction{Summary: "the summary"}, WillRetry: true}, t0)
 	assert.Equal(t, view.EscNothing, m.Esc())
 	assert.Equal(t, []string{"the summary"}, m.TakeLines())
 
-	m.Apply(session.AutoCompactionStart{Reason: session.ReasonThreshold}, t0)
+	m.Apply(events.AutoCompactionStart{Reason: transcript.ReasonThreshold}, t0)
 	assert.Equal(t, "Auto-compacting… (esc to cancel)", m.Spinner(t0))
-	m.Apply(session.AutoCompactionEnd{Aborted: true}, t0)
-	m.Apply(session.AutoCompactionStart{Reason: session.ReasonThreshold}, t0)
-	m.Apply(session.AutoCompactionEnd{ErrorMessage: "Auto-compaction failed: boom"}, t0)
+	m.Apply(events.AutoCompactionEnd{Aborted: true}, t0)
+	m.Apply(events.AutoCompactionStart{Reason: transcript.ReasonThreshold}, t0)
+	m.Apply(events.AutoCompactionEnd{ErrorMessage: "Auto-compaction failed: boom"}, t0)
 	assert.Equal(t, []string{"Auto-compaction cancelled", "Auto-compaction failed: Auto-compaction failed: boom"}, m.TakeLines())
 }
 

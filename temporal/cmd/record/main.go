@@ -25,8 +25,8 @@ import (
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/worker"
 
+	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/internal/scenarios"
-	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/temporal"
 	"github.com/agentfsm/agentfsm/temporal/internal/live"
@@ -77,7 +77,7 @@ func record(ctx context.Context, c client.Client, sc scenarios.Scenario, path st
 	id := fmt.Sprintf("record-%s-%d", sc.Name, time.Now().UnixNano())
 	acts := &temporal.Activities{Agent: scripted.New(sc.Script())}
 	if len(sc.Credentials) > 0 {
-		acts.Credentials = session.NewMemoryCredentials(nil, sc.Credentials...)
+		acts.Credentials = credentials.NewMemoryCredentials(nil, sc.Credentials...)
 	}
 	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: time.Minute})
 	(&temporal.Workflow{Random: scenarios.Draw}).Register(w)

@@ -1,14 +1,13 @@
-package policy_test
+package transcript_test
 
 import (
 	"bytes"
 	"encoding/json"
 	"testing"
 
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agentfsm/agentfsm/policy"
 )
 
 // Messages are written in the reference agent's wire shapes, and read back
@@ -16,32 +15,32 @@ import (
 func TestMessageWireShapes(t *testing.T) {
 	cases := []struct {
 		name string
-		m    policy.Message
+		m    transcript.Message
 		json string
 	}{
-		{"user string", policy.Message{ID: "u", Role: policy.RoleUser, StringContent: true, Content: policy.TextContent("hi <b> & é")},
+		{"user string", transcript.Message{ID: "u", Role: transcript.RoleUser, StringContent: true, Content: transcript.TextContent("hi <b> & é")},
 			`{"id":"u","role":"user","content":"hi <b> & é","timestamp":0}`},
-		{"user empty string", policy.Message{ID: "u", Role: policy.RoleUser, StringContent: true},
+		{"user empty string", transcript.Message{ID: "u", Role: transcript.RoleUser, StringContent: true},
 			`{"id":"u","role":"user","content":"","timestamp":0}`},
-		{"user blocks", policy.Message{ID: "u", Role: policy.RoleUser, Content: []policy.Block{
-			policy.TextBlock("look"), {Type: policy.BlockImage, Data: "iVBORw0KGgo=", MimeType: "image/png"}}},
+		{"user blocks", transcript.Message{ID: "u", Role: transcript.RoleUser, Content: []transcript.Block{
+			transcript.TextBlock("look"), {Type: transcript.BlockImage, Data: "iVBORw0KGgo=", MimeType: "image/png"}}},
 			`{"id":"u","role":"user","content":[{"type":"text","text":"look"},{"type":"image","data":"iVBORw0KGgo=","mimeType":"image/png"}],"timestamp":0}`},
-		{"assistant", policy.Message{ID: "a", Role: policy.RoleAssistant, Content: []policy.Block{
-			{Type: policy.BlockThinking, Thinking: "hmm", ThinkingSignature: "sig1"},
-			{Type: policy.BlockThinking, Thinking: "opaque", Redacted: true},
-			{Type: policy.BlockText, Text: "reading", TextSignature: "sig2"},
-			{Type: policy.BlockToolCall, ID: "c1", Name: "read", Arguments: json.RawMessage(`{"path":"<a>&b","n":[1,2.50,{"x":null}]}`)},
-		}, StopReason: "toolUse", Usage: &policy.Usage{Input: 1, Output: 2, CacheRead: 3, CacheWrite: 4, TotalTokens: 10,
-			Cost: &policy.Cost{Input: 0.1, Output: 0.25, Total: 0.35}}, Timestamp: 7},
+		{"assistant", transcript.Message{ID: "a", Role: transcript.RoleAssistant, Content: []transcript.Block{
+			{Type: transcript.BlockThinking, Thinking: "hmm", ThinkingSignature: "sig1"},
+			{Type: transcript.BlockThinking, Thinking: "opaque", Redacted: true},
+			{Type: transcript.BlockText, Text: "reading", TextSignature: "sig2"},
+			{Type: transcript.BlockToolCall, ID: "c1", Name: "read", Arguments: json.RawMessage(`{"path":"<a>&b","n":[1,2.50,{"x":null}]}`)},
+		}, StopReason: "toolUse", Usage: &transcript.Usage{Input: 1, Output: 2, CacheRead: 3, CacheWrite: 4, TotalTokens: 10,
+			Cost: &transcript.Cost{Input: 0.1, Output: 0.25, Total: 0.35}}, Timestamp: 7},
 			`{"id":"a","role":"assistant","content":[{"type":"thinking","thinking":"hmm","thinkingSignature":"sig1"},` +
 				`{"type":"thinking","thinking":"opaque","redacted":true},{"type":"text","text":"reading","textSignature":"sig2"},` +
 				`{"type":"toolCall","id":"c1","name":"read","arguments":{"path":"<a>&b","n":[1,2.50,{"x":null}]}}],"stopReason":"toolUse",` +
 				`"usage":{"input":1,"output":2,"cacheRead":3,"cacheWrite":4,"totalTokens":10,"cost":{"input":0.1,"output":0.25,"cacheRead":0,"cacheWrite":0,"total":0.35}},"timestamp":7}`},
-		{"tool result", policy.Message{ID: "r", Role: policy.RoleToolResult, ToolCallID: "c1", ToolName: "read",
-			Content: policy.TextContent("package a")},
+		{"tool result", transcript.Message{ID: "r", Role: transcript.RoleToolResult, ToolCallID: "c1", ToolName: "read",
+			Content: transcript.TextContent("package a")},
 			`{"id":"r","role":"toolResult","content":[{"type":"text","text":"package a"}],"toolCallId":"c1","toolName":"read","isError":false,"timestamp":0}`},
-		{"failed tool", policy.Message{ID: "r", Role: policy.RoleToolResult, ToolCallID: "c1", ToolName: "read", ToolError: true,
-			Content: policy.TextContent("no such file")},
+		{"failed tool", transcript.Message{ID: "r", Role: transcript.RoleToolResult, ToolCallID: "c1", ToolName: "read", ToolError: true,
+			Content: transcript.TextContent("no such file")},
 			`{"id":"r","role":"toolResult","content":[{"type":"text","text":"no such file"}],"toolCallId":"c1","toolName":"read","isError":true,"timestamp":0}`},
 	}
 	for _, c := range cases {
@@ -51,7 +50,7 @@ func TestMessageWireShapes(t *testing.T) {
 			enc.SetEscapeHTML(false)
 			require.NoError(t, enc.Encode(c.m))
 			b := buf.Bytes()
-			var back policy.Message
+			var back transcript.Message
 			require.NoError(t, json.Unmarshal(b, &back))
 			assert.Equal(t, c.m, back)
 			require.NoError(t, json.Unmarshal([]byte(c.json), &back))
@@ -66,7 +65,7 @@ func TestMessageWireShapes(t *testing.T) {
 // Arguments are read compacted, byte for byte otherwise; what is not a
 // block or not an object is an error that says so (issue 13 item 1).
 func TestBlockDecoding(t *testing.T) {
-	var b policy.Block
+	var b transcript.Block
 	require.NoError(t, json.Unmarshal([]byte(`{"type":"toolCall","id":"c","name":"n","arguments":{ "b" : 1e3 , "a":"\u00e9" }}`), &b))
 	assert.Equal(t, `{"b":1e3,"a":"\u00e9"}`, string(b.Arguments))
 	require.NoError(t, json.Unmarshal([]byte(`{"type":"toolCall","id":"c","name":"n","arguments":{"a":"\\u003c","b":"\u003c\u0026<"}}`), &b))
@@ -83,11 +82,11 @@ func TestBlockDecoding(t *testing.T) {
 		require.Error(t, err, c.json)
 		assert.Contains(t, err.Error(), c.says, c.json)
 	}
-	_, err := json.Marshal(policy.Block{Type: "audio"})
+	_, err := json.Marshal(transcript.Block{Type: "audio"})
 	assert.ErrorContains(t, err, `unknown content block type "audio"`)
-	_, err = json.Marshal(policy.Block{Type: policy.BlockToolCall, ID: "c", Arguments: json.RawMessage(`"x"`)})
+	_, err = json.Marshal(transcript.Block{Type: transcript.BlockToolCall, ID: "c", Arguments: json.RawMessage(`"x"`)})
 	assert.ErrorContains(t, err, `arguments are not a JSON object`)
-	out, err := json.Marshal(policy.Block{Type: policy.BlockToolCall, ID: "c", Name: "n"})
+	out, err := json.Marshal(transcript.Block{Type: transcript.BlockToolCall, ID: "c", Name: "n"})
 	require.NoError(t, err)
 	assert.Equal(t, `{"type":"toolCall","id":"c","name":"n","arguments":{}}`, string(out), "nil arguments are an empty object")
 }
@@ -95,14 +94,14 @@ func TestBlockDecoding(t *testing.T) {
 // A message written before content blocks reads into the new shape
 // (issue 13 item 1).
 func TestMessageBeforeBlocks(t *testing.T) {
-	var m policy.Message
+	var m transcript.Message
 	require.NoError(t, json.Unmarshal([]byte(`{"id":"u","role":"user","text":"look","images":2,"timestamp":3}`), &m))
-	assert.Equal(t, policy.Message{ID: "u", Role: policy.RoleUser, Timestamp: 3, Content: []policy.Block{
-		policy.TextBlock("look"), {Type: policy.BlockImage}, {Type: policy.BlockImage}}}, m)
+	assert.Equal(t, transcript.Message{ID: "u", Role: transcript.RoleUser, Timestamp: 3, Content: []transcript.Block{
+		transcript.TextBlock("look"), {Type: transcript.BlockImage}, {Type: transcript.BlockImage}}}, m)
 	require.NoError(t, json.Unmarshal([]byte(`{"id":"u","role":"user","text":"hi","timestamp":3}`), &m))
-	assert.Equal(t, policy.Message{ID: "u", Role: policy.RoleUser, Timestamp: 3, StringContent: true, Content: policy.TextContent("hi")}, m)
+	assert.Equal(t, transcript.Message{ID: "u", Role: transcript.RoleUser, Timestamp: 3, StringContent: true, Content: transcript.TextContent("hi")}, m)
 	require.NoError(t, json.Unmarshal([]byte(`{"id":"r","role":"toolResult","text":"out","toolCallId":"a","timestamp":3}`), &m))
-	assert.Equal(t, policy.Message{ID: "r", Role: policy.RoleToolResult, ToolCallID: "a", Timestamp: 3, Content: policy.TextContent("out")}, m)
+	assert.Equal(t, transcript.Message{ID: "r", Role: transcript.RoleToolResult, ToolCallID: "a", Timestamp: 3, Content: transcript.TextContent("out")}, m)
 	require.NoError(t, json.Unmarshal([]byte(`{"id":"a","role":"assistant","stopReason":"error","errorMessage":"503","timestamp":3}`), &m))
 	assert.Nil(t, m.Content)
 	require.NoError(t, json.Unmarshal([]byte(`{"id":"u","role":"user","text":"x","images":-4,"timestamp":3}`), &m))
@@ -110,8 +109,8 @@ func TestMessageBeforeBlocks(t *testing.T) {
 }
 
 func TestMessageText(t *testing.T) {
-	m := policy.Message{Content: []policy.Block{policy.TextBlock("a"), {Type: policy.BlockThinking, Thinking: "no"}, policy.TextBlock("b"),
-		{Type: policy.BlockToolCall, ID: "c", Name: "n"}}}
+	m := transcript.Message{Content: []transcript.Block{transcript.TextBlock("a"), {Type: transcript.BlockThinking, Thinking: "no"}, transcript.TextBlock("b"),
+		{Type: transcript.BlockToolCall, ID: "c", Name: "n"}}}
 	assert.Equal(t, "ab", m.Text())
 	assert.Len(t, m.ToolCalls(), 1)
 }

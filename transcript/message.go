@@ -1,8 +1,4 @@
-package policy
-
-import (
-	"github.com/agentfsm/agentfsm/classify"
-)
+package transcript
 
 // Role says who wrote a message.
 type Role string
@@ -14,22 +10,39 @@ const (
 	RoleToolResult Role = "toolResult"
 )
 
-// Usage is the token usage a model call reports, with its cost when known.
-type Usage = classify.Usage
+// StopReason is why a model call ended.
+type StopReason string
 
-// Cost is what a model call cost, by part.
-type Cost = classify.Cost
+// The stop reasons an assistant message can have.
+const (
+	StopReasonStop    StopReason = "stop"
+	StopReasonToolUse StopReason = "toolUse"
+	StopReasonLength  StopReason = "length"
+	StopReasonError   StopReason = "error"
+	StopReasonAborted StopReason = "aborted"
+)
 
-// Model names the model a session talks to.
-type Model struct {
-	Provider string `json:"provider"`
-	ID       string `json:"id"`
-	// ContextWindow is the model's context window in tokens; 0 when unknown
-	// (then the threshold compaction never runs).
-	ContextWindow int `json:"contextWindow"`
-	// BaseURL is the provider endpoint, when it matters to the credential
-	// store.
-	BaseURL string `json:"baseUrl,omitempty"`
+// Usage is the token usage a model call reports. The classifier reads a
+// negative count as 0, and its checks never overflow, however large the
+// counts.
+type Usage struct {
+	Input       int `json:"input"`
+	Output      int `json:"output"`
+	CacheRead   int `json:"cacheRead"`
+	CacheWrite  int `json:"cacheWrite"`
+	TotalTokens int `json:"totalTokens"`
+	// Cost is what the call cost, when the agent knows it.
+	Cost *Cost `json:"cost,omitempty"`
+}
+
+// Cost is what a model call cost, in the provider's currency (usually US
+// dollars), by part, as the reference agent reports it.
+type Cost struct {
+	Input      float64 `json:"input"`
+	Output     float64 `json:"output"`
+	CacheRead  float64 `json:"cacheRead"`
+	CacheWrite float64 `json:"cacheWrite"`
+	Total      float64 `json:"total"`
 }
 
 // Message is one entry of a conversation: a user prompt, an assistant
@@ -63,7 +76,7 @@ type Message struct {
 	ToolError  bool
 
 	// The fields below are an assistant message's.
-	StopReason   classify.StopReason
+	StopReason   StopReason
 	ErrorMessage string
 	Usage        *Usage
 	Provider     string
@@ -83,28 +96,5 @@ type Message struct {
 
 // IsError reports whether m is an assistant message that ended in an error.
 func (m Message) IsError() bool {
-	return m.Role == RoleAssistant && m.StopReason == classify.StopReasonError
-}
-
-// classifyMessage is m as the classifier reads it.
-func (m Message) classifyMessage(window int) classify.Message {
-	cm := classify.Message{
-		StopReason:    m.StopReason,
-		ErrorMessage:  m.ErrorMessage,
-		Status:        m.HTTPStatus,
-		ErrorType:     m.ErrorType,
-		Headers:       m.Headers,
-		Err:           m.Err,
-		ContextWindow: window,
-	}
-	if m.Usage != nil {
-		cm.Usage = *m.Usage
-	}
-	return cm
-}
-
-// cloneMessages copies a message list (the messages themselves are values;
-// their maps and content are shared and must not be changed).
-func cloneMessages(ms []Message) []Message {
-	return append([]Message(nil), ms...)
+	return m.Role == RoleAssistant && m.StopReason == StopReasonError
 }

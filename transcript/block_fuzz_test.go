@@ -1,4 +1,4 @@
-package policy_test
+package transcript_test
 
 import (
 	"bytes"
@@ -7,10 +7,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentfsm/agentfsm/internal/wiretext"
-	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
-var blockTypes = []policy.BlockType{policy.BlockText, policy.BlockImage, policy.BlockThinking, policy.BlockToolCall}
+var blockTypes = []transcript.BlockType{transcript.BlockText, transcript.BlockImage, transcript.BlockThinking, transcript.BlockToolCall}
 
 // FuzzBlockCodec writes a block of any type holding any bytes in any field
 // (its arguments included), inside a message with any header, and reads it
@@ -21,7 +21,7 @@ var blockTypes = []policy.BlockType{policy.BlockText, policy.BlockImage, policy.
 // arguments compacted), which writes as the block under the rule does. Reading never
 // panics, and what it reads writes valid JSON that reads back the same.
 // Run it longer with:
-// go test ./policy -run '^$' -fuzz FuzzBlockCodec -fuzztime 3m -parallel 1
+// go test ./transcript -run '^$' -fuzz FuzzBlockCodec -fuzztime 3m -parallel 1
 func FuzzBlockCodec(f *testing.F) {
 	f.Add(uint8(0), "hi <b> & é", "c2ln", "", false, []byte(nil), "retry-after", []byte(`{"type":"text","text":"x"}`))
 	f.Add(uint8(1), "iVBORw0KGgo=", "image/png", "", false, []byte(nil), "", []byte(`{"type":"image","data":"\xff","mimeType":"\ud800"}`))
@@ -32,18 +32,18 @@ func FuzzBlockCodec(f *testing.F) {
 	f.Add(uint8(3), "c", "n", "", false, []byte("{\"a\":\"\x00\"}"), "", []byte("{\"type\":\"text\",\"text\":\"\x00\"}"))
 	f.Add(uint8(7), "x", "y", "z", false, []byte(`{}`), "", []byte(`{"type":"audio"}`))
 	f.Fuzz(func(t *testing.T, kind uint8, s1, s2, s3 string, flag bool, args []byte, header string, raw []byte) {
-		b := policy.Block{Type: policy.BlockType(s3)}
+		b := transcript.Block{Type: transcript.BlockType(s3)}
 		if int(kind) < len(blockTypes) {
 			b.Type = blockTypes[kind]
 		}
 		switch b.Type {
-		case policy.BlockText:
+		case transcript.BlockText:
 			b.Text, b.TextSignature = s1, s2
-		case policy.BlockImage:
+		case transcript.BlockImage:
 			b.Data, b.MimeType = s1, s2
-		case policy.BlockThinking:
+		case transcript.BlockThinking:
 			b.Thinking, b.ThinkingSignature, b.Redacted = s1, s2, flag
-		case policy.BlockToolCall:
+		case transcript.BlockToolCall:
 			b.ID, b.Name = s1, s2
 			if args != nil || flag {
 				b.Arguments = args
@@ -61,7 +61,7 @@ func FuzzBlockCodec(f *testing.F) {
 				t.Fatalf("wrote %#v as %q", b, out)
 			}
 			checkLine(t, out)
-			var back policy.Block
+			var back transcript.Block
 			if err := json.Unmarshal(out, &back); err != nil {
 				t.Fatalf("reading %q back: %v", out, err)
 			}
@@ -73,14 +73,14 @@ func FuzzBlockCodec(f *testing.F) {
 			if wantOut, _ := write(want); err != nil || !bytes.Equal(again, wantOut) {
 				t.Fatalf("written again: %q (%v), the block under the rule: %q", again, err, wantOut)
 			}
-			m := policy.Message{ID: s2, Role: policy.RoleAssistant, Content: []policy.Block{b}, ErrorMessage: s1,
+			m := transcript.Message{ID: s2, Role: transcript.RoleAssistant, Content: []transcript.Block{b}, ErrorMessage: s1,
 				Headers: map[string]string{header: s1, header + "\xff": s2, header + "\xfe": s3}}
 			mout, err := write(m)
 			if err != nil {
 				t.Fatalf("writing the message: %v", err)
 			}
 			checkLine(t, mout)
-			var mback policy.Message
+			var mback transcript.Message
 			if err := json.Unmarshal(mout, &mback); err != nil {
 				t.Fatalf("reading the message %q: %v", mout, err)
 			}
@@ -89,7 +89,7 @@ func FuzzBlockCodec(f *testing.F) {
 			}
 		}
 
-		var read policy.Block
+		var read transcript.Block
 		if json.Unmarshal(raw, &read) != nil {
 			return
 		}
@@ -98,7 +98,7 @@ func FuzzBlockCodec(f *testing.F) {
 			t.Fatalf("%q read as %#v, which does not write: %v", raw, read, err)
 		}
 		checkLine(t, out)
-		var back policy.Block
+		var back transcript.Block
 		if err := json.Unmarshal(out, &back); err != nil || !equalBlocks(read, back) {
 			t.Fatalf("%q read as %#v, wrote %q, read back %#v (%v)", raw, read, out, back, err)
 		}
@@ -134,11 +134,11 @@ func checkLine(t *testing.T, line []byte) {
 // underRule is b as the text rule has it: each string field as
 // wiretext.String has it, the arguments as wiretext.JSON has them,
 // compacted ({} for none).
-func underRule(t *testing.T, b policy.Block) policy.Block {
+func underRule(t *testing.T, b transcript.Block) transcript.Block {
 	s := wiretext.String
-	want := policy.Block{Type: b.Type, Text: s(b.Text), TextSignature: s(b.TextSignature), Data: s(b.Data), MimeType: s(b.MimeType),
+	want := transcript.Block{Type: b.Type, Text: s(b.Text), TextSignature: s(b.TextSignature), Data: s(b.Data), MimeType: s(b.MimeType),
 		Thinking: s(b.Thinking), ThinkingSignature: s(b.ThinkingSignature), Redacted: b.Redacted, ID: s(b.ID), Name: s(b.Name)}
-	if b.Type == policy.BlockToolCall {
+	if b.Type == transcript.BlockToolCall {
 		args := b.Arguments
 		if args == nil {
 			args = json.RawMessage(`{}`)
@@ -152,7 +152,7 @@ func underRule(t *testing.T, b policy.Block) policy.Block {
 	return want
 }
 
-func equalBlocks(a, b policy.Block) bool {
+func equalBlocks(a, b transcript.Block) bool {
 	return bytes.Equal(a.Arguments, b.Arguments) && a.Type == b.Type && a.Text == b.Text && a.TextSignature == b.TextSignature &&
 		a.Data == b.Data && a.MimeType == b.MimeType && a.Thinking == b.Thinking && a.ThinkingSignature == b.ThinkingSignature &&
 		a.Redacted == b.Redacted && a.ID == b.ID && a.Name == b.Name

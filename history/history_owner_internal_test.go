@@ -1,6 +1,6 @@
 //go:build darwin || dragonfly || freebsd || linux || netbsd || openbsd
 
-package session
+package history
 
 import (
 	"fmt"
@@ -28,7 +28,7 @@ func TestFileHistoryRefusesForeignOwner(t *testing.T) {
 	h, err := OpenFileHistory(path)
 	require.Error(t, err)
 	assert.Nil(t, h)
-	assert.Equal(t, fmt.Sprintf("session: history %s belongs to user %d, not to this process's user %d: "+
+	assert.Equal(t, fmt.Sprintf("history: history %s belongs to user %d, not to this process's user %d: "+
 		"its owner could read the conversation written to it", path, me, me+1), err.Error())
 	fi, err := os.Stat(path)
 	require.NoError(t, err)

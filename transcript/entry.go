@@ -1,4 +1,4 @@
-package policy
+package transcript
 
 import (
 	"errors"
@@ -57,7 +57,7 @@ func (e Entry) Validate() error {
 		case e.Message.ID != e.ID:
 			return fmt.Errorf("message entry %q holds message %q", e.ID, e.Message.ID)
 		}
-		if err := e.Message.checkContent(); err != nil {
+		if err := e.Message.CheckContent(); err != nil {
 			return fmt.Errorf("message entry %q: %v", e.ID, err)
 		}
 	case EntryCompaction:
@@ -77,4 +77,4 @@ func (e Entry) Validate() error {
 // ErrInvalidEntry matches the error of a history entry that is not valid
 // (see Entry): Append refuses it, and a session refuses a history that
 // holds one.
-var ErrInvalidEntry = errors.New("session: invalid history entry")
+var ErrInvalidEntry = errors.New("transcript: invalid history entry")

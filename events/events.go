@@ -1,8 +1,9 @@
-package policy
+package events
 
 import (
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/states"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -21,18 +22,20 @@ type Event interface {
 type (
 	// AgentStart: a run began.
 	AgentStart struct{}
-	// TurnStart: one model call (and the tools it asks for) began.
-	TurnStart struct{}
+	// CallStart: one model call (and the tools it asks for) began. A
+	// user's turn (a Prompt) holds one or more calls. On the RPC wire it
+	// is "turn_start", the reference agent's name.
+	CallStart struct{}
 	// MessageStart: a message began.
 	MessageStart struct {
-		Message Message
+		Message transcript.Message
 	}
 	// MessageUpdate: a message in progress grew, for a view that shows
 	// it as it arrives: Delta is what arrived, Message the message so far
 	// (it may be left empty). The session passes it on and keeps nothing
 	// of it: MessageEnd carries the message.
 	MessageUpdate struct {
-		Message Message
+		Message transcript.Message
 		Delta   Delta
 	}
 	// MessageEnd: a message is complete. The session appends it to the
@@ -41,13 +44,14 @@ type (
 	// is refused as the agent's error instead (see Agent in package
 	// session).
 	MessageEnd struct {
-		Message Message
+		Message transcript.Message
 	}
-	// TurnEnd: a turn ended.
-	TurnEnd struct{}
+	// CallEnd: the model call of the last CallStart and its tools ended.
+	// On the RPC wire it is "turn_end".
+	CallEnd struct{}
 	// AgentEnd: the run ended; Messages are the messages it made.
 	AgentEnd struct {
-		Messages []Message
+		Messages []transcript.Message
 	}
 )
 
@@ -112,13 +116,13 @@ type (
 	}
 	// AutoCompactionStart: an automatic compaction began.
 	AutoCompactionStart struct {
-		Reason CompactionReason
+		Reason transcript.CompactionReason
 	}
 	// AutoCompactionEnd: an automatic compaction ended; exactly one per
 	// start. Result is set only when it succeeded; ErrorMessage says why
 	// it failed.
 	AutoCompactionEnd struct {
-		Result       *Compaction
+		Result       *transcript.Compaction
 		Aborted      bool
 		WillRetry    bool
 		ErrorMessage string
@@ -148,11 +152,11 @@ type (
 )
 
 func (AgentStart) event()          {}
-func (TurnStart) event()           {}
+func (CallStart) event()           {}
 func (MessageStart) event()        {}
 func (MessageUpdate) event()       {}
 func (MessageEnd) event()          {}
-func (TurnEnd) event()             {}
+func (CallEnd) event()             {}
 func (AgentEnd) event()            {}
 func (AutoRetryStart) event()      {}
 func (AutoRetryEnd) event()        {}

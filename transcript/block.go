@@ -1,4 +1,4 @@
-package policy
+package transcript
 
 import (
 	"bytes"
@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
 )
 
@@ -123,11 +122,11 @@ func (b Block) MarshalJSON() ([]byte, error) {
 			args = json.RawMessage("{}")
 		}
 		if !isObject(args) {
-			return nil, fmt.Errorf("policy: tool call %q: arguments are not a JSON object", b.ID)
+			return nil, fmt.Errorf("transcript: tool call %q: arguments are not a JSON object", b.ID)
 		}
 		return marshalJSON(toolCallJSON{b.Type, b.ID, b.Name, wiretext.JSON(args)})
 	}
-	return nil, fmt.Errorf("policy: unknown content block type %q", b.Type)
+	return nil, fmt.Errorf("transcript: unknown content block type %q", b.Type)
 }
 
 // UnmarshalJSON reads a block in one of the shapes MarshalJSON writes.
@@ -163,7 +162,7 @@ func (b *Block) UnmarshalJSON(data []byte) error {
 			return err
 		}
 		if !isObject(v.Arguments) {
-			return fmt.Errorf("policy: tool call %q: arguments are not a JSON object", v.ID)
+			return fmt.Errorf("transcript: tool call %q: arguments are not a JSON object", v.ID)
 		}
 		var args bytes.Buffer
 		if err := json.Compact(&args, v.Arguments); err != nil {
@@ -171,15 +170,21 @@ func (b *Block) UnmarshalJSON(data []byte) error {
 		}
 		*b = Block{Type: v.Type, ID: v.ID, Name: v.Name, Arguments: wiretext.JSON(args.Bytes())}
 	default:
-		return fmt.Errorf("policy: unknown content block type %q", head.Type)
+		return fmt.Errorf("transcript: unknown content block type %q", head.Type)
 	}
 	return nil
 }
 
-// stringContent is m's content and StringContent as a message written
-// and read back has them: content that cannot be a string (more than one
-// block, or one that is not an unsigned text block) is not string
+// Canonical returns m with its Content and StringContent as a message
+// written and read back has them: content that cannot be a string (more
+// than one block, or one that is not an unsigned text block) is not string
 // content, and string content that is one empty text block is none.
+func (m Message) Canonical() Message {
+	m.Content, m.StringContent = stringContent(m)
+	return m
+}
+
+// stringContent is m's content and StringContent as Canonical has them.
 func stringContent(m Message) ([]Block, bool) {
 	if !m.StringContent || len(m.Content) == 0 {
 		return m.Content, m.StringContent
@@ -193,10 +198,10 @@ func stringContent(m Message) ([]Block, bool) {
 	return m.Content, true
 }
 
-// checkContent checks that every block of m has a known type and every
+// CheckContent checks that every block of m has a known type and every
 // tool call's arguments are a JSON object (or nil), so that m can be
-// written.
-func (m Message) checkContent() error {
+// written; the error says which block is not.
+func (m Message) CheckContent() error {
 	for i, b := range m.Content {
 		switch b.Type {
 		case BlockText, BlockImage, BlockThinking:
@@ -254,23 +259,23 @@ func (m Message) ToolCalls() []Block {
 // messageJSON is a message on the wire. Text and Images are read only:
 // the fields of a message in a history written before content blocks.
 type messageJSON struct {
-	ID           string              `json:"id"`
-	Role         Role                `json:"role"`
-	Content      json.RawMessage     `json:"content,omitempty"`
-	ToolCallID   string              `json:"toolCallId,omitempty"`
-	ToolName     string              `json:"toolName,omitempty"`
-	IsError      *bool               `json:"isError,omitempty"`
-	StopReason   classify.StopReason `json:"stopReason,omitempty"`
-	ErrorMessage string              `json:"errorMessage,omitempty"`
-	Usage        *Usage              `json:"usage,omitempty"`
-	Provider     string              `json:"provider,omitempty"`
-	Model        string              `json:"model,omitempty"`
-	Timestamp    int64               `json:"timestamp"`
-	HTTPStatus   int                 `json:"httpStatus,omitempty"`
-	ErrorType    string              `json:"errorType,omitempty"`
-	Headers      map[string]string   `json:"headers,omitempty"`
-	Text         *string             `json:"text,omitempty"`
-	Images       int                 `json:"images,omitempty"`
+	ID           string            `json:"id"`
+	Role         Role              `json:"role"`
+	Content      json.RawMessage   `json:"content,omitempty"`
+	ToolCallID   string            `json:"toolCallId,omitempty"`
+	ToolName     string            `json:"toolName,omitempty"`
+	IsError      *bool             `json:"isError,omitempty"`
+	StopReason   StopReason        `json:"stopReason,omitempty"`
+	ErrorMessage string            `json:"errorMessage,omitempty"`
+	Usage        *Usage            `json:"usage,omitempty"`
+	Provider     string            `json:"provider,omitempty"`
+	Model        string            `json:"model,omitempty"`
+	Timestamp    int64             `json:"timestamp"`
+	HTTPStatus   int               `json:"httpStatus,omitempty"`
+	ErrorType    string            `json:"errorType,omitempty"`
+	Headers      map[string]string `json:"headers,omitempty"`
+	Text         *string           `json:"text,omitempty"`
+	Images       int               `json:"images,omitempty"`
 }
 
 // MarshalJSON writes m in the reference's shape: its content as blocks, or
@@ -291,7 +296,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 	}
 	raw, err := marshalJSON(content)
 	if err != nil {
-		return nil, fmt.Errorf("policy: message %q: %w", m.ID, err)
+		return nil, fmt.Errorf("transcript: message %q: %w", m.ID, err)
 	}
 	w := messageJSON{
 		ID: m.ID, Role: m.Role, Content: raw, ToolCallID: m.ToolCallID, ToolName: m.ToolName,
@@ -332,7 +337,7 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 	case w.Content != nil && string(w.Content) != "null":
 		var blocks []Block
 		if err := json.Unmarshal(w.Content, &blocks); err != nil {
-			return fmt.Errorf("policy: message %q: content: %w", w.ID, err)
+			return fmt.Errorf("transcript: message %q: content: %w", w.ID, err)
 		}
 		if len(blocks) > 0 {
 			m.Content = blocks

@@ -1,4 +1,4 @@
-package session
+package credentials
 
 import (
 	"context"
@@ -13,15 +13,10 @@ import (
 	"github.com/agentfsm/agentfsm/policy"
 )
 
-// Credential is one way to authenticate with a provider: an ID, the
-// provider, a type, an endpoint and where its secret is, never the secret
-// itself (see policy.Credential).
-type Credential = policy.Credential
-
 // SecretResolver turns a credential into its secret (an API key or a
 // token) when an agent is about to call the provider with it.
 type SecretResolver interface {
-	Resolve(ctx context.Context, c Credential) (string, error)
+	Resolve(ctx context.Context, c policy.Credential) (string, error)
 }
 
 // EnvSecrets is the SecretResolver that reads the environment: a
@@ -38,10 +33,10 @@ type EnvSecrets struct {
 var providerKeys = map[string]string{"anthropic": "ANTHROPIC_API_KEY", "openai": "OPENAI_API_KEY"}
 
 // ErrNoSecret matches the error of a secret that cannot be resolved.
-var ErrNoSecret = errors.New("session: no secret for the credential")
+var ErrNoSecret = errors.New("credentials: no secret for the credential")
 
 // Resolve implements SecretResolver.
-func (r EnvSecrets) Resolve(_ context.Context, c Credential) (string, error) {
+func (r EnvSecrets) Resolve(_ context.Context, c policy.Credential) (string, error) {
 	lookup := r.Lookup
 	if lookup == nil {
 		lookup = os.LookupEnv
@@ -69,7 +64,7 @@ type CredentialStore interface {
 	// Current returns the credential the session should use for provider,
 	// and false when the store has none. It never hands a session a
 	// credential of another type than the one it started with.
-	Current(provider, sessionID string) (Credential, bool)
+	Current(provider, sessionID string) (policy.Credential, bool)
 	// MarkUsageLimitReached blocks the credential the session last used
 	// for provider (at baseURL) until hint from now (60 s when hint is 0),
 	// and reports whether another credential of the same provider and type
@@ -119,7 +114,7 @@ type MemoryCredentials struct {
 }
 
 type memCredential struct {
-	Credential
+	policy.Credential
 	blockedUntil time.Time
 }
 
@@ -127,7 +122,7 @@ type usageKey struct{ provider, sessionID string }
 
 // NewMemoryCredentials returns a store holding creds, in order within each
 // provider. now is the clock it blocks credentials by; nil means time.Now.
-func NewMemoryCredentials(now func() time.Time, creds ...Credential) *MemoryCredentials {
+func NewMemoryCredentials(now func() time.Time, creds ...policy.Credential) *MemoryCredentials {
 	if now == nil {
 		now = time.Now
 	}
@@ -139,13 +134,13 @@ func NewMemoryCredentials(now func() time.Time, creds ...Credential) *MemoryCred
 }
 
 // Current implements CredentialStore.
-func (m *MemoryCredentials) Current(provider, sessionID string) (Credential, bool) {
+func (m *MemoryCredentials) Current(provider, sessionID string) (policy.Credential, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	list := m.providers[provider]
 	i, _, ok := choose(list, sessionID, "", m.now())
 	if !ok {
-		return Credential{}, false
+		return policy.Credential{}, false
 	}
 	m.lastUsed[usageKey{provider, sessionID}] = i
 	return list[i].Credential, true

@@ -1,8 +1,7 @@
-package session
+package history
 
 import (
 	"bytes"
-	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -11,11 +10,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
+	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/agentfsm/agentfsm/classify"
 )
 
 // faultyFile is a history file whose next write, sync or truncate fails
@@ -51,8 +51,8 @@ func (f *faultyFile) Truncate(size int64) error {
 	return f.File.Truncate(size)
 }
 
-func testEntry(id string) Entry {
-	return Entry{Type: EntryMessage, ID: id, Timestamp: 1, Message: &Message{ID: id, Role: RoleUser, Content: TextContent("text of " + id), Timestamp: 1}}
+func testEntry(id string) transcript.Entry {
+	return transcript.Entry{Type: transcript.EntryMessage, ID: id, Timestamp: 1, Message: &transcript.Message{ID: id, Role: transcript.RoleUser, Content: transcript.TextContent("text of " + id), Timestamp: 1}}
 }
 
 // openFaulty opens a history at a new path with one entry, "a", and puts
@@ -70,8 +70,8 @@ func openFaulty(t *testing.T) (*FileHistory, *faultyFile, string) {
 }
 
 // readAll collects h's entries, failing the test on an error.
-func readAll(t require.TestingT, h History) []Entry {
-	var out []Entry
+func readAll(t require.TestingT, h History) []transcript.Entry {
+	var out []transcript.Entry
 	for e, err := range h.Entries() {
 		require.NoError(t, err)
 		out = append(out, e)
@@ -79,7 +79,7 @@ func readAll(t require.TestingT, h History) []Entry {
 	return out
 }
 
-func entryIDs(es []Entry) []string {
+func entryIDs(es []transcript.Entry) []string {
 	var ids []string
 	for _, e := range es {
 		ids = append(ids, e.ID)
@@ -147,15 +147,15 @@ func TestFileHistoryAppendRefusesInvalidEntry(t *testing.T) {
 	h, _, path := openFaulty(t)
 	before, err := os.ReadFile(path)
 	require.NoError(t, err)
-	for _, e := range []Entry{
-		{Type: EntryMessage, ID: "x"},
-		{Type: EntryCompaction, ID: "x"},
+	for _, e := range []transcript.Entry{
+		{Type: transcript.EntryMessage, ID: "x"},
+		{Type: transcript.EntryCompaction, ID: "x"},
 		{Type: "bogus", ID: "x"},
-		{Type: EntryMessage, ID: "x", Message: &Message{ID: "y"}},
+		{Type: transcript.EntryMessage, ID: "x", Message: &transcript.Message{ID: "y"}},
 	} {
 		err := h.Append(e)
 		require.Error(t, err, "%+v", e)
-		assert.True(t, errors.Is(err, ErrInvalidEntry), "%v", err)
+		assert.True(t, errors.Is(err, transcript.ErrInvalidEntry), "%v", err)
 	}
 	after, err := os.ReadFile(path)
 	require.NoError(t, err)
@@ -173,35 +173,35 @@ func bigHistory(t *testing.T, path string) (firstKept string) {
 	defer h.Close()
 	text := strings.Repeat("x", 1000)
 	n := 0
-	message := func(role Role) Entry {
+	message := func(role transcript.Role) transcript.Entry {
 		n++
 		kind := "user"
-		if role == RoleAssistant {
+		if role == transcript.RoleAssistant {
 			kind = "msg"
 		}
 		id := fmt.Sprintf("%s-%d", kind, n)
-		return Entry{Type: EntryMessage, ID: id, Timestamp: int64(n), Message: &Message{ID: id, Role: role, Content: TextContent(text),
-			StopReason: map[Role]classify.StopReason{RoleAssistant: "stop"}[role], Timestamp: int64(n)}}
+		return transcript.Entry{Type: transcript.EntryMessage, ID: id, Timestamp: int64(n), Message: &transcript.Message{ID: id, Role: role, Content: transcript.TextContent(text),
+			StopReason: map[transcript.Role]transcript.StopReason{transcript.RoleAssistant: "stop"}[role], Timestamp: int64(n)}}
 	}
 	for range 100 {
-		var batch []Entry
+		var batch []transcript.Entry
 		for range 100 {
-			batch = append(batch, message(RoleUser), message(RoleAssistant))
+			batch = append(batch, message(transcript.RoleUser), message(transcript.RoleAssistant))
 		}
 		require.NoError(t, h.Append(batch...))
 	}
-	var last []Entry
+	var last []transcript.Entry
 	for range 2 {
-		last = append(last, message(RoleUser), message(RoleAssistant))
+		last = append(last, message(transcript.RoleUser), message(transcript.RoleAssistant))
 	}
 	require.NoError(t, h.Append(last...))
 	n++
-	compaction := Entry{Type: EntryCompaction, ID: fmt.Sprintf("compaction-%d", n), Timestamp: int64(n),
-		Compaction: &Compaction{Reason: ReasonThreshold, Summary: "the story so far", FirstKeptEntryID: last[0].ID}}
-	failed := message(RoleAssistant) // msg-20006, removed below
+	compaction := transcript.Entry{Type: transcript.EntryCompaction, ID: fmt.Sprintf("compaction-%d", n), Timestamp: int64(n),
+		Compaction: &transcript.Compaction{Reason: transcript.ReasonThreshold, Summary: "the story so far", FirstKeptEntryID: last[0].ID}}
+	failed := message(transcript.RoleAssistant) // msg-20006, removed below
 	failed.Message.StopReason = "error"
-	after := []Entry{message(RoleUser), message(RoleAssistant), message(RoleUser)}
-	require.NoError(t, h.Append(compaction, failed, Entry{Type: EntryRemoval, ID: failed.ID, Timestamp: int64(n)}, after[0], after[1], after[2]))
+	after := []transcript.Entry{message(transcript.RoleUser), message(transcript.RoleAssistant), message(transcript.RoleUser)}
+	require.NoError(t, h.Append(compaction, failed, transcript.Entry{Type: transcript.EntryRemoval, ID: failed.ID, Timestamp: int64(n)}, after[0], after[1], after[2]))
 	return last[0].ID
 }
 
@@ -234,13 +234,11 @@ func TestFileHistoryReopenReadsOnlyTheTail(t *testing.T) {
 		}
 		h, err := OpenFileHistory(path)
 		require.NoError(t, err)
-		s, err := New(agentFunc(func(_ context.Context, _ RunRequest, emit func(Event)) error {
-			m := Message{Role: RoleAssistant, StopReason: "stop", Content: TextContent("ok")}
-			for _, ev := range []Event{AgentStart{}, MessageStart{Message: m}, MessageEnd{Message: m}, AgentEnd{}} {
-				emit(ev)
-			}
-			return nil
-		}), WithHistory(h))
+		// What a session does as it starts on h (session.New): Load, then
+		// the engine replays what Load returned.
+		before, entries, err := Load(h)
+		require.NoError(t, err)
+		e, err := policy.New(policy.Setup{SessionID: "s", Model: policy.Model{ID: "m"}, Config: policy.DefaultConfig(), History: entries, Before: before})
 		require.NoError(t, err)
 		read := h.read.Load()
 		if index {
@@ -250,30 +248,23 @@ func TestFileHistoryReopenReadsOnlyTheTail(t *testing.T) {
 			assert.GreaterOrEqual(t, read, int64(len(data))-1<<20, "%s: read whole", file)
 		}
 		assert.Equal(t, []string{"compaction-20005", firstKept, "msg-20002", "user-20003", "msg-20004", "user-20007", "msg-20008", "user-20009"},
-			messageIDsOf(s.Messages()), "the runtime context replaying the whole history gives")
-		snap, err := s.Snapshot()
-		require.NoError(t, err)
+			messageIDsOf(e.Messages()), "the runtime context replaying the whole history gives")
+		snap := e.Snapshot()
 		assert.Equal(t, count, snap.History, "%s: the entry count", file)
-		require.NoError(t, s.Prompt(context.Background(), "next"))
-		msgs := s.Messages()
-		assert.Equal(t, []string{"user-20010", "msg-20011"}, messageIDsOf(msgs[len(msgs)-2:]), "numbered after every ID of the history")
-		require.NoError(t, s.Close())
+		_, err = e.Prompt(time.Unix(0, 0), "next")
+		require.NoError(t, err)
+		msgs := e.Messages()
+		assert.Equal(t, "user-20010", msgs[len(msgs)-1].ID, "numbered after every ID of the history")
 		require.NoError(t, h.Close())
 	}
 }
 
-func messageIDsOf(msgs []Message) []string {
+func messageIDsOf(msgs []transcript.Message) []string {
 	var out []string
 	for _, m := range msgs {
 		out = append(out, m.ID)
 	}
 	return out
-}
-
-type agentFunc func(context.Context, RunRequest, func(Event)) error
-
-func (f agentFunc) Run(ctx context.Context, req RunRequest, emit func(Event)) error {
-	return f(ctx, req, emit)
 }
 
 // Opening a file whose last entry lost its newline writes the newline

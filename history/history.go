@@ -1,4 +1,4 @@
-package session
+package history
 
 import (
 	"bufio"
@@ -13,6 +13,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // History is a session's persisted, append-only log. Nothing is ever
@@ -22,11 +24,11 @@ type History interface {
 	// Append adds entries at the end, in order. It returns only when they
 	// are stored; on an error none of them was added. The session passes
 	// every entry one step of it makes in one call.
-	Append(entries ...Entry) error
+	Append(entries ...transcript.Entry) error
 	// Entries returns every entry, oldest first, as a stream read while
 	// it is iterated (those appended before the call). A read that fails
 	// is yielded as an error, after which the stream ends.
-	Entries() iter.Seq2[Entry, error]
+	Entries() iter.Seq2[transcript.Entry, error]
 }
 
 // Tailer is a History that can hand a session the part of it that its
@@ -37,12 +39,12 @@ type Tailer interface {
 	// Tail returns the entries from the latest compaction's first kept
 	// entry on (all of them when there is no compaction) and how many
 	// entries come before them: see policy.Setup.Before.
-	Tail() (before int, entries []Entry, err error)
+	Tail() (before int, entries []transcript.Entry, err error)
 }
 
-// entriesOf reads h as a session starts on it: its tail when it is a
+// Load reads h as a session starts on it: its tail when it is a
 // Tailer, else every entry.
-func entriesOf(h History) (before int, entries []Entry, err error) {
+func Load(h History) (before int, entries []transcript.Entry, err error) {
 	if t, ok := h.(Tailer); ok {
 		return t.Tail()
 	}
@@ -59,18 +61,18 @@ func entriesOf(h History) (before int, entries []Entry, err error) {
 // compaction's first kept entry (the last message entry with that ID
 // before it), or at 0 when there is no compaction, or it keeps nothing
 // found before it or an earlier compaction's summary.
-func tailStart(entries []Entry) int {
+func tailStart(entries []transcript.Entry) int {
 	for c := len(entries) - 1; c >= 0; c-- {
-		if entries[c].Type != EntryCompaction {
+		if entries[c].Type != transcript.EntryCompaction {
 			continue
 		}
 		kept := entries[c].Compaction.FirstKeptEntryID
 		for i := c - 1; i >= 0; i-- {
 			if entries[i].ID == kept {
-				if entries[i].Type == EntryMessage {
+				if entries[i].Type == transcript.EntryMessage {
 					return i
 				}
-				if entries[i].Type == EntryCompaction {
+				if entries[i].Type == transcript.EntryCompaction {
 					return 0
 				}
 			}
@@ -84,12 +86,12 @@ func tailStart(entries []Entry) int {
 // ready to use.
 type MemoryHistory struct {
 	mu      sync.Mutex
-	entries []Entry
+	entries []transcript.Entry
 }
 
 // Append implements History; it fails only for an invalid entry, and then
 // adds none.
-func (h *MemoryHistory) Append(entries ...Entry) error {
+func (h *MemoryHistory) Append(entries ...transcript.Entry) error {
 	for _, e := range entries {
 		if err := checkEntry(e); err != nil {
 			return err
@@ -102,11 +104,11 @@ func (h *MemoryHistory) Append(entries ...Entry) error {
 }
 
 // Entries implements History. It never yields an error.
-func (h *MemoryHistory) Entries() iter.Seq2[Entry, error] {
+func (h *MemoryHistory) Entries() iter.Seq2[transcript.Entry, error] {
 	h.mu.Lock()
 	entries := h.entries // append-only: what it holds now never changes
 	h.mu.Unlock()
-	return func(yield func(Entry, error) bool) {
+	return func(yield func(transcript.Entry, error) bool) {
 		for _, e := range entries {
 			if !yield(e, nil) {
 				return
@@ -116,7 +118,7 @@ func (h *MemoryHistory) Entries() iter.Seq2[Entry, error] {
 }
 
 // Tail implements Tailer.
-func (h *MemoryHistory) Tail() (before int, entries []Entry, err error) {
+func (h *MemoryHistory) Tail() (before int, entries []transcript.Entry, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := tailStart(h.entries)
@@ -183,10 +185,10 @@ type historyFile interface {
 var (
 	// ErrCorruptHistory: a line of the file is not a valid entry, and is
 	// not what a write cut short leaves (see OpenFileHistory).
-	ErrCorruptHistory = errors.New("session: corrupt history file")
+	ErrCorruptHistory = errors.New("history: corrupt history file")
 	// ErrHistoryLocked: another FileHistory, in this process or another,
 	// has the file open.
-	ErrHistoryLocked = errors.New("session: history file in use by another writer")
+	ErrHistoryLocked = errors.New("history: history file in use by another writer")
 )
 
 // OpenFileHistory opens (or creates, readable and writable by its owner
@@ -225,7 +227,7 @@ func OpenFileHistory(path string) (*FileHistory, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
 		f.Close()
-		return nil, fmt.Errorf("session: opening history: %w", err)
+		return nil, fmt.Errorf("history: opening history: %w", err)
 	}
 	h := &FileHistory{path: path, abs: abs, f: f}
 	if err := h.load(); err != nil {
@@ -241,25 +243,25 @@ func OpenFileHistory(path string) (*FileHistory, error) {
 func openHistoryFile(path string) (*os.File, error) {
 	f, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE|os.O_APPEND|openFlags, 0o600)
 	if err != nil {
-		return nil, fmt.Errorf("session: opening history: %w", err)
+		return nil, fmt.Errorf("history: opening history: %w", err)
 	}
 	// The opened file is checked, not the path: the path may name another
 	// file by now.
 	fi, err := f.Stat()
 	switch {
 	case err != nil:
-		err = fmt.Errorf("session: opening history: %w", err)
+		err = fmt.Errorf("history: opening history: %w", err)
 	case !fi.Mode().IsRegular():
-		err = fmt.Errorf("session: history %s is not a regular file but %s", path, fileKind(fi.Mode()))
+		err = fmt.Errorf("history: history %s is not a regular file but %s", path, fileKind(fi.Mode()))
 	case foreignOwner(fi) >= 0:
-		err = fmt.Errorf("session: history %s belongs to user %d, not to this process's user %d: "+
+		err = fmt.Errorf("history: history %s belongs to user %d, not to this process's user %d: "+
 			"its owner could read the conversation written to it", path, foreignOwner(fi), processUID())
 	default:
 		err = lockFile(f)
 		if errors.Is(err, ErrHistoryLocked) {
 			err = fmt.Errorf("%w: %s", ErrHistoryLocked, path)
 		} else if err != nil {
-			err = fmt.Errorf("session: locking history: %w", err)
+			err = fmt.Errorf("history: locking history: %w", err)
 		}
 	}
 	if err != nil {
@@ -293,14 +295,14 @@ func fileKind(m os.FileMode) string {
 func (h *FileHistory) load() error {
 	fi, err := h.f.Stat()
 	if err != nil {
-		return fmt.Errorf("session: reading history %s: %w", h.path, err)
+		return fmt.Errorf("history: reading history %s: %w", h.path, err)
 	}
 	size := fi.Size()
 	lines := &backLines{r: h.reader(), off: size}
 	// The last line, when it has no newline: kept whole, or dropped.
 	last, lastAt, err := lines.partial()
 	if err != nil {
-		return fmt.Errorf("session: reading history %s: %w", h.path, err)
+		return fmt.Errorf("history: reading history %s: %w", h.path, err)
 	}
 	st := scanState{cut: size, phase: phaseStepEnd}
 	if last != nil {
@@ -340,7 +342,7 @@ func (h *FileHistory) load() error {
 		h.size = size
 	}
 	if err != nil {
-		return fmt.Errorf("session: repairing history %s: %w", h.path, err)
+		return fmt.Errorf("history: repairing history %s: %w", h.path, err)
 	}
 	return nil
 }
@@ -383,7 +385,7 @@ type scanState struct {
 // the file's, never the index's alone. A line without both (written by
 // hand, or by a version that did not record them) is read whole too.
 func (st *scanState) compaction(l fileLine, at int64) {
-	if st.phase != phaseCompaction || l.Type != EntryCompaction {
+	if st.phase != phaseCompaction || l.Type != transcript.EntryCompaction {
 		return
 	}
 	st.phase = phaseAll
@@ -400,7 +402,7 @@ func (h *FileHistory) scan(lines *backLines, st *scanState) error {
 	for {
 		line, at, err := lines.prev()
 		if err != nil {
-			return fmt.Errorf("session: reading history %s: %w", h.path, err)
+			return fmt.Errorf("history: reading history %s: %w", h.path, err)
 		}
 		if line == nil {
 			h.tailAt, h.tailBefore, h.count = 0, 0, st.seen
@@ -424,9 +426,9 @@ func (h *FileHistory) scan(lines *backLines, st *scanState) error {
 		switch {
 		case st.phase == phaseCompaction:
 			st.compaction(l, at)
-		case st.phase == phaseKept && l.ID == st.kept && l.Type == EntryCompaction:
+		case st.phase == phaseKept && l.ID == st.kept && l.Type == transcript.EntryCompaction:
 			st.phase = phaseAll // it keeps an earlier summary: read it all
-		case st.phase == phaseKept && l.ID == st.kept && l.Type == EntryMessage:
+		case st.phase == phaseKept && l.ID == st.kept && l.Type == transcript.EntryMessage:
 			if before := st.compactionIndex - (st.seen - st.atCompaction); before >= 0 {
 				h.tailAt, h.tailBefore, h.count = at, before, before+st.seen
 				return nil
@@ -482,7 +484,7 @@ func repairTail(f historyFile, fix, undo func(historyFile) error) error {
 // was edited. Every line of an append but its last is marked More, so that
 // opening the file can drop an append cut short whole.
 type fileLine struct {
-	Entry
+	transcript.Entry
 	Index  *int   `json:"index,omitempty"`
 	Offset *int64 `json:"offset,omitempty"`
 	More   bool   `json:"more,omitempty"`
@@ -505,9 +507,9 @@ func decodeLine(line []byte) (fileLine, error) {
 }
 
 // checkEntry is Entry.Validate for Append: its error matches ErrInvalidEntry.
-func checkEntry(e Entry) error {
+func checkEntry(e transcript.Entry) error {
 	if err := e.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", ErrInvalidEntry, err)
+		return fmt.Errorf("%w: %v", transcript.ErrInvalidEntry, err)
 	}
 	return nil
 }
@@ -516,7 +518,7 @@ func checkEntry(e Entry) error {
 // one write, and synced before Append returns. On an error the file is as
 // it was (see FileHistory); an invalid entry (see Entry) is refused with
 // ErrInvalidEntry before anything is written.
-func (h *FileHistory) Append(entries ...Entry) error {
+func (h *FileHistory) Append(entries ...transcript.Entry) error {
 	for _, e := range entries {
 		if err := checkEntry(e); err != nil {
 			return err
@@ -526,15 +528,15 @@ func (h *FileHistory) Append(entries ...Entry) error {
 	defer h.mu.Unlock()
 	switch {
 	case h.f == nil:
-		return fmt.Errorf("session: history %s: %w", h.path, os.ErrClosed)
+		return fmt.Errorf("history: history %s: %w", h.path, os.ErrClosed)
 	case h.broken != nil:
-		return fmt.Errorf("session: history %s refuses appends since one could not be undone (reopen it): %w", h.path, h.broken)
+		return fmt.Errorf("history: history %s refuses appends since one could not be undone (reopen it): %w", h.path, h.broken)
 	}
 	// The size to go back to is the file's, which is the one kept unless
 	// a writer that ignores the lock changed the file.
 	fi, err := h.f.Stat()
 	if err != nil {
-		return fmt.Errorf("session: appending to history %s: %w", h.path, err)
+		return fmt.Errorf("history: appending to history %s: %w", h.path, err)
 	}
 	if err := h.samePath(fi); err != nil {
 		return err
@@ -551,9 +553,9 @@ func (h *FileHistory) Append(entries ...Entry) error {
 	if err := h.write(lines); err != nil {
 		if undo := h.undo(fi.Size()); undo != nil {
 			h.broken = undo
-			return fmt.Errorf("session: appending to history %s: %w; undoing the partial append failed: %w", h.path, err, undo)
+			return fmt.Errorf("history: appending to history %s: %w; undoing the partial append failed: %w", h.path, err, undo)
 		}
-		return fmt.Errorf("session: appending to history %s: %w", h.path, err)
+		return fmt.Errorf("history: appending to history %s: %w", h.path, err)
 	}
 	h.size += int64(len(lines))
 	h.count += len(entries)
@@ -568,9 +570,9 @@ func (h *FileHistory) samePath(fi os.FileInfo) error {
 	pi, err := os.Stat(h.abs)
 	switch {
 	case err != nil:
-		return fmt.Errorf("session: history %s is gone from its path (deleted or moved?): %w", h.path, err)
+		return fmt.Errorf("history: history %s is gone from its path (deleted or moved?): %w", h.path, err)
 	case !os.SameFile(fi, pi):
-		return fmt.Errorf("session: history %s was replaced by another file under it (another writer?): reopen it", h.path)
+		return fmt.Errorf("history: history %s was replaced by another file under it (another writer?): reopen it", h.path)
 	}
 	return nil
 }
@@ -583,7 +585,7 @@ func (h *FileHistory) samePath(fi os.FileInfo) error {
 // own: the next append would land on a line cut short.
 func (h *FileHistory) adopt(size int64) error {
 	if size < h.size {
-		return fmt.Errorf("session: history %s shrank from %d to %d bytes under it (another writer?): reopen it", h.path, h.size, size)
+		return fmt.Errorf("history: history %s shrank from %d to %d bytes under it (another writer?): reopen it", h.path, h.size, size)
 	}
 	n := 0
 	for line, err := range linesOf(h.f, h.path, h.size, size) {
@@ -600,7 +602,7 @@ func (h *FileHistory) adopt(size int64) error {
 	}
 	last := make([]byte, 1)
 	if _, err := h.f.ReadAt(last, size-1); err != nil {
-		return fmt.Errorf("session: reading history %s: %w", h.path, err)
+		return fmt.Errorf("history: reading history %s: %w", h.path, err)
 	}
 	if last[0] != '\n' {
 		return fmt.Errorf("%w %s: another writer left its last line without a newline", ErrCorruptHistory, h.path)
@@ -612,7 +614,7 @@ func (h *FileHistory) adopt(size int64) error {
 // encode writes entries as lines, at the end of the file, of h.size bytes:
 // each compaction's line with its index and its offset, and every line but
 // the last marked More.
-func (h *FileHistory) encode(entries []Entry) ([]byte, error) {
+func (h *FileHistory) encode(entries []transcript.Entry) ([]byte, error) {
 	var buf bytes.Buffer
 	// Without HTML escaping: a tool call's arguments are written as they
 	// are. The encoder ends each line.
@@ -620,12 +622,12 @@ func (h *FileHistory) encode(entries []Entry) ([]byte, error) {
 	enc.SetEscapeHTML(false)
 	for i, e := range entries {
 		l := fileLine{Entry: e, More: i < len(entries)-1}
-		if e.Type == EntryCompaction {
+		if e.Type == transcript.EntryCompaction {
 			index, offset := h.count+i, h.size+int64(buf.Len())
 			l.Index, l.Offset = &index, &offset
 		}
 		if err := enc.Encode(l); err != nil {
-			return nil, fmt.Errorf("session: encoding history entry %q: %w", e.ID, err)
+			return nil, fmt.Errorf("history: encoding history entry %q: %w", e.ID, err)
 		}
 	}
 	return buf.Bytes(), nil
@@ -654,15 +656,15 @@ func (h *FileHistory) undo(size int64) error {
 // iterated, up to its end when called. A line that is not a valid entry
 // is yielded as an error naming it (ErrCorruptHistory), and so is a read
 // that fails (the history was closed meanwhile).
-func (h *FileHistory) Entries() iter.Seq2[Entry, error] {
+func (h *FileHistory) Entries() iter.Seq2[transcript.Entry, error] {
 	h.mu.Lock()
 	end := h.size
 	h.mu.Unlock()
-	return func(yield func(Entry, error) bool) {
+	return func(yield func(transcript.Entry, error) bool) {
 		n := 0
 		for line, err := range h.lines(0, end) {
 			n++
-			var e Entry
+			var e transcript.Entry
 			if err == nil {
 				if len(bytes.TrimSpace(line)) == 0 {
 					continue
@@ -684,7 +686,7 @@ func (h *FileHistory) Entries() iter.Seq2[Entry, error] {
 // compaction's first kept entry on, as found when the file was opened
 // (later compactions leave it where it was: the tail is then longer than
 // it need be, and replays the same), and the count of entries before it.
-func (h *FileHistory) Tail() (before int, entries []Entry, err error) {
+func (h *FileHistory) Tail() (before int, entries []transcript.Entry, err error) {
 	h.mu.Lock()
 	at, before, end := h.tailAt, h.tailBefore, h.size
 	h.mu.Unlock()
@@ -732,7 +734,7 @@ func linesOf(f io.ReaderAt, path string, from, end int64) iter.Seq2[[]byte, erro
 			case err == io.EOF:
 				err = nil // the last line, read up to end
 			case err != nil:
-				yield(nil, fmt.Errorf("session: reading history %s: %w", path, err))
+				yield(nil, fmt.Errorf("history: reading history %s: %w", path, err))
 				return
 			}
 			if !yield(bytes.TrimSuffix(line, []byte("\n")), nil) {
