@@ -13,7 +13,9 @@ import (
 //
 // Events have no JSON form of their own: package session/rpc gives each its
 // wire form (an object with a "type", docs/rpc.md) and its name there
-// (rpc.EventType).
+// (rpc.EventType): the Go name in snake case (AutoRetryStart is
+// "auto_retry_start"), but for CallStart and CallEnd, which keep the
+// reference agent's "turn_start" and "turn_end".
 type Event interface {
 	event()
 }
