@@ -227,3 +227,14 @@ func TestEnvSecrets(t *testing.T) {
 		assert.ErrorContains(t, err, `"`+c.cred.ID+`"`, "the error names the credential")
 	}
 }
+
+// The zero MemoryCredentials is an empty store, as the zero MemoryHistory
+// is an empty history: it hands out nothing and switches nothing, and
+// does not panic.
+func TestMemoryCredentialsZeroValue(t *testing.T) {
+	var store credentials.MemoryCredentials
+	_, ok := store.Current("p", "s")
+	assert.False(t, ok)
+	assert.False(t, store.MarkUsageLimitReached("p", "s", time.Second, ""))
+	assert.True(t, store.BlockedUntil("p", "k").IsZero())
+}
