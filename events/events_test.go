@@ -103,7 +103,7 @@ func TestWireNames(t *testing.T) {
 		require.NoError(t, json.Unmarshal(line, &head), name)
 		assert.Equal(t, want, head.Type, "the type session/rpc writes for %s", name)
 	}
-	
+
 	assert.Equal(t, "turn_end", rpc.EventType(events.CallEnd{}), "CallEnd's documented wire name")
 }
 
