@@ -76,7 +76,7 @@ func TestTestOnlyNamesAreInternal(t *testing.T) {
 	internal := map[string][]string{
 		"fsm":         {"Machine.Fire", "Machine.Can", "Machine.Rules", "RulesMarkdown"},
 		"fsm/svg":     {"RenderDOT"},
-		"classify":    {"Patterns", "Pattern", "Group", "GroupOverflow", "GroupNotOverflow", "GroupSeedRetry", "GroupUsageFlag", "GroupExtendedRetry", "GroupExtendedUsage"},
+		"classify":    {"Classes", "IsOverflow", "Patterns", "Pattern", "Group", "GroupOverflow", "GroupNotOverflow", "GroupSeedRetry", "GroupUsageFlag", "GroupExtendedRetry", "GroupExtendedUsage"},
 		"session/rpc": {"MaxLine"},
 		"policy":      {"EffectKinds"},
 		"transitions": {"Signals"},
@@ -111,7 +111,7 @@ func api(t *testing.T, dir string) []string {
 // re-exports nothing. The counts are exported identifiers with the methods
 // of exported types. Issue 22 item 4.
 func TestAPISize(t *testing.T) {
-	limits := map[string]int{"policy": 80, "session": 58, "classify": 42}
+	limits := map[string]int{"policy": 80, "session": 58, "classify": 40}
 	for dir, limit := range limits {
 		names := api(t, dir)
 		t.Logf("%s: %d exported names (limit %d)", dir, len(names), limit)

@@ -6,7 +6,8 @@ import "fmt"
 // value is None.
 type Class uint8
 
-// The five classes.
+// The five classes, in this order: a caller ranges over them with
+// for c := None; c.Valid(); c++.
 const (
 	// None: the message is not an error.
 	None Class = iota
@@ -23,9 +24,6 @@ const (
 )
 
 var classNames = [...]string{None: "none", Retryable: "retryable", UsageLimit: "usage_limit", Overflow: "overflow", Fatal: "fatal"}
-
-// Classes returns the five classes in declaration order.
-func Classes() []Class { return []Class{None, Retryable, UsageLimit, Overflow, Fatal} }
 
 // String returns the class's wire name ("none", "retryable", "usage_limit",
 // "overflow", "fatal"), or "Class(N)" for a value outside the five.

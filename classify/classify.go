@@ -47,7 +47,7 @@ func (r Rules) Classify(m Message, now time.Time) Result {
 // decided (Explain). Without, it records nothing and allocates nothing.
 func (r Rules) classify(m Message, now time.Time, why *[]Why) Result {
 	if m.StopReason != transcript.StopReasonError {
-		if IsOverflow(m) {
+		if isOverflow(m) {
 			if why != nil {
 				*why = append(*why, usageWhy(m))
 			}
@@ -136,17 +136,19 @@ func (r Rules) textClass(bits groupBits) Class {
 	return Retryable
 }
 
-// IsOverflow reports whether m is a context overflow (docs/policy.md §2.3): an error
+// isOverflow reports whether m is a context overflow (docs/policy.md §2.3): an error
 // whose text matches an overflow pattern and no throttle pattern, a silent
 // overflow (a "stop" whose input and cache reads exceed a known context
 // window) or a truncated one (a "length" with no output whose input and
 // cache reads reach 99% of the window). It reads text only, with the
 // policy's overflow patterns (those both rule sets share); Classify also
-// weighs typed fields, and under Extended more overflow wordings.
+// weighs typed fields, and under Extended more overflow wordings. A user
+// asks Classify: for a message without typed fields,
+// Seed.Classify(m, now).Class == Overflow is exactly isOverflow(m).
 //
 // The usage checks are exact for any numbers: a negative token count
 // counts as 0, and no sum or product can overflow.
-func IsOverflow(m Message) bool {
+func isOverflow(m Message) bool {
 	w := m.ContextWindow
 	in, cache := max(m.Usage.Input, 0), max(m.Usage.CacheRead, 0)
 	switch m.StopReason {

@@ -89,7 +89,7 @@ func (r Rules) Explain(m Message, now time.Time) (Result, []Why) {
 	return res, why
 }
 
-// usageWhy explains an overflow read from usage (IsOverflow is true, the
+// usageWhy explains an overflow read from usage (isOverflow is true, the
 // message is not an error).
 func usageWhy(m Message) Why {
 	in, cache := max(m.Usage.Input, 0), max(m.Usage.CacheRead, 0)

@@ -22,3 +22,16 @@ func PatternTables() map[string]string {
 
 // PatternList is every pattern, in classification order.
 func PatternList() []pattern { return patterns }
+
+// IsOverflow is the seed overflow list's answer alone (isOverflow), which
+// the tests compare with Classify.
+var IsOverflow = isOverflow
+
+// Classes returns the five classes in declaration order.
+func Classes() []Class {
+	var cs []Class
+	for c := None; c.Valid(); c++ {
+		cs = append(cs, c)
+	}
+	return cs
+}

@@ -80,7 +80,8 @@ type CredentialStore interface {
 const DefaultUsageLimitBlock = 60 * time.Second
 
 // MemoryCredentials is the in-memory CredentialStore: per provider an
-// ordered list of credentials. It is safe for concurrent use.
+// ordered list of credentials. It is safe for concurrent use. The zero
+// value is an empty store on the wall clock: it hands out nothing.
 //
 // One rule decides which credential a session gets, in Current and after
 // MarkUsageLimitReached alike. A session's start credential for a provider
@@ -138,7 +139,7 @@ func (m *MemoryCredentials) Current(provider, sessionID string) (policy.Credenti
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	list := m.providers[provider]
-	i, _, ok := choose(list, sessionID, "", m.now())
+	i, _, ok := choose(list, sessionID, "", m.clock())
 	if !ok {
 		return policy.Credential{}, false
 	}
@@ -151,7 +152,7 @@ func (m *MemoryCredentials) MarkUsageLimitReached(provider, sessionID string, hi
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	list := m.providers[provider]
-	now := m.now()
+	now := m.clock()
 	key := usageKey{provider, sessionID}
 	last, ok := m.lastUsed[key]
 	if !ok || !list[last].serves(baseURL) {
@@ -177,11 +178,20 @@ func (m *MemoryCredentials) BlockedUntil(provider, id string) time.Time {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	for _, c := range m.providers[provider] {
-		if c.ID == id && c.blocked(m.now()) {
+		if c.ID == id && c.blocked(m.clock()) {
 			return c.blockedUntil
 		}
 	}
 	return time.Time{}
+}
+
+// clock is the store's time: its clock, or the wall clock for the zero
+// value.
+func (m *MemoryCredentials) clock() time.Time {
+	if m.now == nil {
+		return time.Now()
+	}
+	return m.now()
 }
 
 // choose is the rule of MemoryCredentials: the index of the credential

@@ -13,7 +13,9 @@ import (
 //
 // Events have no JSON form of their own: package session/rpc gives each its
 // wire form (an object with a "type", docs/rpc.md) and its name there
-// (rpc.EventType).
+// (rpc.EventType): the Go name in snake case (AutoRetryStart is
+// "auto_retry_start"), but for CallStart and CallEnd, which keep the
+// reference agent's "turn_start" and "turn_end".
 type Event interface {
 	event()
 }
@@ -65,7 +67,7 @@ const (
 	// RetryExhausted: the last allowed retry failed too, or a retry hint
 	// was longer than the cap.
 	RetryExhausted RetryOutcome = "exhausted"
-	// RetryCancelled: AbortRetry, Abort or a manual compaction ended the
+	// RetryCancelled: the session's AbortRetry, Abort or a manual compaction ended the
 	// chain.
 	RetryCancelled RetryOutcome = "cancelled"
 	// RetryFailed: a retry ended in an error that is not retried (a fatal
@@ -88,7 +90,7 @@ type Delta struct {
 // The session's recovery events.
 type (
 	// AutoRetryStart: a retry is scheduled after DelayMs. ErrorClass is
-	// what the classifier made of the error: UsageLimit when it takes the
+	// what the classifier made of the error: classify.UsageLimit when it takes the
 	// usage-limit branch (docs/policy.md §3.3), else Retryable;
 	// Provider and Model are the failed message's; Credential is the ID
 	// (never the secret) of the credential the failed run called its

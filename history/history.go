@@ -517,7 +517,7 @@ func checkEntry(e transcript.Entry) error {
 // Append implements History: the entries are written as one line each, in
 // one write, and synced before Append returns. On an error the file is as
 // it was (see FileHistory); an invalid entry (see Entry) is refused with
-// ErrInvalidEntry before anything is written.
+// transcript.ErrInvalidEntry before anything is written.
 func (h *FileHistory) Append(entries ...transcript.Entry) error {
 	for _, e := range entries {
 		if err := checkEntry(e); err != nil {

@@ -2,7 +2,7 @@ package policy
 
 // Credential is one way to authenticate with a provider. It never holds
 // its secret, only where the secret is (Secret), so it may go anywhere a
-// request goes: a RunRequest, a SummaryRequest, an event, a log.
+// request goes: a session.RunRequest, a SummaryRequest, an event, a log.
 type Credential struct {
 	// ID names the credential.
 	ID string `json:"id"`

@@ -113,7 +113,7 @@ type Status struct {
 	// Attempt is the retry counter: 0 when no chain is active.
 	Attempt int `json:"retryAttempt"`
 	// Retrying reports whether a retry chain is active, from its
-	// AutoRetryStart to its AutoRetryEnd (Attempt > 0).
+	// events.AutoRetryStart to its events.AutoRetryEnd (Attempt > 0).
 	Retrying bool `json:"isRetrying"`
 	// RetryEnabled and CompactionEnabled are the settings.
 	RetryEnabled      bool `json:"autoRetryEnabled"`

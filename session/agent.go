@@ -16,9 +16,9 @@ type Agent interface {
 	// Run performs one run: when req.Prompt is set, the user's prompt
 	// (already the last message of req.Context); otherwise a continuation
 	// from req.Context. It calls emit, from any goroutine but one call at
-	// a time, for each event as it happens: AgentStart, then for each model
-	// call CallStart, MessageStart, MessageEnd (and the tool results'
-	// messages when the model asked for tools), CallEnd, and AgentEnd last.
+	// a time, for each event as it happens: events.AgentStart, then for each model
+	// call events.CallStart, events.MessageStart, events.MessageEnd (and the tool results'
+	// messages when the model asked for tools), events.CallEnd, and events.AgentEnd last.
 	//
 	// A run that makes no model call because it cannot start returns an
 	// error before emitting anything. Once started, a failed model call is
@@ -33,7 +33,7 @@ type Agent interface {
 	// The session does not rely on this: a run counts as started at its
 	// first assistant message (a run that returns before one could not
 	// start, whatever it emitted); a started run that returns without
-	// AgentEnd ends in an error message made of its error; an assistant
+	// events.AgentEnd ends in an error message made of its error; an assistant
 	// message without Provider and Model is the session's model's; a panic
 	// is recovered and becomes a fatal, non-retryable error of the run, and
 	// so does a message that cannot be written (a block of an unknown type,

@@ -10,18 +10,20 @@
 // limit, or to compact the conversation and continue after a context
 // overflow. Prompt returns when the whole turn has settled, retries and
 // overflow recovery included, with an error that says why a turn failed
-// (see the Err variables). AbortRetry, Abort and AbortCompaction cancel
-// what is in flight; Subscribe delivers every event (docs/policy.md §6),
-// plus a state_change for each transition of the machine; Status reads the
-// whole state at once; Snapshot and WithSnapshot carry a session to another
-// process.
+// (package policy's Err variables). AbortRetry, Abort and AbortCompaction
+// cancel what is in flight; Subscribe delivers every event of package
+// events (docs/policy.md §6), an events.StateChange for each transition of the
+// machine among them; Status reads the whole state at once; Snapshot and
+// WithSnapshot carry a session to another process.
 //
 // Every decision is made by a policy.Engine, the deterministic core: the
 // Session is its in-process driver. It carries out the engine's effects:
 // the agent's and the summarizer's goroutines, one reusable timer for the
 // backoff, the history, the credential store, the subscribers. The values
-// it takes and gives (Message, Event, Config, the errors) are package
-// policy's, named here too.
+// it takes and gives live where they are defined, and are not named here
+// again: messages in package transcript, events in package events, the
+// settings, status, snapshot and errors in package policy, histories in
+// package history, credential stores in package credentials.
 //
 // Concurrency: every method of Session is safe to call from any goroutine.
 // One goroutine at a time owns the engine, running the closures the others

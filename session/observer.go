@@ -45,7 +45,7 @@ type Observer interface {
 	StartRun(ctx context.Context, req RunRequest) (runCtx context.Context, end func(err error))
 	// Observe is called with every event the session emits, in order,
 	// with the context of the turn the event belongs to
-	// (context.Background() for an event outside a turn). TurnSettled is a
+	// (context.Background() for an event outside a turn). events.TurnSettled is a
 	// turn's last event.
 	Observe(ctx context.Context, ev events.Event)
 }

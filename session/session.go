@@ -93,7 +93,7 @@ type core struct {
 
 // Option configures New.
 //
-// An option given nil (a nil History, CredentialStore, Summarizer, random
+// An option given nil (a nil History, credentials.CredentialStore, Summarizer, random
 // source, Logger or Observer) is refused like any invalid option: New
 // fails with an error that names it. To keep a default, leave the option
 // out.
@@ -138,7 +138,7 @@ func WithSessionID(id string) Option {
 // wrote (the latest compaction's summary, the messages it kept and those
 // after it, less the ones removed), and gives its messages IDs that no
 // entry there has. A nil h makes New fail, and so does a nil pointer or
-// func in it, such as the *FileHistory of an OpenFileHistory that failed.
+// func in it, such as the *FileHistory of a history.OpenFileHistory that failed.
 func WithHistory(h history.History) Option {
 	return func(s *Session) error {
 		if err := refuseNil(h, "History"); err != nil {
@@ -164,7 +164,7 @@ func WithCredentials(c credentials.CredentialStore) Option {
 }
 
 // WithSummarizer sets the summarizer compactions use; the default is
-// DigestSummarizer{}. A nil sum makes New fail, and so does a nil pointer
+// policy.DigestSummarizer{}. A nil sum makes New fail, and so does a nil pointer
 // or func in it.
 func WithSummarizer(sum Summarizer) Option {
 	return func(s *Session) error {
@@ -253,7 +253,7 @@ func refuseNil(v any, what string) error {
 
 // New starts a session that runs agent. It fails when agent is nil (or a
 // nil pointer or func in the interface), an
-// option is invalid, the history holds an invalid entry (ErrInvalidEntry)
+// option is invalid, the history holds an invalid entry (transcript.ErrInvalidEntry)
 // or the snapshot cannot be restored (policy.ErrSnapshot).
 func New(agent Agent, opts ...Option) (*Session, error) {
 	if err := refuseNil(agent, "Agent"); err != nil {
@@ -337,7 +337,7 @@ func (s *Session) Model() policy.Model { return s.x.engine.Model() }
 // own work, never for fn's deliveries, so they return when called from fn
 // too; meanwhile fn's later events wait in its queue (or, under
 // WithBuffer, are dropped and counted). A turn in flight makes Prompt and
-// Send return ErrBusy, so fn cannot start a turn while handling an event
+// Send return policy.ErrBusy, so fn cannot start a turn while handling an event
 // of another one.
 //
 // fn must not call Flush or Close, nor wait for a goroutine that calls
@@ -409,12 +409,12 @@ func (s *Session) Flush() {
 // event until the next call.
 //
 // It returns nil when the turn ended in a successful message, and otherwise
-// an error matching one of ErrExhausted (an *ExhaustedError),
-// ErrRetryCancelled, ErrAborted, ErrOverflow, ErrProvider, ErrStartFailed,
-// ErrHistory.
-// A Prompt while another turn is in flight returns ErrBusy at once. When ctx
-// is done first, the turn is aborted and Prompt returns once it is quiet,
-// with an error matching ErrAborted and ctx's cause.
+// an error matching one of package policy's ErrExhausted (a
+// *policy.ExhaustedError), ErrRetryCancelled, ErrAborted, ErrOverflow,
+// ErrProvider, ErrStartFailed, ErrHistory. A Prompt while another turn is
+// in flight returns policy.ErrBusy at once. When ctx is done first, the
+// turn is aborted and Prompt returns once it is quiet, with an error
+// matching policy.ErrAborted and ctx's cause.
 //
 // ctx's values (never its deadline or cancellation) are the turn's: the
 // agent's runs see them, and so do the observers (WithObserver), so that
@@ -438,10 +438,10 @@ func (s *Session) Prompt(ctx context.Context, text string) error {
 }
 
 // Send starts a turn with text as the user's next message and returns at
-// once: with ErrBusy (or ErrClosed) when the turn cannot start, else with a
-// channel that receives the turn's result, as Prompt would return it, once
-// the whole turn has settled. It is Prompt for callers that must not block,
-// such as a server acknowledging a command.
+// once: with policy.ErrBusy (or policy.ErrClosed) when the turn cannot
+// start, else with a channel that receives the turn's result, as Prompt
+// would return it, once the whole turn has settled. It is Prompt for
+// callers that must not block, such as a server acknowledging a command.
 func (s *Session) Send(text string) (settled <-chan error, err error) {
 	return s.send(context.Background(), text)
 }
@@ -470,7 +470,7 @@ func (s *Session) send(ctx context.Context, text string) (<-chan error, error) {
 }
 
 // AbortRetry cancels a pending retry wait: the chain ends with
-// auto_retry_end "Retry cancelled" and the turn with ErrRetryCancelled.
+// auto_retry_end "Retry cancelled" and the turn with policy.ErrRetryCancelled.
 // With no wait pending it does nothing. It is safe to call at any time, any
 // number of times, from any goroutine.
 func (s *Session) AbortRetry() {
@@ -479,7 +479,7 @@ func (s *Session) AbortRetry() {
 
 // Abort stops whatever the session is doing: it cancels a pending retry
 // wait, the running model call and any running compaction, ends an active
-// chain as cancelled, and fails the turn in flight with ErrAborted. Nothing
+// chain as cancelled, and fails the turn in flight with policy.ErrAborted. Nothing
 // the cancelled run still reports can start a retry, a compaction or a
 // continuation. Abort returns when the session is quiet (no run and no
 // compaction in flight): at once, as long as the agent and the summarizer
@@ -511,14 +511,15 @@ func (s *Session) AbortCompaction() {
 // Compact compacts the runtime context now: it summarizes all but the
 // recent messages with the optional instructions and returns the result.
 // It emits no automatic compaction events, only the machine's moves
-// (state_change). While a run or a compaction is
-// in flight it returns ErrBusy and changes nothing; during a retry chain's
-// wait it first ends the chain as cancelled (the turn waiting on it fails
-// with ErrRetryCancelled), then compacts. When ctx ends first the
-// compaction is cancelled. Its errors match ErrNothingToCompact,
-// ErrAlreadyCompacted, ErrCompactionCancelled, ErrBusy, ErrClosed, the
-// summarizer's error, or the history's when the compaction's entry could
-// not be written (the context is then unchanged).
+// (state_change). While a run or a compaction is in flight it returns
+// policy.ErrBusy and changes nothing; during a retry chain's wait it first
+// ends the chain as cancelled (the turn waiting on it fails with
+// policy.ErrRetryCancelled), then compacts. When ctx ends first the
+// compaction is cancelled. Its errors match package policy's
+// ErrNothingToCompact, ErrAlreadyCompacted, ErrCompactionCancelled,
+// ErrBusy, ErrClosed, the summarizer's error, or the history's when the
+// compaction's entry could not be written (the context is then
+// unchanged).
 func (s *Session) Compact(ctx context.Context, instructions string) (transcript.Compaction, error) {
 	type answer struct {
 		res transcript.Compaction
@@ -614,7 +615,7 @@ func (s *Session) History() history.History { return s.history }
 // stops it. It returns once every subscriber has received the events
 // already emitted (so a subscriber that never returns keeps Close waiting);
 // no subscriber is called after that. Methods called after Close return
-// ErrClosed or do nothing. Close is safe to call more than once, and from
+// policy.ErrClosed or do nothing. Close is safe to call more than once, and from
 // any goroutine; every call returns on those terms, a callback's as below.
 //
 // Called on the value SubscribeSession hands a subscriber, Close does not

@@ -15,7 +15,7 @@ type SubscribeOption struct {
 }
 
 // WithBuffer bounds the subscriber's queue to n events. When it is full,
-// newer events are dropped and the subscriber receives EventsDropped with
+// newer events are dropped and the subscriber receives events.EventsDropped with
 // the count once it catches up. Without it, or with n ≤ 0, the queue grows
 // as needed and a slow subscriber loses nothing.
 func WithBuffer(n int) SubscribeOption {

@@ -7,7 +7,7 @@ import (
 )
 
 // Summarizer condenses the messages a compaction cuts. It must honour ctx:
-// AbortCompaction and Abort cancel it. DigestSummarizer is the one the
+// AbortCompaction and Abort cancel it. policy.DigestSummarizer is the one the
 // library ships.
 type Summarizer interface {
 	Summarize(ctx context.Context, req policy.SummaryRequest) (policy.Summary, error)

@@ -16,7 +16,7 @@ const (
 // Compaction is what a compaction produced: a summary that stands for the
 // messages before FirstKeptEntryID in the runtime context. It is what
 // a compaction returns (policy.Engine, session.Session.Compact), the Result
-// of an AutoCompactionEnd event, and the content of the compaction's
+// of an events.AutoCompactionEnd event, and the content of the compaction's
 // history entry, all one value.
 type Compaction struct {
 	Reason CompactionReason `json:"reason"`

@@ -23,7 +23,7 @@ const (
 
 // Entry is one record of a session's history: a message, a compaction, or
 // a removal. Replayed in order, a session's entries give its runtime
-// context (see WithHistory).
+// context (see session.WithHistory).
 //
 // A valid entry has a non-empty ID and the content of its type, and only
 // that: a message entry its Message (whose ID is the entry's, and whose

@@ -51,7 +51,7 @@ type Cost struct {
 // ID is the message's identity: the session removes and finds messages by
 // it, never by position or role. An agent should set it; the session fills
 // an empty ID when the message ends, and replaces one that an entry of the
-// history already has: the ID in the MessageEnd event is the one the
+// history already has: the ID in the events.MessageEnd event is the one the
 // session keeps. As JSON (history, RPC) a message takes the reference
 // agent's wire shape; see MarshalJSON.
 type Message struct {

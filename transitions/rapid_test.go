@@ -5,7 +5,6 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/states"
 	tr "github.com/agentfsm/agentfsm/transitions"
 )
@@ -15,7 +14,7 @@ import (
 func genFacts(t *rapid.T) tr.Facts {
 	return tr.Facts{
 		Signal:             rapid.SampledFrom(tr.Signals()).Draw(t, "signal"),
-		Class:              rapid.SampledFrom(classify.Classes()).Draw(t, "class"),
+		Class:              rapid.SampledFrom(tr.Classes()).Draw(t, "class"),
 		Error:              rapid.Bool().Draw(t, "error"),
 		Aborted:            rapid.Bool().Draw(t, "aborted"),
 		RetryEnabled:       rapid.Bool().Draw(t, "retryEnabled"),

@@ -220,7 +220,7 @@ func TestExhaustive(t *testing.T) {
 			default:
 				rows = numbers[:1]
 			}
-			for _, c := range classify.Classes() {
+			for _, c := range tr.Classes() {
 				for bits := range 1 << (nBools + extra) {
 					for _, n := range rows {
 						more := bits >> nBools

@@ -360,7 +360,7 @@ func (c *Client) SetAutoCompaction(ctx context.Context, enabled bool) error {
 }
 
 // Compact compacts the session's context now, and returns the compaction
-// (its Reason is ReasonManual).
+// (its Reason is transcript.ReasonManual).
 func (c *Client) Compact(ctx context.Context, customInstructions string) (transcript.Compaction, error) {
 	fields := map[string]any{}
 	if customInstructions != "" {

@@ -292,9 +292,9 @@ func marshalEvent(ev events.Event) ([]byte, error) {
 
 // Value returns the session event the line stands for, as the server's
 // session emitted it: a events.AutoRetryStart for an auto_retry_start, and
-// so on. Two fields do not cross the wire whole: an AutoCompactionEnd's
-// Result has no Reason (the AutoCompactionStart before it has it), and a
-// TurnSettled's Err has the text the server sent and matches the sentinel
+// so on. Two fields do not cross the wire whole: an events.AutoCompactionEnd's
+// Result has no Reason (the events.AutoCompactionStart before it has it), and an
+// events.TurnSettled's Err has the text the server sent and matches the sentinel
 // error its code names (errors.Is(err, policy.ErrExhausted)), but it is
 // neither an *ExhaustedError nor the provider's Go error. A state_change
 // an earlier server wrote with a rule's earlier name ("settle") has the
@@ -395,9 +395,9 @@ var errorCodes = []struct {
 
 // ErrorCode returns turn_settled's code for a turn's error (docs/rpc.md):
 // the code of the session's sentinel error err matches nearest its top,
-// such as "exhausted" for ErrExhausted; "" for nil and for an error that
+// such as "exhausted" for policy.ErrExhausted; "" for nil and for an error that
 // matches none. A provider error whose own Go error happens to wrap
-// ErrAborted is "provider".
+// policy.ErrAborted is "provider".
 func ErrorCode(err error) string {
 	for level := []error{err}; len(level) > 0; {
 		for _, c := range errorCodes {
@@ -425,7 +425,7 @@ func ErrorCode(err error) string {
 
 // err is the turn's error, nil when it succeeded: the text the server
 // sent, matching the sentinel error its code names (an exhausted chain's
-// ErrProvider too). An unknown code matches nothing.
+// policy.ErrProvider too). An unknown code matches nothing.
 func (w turnSettled) err() error {
 	if w.Success {
 		return nil

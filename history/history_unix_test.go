@@ -1,6 +1,6 @@
 //go:build darwin || dragonfly || freebsd || linux || netbsd || openbsd
 
-package session_test
+package history_test
 
 import (
 	"bufio"
