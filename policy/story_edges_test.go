@@ -1,0 +1,248 @@
+package policy_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/policy"
+)
+
+// The edges of the engine's contract that the stories of a turn pass by:
+// the agent's own message IDs, messages that cannot be written, settings
+// and snapshots a hand could write, and the digest's limits.
+
+// withID is m under the agent's own ID.
+func withID(m policy.Message, id string) policy.Message {
+	m.ID = id
+	return m
+}
+
+// An agent's own ID is kept unless a message of the runtime context has it
+// or it has the form of the session's IDs with a number the counter has
+// passed (docs/session.md, "History"): then it is replaced by a new msg-N.
+func TestStoryAgentMessageIDs(t *testing.T) {
+	// After the prompt, user-1, the counter stands at 1.
+	for id, want := range map[string]string{
+		"":        "msg-2",
+		"user-1":  "msg-2", // taken
+		"msg-1":   "msg-2", // the counter has passed 1
+		"msg-0":   "msg-0", // 0 is no number the counter gives out
+		"msg-7":   "msg-7", // the counter has not reached 7
+		"agent-1": "agent-1",
+		"msg-x":   "msg-x",
+	} {
+		t.Run(id, func(t *testing.T) {
+			play(t, story{steps: []step{
+				{in: promptIn("hi"), want: []string{"start_run prompt user-1 context=[user-1]", "append message:user-1"}},
+				{in: reply(withID(okAnswer("hello"), id)), want: []string{
+					"message " + want + " stop", "append message:" + want, "agent_end [" + want + "]",
+					"idle>classifying agent_end", "classifying>idle settle", "turn_settled ok", "finish_turn ok",
+				}},
+			}})
+		})
+	}
+}
+
+// without leaves out of in's lines those that start with prefix (a check
+// looks at them instead).
+func without(prefix string, in input) input {
+	return func(p *player) []string {
+		var out []string
+		for _, l := range in(p) {
+			if !strings.HasPrefix(l, prefix) {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+}
+
+// unwritable is an assistant message with a block no history can hold.
+func unwritable(id string) policy.Message {
+	m := okAnswer("partly")
+	m.ID = id
+	m.Content = append(m.Content, policy.Block{Type: "hologram"})
+	return m
+}
+
+// A message the agent ends that cannot be written is not kept: the run is
+// cancelled and ends in an error message that names the message (by the
+// agent's ID when it gave one) and what is wrong, and the turn fails on it,
+// never retried (docs/session.md, "Content blocks").
+func TestStoryUnwritableMessage(t *testing.T) {
+	const bad = `unknown content block type \"hologram\"`
+	refused := func(id string) []step {
+		named := "message"
+		if id != "" {
+			named = `message \"` + id + `\"`
+		}
+		why := `policy: the agent's assistant ` + named + ` cannot be written: block 1: ` + bad
+		return []step{
+			{in: promptIn("hi"), want: []string{"start_run prompt user-1 context=[user-1]", "append message:user-1"}},
+			{in: events(policy.AgentStart{}, policy.MessageEnd{Message: unwritable(id)}), want: []string{
+				"cancel_run the agent sent a message that cannot be written",
+				`message msg-2 error p/m "` + why + `"`,
+				"agent_end [msg-2]", "append message:msg-2",
+			}},
+			{in: without("finish_turn", returned(policy.RunReturn{})), want: []string{
+				"idle>classifying agent_end", "classifying>idle settle", "turn_settled fatal",
+			}, check: func(t *testing.T, p *player) {
+				turnFailed(policy.ErrProvider)(t, p)
+				assert.ErrorContains(t, p.turnErr, strings.ReplaceAll(why, `\"`, `"`))
+			}},
+		}
+	}
+	playAll(t, []story{
+		{name: "with no ID", steps: refused("")},
+		{name: "with its ID", steps: refused("a-1")},
+		{name: "in the run's list only", steps: []step{
+			// agent_end carries the run's own messages when its list
+			// holds one that cannot be written.
+			{in: promptIn("hi"), want: []string{"start_run prompt user-1 context=[user-1]", "append message:user-1"}},
+			{in: events(policy.AgentStart{}, policy.MessageEnd{Message: okAnswer("fine")}, policy.AgentEnd{Messages: []policy.Message{unwritable("a-1")}}), want: []string{
+				"message msg-2 stop", "append message:msg-2", "agent_end [msg-2]",
+			}},
+		}},
+	})
+}
+
+// A message in progress (message_start, message_update) is only shown: the
+// blocks of it that cannot be written are left out of the event, the rest
+// passed on.
+func TestUnwritableBlocksAreNotShown(t *testing.T) {
+	e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
+	require.NoError(t, err)
+	effects, err := e.Prompt(t0, "hi")
+	require.NoError(t, err)
+	var run policy.RunID
+	for _, ef := range effects {
+		if ef.Kind == policy.StartRun {
+			run = ef.Run
+		}
+	}
+	e.RunEvent(t0, run, policy.AgentStart{})
+	for _, ev := range []policy.Event{policy.MessageStart{Message: unwritable("a-1")}, policy.MessageUpdate{Message: unwritable("a-1")}} {
+		var shown []policy.Block
+		for _, ef := range e.RunEvent(t0, run, ev) {
+			switch ev := ef.Event.(type) {
+			case policy.MessageStart:
+				shown = ev.Message.Content
+			case policy.MessageUpdate:
+				shown = ev.Message.Content
+			}
+		}
+		assert.Equal(t, okAnswer("partly").Content, shown, "%T", ev)
+	}
+}
+
+// A summary longer than the session keeps (SummaryRequest.MaxChars: a
+// quarter of the compaction threshold while the kept messages leave room)
+// is cut to its end, on a whole character, after a first line that says
+// so; when not even that line fits, the summary is cut to its start
+// (docs/session.md, "The summary's budget and deeper cuts").
+func TestStoryLongSummaryIsCut(t *testing.T) {
+	const note = "[the start of this summary was cut]\n"
+	long := strings.Repeat("é", 2000) + "x" // each é starts at an even byte
+	for _, c := range []struct {
+		name     string
+		window   int
+		summary  string
+		maxChars int
+		want     string
+	}{
+		{"within the limit", 1000, "short", 848, "short"},
+		{"cut to its end", 1000, long, 848, note + strings.Repeat("é", (848-len(note)-2)/2) + "x"},
+		{"the note and nothing else", 44, long, 36, strings.Repeat("é", 18)},
+		{"shorter than the note", 20, "x" + long, 16, "x" + strings.Repeat("é", 7)},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			setup := func(s *policy.Setup) {
+				compactionOff(s)
+				s.Config.Compaction.ReserveTokens = 0
+				s.Model.ContextWindow = c.window
+				s.Config.Compaction.KeepRecentTokens = 1
+			}
+			small := func(text string) policy.Message {
+				m := okAnswer(text)
+				m.Usage = &policy.Usage{Input: 5, TotalTokens: 5}
+				return m
+			}
+			p := play(t, story{setup: setup, steps: []step{
+				{in: without("", promptIn("a"))}, {in: without("", reply(small("b")))},
+				{in: without("", promptIn("c"))}, {in: without("", reply(small("d")))},
+				{in: without("", compactIn("")), check: func(t *testing.T, p *player) {
+					require.NotNil(t, p.request, "a compaction started")
+					assert.Equal(t, c.maxChars, p.request.MaxChars)
+				}},
+				{in: without("", summarized(c.summary))},
+			}})
+			require.NotNil(t, p.compactResult)
+			assert.Equal(t, c.want, p.compactResult.Summary)
+			assert.LessOrEqual(t, len(p.compactResult.Summary), c.maxChars)
+		})
+	}
+}
+
+// A mistyped value is skipped whole, however deep, by the shape check:
+// the error names the key whose type is wrong, and a null after it is
+// still found.
+func TestParseConfigSkipsNestedValues(t *testing.T) {
+	for in, says := range map[string]string{
+		`{"retry":{"maxRetries":{"a":[1,{"b":[]}],"c":{}}}}`:   "retry.maxRetries has the wrong type (a JSON object)",
+		`{"retry":{"maxRetries":[[1],{"a":2},[]]}}`:            "retry.maxRetries has the wrong type (a JSON array)",
+		`{"retry":{"maxRetries":[1,{"a":[2]}],"jitter":null}}`: "retry.jitter must not be null",
+		`{"retry":{"maxRetries":{"a":1}},"compaction":null}`:   "compaction must not be null",
+	} {
+		cfg, err := policy.ParseConfig([]byte(in))
+		require.ErrorIs(t, err, policy.ErrInvalidConfig, in)
+		assert.Equal(t, policy.Config{}, cfg, in)
+		assert.ErrorContains(t, err, says, in)
+	}
+}
+
+// The images of a message are counted on its line of the digest.
+func TestDigestCountsImages(t *testing.T) {
+	image := policy.Block{Type: policy.BlockImage, Data: "QUJD", MimeType: "image/png"}
+	req := policy.SummaryRequest{Messages: []policy.Message{
+		{Role: policy.RoleUser, Content: []policy.Block{policy.TextBlock("compare"), image, image}},
+		{Role: policy.RoleToolResult, ToolName: "shot", Content: []policy.Block{image, image, image}},
+		{Role: policy.RoleUser, Content: []policy.Block{image}},
+	}}
+	sum, err := policy.DigestSummarizer{}.Summarize(context.Background(), req)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"- user: compare [2 images]", "- tool result (shot): [3 images]", "- user: [1 image]"},
+		strings.Split(sum.Text, "\n")[1:])
+}
+
+// A history that went on past a snapshot with a compaction is refused,
+// naming the entry (counted from 1 in the whole history) and how many the
+// snapshot counts.
+func TestResumeNamesTheCompactionPastTheSnapshot(t *testing.T) {
+	d := newDriver(t, policy.DefaultConfig())
+	effects, err := d.e.Prompt(t0, "hi")
+	require.NoError(t, err)
+	d.feed(effects)
+	snap := d.e.Snapshot() // the run in flight: it may still write
+	require.Equal(t, 1, snap.History)
+	comp := policy.Entry{Type: policy.EntryCompaction, ID: "compaction-9", Compaction: &policy.Compaction{
+		Reason: policy.ReasonManual, Summary: "s", FirstKeptEntryID: "user-1"}}
+	msg := policy.Entry{Type: policy.EntryMessage, ID: "msg-2", Message: &policy.Message{ID: "msg-2", Role: policy.RoleAssistant, StopReason: "stop", Content: policy.TextContent("a")}}
+	for _, c := range []struct {
+		before  int
+		history []policy.Entry
+		says    string
+	}{
+		{0, append(d.history[:1:1], msg, comp), "entry 3, after the 1 it counts, is a compaction"},
+		{0, append(d.history[:1:1], comp), "entry 2, after the 1 it counts, is a compaction"},
+		// A tail that starts after the entries counted.
+		{2, []policy.Entry{comp}, "entry 3, after the 1 it counts, is a compaction"},
+	} {
+		_, _, err := policy.Resume(policy.Setup{Model: testModel, Before: c.before, History: c.history}, snap, t0, 0)
+		require.ErrorIs(t, err, policy.ErrSnapshot)
+		assert.ErrorContains(t, err, c.says)
+	}
+}
