@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -54,6 +55,19 @@ func without(prefix string, in input) input {
 		var out []string
 		for _, l := range in(p) {
 			if !strings.HasPrefix(l, prefix) {
+				out = append(out, l)
+			}
+		}
+		return out
+	}
+}
+
+// only keeps of in's lines those that start with prefix.
+func only(prefix string, in input) input {
+	return func(p *player) []string {
+		var out []string
+		for _, l := range in(p) {
+			if strings.HasPrefix(l, prefix) {
 				out = append(out, l)
 			}
 		}
@@ -158,6 +172,11 @@ func TestStoryLongSummaryIsCut(t *testing.T) {
 		{"cut to its end", 1000, long, 848, note + strings.Repeat("é", (848-len(note)-2)/2) + "x"},
 		{"the note and nothing else", 44, long, 36, strings.Repeat("é", 18)},
 		{"shorter than the note", 20, "x" + long, 16, "x" + strings.Repeat("é", 7)},
+		// The smallest threshold with a budget is 4 tokens (one of budget);
+		// below it, and with no window, a summary has no limit.
+		{"the smallest budget", 4, long, 4, "éé"},
+		{"a threshold too small for a budget", 3, long, 0, long},
+		{"no window", 0, long, 0, long},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			setup := func(s *policy.Setup) {
@@ -182,7 +201,9 @@ func TestStoryLongSummaryIsCut(t *testing.T) {
 			}})
 			require.NotNil(t, p.compactResult)
 			assert.Equal(t, c.want, p.compactResult.Summary)
-			assert.LessOrEqual(t, len(p.compactResult.Summary), c.maxChars)
+			if c.maxChars > 0 {
+				assert.LessOrEqual(t, len(p.compactResult.Summary), c.maxChars)
+			}
 		})
 	}
 }
@@ -244,5 +265,86 @@ func TestResumeNamesTheCompactionPastTheSnapshot(t *testing.T) {
 		_, _, err := policy.Resume(policy.Setup{Model: testModel, Before: c.before, History: c.history}, snap, t0, 0)
 		require.ErrorIs(t, err, policy.ErrSnapshot)
 		assert.ErrorContains(t, err, c.says)
+	}
+}
+
+// sizedHistory is a history of alternating user and assistant messages,
+// user-1, msg-2, …, each of the given size in estimated tokens.
+func sizedHistory(tokens ...int) []policy.Entry {
+	var out []policy.Entry
+	for i, n := range tokens {
+		id, role := fmt.Sprintf("user-%d", i+1), policy.RoleUser
+		if i%2 == 1 {
+			id, role = fmt.Sprintf("msg-%d", i+1), policy.RoleAssistant
+		}
+		m := &policy.Message{ID: id, Role: role, Content: policy.TextContent(strings.Repeat("w", 4*n))}
+		if role == policy.RoleAssistant {
+			m.StopReason = "stop"
+		}
+		out = append(out, policy.Entry{Type: policy.EntryMessage, ID: id, Message: m})
+	}
+	return out
+}
+
+// With a known window, a compaction makes room for a summary of its budget,
+// a quarter of the threshold: when the messages kept would take more than
+// the threshold less the budget, it cuts deeper, at the next valid cut
+// point until they fit (the last at most), also where keepRecentTokens
+// keeps everything after the first message; and a summary over the budget
+// in first place is summarized again. The summarizer is told the budget,
+// or the room the kept messages leave under the threshold when that is
+// less (docs/session.md, "The summary's budget and deeper cuts").
+func TestStoryDeeperCuts(t *testing.T) {
+	// A window of 1000 with no reserve: the threshold is 850 tokens, the
+	// budget 212 (848 characters), the threshold less the budget 638.
+	summarized := func(tokens int) []policy.Entry {
+		h := sizedHistory(10, 10, 0, 10, 10)
+		h[2] = policy.Entry{Type: policy.EntryCompaction, ID: "compaction-3", Compaction: &policy.Compaction{
+			Reason: policy.ReasonManual, Summary: strings.Repeat("s", 4*tokens), FirstKeptEntryID: "user-1"}}
+		return h
+	}
+	for _, c := range []struct {
+		name    string
+		keep    int
+		history []policy.Entry
+		want    string // the start_compaction line, or "" for nothing to compact
+	}{
+		{"the kept messages fit", 600, sizedHistory(10, 10, 300, 300, 300, 10),
+			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4 user-5 msg-6] max=848"},
+		{"one token over: one cut point deeper", 600, sizedHistory(10, 10, 300, 300, 300, 40),
+			"start_compaction manual cut=[user-1 msg-2 user-3 msg-4] kept=[user-5 msg-6] max=848"},
+		{"no later cut point: the room left", 1, sizedHistory(10, 10, 10, 700),
+			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4] max=600"},
+		{"no room left: the budget", 1, sizedHistory(10, 10, 10, 850),
+			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4] max=848"},
+		{"over the threshold: the budget", 1, sizedHistory(10, 10, 10, 900),
+			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4] max=848"},
+		{"everything kept, cut deeper", 10000, sizedHistory(10, 10, 400, 400),
+			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4] max=848"},
+		{"everything kept and it fits", 10000, sizedHistory(10, 10, 300, 300), ""},
+		{"a summary over the budget", 10000, summarized(213),
+			"start_compaction manual cut=[compaction-3] kept=[user-1 msg-2 msg-4 user-5] max=848"},
+		{"a summary of the budget", 10000, summarized(212), ""},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			setup := func(s *policy.Setup) {
+				s.Config.Compaction = policy.CompactionConfig{Enabled: false, ReserveTokens: 0, KeepRecentTokens: c.keep}
+				s.Model.ContextWindow = 1000
+				s.History = c.history
+			}
+			var want []string
+			if c.want != "" {
+				want = []string{c.want}
+			}
+			play(t, story{setup: setup, steps: []step{
+				{in: only("start_compaction", compactIn("")), want: want, check: func(t *testing.T, p *player) {
+					if c.want == "" {
+						assert.ErrorIs(t, p.compactErr, policy.ErrNothingToCompact)
+					} else {
+						assert.NoError(t, p.compactErr)
+					}
+				}},
+			}})
+		})
 	}
 }
