@@ -348,3 +348,34 @@ func TestStoryDeeperCuts(t *testing.T) {
 		})
 	}
 }
+
+// A history is replayed into the runtime context: a compaction whose first
+// kept entry names no message keeps none of those before it, unless the
+// history is a tail that starts after that entry (Setup.Before), where it
+// keeps every message replayed.
+func TestStoryReplayedCompaction(t *testing.T) {
+	history := sizedHistory(1, 1, 0)
+	history[2] = policy.Entry{Type: policy.EntryCompaction, ID: "compaction-3", Compaction: &policy.Compaction{
+		Reason: policy.ReasonManual, Summary: "s", FirstKeptEntryID: "user-0"}}
+	for before, want := range map[int]string{
+		0: "start_run prompt user-4 context=[compaction-3 user-4]",
+		5: "start_run prompt user-4 context=[compaction-3 user-1 msg-2 user-4]",
+	} {
+		play(t, story{
+			setup: func(s *policy.Setup) { s.History, s.Before = history, before },
+			steps: []step{{in: only("start_run", promptIn("hi")), want: []string{want}}},
+		})
+	}
+}
+
+// An invalid entry of history is named by its place in the whole history,
+// counting the entries before a tail.
+func TestNewNamesTheInvalidEntry(t *testing.T) {
+	history := sizedHistory(1, 1)
+	history[1].Message = nil
+	for before, says := range map[int]string{0: "entry 2", 3: "entry 5"} {
+		_, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig(), History: history, Before: before})
+		require.ErrorIs(t, err, policy.ErrInvalidEntry)
+		assert.ErrorContains(t, err, says)
+	}
+}
