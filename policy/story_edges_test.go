@@ -379,3 +379,28 @@ func TestNewNamesTheInvalidEntry(t *testing.T) {
 		assert.ErrorContains(t, err, says)
 	}
 }
+
+// The session counts its IDs on from the highest number ending an ID of the
+// history after a dash, whatever comes before the dash.
+func TestStoryIDsCountOnFromTheHistory(t *testing.T) {
+	for id, want := range map[string]string{
+		"msg-41": "user-42",
+		"-7":     "user-8",
+		"7":      "user-1",
+	} {
+		history := sizedHistory(1)
+		history[0].ID, history[0].Message.ID = id, id
+		play(t, story{
+			setup: func(s *policy.Setup) { s.History = history },
+			steps: []step{{in: only("append", promptIn("hi")), want: []string{"append message:" + want}}},
+		})
+	}
+}
+
+// An effect kind that is none of the constants prints as its number.
+func TestEffectKindString(t *testing.T) {
+	assert.Equal(t, "Emit", policy.Emit.String())
+	assert.Equal(t, "FinishCompact", policy.FinishCompact.String())
+	assert.Equal(t, "EffectKind(0)", policy.EffectKind(0).String())
+	assert.Equal(t, "EffectKind(200)", policy.EffectKind(200).String())
+}
