@@ -387,6 +387,10 @@ func TestStoryIDsCountOnFromTheHistory(t *testing.T) {
 		"msg-41": "user-42",
 		"-7":     "user-8",
 		"7":      "user-1",
+		// The largest number read: a larger one would leave the counter
+		// no room, and is read as none.
+		"msg-9007199254740992": "user-9007199254740993",
+		"msg-9007199254740993": "user-1",
 	} {
 		history := sizedHistory(1)
 		history[0].ID, history[0].Message.ID = id, id
@@ -403,4 +407,15 @@ func TestEffectKindString(t *testing.T) {
 	assert.Equal(t, "FinishCompact", policy.FinishCompact.String())
 	assert.Equal(t, "EffectKind(0)", policy.EffectKind(0).String())
 	assert.Equal(t, "EffectKind(200)", policy.EffectKind(200).String())
+}
+
+// The check before a prompt (docs/policy.md §4.6) weighs the last assistant
+// message of the runtime context, even when it is the first message.
+func TestStoryCheckBeforePromptOnTheFirstMessage(t *testing.T) {
+	history := sizedHistory(0, 1)[1:]
+	history[0].Message.Usage = &policy.Usage{Input: 190000, TotalTokens: 190000}
+	play(t, story{
+		setup: func(s *policy.Setup) { s.History = history },
+		steps: []step{{in: only("idle>", promptIn("hi")), want: []string{"idle>compacting check_threshold"}}},
+	})
 }
