@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -417,5 +418,27 @@ func TestStoryCheckBeforePromptOnTheFirstMessage(t *testing.T) {
 	play(t, story{
 		setup: func(s *policy.Setup) { s.History = history },
 		steps: []step{{in: only("idle>", promptIn("hi")), want: []string{"idle>compacting check_threshold"}}},
+	})
+}
+
+// A success reported for an append that awaits none changes nothing; a
+// failure fails the turn in flight with ErrHistory.
+func TestStoryAppendedOutsideACompaction(t *testing.T) {
+	prompt := step{in: promptIn("hi"), want: []string{"start_run prompt user-1 context=[user-1]", "append message:user-1"}}
+	playAll(t, []story{
+		{name: "a success", steps: []step{prompt,
+			{in: appended(nil), want: nil},
+			{in: reply(okAnswer("hello")), want: []string{
+				"message msg-2 stop", "append message:msg-2", "agent_end [msg-2]",
+				"idle>classifying agent_end", "classifying>idle settle", "turn_settled ok", "finish_turn ok",
+			}},
+		}},
+		{name: "a failure", steps: []step{prompt,
+			{in: appended(errors.New("disk full")), want: nil},
+			{in: without("finish_turn", reply(okAnswer("hello"))), want: []string{
+				"message msg-2 stop", "append message:msg-2", "agent_end [msg-2]",
+				"idle>classifying agent_end", "classifying>idle settle", "turn_settled none",
+			}, check: turnFailed(policy.ErrHistory)},
+		}},
 	})
 }
