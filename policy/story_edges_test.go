@@ -407,6 +407,7 @@ func TestEffectKindString(t *testing.T) {
 	assert.Equal(t, "Emit", policy.Emit.String())
 	assert.Equal(t, "FinishCompact", policy.FinishCompact.String())
 	assert.Equal(t, "EffectKind(0)", policy.EffectKind(0).String())
+	assert.Equal(t, "EffectKind(12)", (policy.FinishCompact + 1).String())
 	assert.Equal(t, "EffectKind(200)", policy.EffectKind(200).String())
 }
 
