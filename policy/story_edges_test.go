@@ -287,6 +287,17 @@ func sizedHistory(tokens ...int) []policy.Entry {
 	return out
 }
 
+// toolHistory is a question (10 tokens), a tool call (10), its result
+// (300) and an answer (10).
+func toolHistory() []policy.Entry {
+	h := sizedHistory(10, 10, 300, 10)
+	h[1].Message.Content = []policy.Block{{Type: policy.BlockToolCall, ID: "call-1", Name: "read", Arguments: []byte(`{"p":"` + strings.Repeat("w", 40-4-8) + `"}`)}}
+	h[1].Message.StopReason = "toolUse"
+	h[2].ID = "result-3"
+	h[2].Message.ID, h[2].Message.Role, h[2].Message.ToolCallID, h[2].Message.ToolName = "result-3", policy.RoleToolResult, "call-1", "read"
+	return h
+}
+
 // With a known window, a compaction makes room for a summary of its budget,
 // a quarter of the threshold: when the messages kept would take more than
 // the threshold less the budget, it cuts deeper, at the next valid cut
@@ -310,9 +321,9 @@ func TestStoryDeeperCuts(t *testing.T) {
 		history []policy.Entry
 		want    string // the start_compaction line, or "" for nothing to compact
 	}{
-		{"the kept messages fit", 600, sizedHistory(10, 10, 300, 300, 300, 10),
+		{"the kept messages fit", 600, sizedHistory(10, 10, 300, 300, 300, 38),
 			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4 user-5 msg-6] max=848"},
-		{"one token over: one cut point deeper", 600, sizedHistory(10, 10, 300, 300, 300, 40),
+		{"one token over: one cut point deeper", 600, sizedHistory(10, 10, 300, 300, 300, 39),
 			"start_compaction manual cut=[user-1 msg-2 user-3 msg-4] kept=[user-5 msg-6] max=848"},
 		{"no later cut point: the room left", 1, sizedHistory(10, 10, 10, 700),
 			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4] max=600"},
@@ -326,6 +337,10 @@ func TestStoryDeeperCuts(t *testing.T) {
 		{"a summary over the budget", 10000, summarized(213),
 			"start_compaction manual cut=[compaction-3] kept=[user-1 msg-2 msg-4 user-5] max=848"},
 		{"a summary of the budget", 10000, summarized(212), ""},
+		// A tool call and its result are kept or summarized together: the
+		// cut moves on past the result.
+		{"never between a tool call and its result", 305, toolHistory(),
+			"start_compaction manual cut=[user-1 msg-2 result-3] kept=[msg-4] max=848"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			setup := func(s *policy.Setup) {
@@ -440,6 +455,36 @@ func TestStoryAppendedOutsideACompaction(t *testing.T) {
 				"message msg-2 stop", "append message:msg-2", "agent_end [msg-2]",
 				"idle>classifying agent_end", "classifying>idle settle", "turn_settled none",
 			}, check: turnFailed(policy.ErrHistory)},
+		}},
+	})
+}
+
+// The turn's error matches the agent's own Go error of the message it
+// failed on (Message.Err), besides the policy's sentinel.
+func TestStoryTurnErrorWrapsTheAgentsError(t *testing.T) {
+	cause := errors.New("the agent's own error")
+	failing := func(text string) policy.Message {
+		m := errorAnswer(text)
+		m.Err = cause
+		return m
+	}
+	playAll(t, []story{
+		{name: "a provider error", steps: []step{
+			{in: only("finish", promptIn("hi"))},
+			{in: only("turn_settled", reply(failing("400 bad request"))), want: []string{"turn_settled fatal"},
+				check: turnFailed(policy.ErrProvider, cause)},
+		}},
+		{name: "retries exhausted", setup: func(s *policy.Setup) { s.Config.Retry.MaxRetries = 1 }, steps: []step{
+			{in: only("finish", promptIn("hi"))},
+			{in: only("retry_start", reply(failing("503 overloaded"))), want: []string{`retry_start 1/1 2000ms retryable "503 overloaded"`}},
+			{in: only("finish", fire())},
+			{in: only("turn_settled", reply(failing("503 overloaded"))), want: []string{"turn_settled retryable"},
+				check: turnFailed(policy.ErrExhausted, policy.ErrProvider, cause)},
+		}},
+		{name: "an overflow not recovered", setup: compactionOff, steps: []step{
+			{in: only("finish", promptIn("hi"))},
+			{in: only("turn_settled", reply(failing(tooLong))), want: []string{"turn_settled overflow"},
+				check: turnFailed(policy.ErrOverflow, cause)},
 		}},
 	})
 }
