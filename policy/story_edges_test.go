@@ -140,6 +140,13 @@ func TestUnwritableBlocksAreNotShown(t *testing.T) {
 		}
 	}
 	e.RunEvent(t0, run, policy.AgentStart{})
+	// A message with no content yet is shown as it is.
+	empty := policy.Message{Role: policy.RoleAssistant}
+	for _, ef := range e.RunEvent(t0, run, policy.MessageStart{Message: empty}) {
+		if ev, ok := ef.Event.(policy.MessageStart); ok {
+			assert.Equal(t, empty, ev.Message)
+		}
+	}
 	for _, ev := range []policy.Event{policy.MessageStart{Message: unwritable("a-1")}, policy.MessageUpdate{Message: unwritable("a-1")}} {
 		var shown []policy.Block
 		for _, ef := range e.RunEvent(t0, run, ev) {
@@ -487,4 +494,56 @@ func TestStoryTurnErrorWrapsTheAgentsError(t *testing.T) {
 				check: turnFailed(policy.ErrOverflow, cause)},
 		}},
 	})
+}
+
+// A run has started once it made a model call: its first assistant
+// message_start or message_end. One that returns an error before that
+// could not start; one that returns an error after it, without agent_end,
+// ends in an error message that is decided on (docs/session.md).
+func TestStoryARunStartsWithAnAssistantMessage(t *testing.T) {
+	boom := errors.New("boom")
+	tool := policy.Message{Role: policy.RoleToolResult, ToolCallID: "c", ToolName: "read", Content: policy.TextContent("x")}
+	calling := okAnswer("let me look")
+	calling.StopReason = "toolUse"
+	playAll(t, []story{
+		{name: "a tool result only", steps: []step{
+			{in: only("finish", promptIn("hi"))},
+			{in: only("finish", events(policy.AgentStart{}, policy.MessageEnd{Message: tool}))},
+			{in: only("turn_settled", returned(policy.RunReturn{Err: boom})), want: []string{"turn_settled none"},
+				check: turnFailed(policy.ErrStartFailed, boom)},
+		}},
+		{name: "an assistant message_end with no message_start", steps: []step{
+			{in: only("finish", promptIn("hi"))},
+			{in: only("finish", events(policy.AgentStart{}, policy.MessageEnd{Message: calling}))},
+			{in: only("message", returned(policy.RunReturn{Err: boom})), want: []string{`message msg-3 error p/m "boom"`},
+				check: func(t *testing.T, p *player) {
+					assert.NotErrorIs(t, p.turnErr, policy.ErrStartFailed)
+				}},
+		}},
+	})
+}
+
+// complete fills in a finished message's time when the agent left it out,
+// and keeps the agent's own.
+func TestStoryMessageTimes(t *testing.T) {
+	for given, want := range map[int64]int64{0: t0.UnixMilli(), 123: 123} {
+		e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
+		require.NoError(t, err)
+		effects, err := e.Prompt(t0, "hi")
+		require.NoError(t, err)
+		run := effects[0].Run
+		require.Equal(t, policy.StartRun, effects[0].Kind)
+		m := okAnswer("hello")
+		m.Timestamp = given
+		var got []int64
+		for _, ef := range e.RunEvent(t0, run, policy.MessageEnd{Message: m}) {
+			if ev, ok := ef.Event.(policy.MessageEnd); ok {
+				got = append(got, ev.Message.Timestamp)
+			}
+			for _, en := range ef.Entries {
+				got = append(got, en.Message.Timestamp)
+			}
+		}
+		assert.Equal(t, []int64{want, want}, got, "given %d", given)
+	}
 }
