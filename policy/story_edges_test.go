@@ -547,3 +547,22 @@ func TestStoryMessageTimes(t *testing.T) {
 		assert.Equal(t, []int64{want, want}, got, "given %d", given)
 	}
 }
+
+// A snapshot's Tickets may be as high as 2^53, the largest a resumed
+// engine numbers on from; above, it is refused, naming the field.
+func TestResumeTicketsUpToTheLimit(t *testing.T) {
+	d := newDriver(t, policy.DefaultConfig())
+	snap := d.e.Snapshot()
+	snap.Tickets = 1 << 53
+	e, _, err := policy.Resume(policy.Setup{Model: testModel}, snap, t0, 0)
+	require.NoError(t, err)
+	effects, err := e.Prompt(t0, "hi")
+	require.NoError(t, err)
+	require.Equal(t, policy.StartRun, effects[0].Kind)
+	assert.Equal(t, policy.RunID(1<<53+1), effects[0].Run)
+
+	snap.Tickets++
+	_, _, err = policy.Resume(policy.Setup{Model: testModel}, snap, t0, 0)
+	require.ErrorIs(t, err, policy.ErrSnapshot)
+	assert.ErrorContains(t, err, "tickets: 9007199254740993")
+}
