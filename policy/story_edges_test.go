@@ -305,6 +305,26 @@ func toolHistory() []policy.Entry {
 	return h
 }
 
+// keptCallHistory is three messages of 10 tokens, then a tool call (10)
+// and its result (690).
+func keptCallHistory() []policy.Entry {
+	h := sizedHistory(10, 10, 10, 10, 690)
+	h[3].Message.Content = toolHistory()[1].Message.Content
+	h[3].Message.StopReason = "toolUse"
+	h[4].ID = "result-5"
+	h[4].Message.ID, h[4].Message.Role, h[4].Message.ToolCallID, h[4].Message.ToolName = "result-5", policy.RoleToolResult, "call-1", "read"
+	return h
+}
+
+// resultFirstHistory is a tool result whose call is no longer in the
+// context, an answer and a question, of 10 tokens each.
+func resultFirstHistory() []policy.Entry {
+	h := sizedHistory(10, 10, 10)
+	h[0].ID = "result-1"
+	h[0].Message.ID, h[0].Message.Role, h[0].Message.ToolCallID, h[0].Message.ToolName = "result-1", policy.RoleToolResult, "call-0", "read"
+	return h
+}
+
 // With a known window, a compaction makes room for a summary of its budget,
 // a quarter of the threshold: when the messages kept would take more than
 // the threshold less the budget, it cuts deeper, at the next valid cut
@@ -348,6 +368,14 @@ func TestStoryDeeperCuts(t *testing.T) {
 		// cut moves on past the result.
 		{"never between a tool call and its result", 305, toolHistory(),
 			"start_compaction manual cut=[user-1 msg-2 result-3] kept=[msg-4] max=848"},
+		// The kept messages are a tool call and its result, too big for
+		// the budget: the room left is what they leave, together.
+		{"a tool call and its result kept together", 1, keptCallHistory(),
+			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4 result-5] max=600"},
+		// keepRecentTokens reached only at the first message, which is no
+		// cut point: the cut is at the next one.
+		{"the first message is no cut point", 30, resultFirstHistory(),
+			"start_compaction manual cut=[result-1] kept=[msg-2 user-3] max=848"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			setup := func(s *policy.Setup) {
