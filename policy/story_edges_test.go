@@ -594,3 +594,38 @@ func TestResumeTicketsUpToTheLimit(t *testing.T) {
 	require.ErrorIs(t, err, policy.ErrSnapshot)
 	assert.ErrorContains(t, err, "tickets: 9007199254740993")
 }
+
+// A compaction reports the context's size before it: the usage of the
+// last assistant message that has one and is no error, even the first.
+func TestStoryCompactionTokensBefore(t *testing.T) {
+	history := sizedHistory(10, 10, 10)
+	history[0].ID = "msg-1"
+	history[0].Message.ID, history[0].Message.Role, history[0].Message.StopReason = "msg-1", policy.RoleAssistant, "stop"
+	history[0].Message.Usage = &policy.Usage{Input: 700, Output: 77, TotalTokens: 777}
+	play(t, story{
+		setup: func(s *policy.Setup) { s.History = history; s.Config.Compaction.KeepRecentTokens = 1 },
+		steps: []step{
+			{in: only("start_compaction", compactIn("")), want: []string{"start_compaction manual cut=[msg-1 msg-2] kept=[user-3] max=170000"}},
+			{in: only("finish_compact", summarized("s")), want: []string{`finish_compact manual "s" kept=user-3 before=777`}},
+		},
+	})
+}
+
+// The stale rule (docs/policy.md §4.2 step 2) looks at the latest
+// compaction: with none, no message is stale, not even one whose append
+// failed, and a context over the threshold compacts.
+func TestStoryNothingIsStaleBeforeACompaction(t *testing.T) {
+	big := okAnswer("big")
+	big.Usage = &policy.Usage{Input: 190000, TotalTokens: 190000}
+	play(t, story{setup: smallKeep, steps: with(warmUp, []step{
+		{in: only("append", promptIn(secondQuestion)), want: []string{"append message:user-3"}},
+		{in: only("append", events(policy.AgentStart{}, policy.MessageStart{Message: big}, policy.MessageEnd{Message: big})), want: []string{"append message:msg-4"}},
+		{in: appended(errors.New("disk full"))},
+		{in: only("classifying>", with2(events(policy.AgentEnd{}), returned(policy.RunReturn{}))), want: []string{"classifying>compacting threshold"}},
+	})})
+}
+
+// with2 is in1 then in2, as one step.
+func with2(in1, in2 input) input {
+	return func(p *player) []string { return append(in1(p), in2(p)...) }
+}
