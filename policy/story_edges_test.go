@@ -629,3 +629,26 @@ func TestStoryNothingIsStaleBeforeACompaction(t *testing.T) {
 func with2(in1, in2 input) input {
 	return func(p *player) []string { return append(in1(p), in2(p)...) }
 }
+
+// A digest that fits MaxChars exactly keeps every line; one character less
+// drops the oldest lines until they fit with a note that says so. An earlier digest's note of no dropped
+// lines is not carried over either.
+func TestDigestFitsExactly(t *testing.T) {
+	msgs := []policy.Message{
+		{Role: policy.RoleSummary, Content: policy.TextContent("Summary of 1 earlier messages (1 from the user, 0 from the assistant, 0 tool results).\n[0 earlier lines dropped]\n- user: first")},
+		{Role: policy.RoleUser, Content: policy.TextContent("second")},
+		okAnswer("third"),
+	}
+	full, err := policy.DigestSummarizer{}.Summarize(context.Background(), policy.SummaryRequest{Messages: msgs})
+	require.NoError(t, err)
+	head := "Summary of 3 earlier messages (1 from the user, 1 from the assistant, 0 tool results)."
+	require.Equal(t, head+"\n- user: first\n- user: second\n- assistant (stop): third", full.Text)
+
+	exact, err := policy.DigestSummarizer{MaxChars: len(full.Text)}.Summarize(context.Background(), policy.SummaryRequest{Messages: msgs})
+	require.NoError(t, err)
+	assert.Equal(t, full.Text, exact.Text)
+
+	short, err := policy.DigestSummarizer{MaxChars: len(full.Text) - 1}.Summarize(context.Background(), policy.SummaryRequest{Messages: msgs})
+	require.NoError(t, err)
+	assert.Equal(t, head+"\n[2 earlier lines dropped]\n- assistant (stop): third", short.Text, "the note takes the room of more than one line")
+}
