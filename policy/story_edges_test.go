@@ -177,6 +177,7 @@ func TestStoryLongSummaryIsCut(t *testing.T) {
 		want     string
 	}{
 		{"within the limit", 1000, "short", 848, "short"},
+		{"exactly the limit", 1000, strings.Repeat("s", 848), 848, strings.Repeat("s", 848)},
 		{"cut to its end", 1000, long, 848, note + strings.Repeat("é", (848-len(note)-2)/2) + "x"},
 		{"the note and nothing else", 44, long, 36, strings.Repeat("é", 18)},
 		{"shorter than the note", 20, "x" + long, 16, "x" + strings.Repeat("é", 7)},
@@ -651,4 +652,16 @@ func TestDigestFitsExactly(t *testing.T) {
 	short, err := policy.DigestSummarizer{MaxChars: len(full.Text) - 1}.Summarize(context.Background(), policy.SummaryRequest{Messages: msgs})
 	require.NoError(t, err)
 	assert.Equal(t, head+"\n[2 earlier lines dropped]\n- assistant (stop): third", short.Text, "the note takes the room of more than one line")
+}
+
+// A line of the digest longer than MaxLineChars runes is cut there and
+// ends in an ellipsis; one of exactly MaxLineChars is whole.
+func TestDigestClipsLines(t *testing.T) {
+	req := policy.SummaryRequest{Messages: []policy.Message{
+		{Role: policy.RoleUser, Content: policy.TextContent("ééééé")},
+		{Role: policy.RoleUser, Content: policy.TextContent("éééééé")},
+	}}
+	sum, err := policy.DigestSummarizer{MaxLineChars: 5}.Summarize(context.Background(), req)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"- user: ééééé", "- user: ééééé…"}, strings.Split(sum.Text, "\n")[1:])
 }
