@@ -665,3 +665,18 @@ func TestDigestClipsLines(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, []string{"- user: ééééé", "- user: ééééé…"}, strings.Split(sum.Text, "\n")[1:])
 }
+
+// A history that moved on past a snapshot taken at rest is refused,
+// counting the entries before a tail.
+func TestResumeCountsTheHistoryThatMovedOn(t *testing.T) {
+	d := newDriver(t, policy.DefaultConfig())
+	effects, err := d.e.Prompt(t0, "hi")
+	require.NoError(t, err)
+	d.feed(effects)
+	d.answerRun(t0, okAnswer("done"), 0)
+	snap := d.e.Snapshot()
+	require.Equal(t, 2, snap.History)
+	_, _, err = policy.Resume(policy.Setup{Model: testModel, Before: 1, History: d.history}, snap, t0, 0)
+	require.ErrorIs(t, err, policy.ErrSnapshot)
+	assert.ErrorContains(t, err, "the history moved on after it (3 entries, the snapshot counts 2)")
+}
