@@ -78,7 +78,8 @@ type compaction struct {
 
 // prepareCompaction chooses what a compaction cuts (docs/policy.md §4.4):
 // it returns the compaction with its cut and kept messages, or false when
-// there is nothing to compact.
+// there is nothing to compact. Both are never empty: every cut point is
+// after the first message and at or before the last.
 //
 // When the session has a compaction threshold, a compaction makes room for
 // a summary of the budget's size: if the messages kept would take more
@@ -217,9 +218,6 @@ func (e *Engine) CompactionFinished(at time.Time, id CompactionID, sum Summary, 
 		return e.end(at) // cancelled meanwhile, already reported
 	}
 	err = wiretext.Error(err)
-	if err == nil && len(c.kept) == 0 {
-		err = ErrNothingToCompact
-	}
 	if err == nil {
 		sum.Text = wiretext.String(sum.Text)
 		sum.Details, err = validDetails(sum.Details)

@@ -172,8 +172,10 @@ func idNumber(id string) int {
 	if i < 0 {
 		return 0
 	}
+	// What follows the last dash holds no dash: Atoi reads no sign but
+	// '+', and no negative number.
 	n, err := strconv.Atoi(id[i+1:])
-	if err != nil || n < 0 || n > maxIDNumber {
+	if err != nil || n > maxIDNumber {
 		return 0
 	}
 	return n

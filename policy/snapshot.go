@@ -156,14 +156,16 @@ func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, [
 	if err := snap.check(); err != nil {
 		return nil, nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
-	switch {
-	case setup.SessionID != "" && setup.SessionID != snap.SessionID:
+	if setup.SessionID != "" && setup.SessionID != snap.SessionID {
 		return nil, nil, fmt.Errorf("%w: it is session %q's, not %q's", ErrSnapshot, snap.SessionID, setup.SessionID)
-	case setup.Before < 0:
+	}
+	if setup.Before < 0 {
 		return nil, nil, fmt.Errorf("%w: negative Before %d", ErrSnapshot, setup.Before)
-	case snap.History > setup.Before+len(setup.History):
+	}
+	if snap.History > setup.Before+len(setup.History) {
 		return nil, nil, fmt.Errorf("%w: history: it counts %d history entries, the history has %d", ErrSnapshot, snap.History, setup.Before+len(setup.History))
-	case snap.History < setup.Before+len(setup.History) && (snap.InFlight == "" || snap.InFlight == inFlightCompaction):
+	}
+	if snap.History < setup.Before+len(setup.History) && (snap.InFlight == "" || snap.InFlight == inFlightCompaction) {
 		return nil, nil, fmt.Errorf("%w: history: the history moved on after it (%d entries, the snapshot counts %d)", ErrSnapshot, setup.Before+len(setup.History), snap.History)
 	}
 	// What a run in flight wrote after the snapshot is its messages (and a
@@ -254,53 +256,56 @@ func (s Snapshot) check() error {
 	default:
 		return fmt.Errorf("state: %q is not one a snapshot is taken in (idle, backoff, continuing or compacting)", s.State)
 	}
-	want := map[states.State]string{
-		states.Backoff: "", states.Continuing: inFlightContinuation, states.Compacting: inFlightCompaction,
-	}
-	switch {
-	case s.InFlight != "" && s.InFlight != inFlightRun && s.InFlight != inFlightContinuation && s.InFlight != inFlightCompaction:
+	if s.InFlight != "" && s.InFlight != inFlightRun && s.InFlight != inFlightContinuation && s.InFlight != inFlightCompaction {
 		return fmt.Errorf("inFlight: unknown %q (want run, continuation, compaction or none)", s.InFlight)
-	case s.Aborted && (s.State != states.Idle || s.InFlight == ""):
+	}
+	if s.Aborted && (s.State != states.Idle || s.InFlight == "") {
 		return fmt.Errorf("aborted: in state %q with %q in flight (Abort leaves the session idle, waiting for what it cancelled)", s.State, s.InFlight)
-	case s.State == states.Idle && s.InFlight != "" && s.InFlight != inFlightRun && !s.Aborted:
+	}
+	if s.State == states.Idle && s.InFlight != "" && s.InFlight != inFlightRun && !s.Aborted {
 		// Only Abort leaves a continuation or a compaction in flight while
 		// the machine is idle.
 		return fmt.Errorf("inFlight: %q in flight in state idle, not aborted", s.InFlight)
-	case s.State != states.Idle && s.InFlight != want[s.State]:
+	}
+	want := map[states.State]string{
+		states.Backoff: "", states.Continuing: inFlightContinuation, states.Compacting: inFlightCompaction,
+	}
+	if s.State != states.Idle && s.InFlight != want[s.State] {
 		return fmt.Errorf("inFlight: %q in flight in state %q", s.InFlight, s.State)
 	}
-	switch {
-	case s.State == states.Backoff && s.Deadline == nil:
+	if s.State == states.Backoff && s.Deadline == nil {
 		return errors.New(`deadline: missing in state "backoff" (a backoff waits until its deadline)`)
-	case s.State != states.Backoff && s.Deadline != nil:
+	}
+	if s.State != states.Backoff && s.Deadline != nil {
 		return fmt.Errorf("deadline: set in state %q (a deadline is a backoff's)", s.State)
-	case s.Attempt < 0:
+	}
+	if s.Attempt < 0 {
 		return fmt.Errorf("attempt: negative %d", s.Attempt)
-	case s.Attempt > s.Config.Retry.MaxRetries:
+	}
+	if s.Attempt > s.Config.Retry.MaxRetries {
 		return fmt.Errorf("attempt: %d is above retry.maxRetries %d", s.Attempt, s.Config.Retry.MaxRetries)
-	case s.Attempt != 0 && (s.State == states.Idle || s.State == states.Compacting):
+	}
+	if s.Attempt != 0 && (s.State == states.Idle || s.State == states.Compacting) {
 		return fmt.Errorf("attempt: %d in state %q (a retry chain is active only in backoff or continuing)", s.Attempt, s.State)
-	case s.Attempt == 0 && s.State == states.Backoff:
+	}
+	if s.Attempt == 0 && s.State == states.Backoff {
 		return errors.New("attempt: 0 in state backoff (a backoff waits for a retry, attempt 1 or more)")
 	}
 	if s.EpisodeCompacted && !s.Turn {
 		return errors.New("episodeCompacted: set with no turn in flight (an overflow episode is a turn's)")
 	}
-	if s.InFlight != inFlightCompaction {
-		if s.Compaction != "" || s.CompactionCheck {
-			return fmt.Errorf("compaction: reason %q (check %v) with no compaction in flight", s.Compaction, s.CompactionCheck)
-		}
-	} else {
-		switch {
-		case s.Compaction != transcript.ReasonOverflow && s.Compaction != transcript.ReasonThreshold:
-			return fmt.Errorf("compaction: reason %q of an automatic compaction (want overflow or threshold)", s.Compaction)
-		case s.Aborted:
-		case s.EpisodeCompacted != (s.Compaction == transcript.ReasonOverflow && !s.CompactionCheck):
-			// An overflow's recovery marks its episode; a threshold
-			// compaction follows a success, which clears it, and the
-			// check before a prompt follows Prompt, which clears it too.
-			return fmt.Errorf("episodeCompacted: %v during a %s compaction (check %v)", s.EpisodeCompacted, s.Compaction, s.CompactionCheck)
-		}
+	if s.InFlight != inFlightCompaction && (s.Compaction != "" || s.CompactionCheck) {
+		return fmt.Errorf("compaction: reason %q (check %v) with no compaction in flight", s.Compaction, s.CompactionCheck)
+	}
+	if s.InFlight == inFlightCompaction && s.Compaction != transcript.ReasonOverflow && s.Compaction != transcript.ReasonThreshold {
+		return fmt.Errorf("compaction: reason %q of an automatic compaction (want overflow or threshold)", s.Compaction)
+	}
+	// An overflow's recovery marks its episode; a threshold compaction
+	// follows a success, which clears it, and the check before a prompt
+	// follows Prompt, which clears it too. Abort leaves the episode as it
+	// was.
+	if s.InFlight == inFlightCompaction && !s.Aborted && s.EpisodeCompacted != (s.Compaction == transcript.ReasonOverflow && !s.CompactionCheck) {
+		return fmt.Errorf("episodeCompacted: %v during a %s compaction (check %v)", s.EpisodeCompacted, s.Compaction, s.CompactionCheck)
 	}
 	return s.checkPrompt()
 }
@@ -309,21 +314,23 @@ func (s Snapshot) check() error {
 // holds the turn's prompt, which nothing else does.
 func (s Snapshot) checkPrompt() error {
 	waiting := s.CompactionCheck && !s.Aborted // Abort drops the prompt
-	switch {
-	case s.CompactionCheck && !s.Turn:
+	if s.CompactionCheck && !s.Turn {
 		return errors.New("turn: none while the check before a prompt is in flight")
-	case waiting && s.Prompt == nil:
+	}
+	if waiting && s.Prompt == nil {
 		return errors.New("prompt: missing while the check before it is in flight: the turn would go on without it")
-	case !waiting && s.Prompt != nil:
+	}
+	if !waiting && s.Prompt != nil {
 		return errors.New("prompt: set with no check before it in flight")
-	case s.Prompt == nil:
-		return nil
 	}
 	p := s.Prompt
-	switch {
-	case p.Role != transcript.RoleUser:
+	if p == nil {
+		return nil
+	}
+	if p.Role != transcript.RoleUser {
 		return fmt.Errorf("prompt: role %q (want user)", p.Role)
-	case p.ID == "" || !utf8.ValidString(p.ID):
+	}
+	if p.ID == "" || !utf8.ValidString(p.ID) {
 		return fmt.Errorf("prompt: id %q is not a message ID", p.ID)
 	}
 	if err := p.CheckContent(); err != nil {

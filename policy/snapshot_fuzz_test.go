@@ -31,15 +31,15 @@ func fuzzHistory(f *testing.F) ([]transcript.Entry, []policy.Snapshot) {
 	return d.history, snaps
 }
 
-// FuzzResumeSnapshot reads arbitrary bytes as a snapshot's JSON and resumes
+// FuzzRestoreSnapshot reads arbitrary bytes as a snapshot's JSON and restores
 // it on a fixed history: it never panics; a snapshot that does not read
 // back is refused with ErrSnapshot (or, for bytes that are not JSON, a
 // syntax error); one Restore refuses is refused with ErrSnapshot; and one it
 // resumes gives an engine that works: it comes to rest, takes a prompt,
 // sends it and settles the turn, and its own snapshot resumes. Run it
 // longer with:
-// go test ./policy -run '^$' -fuzz FuzzResumeSnapshot -fuzztime 3m -parallel 1
-func FuzzResumeSnapshot(f *testing.F) {
+// go test ./policy -run '^$' -fuzz FuzzRestoreSnapshot -fuzztime 3m -parallel 1
+func FuzzRestoreSnapshot(f *testing.F) {
 	history, snaps := fuzzHistory(f)
 	for _, s := range snaps {
 		data, err := json.Marshal(s)
