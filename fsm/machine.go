@@ -36,6 +36,16 @@ type engine struct {
 	mu    sync.Mutex
 	lf    *looplab.FSM
 	rules transitions.Rules
+	// moves lists, for each state, the rules that leave it, in table
+	// order, each with the Transition taking it makes: Step tries only
+	// those, and builds nothing.
+	moves map[states.State][]move
+}
+
+// move is one rule as Step takes it from one source state.
+type move struct {
+	holds func(states.State, transitions.Facts) bool
+	tr    Transition
 }
 
 // New validates rules and builds a Machine on them, starting in states.Idle.
@@ -68,7 +78,14 @@ func build(rules transitions.Rules) *engine {
 			events = append(events, looplab.EventDesc{Name: string(r.Event), Src: src, Dst: string(r.To)})
 		}
 	}
-	return &engine{lf: looplab.NewFSM(string(states.Idle), events, nil), rules: rules}
+	moves := map[states.State][]move{}
+	for _, r := range rules {
+		for _, from := range r.From {
+			tr := Transition{From: from, To: r.Target(from), Event: r.Event, Guard: r.Guard.Name, Actions: r.Actions}
+			moves[from] = append(moves[from], move{holds: r.Guard.Holds, tr: tr})
+		}
+	}
+	return &engine{lf: looplab.NewFSM(string(states.Idle), events, nil), rules: rules, moves: moves}
 }
 
 // defaultEngine is on transitions.Table(), validated once and shared by
@@ -132,21 +149,26 @@ func (m *Machine) Step(ctx context.Context, f transitions.Facts) (Transition, er
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	from := m.state
-	r, ok := m.eng.rules.Next(from, f)
-	if !ok {
-		if err, ok := noRule[from]; ok {
+	// The rule the table's Next picks: the first, in table order, that
+	// leaves from and whose guard holds.
+	moves := m.eng.moves[from]
+	for i := range moves {
+		mv := &moves[i]
+		if !mv.holds(from, f) {
+			continue
+		}
+		if mv.tr.Internal() {
+			return mv.tr, nil
+		}
+		if err := m.fire(ctx, mv.tr.Event); err != nil {
 			return Transition{}, err
 		}
-		return Transition{}, &TransitionError{State: from, Err: ErrNoRule}
+		return mv.tr, nil
 	}
-	tr := Transition{From: from, To: r.Target(from), Event: r.Event, Guard: r.Guard.Name, Actions: r.Actions}
-	if tr.Internal() {
-		return tr, nil
-	}
-	if err := m.fire(ctx, r.Event); err != nil {
+	if err, ok := noRule[from]; ok {
 		return Transition{}, err
 	}
-	return tr, nil
+	return Transition{}, &TransitionError{State: from, Err: ErrNoRule}
 }
 
 // noRule holds Step's ErrNoRule error for each state, made once.

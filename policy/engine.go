@@ -51,7 +51,6 @@ type Engine struct {
 	out     []Effect
 	entries []Entry // recorded by the input in progress
 	raised  []step  // steps raised by the input in progress, not yet taken
-	cur     step    // the step whose rule's actions are running (take)
 }
 
 // Setup is what an Engine is made from.

@@ -26,6 +26,9 @@ type run struct {
 	aborted  bool
 	messages []Message
 	last     *Message // the run's last assistant message
+	// first holds messages' first element: most runs end after one
+	// message, which then costs no allocation of its own.
+	first [1]Message
 }
 
 // RunReturn is how a run ended, as its driver saw it.
@@ -139,6 +142,9 @@ func (e *Engine) complete(at time.Time, m Message) Message {
 // onMessageEnd records a finished message; an assistant message steps the
 // machine (a success ends the overflow episode and a retry chain).
 func (e *Engine) onMessageEnd(at time.Time, r *run, m Message) {
+	if r.messages == nil {
+		r.messages = r.first[:0:1]
+	}
 	r.messages = append(r.messages, m)
 	e.recordMessage(&m)
 	if m.Role != RoleAssistant {
