@@ -50,7 +50,7 @@ func TestDecisionAllocations(t *testing.T) {
 		require.Equal(t, "backoff", string(r.e.Status().State))
 	}
 	base := looplabAllocs()
-	assert.LessOrEqual(t, got, 2*base+1, "a decision allocates %v, a looplab Event %v", got, base)
+	assert.LessOrEqual(t, got, 2*base+1+poolMisses, "a decision allocates %v, a looplab Event %v", got, base)
 }
 
 // TestTurnAllocations: a turn with three retries (its eleven looplab
@@ -58,12 +58,16 @@ func TestDecisionAllocations(t *testing.T) {
 // each run (its first message inside it) and its messages, the effects'
 // buffers after each wait, and the events that carry data.
 func TestTurnAllocations(t *testing.T) {
+	// A prompt, four runs of four events and a return each, three timers:
+	// under the race detector each may miss the pool once (it drops a
+	// quarter of what is put back).
+	const turnInputs = 1 + 4*5 + 3
 	e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
 	require.NoError(t, err)
 	at := t0
 	turn := newTurnPlayer()
 	got := testing.AllocsPerRun(20, func() { at = turn.play(t, e, at) })
 	base := looplabAllocs()
-	assert.LessOrEqual(t, got, 11*base+39, "a turn allocates %v, a looplab Event %v", got, base)
+	assert.LessOrEqual(t, got, 11*base+39+turnInputs*poolMisses, "a turn allocates %v, a looplab Event %v", got, base)
 	assert.Equal(t, "idle", string(e.Status().State))
 }
