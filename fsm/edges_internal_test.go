@@ -9,6 +9,8 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
@@ -35,4 +37,35 @@ func TestLooplabEdgesEqualTable(t *testing.T) {
 	slices.Sort(got)
 	slices.Sort(want)
 	assert.Equal(t, want, got)
+}
+
+// TestLooplabIsConsulted: a move the looplab machine does not allow is
+// refused even though a rule of the table takes it and its guard holds.
+// The engine here has the whole table, but its looplab machine is built
+// without the retry rule: Step must fail with ErrNotAllowed, leave the state
+// as it was, and still take every move looplab does allow.
+func TestLooplabIsConsulted(t *testing.T) {
+	rules := transitions.Table()
+	eng := build(cloneRules(rules))
+	without := slices.DeleteFunc(cloneRules(rules), func(r transitions.Rule) bool { return r.Event == transitions.Retry })
+	eng.lf = looplab.NewFSM(string(states.Idle), looplabEvents(without), nil)
+	m := &Machine{state: states.Classifying, eng: eng}
+
+	retry := transitions.Facts{Signal: transitions.RunEnded, Started: true, Class: classify.Retryable, Error: true, RetryEnabled: true, MaxRetries: 3}
+	want, ok := transitions.Rules(rules).Next(states.Classifying, retry)
+	require.True(t, ok)
+	require.Equal(t, transitions.Retry, want.Event, "the table's rule for these facts")
+
+	_, err := m.Step(t.Context(), retry)
+	require.ErrorIs(t, err, ErrNotAllowed)
+	require.ErrorAs(t, err, new(looplab.InvalidEventError))
+	assert.Equal(t, states.Classifying, m.State(), "a refused move changes nothing")
+	require.ErrorIs(t, m.fire(t.Context(), transitions.Retry), ErrNotAllowed)
+	assert.Equal(t, states.Classifying, m.State())
+
+	// Looplab allows the next rule in line: the machine takes it.
+	tr, err := m.Step(t.Context(), transitions.Facts{Signal: transitions.RunEnded, Started: true})
+	require.NoError(t, err)
+	assert.Equal(t, transitions.Settle, tr.Event)
+	assert.Equal(t, states.Idle, m.State())
 }

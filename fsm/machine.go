@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -30,8 +29,10 @@ type Machine struct {
 }
 
 // engine is a looplab machine on a validated table, shared by the Machines
-// built on it: each move sets it to the mover's state, fires the event and
-// reads the destination back, under its own lock.
+// built on it: each move sets it to the mover's state, asks it whether the
+// event may be taken there (Can) and sets it to the destination
+// (SetState), under its own lock. It never runs looplab's Event, whose
+// callback machinery this table has no use for (docs/policy.md §5).
 type engine struct {
 	mu    sync.Mutex
 	lf    *looplab.FSM
@@ -40,6 +41,9 @@ type engine struct {
 	// order, each with the Transition taking it makes: Step tries only
 	// those, and builds nothing.
 	moves map[states.State][]move
+	// to is, for each event handed to looplab, its destination: the Dst
+	// looplab was given, which it does not let be read back.
+	to map[transitions.Event]states.State
 }
 
 // move is one rule as Step takes it from one source state.
@@ -66,6 +70,24 @@ func New(rules []transitions.Rule) (*Machine, error) {
 // never changed after. Internal rules have no looplab event: they never
 // move it.
 func build(rules transitions.Rules) *engine {
+	events := looplabEvents(rules)
+	to := make(map[transitions.Event]states.State, len(events))
+	for _, ev := range events {
+		to[transitions.Event(ev.Name)] = states.State(ev.Dst)
+	}
+	moves := map[states.State][]move{}
+	for _, r := range rules {
+		for _, from := range r.From {
+			tr := Transition{From: from, To: r.Target(from), Event: r.Event, Guard: r.Guard.Name, Actions: r.Actions}
+			moves[from] = append(moves[from], move{holds: r.Guard.Holds, tr: tr})
+		}
+	}
+	return &engine{lf: looplab.NewFSM(string(states.Idle), events, nil), rules: rules, moves: moves, to: to}
+}
+
+// looplabEvents is rules as looplab's events: each rule's event from the
+// sources it leaves (not those where it is internal) to its destination.
+func looplabEvents(rules transitions.Rules) looplab.Events {
 	events := make(looplab.Events, 0, len(rules))
 	for _, r := range rules {
 		var src []string
@@ -78,14 +100,7 @@ func build(rules transitions.Rules) *engine {
 			events = append(events, looplab.EventDesc{Name: string(r.Event), Src: src, Dst: string(r.To)})
 		}
 	}
-	moves := map[states.State][]move{}
-	for _, r := range rules {
-		for _, from := range r.From {
-			tr := Transition{From: from, To: r.Target(from), Event: r.Event, Guard: r.Guard.Name, Actions: r.Actions}
-			moves[from] = append(moves[from], move{holds: r.Guard.Holds, tr: tr})
-		}
-	}
-	return &engine{lf: looplab.NewFSM(string(states.Idle), events, nil), rules: rules, moves: moves}
+	return events
 }
 
 // defaultEngine is on transitions.Table(), validated once and shared by
@@ -139,12 +154,14 @@ func (t Transition) Internal() bool { return t.From == t.To }
 // which case the state is unchanged. That error is made once for each state
 // and returned as is every time, so that an input no rule takes costs no
 // allocation: do not change it. An internal rule changes no state and does
-// not involve looplab.
+// not involve looplab. A move looplab does not allow from the current
+// state is refused (ErrNotAllowed or ErrUnknownEvent), whatever the rule
+// says, and the state is unchanged.
 //
-// ctx is never handed to the underlying machine as is: a cancelled context
-// would leave it stuck mid-transition for good. Its values are kept and its
-// cancellation ignored, so a cancelled ctx still moves the machine;
-// cancellation is the caller's to turn into the cancel event.
+// ctx never reaches looplab: a move asks looplab's Can and sets its state,
+// which take no context (a cancelled one handed to looplab's Event would
+// leave it stuck mid-transition for good). A cancelled ctx still moves the
+// machine; cancellation is the caller's to turn into the cancel event.
 func (m *Machine) Step(ctx context.Context, f transitions.Facts) (Transition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
@@ -160,7 +177,7 @@ func (m *Machine) Step(ctx context.Context, f transitions.Facts) (Transition, er
 		if mv.tr.Internal() {
 			return mv.tr, nil
 		}
-		if err := m.fire(ctx, mv.tr.Event); err != nil {
+		if err := m.move(mv.tr.Event, mv.tr.To); err != nil {
 			return Transition{}, err
 		}
 		return mv.tr, nil
@@ -183,46 +200,39 @@ var noRule = func() map[states.State]*TransitionError {
 // fire takes the rule named event from the current state, without
 // evaluating its guard; the caller holds m.mu. It returns a
 // *TransitionError wrapping ErrUnknownEvent or ErrNotAllowed when the event
-// cannot be taken, and the state is then unchanged.
-func (m *Machine) fire(ctx context.Context, event transitions.Event) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+// cannot be taken, and the state is then unchanged. ctx never reaches
+// looplab (see Step); it is accepted for the callers that have one.
+func (m *Machine) fire(_ context.Context, event transitions.Event) error {
+	return m.move(event, m.eng.to[event])
+}
+
+// move takes event from the current state to `to` on the shared looplab
+// machine, the caller holding m.mu: set to the current state, looplab
+// says whether event leaves it (Can: its own table of moves, consulted
+// whatever the rules say) and is set to the destination. It allocates
+// nothing. A refusal is a *TransitionError wrapping ErrNotAllowed (the
+// event leaves some other state) or ErrUnknownEvent (it leaves none), with
+// the looplab error its Event would have returned as the Cause.
+func (m *Machine) move(event transitions.Event, to states.State) error {
 	from := m.state
-	if ctx.Done() != nil {
-		// A context that can be cancelled never reaches looplab.
-		ctx = context.WithoutCancel(ctx)
-	}
 	e := m.eng
 	e.mu.Lock()
 	e.lf.SetState(string(from))
-	err := e.lf.Event(ctx, string(event))
-	to := states.State(e.lf.Current())
+	ok := e.lf.Can(string(event))
+	if ok {
+		e.lf.SetState(string(to))
+	}
 	e.mu.Unlock()
-	if err == nil {
+	if ok {
 		m.state = to
 		return nil
 	}
-	te := &TransitionError{Event: event, State: from, Cause: err}
-	var (
-		unknown  looplab.UnknownEventError
-		invalid  looplab.InvalidEventError
-		inTrans  looplab.InTransitionError
-		internal looplab.InternalError
-	)
-	switch {
-	case errors.As(err, &unknown):
-		te.Err = ErrUnknownEvent
-	case errors.As(err, &invalid):
-		te.Err = ErrNotAllowed
-	case errors.As(err, &inTrans):
-		te.Err = ErrInTransition
-	case errors.As(err, &internal):
-		te.Err = ErrInternal
-	default:
-		te.Err = ErrInternal
+	if _, known := e.to[event]; known {
+		return &TransitionError{Event: event, State: from, Err: ErrNotAllowed,
+			Cause: looplab.InvalidEventError{Event: string(event), State: string(from)}}
 	}
-	return te
+	return &TransitionError{Event: event, State: from, Err: ErrUnknownEvent,
+		Cause: looplab.UnknownEventError{Event: string(event)}}
 }
 
 // Validate checks a table against the structural rules New enforces.
