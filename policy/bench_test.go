@@ -98,16 +98,32 @@ func BenchmarkDecision(b *testing.B) {
 }
 
 // BenchmarkTurnWithThreeRetries is one whole turn on the engine alone: a
-// prompt, three transient errors with their backoffs, and a success.
+// prompt, three transient errors with their backoffs, and a success. A
+// turn adds two messages to the engine's context (the prompt and the
+// answer), so the turns are played on an engine made new, outside the
+// measurement, every turnsPerEngine turns: each op finds a context of at
+// most a few hundred messages, rather than one that grows with b.N and
+// makes the op measure the benchmark's own heap.
 func BenchmarkTurnWithThreeRetries(b *testing.B) {
-	e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
-	if err != nil {
-		b.Fatal(err)
+	const turnsPerEngine = 256
+	fresh := func() *policy.Engine {
+		e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return e
 	}
+	e := fresh()
 	at := t0
 	turn := newTurnPlayer()
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if i > 0 && i%turnsPerEngine == 0 {
+			b.StopTimer()
+			e = fresh()
+			b.StartTimer()
+		}
 		at = turn.play(b, e, at)
 	}
 }
