@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"context"
 	"regexp"
 	"slices"
 	"testing"
@@ -67,5 +68,22 @@ func TestLooplabIsConsulted(t *testing.T) {
 	tr, err := m.Step(t.Context(), transitions.Facts{Signal: transitions.RunEnded, Started: true})
 	require.NoError(t, err)
 	assert.Equal(t, transitions.Settle, tr.Event)
+	assert.Equal(t, states.Idle, m.State())
+}
+
+// TestMoveAllocatesNothing: a move between two states (looplab's Can and
+// SetState, no Event) allocates nothing.
+func TestMoveAllocatesNothing(t *testing.T) {
+	m := Default()
+	agentEnd := transitions.Facts{Signal: transitions.RunEnded, Started: true}
+	got := testing.AllocsPerRun(100, func() {
+		if _, err := m.Step(context.Background(), agentEnd); err != nil { // idle → classifying
+			panic(err)
+		}
+		if _, err := m.Step(context.Background(), agentEnd); err != nil { // settle: classifying → idle
+			panic(err)
+		}
+	})
+	assert.Zero(t, got)
 	assert.Equal(t, states.Idle, m.State())
 }
