@@ -17,11 +17,11 @@ import (
 // is atomic. The zero value is not usable: call New or Default.
 //
 // The current state lives in the Machine and nowhere else; every move
-// between two states is made by a looplab machine built from the same
-// rules, set to the current state for that move. Machines on the same rules
-// share one looplab machine (a session waiting out a backoff holds a few
-// words, not a looplab machine of its own; docs/policy.md §11 gives the
-// figures).
+// between two states is checked by a looplab machine built from the same
+// rules, set to the current state for that move and then to the
+// destination. Machines on the same rules share one looplab machine (a
+// session waiting out a backoff holds a few words, not a looplab machine of
+// its own; docs/policy.md §5 gives the figures).
 type Machine struct {
 	mu    sync.Mutex
 	state states.State
