@@ -162,7 +162,9 @@ func (e *Engine) SetCompactionEnabled(on bool) { e.cfg.Compaction.Enabled = on }
 // begin starts the effects of an input.
 func (e *Engine) begin() {
 	if e.out == nil {
-		e.out = make([]Effect, 0, 8) // the most one decision makes
+		// Room for what nearly every input makes (a retry's decision makes
+		// five); the rare input that makes more grows it.
+		e.out = make([]Effect, 0, 6)
 	}
 	e.out, e.entries = e.out[:0], e.entries[:0]
 	e.ctx.appended, e.ctx.appendedN = e.ctx.appended[:0], 0
