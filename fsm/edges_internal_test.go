@@ -87,3 +87,42 @@ func TestMoveAllocatesNothing(t *testing.T) {
 	assert.Zero(t, got)
 	assert.Equal(t, states.Idle, m.State())
 }
+
+// TestMovesAnswerAsLooplabEvent: from every state, every event of the table
+// (and one it does not have) is taken or refused as looplab's own Event
+// would take or refuse it on a machine built from the same table: the same
+// destination, or the same looplab error as the cause, under ErrNotAllowed
+// or ErrUnknownEvent.
+func TestMovesAnswerAsLooplabEvent(t *testing.T) {
+	rules := transitions.Table()
+	events := []transitions.Event{"jump", ""}
+	for _, r := range rules {
+		events = append(events, r.Event)
+	}
+	for _, s := range states.All() {
+		for _, ev := range events {
+			ref := looplab.NewFSM(string(s), looplabEvents(rules), nil)
+			want := ref.Event(context.Background(), string(ev))
+			m, err := DefaultIn(s)
+			require.NoError(t, err)
+			got := m.fire(context.Background(), ev)
+			if want == nil {
+				require.NoError(t, got, "%s in %s", ev, s)
+				assert.Equal(t, states.State(ref.Current()), m.State(), "%s in %s", ev, s)
+				continue
+			}
+			var te *TransitionError
+			require.ErrorAs(t, got, &te, "%s in %s: looplab says %v", ev, s, want)
+			assert.Equal(t, want, te.Cause, "%s in %s", ev, s)
+			switch want.(type) {
+			case looplab.UnknownEventError:
+				assert.ErrorIs(t, got, ErrUnknownEvent)
+			case looplab.InvalidEventError:
+				assert.ErrorIs(t, got, ErrNotAllowed)
+			default:
+				t.Fatalf("%s in %s: looplab's %T", ev, s, want)
+			}
+			assert.Equal(t, s, m.State(), "a refused move changes nothing")
+		}
+	}
+}
