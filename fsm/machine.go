@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -18,11 +17,11 @@ import (
 // is atomic. The zero value is not usable: call New or Default.
 //
 // The current state lives in the Machine and nowhere else; every move
-// between two states is made by a looplab machine built from the same
-// rules, set to the current state for that move. Machines on the same rules
-// share one looplab machine (a session waiting out a backoff holds a few
-// words, not a looplab machine of its own; docs/policy.md §11 gives the
-// figures).
+// between two states is checked by a looplab machine built from the same
+// rules, set to the current state for that move and then to the
+// destination. Machines on the same rules share one looplab machine (a
+// session waiting out a backoff holds a few words, not a looplab machine of
+// its own; docs/policy.md §5 gives the figures).
 type Machine struct {
 	mu    sync.Mutex
 	state states.State
@@ -30,12 +29,27 @@ type Machine struct {
 }
 
 // engine is a looplab machine on a validated table, shared by the Machines
-// built on it: each move sets it to the mover's state, fires the trigger and
-// reads the destination back, under its own lock.
+// built on it: each move sets it to the mover's state, asks it whether the
+// trigger may be taken there (Can) and sets it to the destination
+// (SetState), under its own lock. It never runs looplab's Event, whose
+// callback machinery this table has no use for (docs/policy.md §5).
 type engine struct {
 	mu    sync.Mutex
 	lf    *looplab.FSM
 	rules transitions.Rules
+	// moves lists, for each state, the rules that leave it, in table
+	// order, each with the Transition taking it makes: Step tries only
+	// those, and builds nothing.
+	moves map[states.State][]move
+	// to is, for each trigger handed to looplab, its destination: the Dst
+	// looplab was given, which it does not let be read back.
+	to map[transitions.Trigger]states.State
+}
+
+// move is one rule as Step takes it from one source state.
+type move struct {
+	holds func(states.State, transitions.Facts) bool
+	tr    Transition
 }
 
 // New validates rules and builds a Machine on them, starting in states.Idle.
@@ -56,6 +70,24 @@ func New(rules []transitions.Rule) (*Machine, error) {
 // never changed after. Internal rules have no looplab event: they never
 // move it.
 func build(rules transitions.Rules) *engine {
+	events := looplabEvents(rules)
+	to := make(map[transitions.Trigger]states.State, len(events))
+	for _, ev := range events {
+		to[transitions.Trigger(ev.Name)] = states.State(ev.Dst)
+	}
+	moves := map[states.State][]move{}
+	for _, r := range rules {
+		for _, from := range r.From {
+			tr := Transition{From: from, To: r.Target(from), Trigger: r.Trigger, Guard: r.Guard.Name, Actions: r.Actions}
+			moves[from] = append(moves[from], move{holds: r.Guard.Holds, tr: tr})
+		}
+	}
+	return &engine{lf: looplab.NewFSM(string(states.Idle), events, nil), rules: rules, moves: moves, to: to}
+}
+
+// looplabEvents is rules as looplab's events: each rule's event from the
+// sources it leaves (not those where it is internal) to its destination.
+func looplabEvents(rules transitions.Rules) looplab.Events {
 	events := make(looplab.Events, 0, len(rules))
 	for _, r := range rules {
 		var src []string
@@ -68,7 +100,7 @@ func build(rules transitions.Rules) *engine {
 			events = append(events, looplab.EventDesc{Name: string(r.Trigger), Src: src, Dst: string(r.To)})
 		}
 	}
-	return &engine{lf: looplab.NewFSM(string(states.Idle), events, nil), rules: rules}
+	return events
 }
 
 // defaultEngine is on transitions.Table(), validated once and shared by
@@ -122,31 +154,38 @@ func (t Transition) Internal() bool { return t.From == t.To }
 // which case the state is unchanged. That error is made once for each state
 // and returned as is every time, so that an input no rule takes costs no
 // allocation: do not change it. An internal rule changes no state and does
-// not involve looplab.
+// not involve looplab. A move looplab does not allow from the current
+// state is refused (ErrNotAllowed or ErrUnknownEvent), whatever the rule
+// says, and the state is unchanged.
 //
-// ctx is never handed to the underlying machine as is: a cancelled context
-// would leave it stuck mid-transition for good. Its values are kept and its
-// cancellation ignored, so a cancelled ctx still moves the machine;
-// cancellation is the caller's to turn into the cancel trigger.
+// ctx never reaches looplab: a move asks looplab's Can and sets its state,
+// which take no context (a cancelled one handed to looplab's Event would
+// leave it stuck mid-transition for good). A cancelled ctx still moves the
+// machine; cancellation is the caller's to turn into the cancel trigger.
 func (m *Machine) Step(ctx context.Context, f transitions.Facts) (Transition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	from := m.state
-	r, ok := m.eng.rules.Next(from, f)
-	if !ok {
-		if err, ok := noRule[from]; ok {
+	// The rule the table's Next picks: the first, in table order, that
+	// leaves from and whose guard holds.
+	moves := m.eng.moves[from]
+	for i := range moves {
+		mv := &moves[i]
+		if !mv.holds(from, f) {
+			continue
+		}
+		if mv.tr.Internal() {
+			return mv.tr, nil
+		}
+		if err := m.move(mv.tr.Trigger, mv.tr.To); err != nil {
 			return Transition{}, err
 		}
-		return Transition{}, &TransitionError{State: from, Err: ErrNoRule}
+		return mv.tr, nil
 	}
-	tr := Transition{From: from, To: r.Target(from), Trigger: r.Trigger, Guard: r.Guard.Name, Actions: r.Actions}
-	if tr.Internal() {
-		return tr, nil
-	}
-	if err := m.fire(ctx, r.Trigger); err != nil {
+	if err, ok := noRule[from]; ok {
 		return Transition{}, err
 	}
-	return tr, nil
+	return Transition{}, &TransitionError{State: from, Err: ErrNoRule}
 }
 
 // noRule holds Step's ErrNoRule error for each state, made once.
@@ -160,47 +199,40 @@ var noRule = func() map[states.State]*TransitionError {
 
 // fire takes the rule of trigger t from the current state, without
 // evaluating its guard; the caller holds m.mu. It returns a
-// *TransitionError wrapping ErrUnknownEvent or ErrNotAllowed when the
-// trigger cannot be taken, and the state is then unchanged.
-func (m *Machine) fire(ctx context.Context, t transitions.Trigger) error {
-	if ctx == nil {
-		ctx = context.Background()
-	}
+// *TransitionError wrapping ErrUnknownEvent or ErrNotAllowed when the trigger
+// cannot be taken, and the state is then unchanged. ctx never reaches
+// looplab (see Step); it is accepted for the callers that have one.
+func (m *Machine) fire(_ context.Context, t transitions.Trigger) error {
+	return m.move(t, m.eng.to[t])
+}
+
+// move takes trigger t from the current state to `to` on the shared looplab
+// machine, the caller holding m.mu: set to the current state, looplab
+// says whether t leaves it (Can: its own table of moves, consulted
+// whatever the rules say) and is set to the destination. It allocates
+// nothing. A refusal is a *TransitionError wrapping ErrNotAllowed (the
+// trigger leaves some other state) or ErrUnknownEvent (it leaves none), with
+// the looplab error its Event would have returned as the Cause.
+func (m *Machine) move(t transitions.Trigger, to states.State) error {
 	from := m.state
-	if ctx.Done() != nil {
-		// A context that can be cancelled never reaches looplab.
-		ctx = context.WithoutCancel(ctx)
-	}
 	e := m.eng
 	e.mu.Lock()
 	e.lf.SetState(string(from))
-	err := e.lf.Event(ctx, string(t))
-	to := states.State(e.lf.Current())
+	ok := e.lf.Can(string(t))
+	if ok {
+		e.lf.SetState(string(to))
+	}
 	e.mu.Unlock()
-	if err == nil {
+	if ok {
 		m.state = to
 		return nil
 	}
-	te := &TransitionError{Trigger: t, State: from, Cause: err}
-	var (
-		unknown  looplab.UnknownEventError
-		invalid  looplab.InvalidEventError
-		inTrans  looplab.InTransitionError
-		internal looplab.InternalError
-	)
-	switch {
-	case errors.As(err, &unknown):
-		te.Err = ErrUnknownEvent
-	case errors.As(err, &invalid):
-		te.Err = ErrNotAllowed
-	case errors.As(err, &inTrans):
-		te.Err = ErrInTransition
-	case errors.As(err, &internal):
-		te.Err = ErrInternal
-	default:
-		te.Err = ErrInternal
+	if _, known := e.to[t]; known {
+		return &TransitionError{Trigger: t, State: from, Err: ErrNotAllowed,
+			Cause: looplab.InvalidEventError{Event: string(t), State: string(from)}}
 	}
-	return te
+	return &TransitionError{Trigger: t, State: from, Err: ErrUnknownEvent,
+		Cause: looplab.UnknownEventError{Event: string(t)}}
 }
 
 // Validate checks a table against the structural rules New enforces.

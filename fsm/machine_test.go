@@ -104,10 +104,11 @@ func TestStep(t *testing.T) {
 	assert.Equal(t, states.Idle, m.State())
 }
 
-// TestLooplabWedgesOnCancelledContext shows the hazard the Machine guards
-// against: looplab v1.0.3 handed an already cancelled context stays "in
-// transition" for good. If this test ever fails, the dependency changed and
-// the guard in Fire can be revisited.
+// TestLooplabWedgesOnCancelledContext shows the hazard design.md forbids:
+// looplab v1.0.3 handed an already cancelled context by its Event stays "in
+// transition" for good. A Machine never calls Event (a move asks Can and
+// sets the state, which take no context); this test keeps the reason on
+// record, and fails if the dependency changes.
 func TestLooplabWedgesOnCancelledContext(t *testing.T) {
 	lf := looplab.NewFSM("a", looplab.Events{{Name: "go", Src: []string{"a"}, Dst: "b"}, {Name: "back", Src: []string{"b"}, Dst: "a"}}, nil)
 	ctx, cancel := context.WithCancel(context.Background())

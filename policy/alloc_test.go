@@ -6,28 +6,17 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
-	"github.com/agentfsm/agentfsm/internal/baseline"
 	"github.com/agentfsm/agentfsm/policy"
 )
 
-// The engine's allocations, counted against a bare looplab Event's counted
-// in the same test (docs/performance.md): a count, not a time, so that the
-// test holds on a loaded machine. A decision takes two looplab events
-// (agent_end, retry) and a turn with three retries eleven.
-
-// looplabAllocs is what one bare looplab Event allocates.
-func looplabAllocs() float64 {
-	event := baseline.LooplabEvent()
-	return testing.AllocsPerRun(100, func() {
-		if err := event(); err != nil {
-			panic(err)
-		}
-	})
-}
+// The engine's allocations, counted exactly (docs/performance.md): a count,
+// not a time, so that the test holds on a loaded machine. A move between
+// two states allocates nothing (package fsm asks looplab's Can and sets its
+// state, TestMoveAllocatesNothing there), so what is left is the engine's
+// own; the aim for a turn is 60.
 
 // TestDecisionAllocations: the decision at a run's end on a transient
-// error allocates what its two looplab events do and one value besides,
-// auto_retry_start in its Event interface.
+// error allocates one value, auto_retry_start in its Event interface.
 func TestDecisionAllocations(t *testing.T) {
 	const runs = 50
 	type ready struct {
@@ -49,21 +38,23 @@ func TestDecisionAllocations(t *testing.T) {
 	for _, r := range pool {
 		require.Equal(t, "backoff", string(r.e.Status().State))
 	}
-	base := looplabAllocs()
-	assert.LessOrEqual(t, got, 2*base+1, "a decision allocates %v, a looplab Event %v", got, base)
+	assert.LessOrEqual(t, got, float64(1+poolMisses), "a decision allocates %v", got)
 }
 
-// TestTurnAllocations: a turn with three retries (its eleven looplab
-// events aside) allocates no more than 45 values: the prompt and its ID,
-// each run and its messages, the effects' buffers after each wait, and the
-// events that carry data.
+// TestTurnAllocations: a turn with three retries allocates no more than 39
+// values (the aim: 60): the prompt and its ID,
+// each run (its first message inside it) and its messages, the effects'
+// buffers after each wait, and the events that carry data.
 func TestTurnAllocations(t *testing.T) {
+	// A prompt, four runs of four events and a return each, three timers:
+	// under the race detector each may miss the pool once (it drops a
+	// quarter of what is put back).
+	const turnInputs = 1 + 4*5 + 3
 	e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
 	require.NoError(t, err)
 	at := t0
 	turn := newTurnPlayer()
 	got := testing.AllocsPerRun(20, func() { at = turn.play(t, e, at) })
-	base := looplabAllocs()
-	assert.LessOrEqual(t, got, 11*base+45, "a turn allocates %v, a looplab Event %v", got, base)
+	assert.LessOrEqual(t, got, float64(39+turnInputs*poolMisses), "a turn allocates %v", got)
 	assert.Equal(t, "idle", string(e.Status().State))
 }

@@ -59,8 +59,12 @@ func runOfB(b testing.TB, effects []policy.Effect) policy.RunID {
 
 // BenchmarkDecision is the decision at a run's end on a transient error:
 // from RunReturned to the machine in backoff, auto_retry_start and the
-// timer among the effects. It cycles through a pool of engines whose runs
-// have ended; bringing them back is outside the measurement.
+// timer among the effects. Each op finds the same engine state: a new
+// engine whose first prompt's run ended on a 503, out of the processor's
+// cache (the benchmark cycles through a pool of 1,024 of them). When the
+// pool is used up, it is filled again with new engines, outside the
+// measurement: an engine taken through another prompt would carry a longer
+// context, and each op would measure more than the one before.
 func BenchmarkDecision(b *testing.B) {
 	type ready struct {
 		e   *policy.Engine
@@ -68,23 +72,23 @@ func BenchmarkDecision(b *testing.B) {
 	}
 	pool := make([]ready, 1024)
 	at := t0
-	for i := range pool {
-		e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
-		if err != nil {
-			b.Fatal(err)
+	fill := func() {
+		for i := range pool {
+			e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
+			if err != nil {
+				b.Fatal(err)
+			}
+			pool[i] = ready{e, ended(b, e, at)}
 		}
-		pool[i] = ready{e, ended(b, e, at)}
 	}
+	fill()
 	next := 0
 	b.ReportAllocs()
 	b.ResetTimer()
 	for range b.N {
 		if next == len(pool) {
 			b.StopTimer()
-			for i, r := range pool {
-				r.e.AbortRetry(at)
-				pool[i].run = ended(b, r.e, at)
-			}
+			fill()
 			next = 0
 			b.StartTimer()
 		}
@@ -95,16 +99,32 @@ func BenchmarkDecision(b *testing.B) {
 }
 
 // BenchmarkTurnWithThreeRetries is one whole turn on the engine alone: a
-// prompt, three transient errors with their backoffs, and a success.
+// prompt, three transient errors with their backoffs, and a success. A
+// turn adds two messages to the engine's context (the prompt and the
+// answer), so the turns are played on an engine made new, outside the
+// measurement, every turnsPerEngine turns: each op finds a context of at
+// most a few hundred messages, rather than one that grows with b.N and
+// makes the op measure the benchmark's own heap.
 func BenchmarkTurnWithThreeRetries(b *testing.B) {
-	e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
-	if err != nil {
-		b.Fatal(err)
+	const turnsPerEngine = 256
+	fresh := func() *policy.Engine {
+		e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return e
 	}
+	e := fresh()
 	at := t0
 	turn := newTurnPlayer()
 	b.ReportAllocs()
-	for b.Loop() {
+	b.ResetTimer()
+	for i := 0; b.Loop(); i++ {
+		if i > 0 && i%turnsPerEngine == 0 {
+			b.StopTimer()
+			e = fresh()
+			b.StartTimer()
+		}
 		at = turn.play(b, e, at)
 	}
 }

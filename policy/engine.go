@@ -52,8 +52,7 @@ type Engine struct {
 
 	out     []Effect
 	entries []transcript.Entry // recorded by the input in progress
-	raised  []step             // steps raised by the input in progress, not yet taken
-	cur     step               // the step whose rule's actions are running (take)
+	raised  []step  // steps raised by the input in progress, not yet taken
 }
 
 // Setup is what an Engine is made from.
@@ -167,7 +166,9 @@ func (e *Engine) SetCompactionEnabled(on bool) { e.cfg.Compaction.Enabled = on }
 // begin starts the effects of an input.
 func (e *Engine) begin() {
 	if e.out == nil {
-		e.out = make([]Effect, 0, 8) // the most one decision makes
+		// Room for what nearly every input makes (a retry's decision makes
+		// five); the rare input that makes more grows it.
+		e.out = make([]Effect, 0, 6)
 	}
 	e.out, e.entries = e.out[:0], e.entries[:0]
 	e.ctx.appended, e.ctx.appendedN = e.ctx.appended[:0], 0

@@ -27,6 +27,9 @@ type run struct {
 	aborted  bool
 	messages []transcript.Message
 	last     *transcript.Message // the run's last assistant message
+	// first holds messages' first element: most runs end after one
+	// message, which then costs no allocation of its own.
+	first [1]transcript.Message
 }
 
 // RunReturn is how a run ended, as its driver saw it.
@@ -140,6 +143,9 @@ func (e *Engine) complete(at time.Time, m transcript.Message) transcript.Message
 // onMessageEnd records a finished message; an assistant message steps the
 // machine (a success ends the overflow episode and a retry chain).
 func (e *Engine) onMessageEnd(at time.Time, r *run, m transcript.Message) {
+	if r.messages == nil {
+		r.messages = r.first[:0:1]
+	}
 	r.messages = append(r.messages, m)
 	e.recordMessage(&m)
 	if m.Role != transcript.RoleAssistant {

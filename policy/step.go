@@ -2,6 +2,7 @@ package policy
 
 import (
 	"context"
+	"sync"
 	"time"
 
 	"github.com/agentfsm/agentfsm/events"
@@ -51,18 +52,23 @@ func (e *Engine) drain() {
 	e.raised = e.raised[:0]
 }
 
-// take takes the rules that apply to s, as fire says. The actions are
-// given the engine's own copy of s (cur), so that calling them through
-// their table does not move every input's step to the heap.
+// take takes the rules that apply to in, as fire says. The actions are
+// given a copy of in from a pool (steps), so that calling them through
+// their table does not move every input's step to the heap, and an engine
+// keeps no step of its own while it waits.
 func (e *Engine) take(in *step) bool {
-	e.cur = *in
-	took := e.takeCur()
-	e.cur = step{} // a waiting engine keeps no message through it
+	s := steps.Get().(*step)
+	*s = *in
+	took := e.takeStep(s)
+	*s = step{} // the pool keeps no message through it
+	steps.Put(s)
 	return took
 }
 
-func (e *Engine) takeCur() bool {
-	s := &e.cur
+// steps holds the steps take hands to the actions.
+var steps = sync.Pool{New: func() any { return new(step) }}
+
+func (e *Engine) takeStep(s *step) bool {
 	took := false
 	for {
 		tr, err := e.machine.Step(context.Background(), s.facts)
@@ -95,14 +101,15 @@ func onward(s states.State) bool { return s == states.Classifying || s.PassThrou
 func (e *Engine) raise(s step) { e.raised = append(e.raised, s) }
 
 // stateChanges holds one StateChange per edge of the table, already in an
-// Event interface, so reporting a transition allocates nothing.
-var stateChanges = func() map[events.StateChange]events.Event {
-	out := map[events.StateChange]events.Event{}
+// events.Event interface, so reporting a transition allocates nothing: for
+// each trigger, its edges. Keyed by the trigger alone, so that finding one
+// hashes one short string rather than three.
+var stateChanges = func() map[transitions.Trigger][]events.Event {
+	out := map[transitions.Trigger][]events.Event{}
 	for _, r := range transitions.Table() {
 		for _, from := range r.From {
 			if !r.Internal(from) {
-				sc := events.StateChange{From: from, To: r.To, Trigger: r.Trigger}
-				out[sc] = sc
+				out[r.Trigger] = append(out[r.Trigger], events.StateChange{From: from, To: r.To, Trigger: r.Trigger})
 			}
 		}
 	}
@@ -110,9 +117,10 @@ var stateChanges = func() map[events.StateChange]events.Event {
 }()
 
 func stateChangeEvent(from, to states.State, t transitions.Trigger) events.Event {
-	sc := events.StateChange{From: from, To: to, Trigger: t}
-	if ev, ok := stateChanges[sc]; ok {
-		return ev
+	for _, boxed := range stateChanges[t] {
+		if sc := boxed.(events.StateChange); sc.From == from && sc.To == to {
+			return boxed
+		}
 	}
-	return sc
+	return events.StateChange{From: from, To: to, Trigger: t}
 }
