@@ -295,7 +295,10 @@ func TestSummaryHoldsToTheRule(t *testing.T) {
 // names it in valid text.
 func TestCredentialIDHoldsToTheRule(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		creds := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "team-\xff", Provider: "scripted", Type: "api_key"})
+		creds, err := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "team-\xff", Provider: "scripted", Type: "api_key"})
+		if err != nil {
+			t.Fatal(err)
+		}
 		s, rec := newSessionOn(t, playing(answer(assistant("error", service503))), session.WithCredentials(creds))
 		require.NoError(t, s.Prompt(context.Background(), "go"))
 		var seen bool
