@@ -228,7 +228,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithSnapshot makes New restore the session a Snapshot was taken of, on its
 // history (WithHistory): same identity, settings, state, attempt and
 // backoff deadline (see policy.Restore: a run or compaction that was in
-// flight is restored as interrupted). The snapshot's settings and session
+// flight is taken as interrupted). The snapshot's settings and session
 // ID win over WithConfig and WithSessionID.
 func WithSnapshot(snap policy.Snapshot) Option {
 	return func(s *Session) error { s.restore = &snap; return nil }
@@ -590,8 +590,9 @@ func (s *Session) Status() policy.Status {
 }
 
 // Snapshot returns the session's engine as a serializable value, to restore
-// it in another process with WithSnapshot and the same history. Taken with
-// nothing in flight (idle, or waiting out a backoff), it restores exactly.
+// it in another process with WithSnapshot and the same history. A snapshot
+// taken with nothing in flight (idle, or waiting out a backoff) is restored
+// exactly.
 func (s *Session) Snapshot() (policy.Snapshot, error) {
 	var snap policy.Snapshot
 	err := s.do(func() { snap = s.x.engine.Snapshot() })
