@@ -93,9 +93,9 @@ type core struct {
 
 // Option configures New.
 //
-// An option given nil (a nil History, credentials.CredentialStore, Summarizer, random
-// source, Logger or Observer) is refused like any invalid option: New
-// fails with an error that names it. To keep a default, leave the option
+// An option given nil (a nil history.History, credentials.CredentialStore,
+// Summarizer, random source, slog.Logger or Observer) is refused like any
+// invalid option: New fails with an error that names it. To keep a default, leave the option
 // out.
 type Option func(*Session) error
 
@@ -655,7 +655,7 @@ func (s *Session) do(f func()) error {
 	finished := make(chan struct{})
 	if !s.post(func() {
 		f()
-		// What f changed is what the caller reads next, from the getters.
+		// What f changed is what the caller reads next, from Status.
 		s.rest()
 		close(finished)
 	}) {
@@ -706,7 +706,7 @@ func (s *Session) drain() {
 	}
 }
 
-// publish copies the engine's status into the value the getters read.
+// publish copies the engine's status into the value Status reads.
 func (s *Session) publish() {
 	st := s.x.engine.Status()
 	s.statusMu.Lock()
@@ -714,7 +714,7 @@ func (s *Session) publish() {
 	s.statusMu.Unlock()
 }
 
-// rest runs after every closure: the getters read the new state, and the
+// rest runs after every closure: Status reads the new state, and the
 // callers of Abort are released once nothing is in flight.
 func (s *Session) rest() {
 	s.publish()
