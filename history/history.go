@@ -43,8 +43,11 @@ type Tailer interface {
 }
 
 // Load reads h as a session starts on it: its tail when it is a
-// Tailer, else every entry.
+// Tailer, else every entry. A nil h is ErrNilHistory.
 func Load(h History) (before int, entries []transcript.Entry, err error) {
+	if h == nil {
+		return 0, nil, ErrNilHistory
+	}
 	if t, ok := h.(Tailer); ok {
 		return t.Tail()
 	}
@@ -83,7 +86,8 @@ func tailStart(entries []transcript.Entry) int {
 }
 
 // MemoryHistory is a History held in memory. The zero value is empty and
-// ready to use.
+// ready to use; a nil *MemoryHistory fails every Append, Entries and Tail
+// with ErrNilHistory.
 type MemoryHistory struct {
 	mu      sync.Mutex
 	entries []transcript.Entry
@@ -92,6 +96,9 @@ type MemoryHistory struct {
 // Append implements History; it fails only for an invalid entry, and then
 // adds none.
 func (h *MemoryHistory) Append(entries ...transcript.Entry) error {
+	if h == nil {
+		return ErrNilHistory
+	}
 	for _, e := range entries {
 		if err := checkEntry(e); err != nil {
 			return err
@@ -103,8 +110,12 @@ func (h *MemoryHistory) Append(entries ...transcript.Entry) error {
 	return nil
 }
 
-// Entries implements History. It never yields an error.
+// Entries implements History. It never yields an error, but on a nil
+// *MemoryHistory ErrNilHistory.
 func (h *MemoryHistory) Entries() iter.Seq2[transcript.Entry, error] {
+	if h == nil {
+		return func(yield func(transcript.Entry, error) bool) { yield(transcript.Entry{}, ErrNilHistory) }
+	}
 	h.mu.Lock()
 	entries := h.entries // append-only: what it holds now never changes
 	h.mu.Unlock()
@@ -119,6 +130,9 @@ func (h *MemoryHistory) Entries() iter.Seq2[transcript.Entry, error] {
 
 // Tail implements Tailer.
 func (h *MemoryHistory) Tail() (before int, entries []transcript.Entry, err error) {
+	if h == nil {
+		return 0, nil, ErrNilHistory
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := tailStart(h.entries)
@@ -192,9 +206,9 @@ var (
 	// has the file open.
 	ErrHistoryLocked = errors.New("history: history file in use by another writer")
 	// ErrNilHistory: a method was called on a nil *FileHistory (such as
-	// the result of an OpenFileHistory that failed): it appends and reads
-	// nothing.
-	ErrNilHistory = errors.New("history: nil *FileHistory (open one with OpenFileHistory)")
+	// the result of an OpenFileHistory that failed) or *MemoryHistory, or
+	// Load was given a nil History: it appends and reads nothing.
+	ErrNilHistory = errors.New("history: nil history (open a FileHistory with OpenFileHistory, or use a new MemoryHistory)")
 )
 
 // OpenFileHistory opens (or creates, readable and writable by its owner
