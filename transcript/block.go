@@ -345,21 +345,34 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 			m.Content = TextContent(s)
 		}
 	case w.Content != nil && string(w.Content) != "null":
-		var raws []json.RawMessage
-		if err := json.Unmarshal(w.Content, &raws); err != nil {
-			return decodeErr(fmt.Sprintf("message %q: content", w.ID), err)
+		var blocks []Block
+		if err := json.Unmarshal(w.Content, &blocks); err != nil {
+			return contentError(w.ID, w.Content, err)
 		}
-		for i, raw := range raws {
-			var b Block
-			if err := b.UnmarshalJSON(raw); err != nil {
-				return decodeErr(fmt.Sprintf("message %q: content: block %d", w.ID, i), err)
-			}
-			m.Content = append(m.Content, b)
+		if len(blocks) > 0 {
+			m.Content = blocks
 		}
 	default:
 		m.legacyContent(w.Text, w.Images)
 	}
 	return nil
+}
+
+// contentError is the error of a message's content that did not decode
+// (err): it names the block at fault by its index, found by reading the
+// blocks again one by one (only on this path, so that a message that
+// decodes pays for no second pass).
+func contentError(id string, content json.RawMessage, err error) error {
+	var raws []json.RawMessage
+	if json.Unmarshal(content, &raws) == nil {
+		for i, raw := range raws {
+			var b Block
+			if berr := b.UnmarshalJSON(raw); berr != nil {
+				return decodeErr(fmt.Sprintf("message %q: content: block %d", id, i), berr)
+			}
+		}
+	}
+	return decodeErr(fmt.Sprintf("message %q: content", id), err)
 }
 
 // legacyContent sets the content of a message written before content

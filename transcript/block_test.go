@@ -148,3 +148,12 @@ func TestErrorsInThePackagesWords(t *testing.T) {
 		}
 	}
 }
+
+// The block at fault is named by its index, whichever it is.
+func TestMessageContentErrorNamesTheBlock(t *testing.T) {
+	var m transcript.Message
+	err := json.Unmarshal([]byte(`{"id":"m","content":[{"type":"text","text":"a"},{"type":"toolCall","id":"c","arguments":[]}]}`), &m)
+	assert.EqualError(t, err, `transcript: message "m": content: block 1: tool call "c": arguments are not a JSON object`)
+	err = json.Unmarshal([]byte(`{"id":"m","content":{"type":"text"}}`), &m)
+	assert.EqualError(t, err, `transcript: message "m": content: an object where an array was expected`)
+}

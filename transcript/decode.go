@@ -39,7 +39,8 @@ func decodeErr(what string, err error) error {
 		}
 		return &decodeError{what: what, msg: msg, err: err}
 	}
-	return &decodeError{what: what, msg: strings.TrimPrefix(err.Error(), "json: "), err: err}
+	msg := strings.TrimPrefix(strings.TrimPrefix(err.Error(), "json: "), "transcript: ")
+	return &decodeError{what: what, msg: msg, err: err}
 }
 
 // jsonValue names the JSON value encoding/json met: "number", "string",
