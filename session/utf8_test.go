@@ -368,7 +368,7 @@ func TestUnwritableMessageIsTheAgentsError(t *testing.T) {
 				err = s.Prompt(context.Background(), "go")
 				require.ErrorIs(t, err, policy.ErrProvider)
 				assert.NotErrorIs(t, err, policy.ErrHistory)
-				assert.Contains(t, err.Error(), "the agent's assistant message \"a1\" cannot be written: block 1: "+c.says)
+				assert.Contains(t, err.Error(), "the agent's assistant message \"a1\" cannot be written: transcript: block 1: "+c.says)
 				<-cancelled
 
 				msgs := s.Messages()
