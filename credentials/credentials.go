@@ -121,17 +121,35 @@ type memCredential struct {
 
 type usageKey struct{ provider, sessionID string }
 
+// credKey is how a credential is known: its provider and ID.
+type credKey struct{ provider, id string }
+
 // NewMemoryCredentials returns a store holding creds, in order within each
 // provider. now is the clock it blocks credentials by; nil means time.Now.
-func NewMemoryCredentials(now func() time.Time, creds ...policy.Credential) *MemoryCredentials {
+//
+// A credential is known by its provider and ID (BlockedUntil, the events
+// that name it), so every credential must have an ID, and no two of one
+// provider may share one: the error names the first that does not hold,
+// by its index in creds, and no store is returned. The same ID under two
+// providers is two credentials.
+func NewMemoryCredentials(now func() time.Time, creds ...policy.Credential) (*MemoryCredentials, error) {
 	if now == nil {
 		now = time.Now
 	}
 	m := &MemoryCredentials{now: now, providers: map[string][]*memCredential{}, lastUsed: map[usageKey]int{}}
-	for _, c := range creds {
+	seen := map[credKey]int{} // index in creds
+	for i, c := range creds {
+		if c.ID == "" {
+			return nil, fmt.Errorf("credentials: credential %d (provider %q) has no ID", i, c.Provider)
+		}
+		key := credKey{c.Provider, c.ID}
+		if j, dup := seen[key]; dup {
+			return nil, fmt.Errorf("credentials: credential %d: provider %q already has a credential %q (credential %d)", i, c.Provider, c.ID, j)
+		}
+		seen[key] = i
 		m.providers[c.Provider] = append(m.providers[c.Provider], &memCredential{Credential: c})
 	}
-	return m
+	return m, nil
 }
 
 // Current implements CredentialStore.

@@ -23,7 +23,10 @@ func TestMemoryCredentials(t *testing.T) {
 		{ID: "k1", Provider: "p", Type: "api_key"},
 		{ID: "k2", Provider: "p", Type: "api_key"},
 	}
-	store := credentials.NewMemoryCredentials(clock, creds...)
+	store, err := credentials.NewMemoryCredentials(clock, creds...)
+	if err != nil {
+		t.Fatal(err)
+	}
 
 	h := fnv.New32a()
 	h.Write([]byte("sess"))
@@ -57,9 +60,12 @@ func TestMemoryCredentials(t *testing.T) {
 }
 
 func TestMemoryCredentialsBaseURL(t *testing.T) {
-	store := credentials.NewMemoryCredentials(nil,
+	store, err := credentials.NewMemoryCredentials(nil,
 		policy.Credential{ID: "eu", Provider: "p", Type: "api_key", BaseURL: "https://eu.example"},
 		policy.Credential{ID: "us", Provider: "p", Type: "api_key", BaseURL: "https://us.example"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	// Only one credential serves the EU endpoint: no switch there.
 	assert.False(t, store.MarkUsageLimitReached("p", "s", time.Minute, "https://eu.example"))
 }
@@ -83,10 +89,13 @@ func sessionsAt(i, n, count int) []string {
 // session on A, a usage limit switches to C, and Current never hands out B.
 func TestMemoryCredentialsSwitchAndCurrentAgreeOnType(t *testing.T) {
 	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
-	store := credentials.NewMemoryCredentials(func() time.Time { return now },
+	store, err := credentials.NewMemoryCredentials(func() time.Time { return now },
 		policy.Credential{ID: "A", Provider: "p", Type: "api_key"},
 		policy.Credential{ID: "B", Provider: "p", Type: "oauth"},
 		policy.Credential{ID: "C", Provider: "p", Type: "api_key"})
+	if err != nil {
+		t.Fatal(err)
+	}
 	onA := sessionsAt(0, 3, 1)[0]
 	c, _ := store.Current("p", onA)
 	require.Equal(t, "A", c.ID)
@@ -140,7 +149,10 @@ func TestMemoryCredentialsOneRuleProperty(t *testing.T) {
 		for i := range n {
 			creds = append(creds, policy.Credential{ID: fmt.Sprint("k", i), Provider: "p", Type: rapid.SampledFrom(types).Draw(t, "type")})
 		}
-		store := credentials.NewMemoryCredentials(func() time.Time { return now }, creds...)
+		store, err := credentials.NewMemoryCredentials(func() time.Time { return now }, creds...)
+		if err != nil {
+			t.Fatal(err)
+		}
 		sessions := []string{"s0", "s1", "s2", "s3"}
 		startType := func(id string) string {
 			h := fnv.New32a()
@@ -237,4 +249,31 @@ func TestMemoryCredentialsZeroValue(t *testing.T) {
 	assert.False(t, ok)
 	assert.False(t, store.MarkUsageLimitReached("p", "s", time.Second, ""))
 	assert.True(t, store.BlockedUntil("p", "k").IsZero())
+}
+
+// Two credentials of one provider with one ID would be one credential to
+// MarkUsageLimitReached's switch and another to Current: the store would
+// report a switch and hand out the same ID again. The constructor refuses
+// them, naming the duplicate; the same ID under two providers is two
+// credentials.
+func TestNewMemoryCredentialsRefusesDuplicates(t *testing.T) {
+	_, err := credentials.NewMemoryCredentials(nil,
+		policy.Credential{ID: "k0", Provider: "p", Type: "api_key"},
+		policy.Credential{ID: "k1", Provider: "p", Type: "api_key"},
+		policy.Credential{ID: "k0", Provider: "p", Type: "api_key", BaseURL: "https://elsewhere"},
+	)
+	require.Error(t, err)
+	assert.ErrorContains(t, err, `credentials: credential 2: provider "p" already has a credential "k0" (credential 0)`)
+
+	_, err = credentials.NewMemoryCredentials(nil, policy.Credential{Provider: "p", Type: "api_key"})
+	assert.EqualError(t, err, `credentials: credential 0 (provider "p") has no ID`)
+
+	store, err := credentials.NewMemoryCredentials(nil,
+		policy.Credential{ID: "k0", Provider: "p", Type: "api_key"},
+		policy.Credential{ID: "k0", Provider: "q", Type: "api_key"},
+	)
+	require.NoError(t, err)
+	c, ok := store.Current("q", "s")
+	require.True(t, ok)
+	assert.Equal(t, "q", c.Provider)
 }

@@ -43,8 +43,11 @@ type Tailer interface {
 }
 
 // Load reads h as a session starts on it: its tail when it is a
-// Tailer, else every entry.
+// Tailer, else every entry. A nil h is ErrNilHistory.
 func Load(h History) (before int, entries []transcript.Entry, err error) {
+	if h == nil {
+		return 0, nil, ErrNilHistory
+	}
 	if t, ok := h.(Tailer); ok {
 		return t.Tail()
 	}
@@ -83,7 +86,8 @@ func tailStart(entries []transcript.Entry) int {
 }
 
 // MemoryHistory is a History held in memory. The zero value is empty and
-// ready to use.
+// ready to use; a nil *MemoryHistory fails every Append, Entries and Tail
+// with ErrNilHistory.
 type MemoryHistory struct {
 	mu      sync.Mutex
 	entries []transcript.Entry
@@ -92,6 +96,9 @@ type MemoryHistory struct {
 // Append implements History; it fails only for an invalid entry, and then
 // adds none.
 func (h *MemoryHistory) Append(entries ...transcript.Entry) error {
+	if h == nil {
+		return ErrNilHistory
+	}
 	for _, e := range entries {
 		if err := checkEntry(e); err != nil {
 			return err
@@ -103,8 +110,12 @@ func (h *MemoryHistory) Append(entries ...transcript.Entry) error {
 	return nil
 }
 
-// Entries implements History. It never yields an error.
+// Entries implements History. It never yields an error, but on a nil
+// *MemoryHistory ErrNilHistory.
 func (h *MemoryHistory) Entries() iter.Seq2[transcript.Entry, error] {
+	if h == nil {
+		return func(yield func(transcript.Entry, error) bool) { yield(transcript.Entry{}, ErrNilHistory) }
+	}
 	h.mu.Lock()
 	entries := h.entries // append-only: what it holds now never changes
 	h.mu.Unlock()
@@ -119,6 +130,9 @@ func (h *MemoryHistory) Entries() iter.Seq2[transcript.Entry, error] {
 
 // Tail implements Tailer.
 func (h *MemoryHistory) Tail() (before int, entries []transcript.Entry, err error) {
+	if h == nil {
+		return 0, nil, ErrNilHistory
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	i := tailStart(h.entries)
@@ -127,6 +141,8 @@ func (h *MemoryHistory) Tail() (before int, entries []transcript.Entry, err erro
 
 // FileHistory is a History stored as JSON lines: one entry per line,
 // appended and synced to disk before Append returns. Close it when done.
+// A nil *FileHistory fails every Append, Entries and Tail with
+// ErrNilHistory, rather than panicking.
 //
 // It keeps no entry in memory, only where its lines are: the size of the
 // file, the number of entries, and where its tail starts (see Tail).
@@ -189,6 +205,10 @@ var (
 	// ErrHistoryLocked: another FileHistory, in this process or another,
 	// has the file open.
 	ErrHistoryLocked = errors.New("history: history file in use by another writer")
+	// ErrNilHistory: a method was called on a nil *FileHistory (such as
+	// the result of an OpenFileHistory that failed) or *MemoryHistory, or
+	// Load was given a nil History: it appends and reads nothing.
+	ErrNilHistory = errors.New("history: nil history (open a FileHistory with OpenFileHistory, or use a new MemoryHistory)")
 )
 
 // OpenFileHistory opens (or creates, readable and writable by its owner
@@ -519,6 +539,9 @@ func checkEntry(e transcript.Entry) error {
 // it was (see FileHistory); an invalid entry (see Entry) is refused with
 // transcript.ErrInvalidEntry before anything is written.
 func (h *FileHistory) Append(entries ...transcript.Entry) error {
+	if h == nil {
+		return ErrNilHistory
+	}
 	for _, e := range entries {
 		if err := checkEntry(e); err != nil {
 			return err
@@ -657,6 +680,9 @@ func (h *FileHistory) undo(size int64) error {
 // is yielded as an error naming it (ErrCorruptHistory), and so is a read
 // that fails (the history was closed meanwhile).
 func (h *FileHistory) Entries() iter.Seq2[transcript.Entry, error] {
+	if h == nil {
+		return func(yield func(transcript.Entry, error) bool) { yield(transcript.Entry{}, ErrNilHistory) }
+	}
 	h.mu.Lock()
 	end := h.size
 	h.mu.Unlock()
@@ -687,6 +713,9 @@ func (h *FileHistory) Entries() iter.Seq2[transcript.Entry, error] {
 // (later compactions leave it where it was: the tail is then longer than
 // it need be, and replays the same), and the count of entries before it.
 func (h *FileHistory) Tail() (before int, entries []transcript.Entry, err error) {
+	if h == nil {
+		return 0, nil, ErrNilHistory
+	}
 	h.mu.Lock()
 	at, before, end := h.tailAt, h.tailBefore, h.size
 	h.mu.Unlock()
@@ -831,8 +860,12 @@ func (b *backLines) more() error {
 }
 
 // Close closes the file and releases it to the next opener. Appends after
-// Close fail, and so do reads.
+// Close fail, and so do reads. Closing a closed or nil FileHistory does
+// nothing.
 func (h *FileHistory) Close() error {
+	if h == nil {
+		return nil
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.f == nil {

@@ -420,3 +420,44 @@ func TestFileHistoryAppendCutShortIsDroppedWhole(t *testing.T) {
 		require.NoError(t, h.Close())
 	}
 }
+
+// A nil *FileHistory (a failed OpenFileHistory's result used anyway) is
+// refused with an error that says so, never a panic: Append writes
+// nothing, Entries yields the error once, Tail returns it, Close is a
+// no-op as on a closed history.
+func TestNilFileHistory(t *testing.T) {
+	var h *history.FileHistory
+	assert.ErrorIs(t, h.Append(transcript.Entry{Type: transcript.EntryRemoval, ID: "m"}), history.ErrNilHistory)
+	n := 0
+	for _, err := range h.Entries() {
+		n++
+		assert.ErrorIs(t, err, history.ErrNilHistory)
+	}
+	assert.Equal(t, 1, n)
+	before, entries, err := h.Tail()
+	assert.ErrorIs(t, err, history.ErrNilHistory)
+	assert.Zero(t, before)
+	assert.Nil(t, entries)
+	assert.NoError(t, h.Close())
+	assert.EqualError(t, history.ErrNilHistory, "history: nil history (open a FileHistory with OpenFileHistory, or use a new MemoryHistory)")
+}
+
+// So is a nil *MemoryHistory, and a nil History given to Load.
+func TestNilMemoryHistoryAndLoad(t *testing.T) {
+	var m *history.MemoryHistory
+	assert.ErrorIs(t, m.Append(transcript.Entry{Type: transcript.EntryRemoval, ID: "m"}), history.ErrNilHistory)
+	n := 0
+	for _, err := range m.Entries() {
+		n++
+		assert.ErrorIs(t, err, history.ErrNilHistory)
+	}
+	assert.Equal(t, 1, n)
+	_, _, err := m.Tail()
+	assert.ErrorIs(t, err, history.ErrNilHistory)
+	for _, h := range []history.History{nil, m, (*history.FileHistory)(nil)} {
+		before, entries, err := history.Load(h)
+		assert.ErrorIs(t, err, history.ErrNilHistory)
+		assert.Zero(t, before)
+		assert.Nil(t, entries)
+	}
+}

@@ -13,8 +13,8 @@ import (
 // transitions.Actions()[i] and is named after it (whose Doc says what it
 // does; TestActionsAreNamedAfterTheTable checks the binding). These small
 // functions are the only code that acts on a decision; which of them run,
-// and in what order, is the table's: nothing here names an action or an
-// event.
+// and in what order, is the table's: nothing here names an action or a
+// trigger.
 var actions = [...]func(e *Engine, s *step){
 	scheduleBackoff, scheduleRetryNow, removeFailed, startContinuation, stopTimer, askCredentialStore, dropDecision,
 	endChainFailed, endChainExhausted, endChainCancelled, endChainRecovered,

@@ -135,7 +135,7 @@ func (*interruptedError) Unwrap() error { return errInterrupted }
 // run in flight), at time at, and returns the effects that go on from
 // there. An engine snapshotted with nothing in flight goes on exactly: a
 // backoff fires at its original deadline (at once if that has passed) with
-// the same attempt. A run in flight is restored as interrupted: it goes
+// the same attempt. A run that was in flight is taken as interrupted: it goes
 // through the decision as a transient failure of its attempt, so the
 // chain's limits still hold (draw is the jitter's random number for that
 // decision); one Abort had cancelled ends as aborted and decides nothing. A

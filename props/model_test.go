@@ -45,12 +45,16 @@ func (c *coverage) add(e edge) {
 
 // outcome kinds a scripted model call can have.
 // Retryable errors come often, so that chains grow long enough to meet
-// the other actions, and two kinds pair an error with what its
-// continuation meets: a refusal to start, and a slow answer an abort can
-// land in.
+// the other actions, and some kinds pair an error with what its
+// continuation meets: a refusal to start, a slow answer an abort can land
+// in, a second overflow, an overflow whose recovery cannot summarize. The
+// pairs that lead to the table's rarest rules (start_failed and cancel
+// from continuing, refuse, recovery_failed) are listed more than once, so
+// that every round of TestSessionModel takes each of them many times.
 var outcomeKinds = []string{
-	"success", "tools", "retryable", "retryable", "hinted", "usage", "overflow", "fatal", "silent", "big", "refuse",
-	"retryThenRefuse", "retryThenSlow", "overflowTwice", "poison",
+	"success", "tools", "retryable", "retryable", "hinted", "usage", "overflow", "fatal", "silent", "big", "big", "refuse",
+	"retryThenRefuse", "retryThenRefuse", "retryThenRefuse", "retryThenSlow", "retryThenSlow",
+	"overflowTwice", "overflowTwice", "overflowTwice", "poison", "poisonThenOverflow", "poisonThenOverflow", "poisonThenOverflow",
 }
 
 // overflowTexts are the overflow errors the script uses; the second also
@@ -71,6 +75,13 @@ func drawCalls(t *rapid.T) []scripted.Call {
 			c.StopReason, c.Text = "stop", "done"
 		case "poison":
 			c.StopReason, c.Text = "stop", unsummarizable
+		case "poisonThenOverflow":
+			// An answer no summary can hold, then, as the next prompt's
+			// first call, an overflow: its recovery compacts the answer
+			// and the summarizer fails (recovery_failed), a rule the two
+			// kinds drawn apart reach too rarely.
+			calls = append(calls, scripted.Call{StopReason: "stop", Text: unsummarizable, LatencyMs: latency})
+			c.StopReason, c.ErrorMessage = "error", overflowTexts[0]
 		case "tools":
 			calls = append(calls, scripted.Call{StopReason: "toolUse", Text: "read a file", LatencyMs: latency})
 			c.StopReason, c.Text = "stop", "done after tools"
@@ -106,18 +117,19 @@ func drawCalls(t *rapid.T) []scripted.Call {
 }
 
 // unsummarizable is the text of an answer the model's summarizer refuses
-// to summarize: a compaction that cuts it fails.
+// to summarize: a compaction whose cut ends with it fails.
 const unsummarizable = "an answer no summary can hold"
 
 // slowSummarizer takes 300 ms (fake time) so aborts can land in it, and
-// fails on a cut holding an unsummarizable answer.
+// fails on a cut whose newest message is an unsummarizable answer. Only
+// the newest: a cut that goes past the answer succeeds and summarizes it
+// away, so one such answer fails one compaction, not every later one
+// (which would starve the rules a compaction's success leads to).
 type slowSummarizer struct{}
 
 func (slowSummarizer) Summarize(ctx context.Context, req policy.SummaryRequest) (policy.Summary, error) {
-	for _, m := range req.Messages {
-		if m.Text() == unsummarizable {
-			return policy.Summary{}, errors.New("the summarizer refuses this conversation")
-		}
+	if n := len(req.Messages); n > 0 && req.Messages[n-1].Text() == unsummarizable {
+		return policy.Summary{}, errors.New("the summarizer refuses this conversation")
 	}
 	t := time.NewTimer(300 * time.Millisecond)
 	defer t.Stop()
@@ -435,7 +447,17 @@ func scriptedOverflow(m *transcript.Message, window int) bool {
 
 func (h *harness) Prompt(t *rapid.T) {
 	if h.prompt != nil {
-		t.Skip("a turn is in flight")
+		// A turn that ended since is reaped here, not only by Settle: a
+		// session then meets several prompts, and what one turn leaves
+		// (an answer no summary can hold, an overflow not recovered)
+		// reaches the next.
+		h.drain()
+		select {
+		case <-h.prompt:
+			h.prompt = nil
+		default:
+			t.Skip("a turn is in flight")
+		}
 	}
 	h.agent.Append(drawCalls(t)...)
 	h.episodeCompacted, h.episodeRecovered = false, 0
@@ -532,6 +554,41 @@ func (h *harness) Abort(t *rapid.T) {
 
 func (h *harness) AbortCompaction(t *rapid.T) { h.s.AbortCompaction() }
 
+// stepUntil advances fake time, 100 ms at a time for at most a minute,
+// until the session is in state or no turn is in flight.
+func (h *harness) stepUntil(state states.State) {
+	for range 600 {
+		h.drain()
+		if st := h.s.Status().State; st == state || (st == states.Idle && h.prompt == nil) {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// AbortBackoff waits for a backoff and cancels it: AbortRetry drawn at a
+// random moment lands in one too rarely for cancel_retry to be taken in
+// every round.
+func (h *harness) AbortBackoff(t *rapid.T) {
+	h.stepUntil(states.Backoff)
+	h.AbortRetry(t)
+}
+
+// AbortContinuing waits for a continuation (after a backoff or an
+// overflow's compaction) and aborts it: cancel from continuing.
+func (h *harness) AbortContinuing(t *rapid.T) {
+	h.stepUntil(states.Continuing)
+	h.Abort(t)
+}
+
+// AbortCompacting waits for a compaction and cancels it, which also leaves
+// an over-threshold answer for the check before the next prompt
+// (check_threshold from idle).
+func (h *harness) AbortCompacting(t *rapid.T) {
+	h.stepUntil(states.Compacting)
+	h.s.AbortCompaction()
+}
+
 func (h *harness) ToggleRetry(t *rapid.T) {
 	h.drain()
 	h.cfg.Retry.Enabled = !h.cfg.Retry.Enabled
@@ -590,6 +647,9 @@ func TestSessionModel(t *testing.T) {
 				"abort":           h.Abort,
 				"abort2":          h.Abort,
 				"abortCompaction": h.AbortCompaction,
+				"abortBackoff":    h.AbortBackoff,
+				"abortCompacting": h.AbortCompacting,
+				"abortContinuing": h.AbortContinuing,
 				"toggleRetry":     h.ToggleRetry,
 				"toggleCompact":   h.ToggleCompaction,
 				"":                h.Check,
@@ -620,6 +680,7 @@ func TestSessionModel(t *testing.T) {
 			t.Logf("every rule taken after %d round(s): %v", round, cov.taken)
 			return
 		}
+		t.Logf("round %d left untaken: %v (counts: %v)", round, missing, cov.taken)
 	}
 	t.Errorf("rules never taken: %v (counts: %v)", missing, cov.taken)
 }

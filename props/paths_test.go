@@ -241,10 +241,13 @@ func TestReplayEveryPath(t *testing.T) {
 					opts = append(opts, session.WithSummarizer(failingSummarizer{}))
 				}
 				if sc.credentials {
-					store := credentials.NewMemoryCredentials(nil,
+					store, err := credentials.NewMemoryCredentials(nil,
 						policy.Credential{ID: "a", Type: "api_key", Provider: scripted.DefaultModel.Provider},
 						policy.Credential{ID: "b", Type: "api_key", Provider: scripted.DefaultModel.Provider},
 					)
+					if err != nil {
+						t.Fatal(err)
+					}
 					opts = append(opts, session.WithCredentials(store))
 				}
 				s, err := session.New(agent, opts...)

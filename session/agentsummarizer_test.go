@@ -353,9 +353,12 @@ func TestAgentSummarizerTranscriptIsBounded(t *testing.T) {
 // switch, the other key.
 func TestCompactionRequestCarriesModelAndSwitchedCredential(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		store := credentials.NewMemoryCredentials(nil,
+		store, err := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "A", Provider: "scripted", Type: "api_key"},
 			policy.Credential{ID: "B", Provider: "scripted", Type: "api_key"})
+		if err != nil {
+			t.Fatal(err)
+		}
 		agent := scripted.New(scripted.Script{Calls: []scripted.Call{ok("first answer"), fail(usageLimit), overflowCall(), ok("recovered")}})
 		var got []policy.SummaryRequest
 		sum := summarizerFunc(func(_ context.Context, req policy.SummaryRequest) (policy.Summary, error) {

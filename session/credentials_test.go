@@ -53,10 +53,13 @@ func (a *credentialAgent) Run(ctx context.Context, req session.RunRequest, emit 
 // once on C, the next key of its type, and never runs on B (oauth).
 func TestUsageLimitSwitchesToTheNextCredentialOfItsType(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		store := credentials.NewMemoryCredentials(nil,
+		store, err := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "A", Provider: "scripted", Type: "api_key"},
 			policy.Credential{ID: "B", Provider: "scripted", Type: "oauth"},
 			policy.Credential{ID: "C", Provider: "scripted", Type: "api_key"})
+		if err != nil {
+			t.Fatal(err)
+		}
 		agent := &credentialAgent{Agent: scripted.New(scripted.Script{Calls: []scripted.Call{
 			fail(usageLimit), fail(usageLimit), ok("done"),
 		}})}

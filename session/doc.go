@@ -1,4 +1,5 @@
-// Package session is the recovery engine an agent program embeds:
+// Package session is what an agent program embeds to recover from its
+// provider's failures: the in-process driver of the recovery policy.
 //
 //	s, err := session.New(agent, session.WithModel(model))
 //	defer s.Close()

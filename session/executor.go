@@ -46,7 +46,7 @@ var errCompactionAborted = errors.New("compaction aborted")
 // to a usage limit) are fed back once the batch is done, since feeding the
 // engine reuses the slice the batch is in.
 func (s *Session) apply(effects []policy.Effect) {
-	// The engine's state is already the input's outcome: the getters read
+	// The engine's state is already the input's outcome: Status reads
 	// it before any of the input's events can reach a subscriber, and
 	// before a caller waiting on the turn returns.
 	s.publish()

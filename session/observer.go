@@ -18,7 +18,7 @@ import (
 // and in order, before any subscriber receives the event: an observer must
 // return quickly. Most of the session's methods wait for that goroutine, so
 // an observer calls back only through the value FromContext finds in the
-// context it is given: on it, ID, Model, Status and its getters, History,
+// context it is given: on it, ID, Model, Status, History,
 // Subscribe and the unsubscribe it returns work as anywhere, Flush returns
 // at once, and the others return ErrObserverCall, or do nothing when they
 // return no error. Called on any other value, such as the one New

@@ -28,7 +28,10 @@ func twoKeys() []policy.Credential {
 // A usage limit with a free second credential switches at once (§3.3).
 func TestUsageLimitSwitchesCredential(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		store := credentials.NewMemoryCredentials(nil, twoKeys()...)
+		store, err := credentials.NewMemoryCredentials(nil, twoKeys()...)
+		if err != nil {
+			t.Fatal(err)
+		}
 		first, found := store.Current("scripted", "test-session")
 		require.True(t, found)
 		s, _, rec := newSession(t, []scripted.Call{fail(usageLimit + "; retry-after: 30"), ok("done")}, session.WithCredentials(store))
@@ -63,7 +66,10 @@ func TestUsageLimitWithoutFreeCredential(t *testing.T) {
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			bubble(t, func(t *testing.T) {
-				store := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "only", Provider: "scripted", Type: "api_key"})
+				store, err := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "only", Provider: "scripted", Type: "api_key"})
+				if err != nil {
+					t.Fatal(err)
+				}
 				s, _, rec := newSession(t, []scripted.Call{fail(c.text), ok("done")}, session.WithCredentials(store), session.WithConfig(c.cfg))
 				start := time.Now()
 				done := promptAsync(s, "hi")
@@ -80,9 +86,12 @@ func TestUsageLimitWithoutFreeCredential(t *testing.T) {
 // A different type is not a switch.
 func TestUsageLimitOtherTypeIsNoSwitch(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		store := credentials.NewMemoryCredentials(nil,
+		store, err := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "key", Provider: "scripted", Type: "api_key"},
 			policy.Credential{ID: "login", Provider: "scripted", Type: "oauth"})
+		if err != nil {
+			t.Fatal(err)
+		}
 		s, _, rec := newSession(t, []scripted.Call{fail(usageLimit), ok("done")}, session.WithCredentials(store))
 		require.NoError(t, s.Prompt(context.Background(), "hi"))
 		assert.Contains(t, rec.recovery()[0], "2000ms")

@@ -322,7 +322,10 @@ func TestUsageLimitHintOverCapSwitchesFirst(t *testing.T) {
 	cfg.Retry.MaxDelayMs = 60_000
 	t.Run("a free credential", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
-			store := credentials.NewMemoryCredentials(nil, twoKeys()...)
+			store, err := credentials.NewMemoryCredentials(nil, twoKeys()...)
+			if err != nil {
+				t.Fatal(err)
+			}
 			first, _ := store.Current("scripted", "test-session")
 			s, _, rec := newSession(t, []scripted.Call{fail(text), ok("done")}, session.WithCredentials(store), session.WithConfig(cfg))
 			start := time.Now()
@@ -334,7 +337,10 @@ func TestUsageLimitHintOverCapSwitchesFirst(t *testing.T) {
 	})
 	t.Run("no free credential", func(t *testing.T) {
 		bubble(t, func(t *testing.T) {
-			store := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "only", Provider: "scripted", Type: "api_key"})
+			store, err := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "only", Provider: "scripted", Type: "api_key"})
+			if err != nil {
+				t.Fatal(err)
+			}
 			s, _, rec := newSession(t, []scripted.Call{fail(text)}, session.WithCredentials(store), session.WithConfig(cfg))
 			start := time.Now()
 			require.ErrorIs(t, s.Prompt(context.Background(), "hi"), policy.ErrExhausted)

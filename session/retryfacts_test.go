@@ -84,9 +84,12 @@ func TestRetryEventsCarryTheirFacts(t *testing.T) {
 // the credential that hit the limit, by ID only.
 func TestUsageLimitRetryNamesTheCredential(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		store := credentials.NewMemoryCredentials(nil,
+		store, err := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "A", Provider: "scripted", Type: "api_key", Secret: "env:KEY_A"},
 			policy.Credential{ID: "C", Provider: "scripted", Type: "api_key", Secret: "env:KEY_C"})
+		if err != nil {
+			t.Fatal(err)
+		}
 		agent := scripted.New(scripted.Script{Calls: []scripted.Call{fail(usageLimit), fail(usageLimit), ok("done")}})
 		s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithCredentials(store),
 			session.WithSessionID(sessionsAt(0, 2, 1)[0]))

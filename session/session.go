@@ -93,9 +93,9 @@ type core struct {
 
 // Option configures New.
 //
-// An option given nil (a nil History, credentials.CredentialStore, Summarizer, random
-// source, Logger or Observer) is refused like any invalid option: New
-// fails with an error that names it. To keep a default, leave the option
+// An option given nil (a nil history.History, credentials.CredentialStore,
+// Summarizer, random source, slog.Logger or Observer) is refused like any
+// invalid option: New fails with an error that names it. To keep a default, leave the option
 // out.
 type Option func(*Session) error
 
@@ -228,7 +228,7 @@ func WithLogger(l *slog.Logger) Option {
 // WithSnapshot makes New restore the session a Snapshot was taken of, on its
 // history (WithHistory): same identity, settings, state, attempt and
 // backoff deadline (see policy.Restore: a run or compaction that was in
-// flight is restored as interrupted). The snapshot's settings and session
+// flight is taken as interrupted). The snapshot's settings and session
 // ID win over WithConfig and WithSessionID.
 func WithSnapshot(snap policy.Snapshot) Option {
 	return func(s *Session) error { s.restore = &snap; return nil }
@@ -590,8 +590,9 @@ func (s *Session) Status() policy.Status {
 }
 
 // Snapshot returns the session's engine as a serializable value, to restore
-// it in another process with WithSnapshot and the same history. Taken with
-// nothing in flight (idle, or waiting out a backoff), it restores exactly.
+// it in another process with WithSnapshot and the same history. A snapshot
+// taken with nothing in flight (idle, or waiting out a backoff) is restored
+// exactly.
 func (s *Session) Snapshot() (policy.Snapshot, error) {
 	var snap policy.Snapshot
 	err := s.do(func() { snap = s.x.engine.Snapshot() })
@@ -654,7 +655,7 @@ func (s *Session) do(f func()) error {
 	finished := make(chan struct{})
 	if !s.post(func() {
 		f()
-		// What f changed is what the caller reads next, from the getters.
+		// What f changed is what the caller reads next, from Status.
 		s.rest()
 		close(finished)
 	}) {
@@ -705,7 +706,7 @@ func (s *Session) drain() {
 	}
 }
 
-// publish copies the engine's status into the value the getters read.
+// publish copies the engine's status into the value Status reads.
 func (s *Session) publish() {
 	st := s.x.engine.Status()
 	s.statusMu.Lock()
@@ -713,7 +714,7 @@ func (s *Session) publish() {
 	s.statusMu.Unlock()
 }
 
-// rest runs after every closure: the getters read the new state, and the
+// rest runs after every closure: Status reads the new state, and the
 // callers of Abort are released once nothing is in flight.
 func (s *Session) rest() {
 	s.publish()

@@ -295,7 +295,10 @@ func TestSummaryHoldsToTheRule(t *testing.T) {
 // names it in valid text.
 func TestCredentialIDHoldsToTheRule(t *testing.T) {
 	bubble(t, func(t *testing.T) {
-		creds := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "team-\xff", Provider: "scripted", Type: "api_key"})
+		creds, err := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "team-\xff", Provider: "scripted", Type: "api_key"})
+		if err != nil {
+			t.Fatal(err)
+		}
 		s, rec := newSessionOn(t, playing(answer(assistant("error", service503))), session.WithCredentials(creds))
 		require.NoError(t, s.Prompt(context.Background(), "go"))
 		var seen bool
@@ -365,7 +368,7 @@ func TestUnwritableMessageIsTheAgentsError(t *testing.T) {
 				err = s.Prompt(context.Background(), "go")
 				require.ErrorIs(t, err, policy.ErrProvider)
 				assert.NotErrorIs(t, err, policy.ErrHistory)
-				assert.Contains(t, err.Error(), "the agent's assistant message \"a1\" cannot be written: block 1: "+c.says)
+				assert.Contains(t, err.Error(), "the agent's assistant message \"a1\" cannot be written: transcript: block 1: "+c.says)
 				<-cancelled
 
 				msgs := s.Messages()

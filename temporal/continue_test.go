@@ -94,7 +94,7 @@ func TestContinueAsNewAfterEveryTurn(t *testing.T) {
 	for i, p := range sc.Prompts {
 		env := newEnv()
 		(&temporal.Workflow{Random: scenarios.Draw, MaxInputs: 1}).Register(env)
-		activities(sc, agent, snk).Register(env)
+		activities(t, sc, agent, snk).Register(env)
 		env.RegisterDelayedCallback(func() {
 			env.UpdateWorkflow(temporal.UpdatePrompt, fmt.Sprint("prompt-", i), &testsuite.TestUpdateCallback{
 				OnReject: func(err error) { t.Errorf("prompt %d rejected: %v", i+1, err) },

@@ -69,10 +69,15 @@ func start(sc scenarios.Scenario) temporal.Start {
 }
 
 // activities are scenario sc's activities, on agent.
-func activities(sc scenarios.Scenario, agent session.Agent, snk temporal.Sink) *temporal.Activities {
+func activities(t *testing.T, sc scenarios.Scenario, agent session.Agent, snk temporal.Sink) *temporal.Activities {
+	t.Helper()
 	a := &temporal.Activities{Agent: agent, Sink: snk}
 	if len(sc.Credentials) > 0 {
-		a.Credentials = credentials.NewMemoryCredentials(nil, sc.Credentials...)
+		store, err := credentials.NewMemoryCredentials(nil, sc.Credentials...)
+		if err != nil {
+			t.Fatalf("%s: %v", sc.Name, err)
+		}
+		a.Credentials = store
 	}
 	return a
 }
@@ -95,7 +100,7 @@ func playInSuite(t *testing.T, sc scenarios.Scenario, wf *temporal.Workflow) (*s
 	env := newEnv()
 	snk := &sink{}
 	wf.Register(env)
-	activities(sc, scripted.New(sc.Script()), snk).Register(env)
+	activities(t, sc, scripted.New(sc.Script()), snk).Register(env)
 	var send func(i int)
 	send = func(i int) {
 		if i == len(sc.Prompts) {

@@ -135,38 +135,39 @@ func (b *Block) UnmarshalJSON(data []byte) error {
 		Type BlockType `json:"type"`
 	}
 	if err := json.Unmarshal(data, &head); err != nil {
-		return err
+		return decodeErr("content block", err)
 	}
+	what := string(head.Type) + " block"
 	switch head.Type {
 	case BlockText:
 		var v textJSON
 		if err := json.Unmarshal(data, &v); err != nil {
-			return err
+			return decodeErr(what, err)
 		}
 		*b = Block{Type: v.Type, Text: v.Text, TextSignature: v.TextSignature}
 	case BlockImage:
 		var v imageJSON
 		if err := json.Unmarshal(data, &v); err != nil {
-			return err
+			return decodeErr(what, err)
 		}
 		*b = Block{Type: v.Type, Data: v.Data, MimeType: v.MimeType}
 	case BlockThinking:
 		var v thinkingJSON
 		if err := json.Unmarshal(data, &v); err != nil {
-			return err
+			return decodeErr(what, err)
 		}
 		*b = Block{Type: v.Type, Thinking: v.Thinking, ThinkingSignature: v.ThinkingSignature, Redacted: v.Redacted}
 	case BlockToolCall:
 		var v toolCallJSON
 		if err := json.Unmarshal(data, &v); err != nil {
-			return err
+			return decodeErr(what, err)
 		}
 		if !isObject(v.Arguments) {
 			return fmt.Errorf("transcript: tool call %q: arguments are not a JSON object", v.ID)
 		}
 		var args bytes.Buffer
 		if err := json.Compact(&args, v.Arguments); err != nil {
-			return err
+			return decodeErr(what, err)
 		}
 		*b = Block{Type: v.Type, ID: v.ID, Name: v.Name, Arguments: wiretext.JSON(args.Bytes())}
 	default:
@@ -202,6 +203,15 @@ func stringContent(m Message) ([]Block, bool) {
 // tool call's arguments are a JSON object (or nil), so that m can be
 // written; the error says which block is not.
 func (m Message) CheckContent() error {
+	if err := m.checkContent(); err != nil {
+		return fmt.Errorf("transcript: %w", err)
+	}
+	return nil
+}
+
+// checkContent is CheckContent's check, its error without the package's
+// name (for errors that already carry it).
+func (m Message) checkContent() error {
 	for i, b := range m.Content {
 		switch b.Type {
 		case BlockText, BlockImage, BlockThinking:
@@ -317,7 +327,7 @@ func (m Message) MarshalJSON() ([]byte, error) {
 func (m *Message) UnmarshalJSON(data []byte) error {
 	var w messageJSON
 	if err := json.Unmarshal(data, &w); err != nil {
-		return err
+		return decodeErr("message", err)
 	}
 	*m = Message{
 		ID: w.ID, Role: w.Role, ToolCallID: w.ToolCallID, ToolName: w.ToolName, ToolError: w.IsError != nil && *w.IsError,
@@ -328,7 +338,7 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 	case len(w.Content) > 0 && w.Content[0] == '"':
 		var s string
 		if err := json.Unmarshal(w.Content, &s); err != nil {
-			return err
+			return decodeErr(fmt.Sprintf("message %q: content", w.ID), err)
 		}
 		m.StringContent = true
 		if s != "" {
@@ -337,7 +347,7 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 	case w.Content != nil && string(w.Content) != "null":
 		var blocks []Block
 		if err := json.Unmarshal(w.Content, &blocks); err != nil {
-			return fmt.Errorf("transcript: message %q: content: %w", w.ID, err)
+			return contentError(w.ID, w.Content, err)
 		}
 		if len(blocks) > 0 {
 			m.Content = blocks
@@ -346,6 +356,23 @@ func (m *Message) UnmarshalJSON(data []byte) error {
 		m.legacyContent(w.Text, w.Images)
 	}
 	return nil
+}
+
+// contentError is the error of a message's content that did not decode
+// (err): it names the block at fault by its index, found by reading the
+// blocks again one by one (only on this path, so that a message that
+// decodes pays for no second pass).
+func contentError(id string, content json.RawMessage, err error) error {
+	var raws []json.RawMessage
+	if json.Unmarshal(content, &raws) == nil {
+		for i, raw := range raws {
+			var b Block
+			if berr := b.UnmarshalJSON(raw); berr != nil {
+				return decodeErr(fmt.Sprintf("message %q: content: block %d", id, i), berr)
+			}
+		}
+	}
+	return decodeErr(fmt.Sprintf("message %q: content", id), err)
 }
 
 // legacyContent sets the content of a message written before content

@@ -75,7 +75,7 @@ func TestBlockDecoding(t *testing.T) {
 		{`{"type":"audio"}`, `unknown content block type "audio"`},
 		{`{"type":"toolCall","id":"c","arguments":[1]}`, `tool call "c": arguments are not a JSON object`},
 		{`{"type":"toolCall","id":"c"}`, `arguments are not a JSON object`},
-		{`{"type":"text","text":5}`, "cannot unmarshal"},
+		{`{"type":"text","text":5}`, `transcript: text block: field "text": a number where a string was expected`},
 	}
 	for _, c := range bad {
 		err := json.Unmarshal([]byte(c.json), &b)
@@ -113,4 +113,47 @@ func TestMessageText(t *testing.T) {
 		{Type: transcript.BlockToolCall, ID: "c", Name: "n"}}}
 	assert.Equal(t, "ab", m.Text())
 	assert.Len(t, m.ToolCalls(), 1)
+}
+
+// Errors of the package start with its name and speak its words: which
+// block, which field of what, never the codec's internal types (textJSON,
+// messageJSON) nor Go's type names.
+func TestErrorsInThePackagesWords(t *testing.T) {
+	err := transcript.Message{Content: []transcript.Block{transcript.TextBlock("a"), {Type: "audio"}}}.CheckContent()
+	assert.EqualError(t, err, `transcript: block 1: unknown content block type "audio"`)
+
+	cases := []struct {
+		json string
+		into any
+		says string
+	}{
+		{`{"type":"text","text":5}`, new(transcript.Block), `transcript: text block: field "text": a number where a string was expected`},
+		{`{"type":"image","data":true}`, new(transcript.Block), `transcript: image block: field "data": a boolean where a string was expected`},
+		{`{"type":"thinking","redacted":"yes"}`, new(transcript.Block), `transcript: thinking block: field "redacted": a string where true or false was expected`},
+		{`{"type":"toolCall","id":7}`, new(transcript.Block), `transcript: toolCall block: field "id": a number where a string was expected`},
+		{`{"type":7}`, new(transcript.Block), `transcript: content block: field "type": a number where a string was expected`},
+		{`[1]`, new(transcript.Block), `transcript: content block: an array where an object was expected`},
+		{`{"id":"m","role":"assistant","usage":{"input":"many"}}`, new(transcript.Message), `transcript: message: field "usage.input": a string where an integer was expected`},
+		{`{"id":5}`, new(transcript.Message), `transcript: message: field "id": a number where a string was expected`},
+		{`{"id":"m","role":"user","content":"x","timestamp":1.5}`, new(transcript.Message), `transcript: message: field "timestamp": a number where an integer was expected`},
+		{`{"id":"m","content":[{"type":"text","text":[]}]}`, new(transcript.Message), `transcript: message "m": content: block 0: text block: field "text": an array where a string was expected`},
+		{`"m"`, new(transcript.Message), `transcript: message: a string where an object was expected`},
+	}
+	for _, c := range cases {
+		err := json.Unmarshal([]byte(c.json), c.into)
+		require.Error(t, err, c.json)
+		assert.Equal(t, c.says, err.Error(), c.json)
+		for _, internal := range []string{"JSON.", "Go ", "struct", "unmarshal"} {
+			assert.NotContains(t, err.Error(), internal, c.json)
+		}
+	}
+}
+
+// The block at fault is named by its index, whichever it is.
+func TestMessageContentErrorNamesTheBlock(t *testing.T) {
+	var m transcript.Message
+	err := json.Unmarshal([]byte(`{"id":"m","content":[{"type":"text","text":"a"},{"type":"toolCall","id":"c","arguments":[]}]}`), &m)
+	assert.EqualError(t, err, `transcript: message "m": content: block 1: tool call "c": arguments are not a JSON object`)
+	err = json.Unmarshal([]byte(`{"id":"m","content":{"type":"text"}}`), &m)
+	assert.EqualError(t, err, `transcript: message "m": content: an object where an array was expected`)
 }

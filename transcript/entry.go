@@ -57,7 +57,7 @@ func (e Entry) Validate() error {
 		case e.Message.ID != e.ID:
 			return fmt.Errorf("message entry %q holds message %q", e.ID, e.Message.ID)
 		}
-		if err := e.Message.CheckContent(); err != nil {
+		if err := e.Message.checkContent(); err != nil {
 			return fmt.Errorf("message entry %q: %v", e.ID, err)
 		}
 	case EntryCompaction:

@@ -197,7 +197,11 @@ func (d *demo) play(sc scenario, emit func(events.Event)) outcome {
 	}
 	opts := []session.Option{session.WithConfig(cfg), session.WithModel(scripted.DefaultModel), session.WithSessionID("demo-" + sc.name)}
 	if len(sc.creds) > 0 {
-		opts = append(opts, session.WithCredentials(credentials.NewMemoryCredentials(nil, sc.creds...)))
+		store, err := credentials.NewMemoryCredentials(nil, sc.creds...)
+		if err != nil {
+			return outcome{err: err}
+		}
+		opts = append(opts, session.WithCredentials(store))
 	}
 	s, err := session.New(scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: sc.calls}), opts...)
 	if err != nil {

@@ -272,7 +272,11 @@ func (s settings) store(provider string, lookup func(string) (string, bool)) (cr
 		}
 		creds = append(creds, policy.Credential{ID: c.ID, Provider: provider, Type: c.Type, BaseURL: c.BaseURL, Secret: "env:" + c.Env})
 	}
-	return credentials.NewMemoryCredentials(nil, creds...), nil
+	store, err := credentials.NewMemoryCredentials(nil, creds...)
+	if err != nil {
+		return nil, err
+	}
+	return store, nil
 }
 
 // settingsHelp is the --settings flag's help.

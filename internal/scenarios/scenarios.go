@@ -222,7 +222,11 @@ func (sc Scenario) Play(ctx context.Context) ([]string, error) {
 		session.WithRandom(Draw),
 	}
 	if len(sc.Credentials) > 0 {
-		opts = append(opts, session.WithCredentials(credentials.NewMemoryCredentials(nil, sc.Credentials...)))
+		store, err := credentials.NewMemoryCredentials(nil, sc.Credentials...)
+		if err != nil {
+			return nil, fmt.Errorf("scenarios: %s: %w", sc.Name, err)
+		}
+		opts = append(opts, session.WithCredentials(store))
 	}
 	s, err := session.New(scripted.New(sc.Script()), opts...)
 	if err != nil {

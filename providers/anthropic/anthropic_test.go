@@ -422,9 +422,12 @@ func TestUsageLimitSwitchesKey(t *testing.T) {
 				srv.Push(providertest.AnthropicOverloaded(), tc.reply, text("paid for"))
 				cfg := fastConfig()
 				cfg.Retry.Rules = classify.Extended
-				creds := credentials.NewMemoryCredentials(nil,
+				creds, err := credentials.NewMemoryCredentials(nil,
 					policy.Credential{ID: "a", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_A"},
 					policy.Credential{ID: "b", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_B"})
+				if err != nil {
+					t.Fatal(err)
+				}
 				path := filepath.Join(t.TempDir(), "history.jsonl")
 				h, err := history.OpenFileHistory(path)
 				require.NoError(t, err)
@@ -735,9 +738,12 @@ func TestSummaryFollowsKeySwitch(t *testing.T) {
 		cfg := fastConfig()
 		cfg.Retry.Rules = classify.Extended
 		cfg.Compaction.KeepRecentTokens = 5
-		creds := credentials.NewMemoryCredentials(nil,
+		creds, err := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "a", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_A"},
 			policy.Credential{ID: "b", Provider: "anthropic", Type: "api_key", Secret: "env:KEY_B"})
+		if err != nil {
+			t.Fatal(err)
+		}
 		s := newSession(t, agent, cfg, session.WithCredentials(creds), session.WithSummarizer(session.AgentSummarizer{Agent: agent}))
 		srv.Push(text("first answer"), providertest.AnthropicCreditBalanceTooLow(), providertest.AnthropicPromptTooLong(213462, 200000),
 			text("## Goal\nAnswer the questions."), text("continued"))

@@ -364,10 +364,13 @@ func TestOpenAIInsufficientQuotaSwitchesKey(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := policy.DefaultConfig()
 		cfg.Retry.Rules = classify.Extended
-		store := credentials.NewMemoryCredentials(nil,
+		store, err := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "a", Provider: "openai", Type: "api_key", Secret: "env:KEY_A"},
 			policy.Credential{ID: "b", Provider: "openai", Type: "api_key", Secret: "env:KEY_B"},
 		)
+		if err != nil {
+			t.Fatal(err)
+		}
 		h := newHarness(t, cfg, nil, session.WithCredentials(store))
 		h.fake.Push(providertest.OpenAIInsufficientQuota(), completion("paid"))
 		start := time.Now()
@@ -449,10 +452,13 @@ func TestOpenAISummaryFollowsKeySwitch(t *testing.T) {
 		cfg := policy.DefaultConfig()
 		cfg.Retry.Rules = classify.Extended
 		cfg.Compaction.KeepRecentTokens = 5
-		store := credentials.NewMemoryCredentials(nil,
+		store, err := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "a", Provider: "openai", Type: "api_key", Secret: "env:KEY_A"},
 			policy.Credential{ID: "b", Provider: "openai", Type: "api_key", Secret: "env:KEY_B"},
 		)
+		if err != nil {
+			t.Fatal(err)
+		}
 		// The summarizer's agent is a second adapter on the same server,
 		// with no tools.
 		var summarizer session.AgentSummarizer

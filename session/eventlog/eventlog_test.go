@@ -199,7 +199,10 @@ func TestNoContentUnlessAsked(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				cfg := policy.DefaultConfig()
 				cfg.Compaction.KeepRecentTokens = 5
-				store := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "team-a", Provider: "scripted", Type: "api_key", Secret: "env:HUSH_KEY"})
+				store, err := credentials.NewMemoryCredentials(nil, policy.Credential{ID: "team-a", Provider: "scripted", Type: "api_key", Secret: "env:HUSH_KEY"})
+				if err != nil {
+					t.Fatal(err)
+				}
 				l, out := logger(eventlog.LevelTrace)
 				s := newSession(t, []scripted.Call{
 					ok("the first answer, secret-answer-one"),

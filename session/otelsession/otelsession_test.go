@@ -290,9 +290,12 @@ func TestAbortedWait(t *testing.T) {
 // credential that hit the limit, by ID; the switch retries at once.
 func TestUsageLimitNamesTheCredential(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := credentials.NewMemoryCredentials(nil,
+		store, err := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "A", Provider: "scripted", Type: "api_key", Secret: "env:KEY_A"},
 			policy.Credential{ID: "B", Provider: "scripted", Type: "api_key", Secret: "env:KEY_B"})
+		if err != nil {
+			t.Fatal(err)
+		}
 		r := newRig(t, []scripted.Call{fail("usage limit reached"), ok("done")}, session.WithCredentials(store))
 		require.NoError(t, r.prompt("hi"))
 		lines := r.spanLines()
@@ -537,9 +540,12 @@ func TestNilProvidersAreRefused(t *testing.T) {
 // is valid UTF-8, with U+FFFD for each bad byte.
 func TestTextIsValidUTF8(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		store := credentials.NewMemoryCredentials(nil,
+		store, err := credentials.NewMemoryCredentials(nil,
 			policy.Credential{ID: "A\xff", Provider: "scripted", Type: "api_key"},
 			policy.Credential{ID: "B\xfe", Provider: "scripted", Type: "api_key"})
+		if err != nil {
+			t.Fatal(err)
+		}
 		r := newRig(t, []scripted.Call{fail("usage limit reached \xff"), fail("boom \xfe"), ok("done")}, session.WithCredentials(store))
 		require.Error(t, r.prompt("hi"))
 		stubs := r.spans.GetSpans()

@@ -77,7 +77,11 @@ func record(ctx context.Context, c client.Client, sc scenarios.Scenario, path st
 	id := fmt.Sprintf("record-%s-%d", sc.Name, time.Now().UnixNano())
 	acts := &temporal.Activities{Agent: scripted.New(sc.Script())}
 	if len(sc.Credentials) > 0 {
-		acts.Credentials = credentials.NewMemoryCredentials(nil, sc.Credentials...)
+		store, err := credentials.NewMemoryCredentials(nil, sc.Credentials...)
+		if err != nil {
+			return err
+		}
+		acts.Credentials = store
 	}
 	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: time.Minute})
 	(&temporal.Workflow{Random: scenarios.Draw}).Register(w)
