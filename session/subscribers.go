@@ -319,7 +319,7 @@ func (s *subscriber) deliver() {
 				s.spare = s.queue
 			}
 			s.queue = nil
-			if s.stopped {
+			if s.stopped || s.closing { // nothing more is queued
 				s.spare = nil
 			} else if s.spare == nil {
 				s.spare = make([]events.Event, 0, spareKept)
