@@ -1,6 +1,7 @@
 package session
 
 import (
+	"runtime"
 	"testing"
 	"time"
 
@@ -47,11 +48,14 @@ func (s *Session) ended(b *testing.B) policy.RunID {
 		}
 	}
 	s.applyBut(effects, policy.StartRun)
+	s.subs.wake() // as the loop does after each command
 	m := transcript.Message{ID: "m-1", Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError,
 		ErrorMessage: "503 Service Unavailable", Provider: "p", Model: "m", Usage: &transcript.Usage{Input: 100}}
 	for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
 		s.applyBut(s.x.engine.RunEvent(now, id, ev), policy.StartRun)
+		s.subs.wake()
 	}
+	s.Flush() // no delivery of the turn's events is left for the measurement
 	return id
 }
 
@@ -69,7 +73,9 @@ func (s *Session) applyBut(effects []policy.Effect, skip policy.EffectKind) {
 // history, the timer armed and the subscriber woken (the wait itself
 // excluded). It cycles through a pool of sessions whose runs have ended;
 // bringing them back is outside the measurement, and rare enough that
-// their conversations stay short.
+// their conversations stay short. It measures the session's decision, not
+// the benchmark's own work: the garbage of bringing the pool back is
+// collected then too, outside the measurement.
 func BenchmarkAgentEndDecision(b *testing.B) {
 	type ready struct {
 		s   *Session
@@ -92,8 +98,13 @@ func BenchmarkAgentEndDecision(b *testing.B) {
 				b.Fatalf("state %s, attempt %d", st.State, st.Attempt)
 			}
 			r.s.applyBut(r.s.x.engine.AbortRetry(time.Now()), policy.StartRun)
+			r.s.subs.wake()
 			pool[i].run = r.s.ended(b)
 		}
+		// The reset's garbage (a turn for each session of the pool) is
+		// collected here, so that the collector's work during the
+		// measurement is for what the decisions allocate.
+		runtime.GC()
 	}
 	next := 0
 	now := time.Now()

@@ -351,8 +351,8 @@ func (s *Session) Subscribe(fn func(events.Event), opts ...SubscribeOption) (uns
 	if fn == nil {
 		return func() {}
 	}
-	sub := &subscriber{fn: fn, logger: s.logger, redact: s.secrets.text}
-	sub.ctx = context.WithValue(context.Background(), callerKey{}, &Session{core: s.core, from: sub})
+	sub := &subscriber{fn: fn}
+	sub.view = &Session{core: s.core, from: sub}
 	return s.subscribe(sub, opts)
 }
 
@@ -370,10 +370,10 @@ func (s *Session) SubscribeSession(fn func(s *Session, ev events.Event), opts ..
 	if fn == nil {
 		return func() {}
 	}
-	sub := &subscriber{logger: s.logger, redact: s.secrets.text}
+	sub := &subscriber{}
 	mine := &Session{core: s.core, from: sub}
 	sub.fn = func(ev events.Event) { fn(mine, ev) }
-	sub.ctx = context.WithValue(context.Background(), callerKey{}, mine)
+	sub.view = mine
 	return s.subscribe(sub, opts)
 }
 

@@ -2,7 +2,6 @@ package session
 
 import (
 	"context"
-	"log/slog"
 	"sync"
 
 	"github.com/agentfsm/agentfsm/events"
@@ -27,13 +26,12 @@ func WithBuffer(n int) SubscribeOption {
 // costs no goroutine while its session waits; a slow or stuck function
 // holds up only its own deliveries.
 type subscriber struct {
-	fn     func(events.Event)
-	limit  int
-	logger *slog.Logger
-	redact func(string) string // the session's redaction of noted secrets
-	// ctx is what the lines logged about this subscriber are logged with:
-	// it holds the session value whose calls are this subscriber's.
-	ctx context.Context
+	fn    func(events.Event)
+	limit int
+	// view is the session value whose calls are this subscriber's: the
+	// lines logged about this subscriber carry it in their context, and
+	// its core gives the logger and the redaction of noted secrets.
+	view *Session
 
 	mu sync.Mutex
 	// queue holds the events to deliver and, for each flush waiting on
@@ -41,12 +39,15 @@ type subscriber struct {
 	// are those flushes' channels, oldest first (see flush).
 	queue    []events.Event
 	barriers []chan struct{}
-	spare    []events.Event // the last batch's slice, reused by the next queue
-	dropped  int
-	stopped  bool          // unsubscribed: deliver nothing more
-	closing  bool          // session closed: deliver what is queued, then stop
-	running  bool          // a delivery goroutine is at work
-	idle     chan struct{} // closed when the delivery goroutine stops, if someone waits
+	// spare is the last batch's slice, reused by the next queue. When the
+	// delivery goroutine stops, the queue is nil and spare holds room for
+	// at most spareKept events, so that a waiting subscriber holds little.
+	spare   []events.Event
+	dropped int
+	stopped bool          // unsubscribed: deliver nothing more
+	closing bool          // session closed: deliver what is queued, then stop
+	running bool          // a delivery goroutine is at work
+	idle    chan struct{} // closed when the delivery goroutine stops, if someone waits
 
 	// Guarded by subscribers.mu: how many Flush calls are in progress
 	// (waiting), and whether Close was called (inClose), on the value
@@ -137,6 +138,7 @@ func (s *subscriber) barrier(done chan struct{}) bool {
 	if s.stopped || s.closing {
 		return false
 	}
+	s.room()
 	s.queue = append(s.queue, nil) // never dropped, whatever the limit
 	s.barriers = append(s.barriers, done)
 	return true
@@ -233,8 +235,26 @@ func (s *subscriber) push(ev events.Event) {
 		s.dropped++
 		return
 	}
+	s.room()
 	s.queue = append(s.queue, ev)
 }
+
+// room gives an empty queue the spare array, or a new one of spareKept
+// events, so that a batch starts without growing from nothing.
+func (s *subscriber) room() {
+	if s.queue == nil {
+		s.queue, s.spare = s.spare[:0], nil
+		if s.queue == nil {
+			s.queue = make([]events.Event, 0, spareKept)
+		}
+	}
+}
+
+// spareKept is the room a stopped delivery goroutine leaves in spare, at
+// most: a waiting subscriber keeps one such array (64 bytes), where
+// keeping the largest batch's would keep hundreds. A larger spare is
+// replaced by one of this size then, off the path that emits.
+const spareKept = 4
 
 // start runs a delivery goroutine when events are queued and none runs.
 func (s *subscriber) start() {
@@ -290,6 +310,20 @@ func (s *subscriber) deliver() {
 		s.mu.Lock()
 		if s.stopped || (len(s.queue) == 0 && s.dropped == 0) {
 			s.running = false
+			// Nothing to deliver: keep one small array, not the
+			// largest batch's (a waiting subscriber holds 64 bytes).
+			if cap(s.spare) > spareKept {
+				s.spare = nil
+			}
+			if q := cap(s.queue); q <= spareKept && q > cap(s.spare) {
+				s.spare = s.queue
+			}
+			s.queue = nil
+			if s.stopped || s.closing { // nothing more is queued
+				s.spare = nil
+			} else if s.spare == nil {
+				s.spare = make([]events.Event, 0, spareKept)
+			}
 			if s.idle != nil {
 				close(s.idle)
 				s.idle = nil
@@ -352,13 +386,20 @@ func (s *subscriber) call(ev events.Event) (alive bool) {
 	returned := false
 	defer func() {
 		if r := recover(); r != nil {
-			logSubscriberPanic(s.ctx, s.logger, s.redact, ev, r)
+			s.logPanic(ev, r)
 			alive = true
 		} else if !returned {
-			logSubscriberPanic(s.ctx, s.logger, s.redact, ev, errGoexit) // deliver carries on
+			s.logPanic(ev, errGoexit) // deliver carries on
 		}
 	}()
 	s.fn(ev)
 	returned = true
 	return true
+}
+
+// logPanic logs a panic (or a runtime.Goexit) of the subscriber's function
+// on ev, with a context holding the subscriber's session value.
+func (s *subscriber) logPanic(ev events.Event, value any) {
+	c := s.view.core
+	logSubscriberPanic(context.WithValue(context.Background(), callerKey{}, s.view), c.logger, c.secrets.text, ev, value)
 }

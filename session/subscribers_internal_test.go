@@ -1,0 +1,57 @@
+package session
+
+import (
+	"testing"
+	"testing/synctest"
+	"unsafe"
+
+	"github.com/agentfsm/agentfsm/events"
+)
+
+// TestSubscriberSize: a subscriber fits in 144 bytes (a size class of Go's
+// allocator), since each session waiting out a backoff keeps its
+// subscribers (docs/performance.md, Sessions at scale): it keeps the
+// session value its calls are made through, not the logger, the redaction
+// and a context of its own.
+func TestSubscriberSize(t *testing.T) {
+	if got := unsafe.Sizeof(subscriber{}); got > 144 {
+		t.Fatalf("a subscriber takes %d bytes, more than 144", got)
+	}
+}
+
+// TestDrainedSubscriberKeepsLittle: once its queue is drained, a subscriber
+// keeps room for spareKept events, not the array of the largest batch it
+// delivered; and the next event it is handed is delivered from that room.
+func TestDrainedSubscriberKeepsLittle(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ss subscribers
+		var got []events.Event
+		sub := ss.add(&subscriber{fn: func(ev events.Event) { got = append(got, ev) }}, nil)
+		for range 100 {
+			ss.emit(events.MessageUpdate{})
+		}
+		ss.wake()
+		synctest.Wait()
+		check := func(delivered int) {
+			t.Helper()
+			sub.mu.Lock()
+			defer sub.mu.Unlock()
+			if len(got) != delivered {
+				t.Fatalf("delivered %d events, want %d", len(got), delivered)
+			}
+			if sub.running || sub.queue != nil || cap(sub.spare) > spareKept {
+				t.Fatalf("drained: running %v, queue %d of %d, spare of %d; want a nil queue and room for %d at most",
+					sub.running, len(sub.queue), cap(sub.queue), cap(sub.spare), spareKept)
+			}
+		}
+		check(100)
+		ss.emit(events.AgentEnd{})
+		ss.wake()
+		synctest.Wait()
+		check(101)
+		if _, ok := got[100].(events.AgentEnd); !ok {
+			t.Fatalf("last event %T, want events.AgentEnd", got[100])
+		}
+		ss.close(nil)
+	})
+}
