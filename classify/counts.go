@@ -102,7 +102,6 @@ func findCount(text string, ps []countPattern) int {
 	return 0
 }
 
-
 func hasPrefixFold(s, prefix string) bool {
 	return len(s) >= len(prefix) && strings.EqualFold(s[:len(prefix)], prefix)
 }
