@@ -44,6 +44,19 @@ type runtimeContext struct {
 	// that the append failed.
 	appended  []string
 	appendedN int
+	// last is the size of the latest compaction applied to the context,
+	// nil before any.
+	last *CompactionTokens
+}
+
+// lastCompaction is the size of the latest compaction, for Status: a copy,
+// nil before any.
+func (c *runtimeContext) lastCompaction() *CompactionTokens {
+	if c.last == nil {
+		return nil
+	}
+	s := *c.last
+	return &s
 }
 
 // replay rebuilds the runtime context from history by doing, entry by
@@ -147,6 +160,8 @@ func (c *runtimeContext) compact(e transcript.Entry, from int) {
 	out = append(append(out, summaryMessage(e)), c.msgs[from:]...)
 	c.msgs, c.frozen = out, 0
 	c.seq[e.ID] = c.compactionSeq
+	cp := e.Compaction
+	c.last = &CompactionTokens{Reason: cp.Reason, TokensBefore: cp.TokensBefore, TokensAfter: cp.TokensAfter}
 }
 
 // share returns msgs[from:to] to hand to a run or a summarizer: the

@@ -42,6 +42,8 @@ type Engine struct {
 	credential string
 
 	ctx runtimeContext
+	// calib is the token ratio the provider's latest count gave.
+	calib calibration
 
 	tickets uint64 // the last RunID, TimerID or CompactionID given out
 	run     *run
@@ -101,6 +103,7 @@ func New(s Setup) (*Engine, error) {
 	if err := e.ctx.replay(s.Before, s.History); err != nil {
 		return nil, err
 	}
+	e.calib = e.ctx.calibrated()
 	return e, nil
 }
 
@@ -123,6 +126,17 @@ type Status struct {
 	Compacting bool `json:"isCompacting"`
 	// MessageCount is the number of messages in the runtime context.
 	MessageCount int `json:"messageCount"`
+	// LastCompaction is the size of the latest compaction's result, nil
+	// before any (in the history the session started on, or since).
+	LastCompaction *CompactionTokens `json:"lastCompaction,omitempty"`
+}
+
+// CompactionTokens is what a compaction did to the context's size, in
+// tokens by the session's calibrated count (see transcript.Compaction).
+type CompactionTokens struct {
+	Reason       transcript.CompactionReason `json:"reason"`
+	TokensBefore int                         `json:"tokensBefore"`
+	TokensAfter  int                         `json:"tokensAfter"`
 }
 
 // Status returns the engine's status.
@@ -136,6 +150,7 @@ func (e *Engine) Status() Status {
 		Streaming:         e.run != nil || e.pending != nil,
 		Compacting:        e.comp != nil,
 		MessageCount:      len(e.ctx.msgs),
+		LastCompaction:    e.ctx.lastCompaction(),
 	}
 }
 
