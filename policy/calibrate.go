@@ -129,7 +129,7 @@ func (c *runtimeContext) calibrated() calibration {
 // ErrTooLarge matches the error of a compaction that cannot make the
 // context fit: even the last user message, with what it needs, is over the
 // model's window (see TooLargeError).
-var ErrTooLarge = errors.New("policy: the last message does not fit the model's window")
+var ErrTooLarge = errors.New("policy: the context cannot fit the model's window")
 
 // TooLargeError is why an overflow is not compacted: the messages a
 // compaction must keep whatever it cuts (the last user message and the
@@ -140,11 +140,14 @@ type TooLargeError struct {
 	Tokens, Window, Reserve int
 }
 
+// Error reads "policy: the context cannot fit the model's window: the
+// last message alone is N tokens, over the model's window of W" (and
+// "less its reserve of R" when reserveTokens is not 0).
 func (e *TooLargeError) Error() string {
 	if e.Reserve > 0 {
-		return fmt.Sprintf("policy: the last message alone is %d tokens, over the model's window of %d less its reserve of %d", e.Tokens, e.Window, e.Reserve)
+		return fmt.Sprintf("%v: the last message alone is %d tokens, over the model's window of %d less its reserve of %d", ErrTooLarge, e.Tokens, e.Window, e.Reserve)
 	}
-	return fmt.Sprintf("policy: the last message alone is %d tokens, over the model's window of %d", e.Tokens, e.Window)
+	return fmt.Sprintf("%v: the last message alone is %d tokens, over the model's window of %d", ErrTooLarge, e.Tokens, e.Window)
 }
 
 // Is reports whether target is ErrTooLarge.

@@ -65,9 +65,9 @@ type compaction struct {
 	manual bool
 	// check: the compaction of the check before a prompt, which never
 	// fails the turn: the turn's outcome is its own run's.
-	check  bool
-	cut    []transcript.Message
-	kept   []transcript.Message
+	check bool
+	cut   []transcript.Message
+	kept  []transcript.Message
 	// before is the context's calibrated size when the compaction
 	// started.
 	before int

@@ -54,7 +54,7 @@ type Engine struct {
 
 	out     []Effect
 	entries []transcript.Entry // recorded by the input in progress
-	raised  []step  // steps raised by the input in progress, not yet taken
+	raised  []step             // steps raised by the input in progress, not yet taken
 }
 
 // Setup is what an Engine is made from.

@@ -47,6 +47,10 @@ type State struct {
 	MessageCount          int          `json:"messageCount"`
 	PendingMessageCount   int          `json:"pendingMessageCount"`
 	State                 string       `json:"state"`
+	// LastCompaction is the size of the latest compaction's result, in
+	// tokens by the session's calibrated count: not in the reference's
+	// get_state, and absent before any compaction.
+	LastCompaction *policy.CompactionTokens `json:"lastCompaction,omitempty"`
 }
 
 // StateOf is the get_state answer of the session id, talking to m, whose
@@ -58,6 +62,7 @@ func StateOf(id string, m policy.Model, st policy.Status) State {
 		SessionID: id, Model: m, IsStreaming: st.Streaming, IsCompacting: st.Compacting,
 		IsRetrying: st.Retrying, RetryAttempt: st.Attempt, AutoRetryEnabled: st.RetryEnabled,
 		AutoCompactionEnabled: st.CompactionEnabled, MessageCount: st.MessageCount, State: string(st.State),
+		LastCompaction: st.LastCompaction,
 	}
 }
 
