@@ -134,8 +134,8 @@ var ErrTooLarge = errors.New("policy: the context cannot fit the model's window"
 // TooLargeError is why an overflow is not compacted: the messages a
 // compaction must keep whatever it cuts (the last user message and the
 // tool results it needs) are Tokens tokens by the session's calibrated
-// count, not under the model's Window less its Reserve (reserveTokens),
-// which leaves no room for a summary. No continuation could fit.
+// count, which leaves no room under the model's Window less its Reserve
+// (reserveTokens) for a summary. No continuation could fit.
 type TooLargeError struct {
 	Tokens, Window, Reserve int
 }
@@ -164,8 +164,9 @@ func (e *Engine) window(limit int) int {
 
 // tooLarge returns why msgs cannot be compacted to fit a window of window
 // tokens: the messages from the last point a compaction may cut at on
-// (what any compaction keeps) are, calibrated, at least the window less
-// reserveTokens. nil when they fit, or when the window is unknown.
+// (what any compaction keeps) leave, calibrated, no room under the window
+// less reserveTokens for a summary of one estimated token. nil when they
+// do, or when the window is unknown.
 func (e *Engine) tooLarge(msgs []transcript.Message, window int) *TooLargeError {
 	usable := window - max(e.cfg.Compaction.ReserveTokens, 0)
 	if window <= 0 || usable <= 0 || len(msgs) == 0 {
@@ -173,8 +174,8 @@ func (e *Engine) tooLarge(msgs []transcript.Message, window int) *TooLargeError 
 	}
 	at := lastCutPoint(msgs)
 	n := e.calib.tokens(EstimateTokens(msgs[at:]...))
-	if n < usable {
-		return nil
+	if n+e.calib.tokens(1) <= usable {
+		return nil // room for a summary of one token at least
 	}
 	return &TooLargeError{Tokens: n, Window: window, Reserve: max(e.cfg.Compaction.ReserveTokens, 0)}
 }

@@ -90,9 +90,11 @@ type compaction struct {
 // than the threshold less the budget, it cuts deeper, at a later valid cut
 // point (the last one at most): keepRecentTokens is a target, not a floor.
 // That holds too when keepRecentTokens would keep everything after the
-// first message, and then a summary over the budget in first place
-// (written before there was one, or by another summarizer) is summarized
-// again.
+// first message: a compaction then cuts at the first cut point at least
+// when the whole context does not fit under the threshold less the
+// budget (the first message is what takes the room), and a summary over
+// the budget in first place (written before there was one, or by another
+// summarizer) is summarized again.
 func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compaction, error) {
 	msgs := e.ctx.msgs
 	at, ok := cutPoint(msgs, e.cfg.Compaction.KeepRecentTokens, e.calib)
@@ -101,7 +103,10 @@ func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compact
 			at = deeperCut(msgs, at, threshold-budget, e.calib)
 		} else if first, found := nextCutPoint(msgs, 1); found {
 			at = deeperCut(msgs, first, threshold-budget, e.calib)
-			ok = at > first || (msgs[0].Role == transcript.RoleSummary && e.calib.tokens(estimateTokens(msgs[0])) > budget)
+			// Cutting at the first cut point is worth it when everything
+			// does not fit: the first message is then what takes the room.
+			ok = at > first || e.calib.tokens(EstimateTokens(msgs...)) > threshold-budget ||
+				(msgs[0].Role == transcript.RoleSummary && e.calib.tokens(estimateTokens(msgs[0])) > budget)
 		}
 	}
 	if reason == transcript.ReasonOverflow {
