@@ -253,8 +253,9 @@ func TestCompactionIsOneType(t *testing.T) {
 		assert.Equal(t, details, auto[0].Details)
 		assert.Equal(t, entries[1], manual, "Compact's result is the entry's")
 		assert.Equal(t, transcript.Compaction{Reason: transcript.ReasonManual, Summary: "summary of manual",
-			FirstKeptEntryID: manual.FirstKeptEntryID, TokensBefore: manual.TokensBefore, Details: details}, manual)
+			FirstKeptEntryID: manual.FirstKeptEntryID, TokensBefore: manual.TokensBefore, TokensAfter: manual.TokensAfter, Details: details}, manual)
 		assert.NotEmpty(t, manual.FirstKeptEntryID)
+		assert.Positive(t, manual.TokensAfter, "the size of the summary and the messages kept")
 	})
 }
 
@@ -288,25 +289,19 @@ func TestOverflowContinuationIsSmallerThanTheRequest(t *testing.T) {
 		s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithSessionID("test-session"))
 		require.NoError(t, err)
 		t.Cleanup(func() { s.Close() })
-		var (
-			mu   sync.Mutex
-			ends []events.AutoCompactionEnd
-		)
-		s.Subscribe(func(ev events.Event) {
-			if e, ok := ev.(events.AutoCompactionEnd); ok {
-				mu.Lock()
-				ends = append(ends, e)
-				mu.Unlock()
-			}
-		})
+		rec := record(s)
 		for _, q := range []string{"first question", "second question", "third question"} {
 			require.NoError(t, s.Prompt(context.Background(), q))
 		}
 		require.Len(t, agent.sizes, 4)
 		overflowed, continuation := agent.sizes[2], agent.sizes[3]
 		assert.Less(t, continuation, overflowed, "the continuation is smaller than the request that overflowed")
-		mu.Lock()
-		defer mu.Unlock()
+		var ends []events.AutoCompactionEnd
+		for _, ev := range rec.events() {
+			if e, ok := ev.(events.AutoCompactionEnd); ok {
+				ends = append(ends, e)
+			}
+		}
 		require.Len(t, ends, 1)
 		res := ends[0].Result
 		require.NotNil(t, res, ends[0].ErrorMessage)

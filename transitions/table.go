@@ -156,7 +156,7 @@ var (
 	}
 	guardOverflowTooLarge = Guard{
 		Name: "overflowTooLarge",
-		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode not yet compacted ∧ what every compaction keeps is, calibrated, at least the window less reserveTokens (tooLarge; not the check before a prompt)",
+		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode not yet compacted ∧ what every compaction keeps leaves, calibrated, no room for a summary under the window less reserveTokens (tooLarge; not the check before a prompt)",
 		Holds: func(from states.State, f Facts) bool {
 			return decides(from, f) && f.sameModelOverflow() && !f.Stale && f.CompactionEnabled && !f.EpisodeCompacted &&
 				f.tooLarge() && !f.awaitingCredential()
