@@ -91,7 +91,7 @@ func (e *Engine) calibrateUsage(m *transcript.Message) {
 	if m.IsError() {
 		return
 	}
-	e.calib = e.calib.sample(contextTokens(m.Usage), EstimateTokens(e.ctx.msgs...))
+	e.calib = e.calib.sample(contextTokens(m.Usage), e.ctx.est)
 }
 
 // calibrateOverflow takes the size an overflow's error text gives as a
@@ -101,7 +101,11 @@ func (e *Engine) calibrateOverflow(m *transcript.Message, v classify.Result) {
 	if v.Class != classify.Overflow || v.PromptTokens <= 0 {
 		return
 	}
-	e.calib = e.calib.sample(v.PromptTokens, EstimateTokens(e.contextWithout(m)...))
+	est := e.ctx.est
+	if len(e.contextWithout(m)) < len(e.ctx.msgs) {
+		est -= estimateTokens(*m)
+	}
+	e.calib = e.calib.sample(v.PromptTokens, est)
 }
 
 // contextWithout is the runtime context without its last message when that

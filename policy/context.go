@@ -47,6 +47,9 @@ type runtimeContext struct {
 	// last is the size of the latest compaction applied to the context,
 	// nil before any.
 	last *CompactionTokens
+	// est is EstimateTokens(msgs...), kept as msgs change, so that a
+	// calibration costs nothing like the context's size.
+	est int
 }
 
 // lastCompaction is the size of the latest compaction, for Status: a copy,
@@ -117,6 +120,7 @@ func (c *runtimeContext) replay(before int, entries []transcript.Entry) error {
 // push adds m, recorded at position pos, at the end of the context.
 func (c *runtimeContext) push(m transcript.Message, pos int) {
 	c.msgs = append(c.msgs, m)
+	c.est += estimateTokens(m)
 	c.seq[m.ID] = pos
 }
 
@@ -132,6 +136,7 @@ func (c *runtimeContext) remove(id string) bool {
 		if i < c.frozen {
 			c.msgs, c.frozen = slices.Clone(c.msgs), 0
 		}
+		c.est -= estimateTokens(c.msgs[i])
 		c.msgs = slices.Delete(c.msgs, i, i+1)
 		delete(c.seq, id)
 		return true
@@ -159,6 +164,7 @@ func (c *runtimeContext) compact(e transcript.Entry, from int) {
 	out := make([]transcript.Message, 0, 1+len(c.msgs)-from+8)
 	out = append(append(out, summaryMessage(e)), c.msgs[from:]...)
 	c.msgs, c.frozen = out, 0
+	c.est = EstimateTokens(out...)
 	c.seq[e.ID] = c.compactionSeq
 	cp := e.Compaction
 	c.last = &CompactionTokens{Reason: cp.Reason, TokensBefore: cp.TokensBefore, TokensAfter: cp.TokensAfter}

@@ -60,7 +60,7 @@ func (e *Engine) facts(at time.Time, m *transcript.Message, sig transitions.Sign
 	f.SameModel = m.Provider == e.model.Provider && m.Model == e.model.ID
 	f.Stale = e.ctx.compactionSeq > 0 && e.ctx.seq[m.ID] <= e.ctx.compactionSeq
 	f.Tokens = contextTokens(m.Usage)
-	if sig == transitions.RunEnded && v.Class == classify.Overflow {
+	if sig == transitions.RunEnded && v.Class == classify.Overflow && !f.Stale {
 		// The provider's count of the request that overflowed is the best
 		// measure of the context there is: it calibrates the estimate
 		// before the decision weighs what a compaction can keep.
