@@ -66,15 +66,11 @@ var limitCountPatterns = []countPattern{
 // maxCount bounds the counts read: a larger number is no token count.
 const maxCount = 1 << 40
 
-// OverflowCounts reads the numbers of an overflow's error text: the size
+// overflowCounts reads the numbers of an overflow's error text: the size
 // of the request in tokens as the provider counted it (prompt) and the
-// limit it went over (limit), each 0 when the text does not give it.
-// Classify puts them in the Result of an overflow. It reads the wordings
-// of the providers the corpus holds (Anthropic's "210345 tokens > 200000
-// maximum", OpenAI's "your messages resulted in 130512 tokens", llama.cpp's
-// exceed_context_size_error with n_prompt_tokens and n_ctx, and more); a
-// number above 2^40 is no count and reads as 0. It does not allocate.
-func OverflowCounts(text string) (prompt, limit int) {
+// limit it went over (limit), each 0 when the text does not give it (see
+// Result.PromptTokens). It does not allocate.
+func overflowCounts(text string) (prompt, limit int) {
 	return findCount(text, promptCountPatterns), findCount(text, limitCountPatterns)
 }
 

@@ -78,12 +78,12 @@ func TestOverflowCounts(t *testing.T) {
 		{"prompt is too long", 0, 0},
 		{"prompt is too long: 99999999999999999999 tokens > 200000 maximum", 0, 200000},
 		{"prompt is too long: 1099511627777 tokens > 1099511627776 maximum", 0, 1 << 40},
-		{"", 0, 0},
-		{"tokens > ", 0, 0},
-		{"1", 0, 0},
+		{"prompt is too long: tokens > ", 0, 0},
+		{"prompt is too long: 1", 0, 0},
+		{"prompt is too long: " + strings.Repeat("9 ", 100000) + "tokens > 7 maximum", 9, 7},
 	} {
-		p, l := classify.OverflowCounts(c.text)
-		assert.Equal(t, counts{c.prompt, c.limit}, counts{p, l}, c.text)
+		res := classify.Extended.Classify(errMsg(c.text), now)
+		assert.Equal(t, counts{c.prompt, c.limit}, counts{res.PromptTokens, res.ContextLimit}, c.text)
 	}
 	// The numbers are an overflow's only: a throttle's text gives none.
 	res := classify.Extended.Classify(errMsg("429 rate limit: 210345 tokens > 200000 maximum"), now)

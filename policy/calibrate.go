@@ -1,7 +1,6 @@
 package policy
 
 import (
-	"errors"
 	"fmt"
 	"math"
 
@@ -10,18 +9,18 @@ import (
 )
 
 // The bounds of a session's token ratio (see calibration): a count that
-// says a message's characters are more than MaxTokenRatio tokens for every
-// estimated one, or fewer than MinTokenRatio, is taken as the bound, so
+// says a message's characters are more than maxTokenRatio tokens for every
+// estimated one, or fewer than minTokenRatio, is taken as the bound, so
 // that one garbage count can neither shrink every estimate to nothing nor
-// blow it up past any window.
+// blow it up past any window. docs/session.md states them.
 const (
-	MinTokenRatio = 0.25
-	MaxTokenRatio = 16.0
-	// MinCalibrationTokens is the smallest estimate a count calibrates:
+	minTokenRatio = 0.25
+	maxTokenRatio = 16.0
+	// minCalibrationTokens is the smallest estimate a count calibrates:
 	// the provider counts the system prompt and the tool definitions too,
 	// which outweigh a short context's messages, so a count of one says
 	// little about how the messages themselves count.
-	MinCalibrationTokens = 1024
+	minCalibrationTokens = 1024
 )
 
 // calibration is a session's token ratio: how many tokens the provider
@@ -64,24 +63,19 @@ func (c calibration) chars(budget int) int {
 
 // sample returns the calibration a count of tokens for messages estimated
 // at est tokens gives: tokens / est within the bounds, or c unchanged when
-// tokens is no count (0 or less) or est is under MinCalibrationTokens.
+// tokens is no count (0 or less) or est is under minCalibrationTokens.
 func (c calibration) sample(tokens, est int) calibration {
-	if tokens <= 0 || est < MinCalibrationTokens {
+	if tokens <= 0 || est < minCalibrationTokens {
 		return c
 	}
-	return calibration(min(max(float64(tokens)/float64(est), MinTokenRatio), MaxTokenRatio))
+	return calibration(min(max(float64(tokens)/float64(est), minTokenRatio), maxTokenRatio))
 }
 
 // validRatio reports whether r is a ratio a calibration may hold: 0 (no
 // count yet) or a number within the bounds.
 func validRatio(r float64) bool {
-	return r == 0 || (r >= MinTokenRatio && r <= MaxTokenRatio)
+	return r == 0 || (r >= minTokenRatio && r <= maxTokenRatio)
 }
-
-// TokenRatio returns the session's token ratio: how many tokens the
-// provider counts for each token EstimateTokens gives, as its latest count
-// said; 1 before any count.
-func (e *Engine) TokenRatio() float64 { return e.calib.ratio() }
 
 // calibrateUsage takes the usage of assistant message m, the last of the
 // runtime context, as a count of the whole context: the call read
@@ -130,32 +124,24 @@ func (c *runtimeContext) calibrated() calibration {
 	return 0
 }
 
-// ErrTooLarge matches the error of a compaction that cannot make the
-// context fit: even the last user message, with what it needs, is over the
-// model's window (see TooLargeError).
-var ErrTooLarge = errors.New("policy: the context cannot fit the model's window")
-
-// TooLargeError is why an overflow is not compacted: the messages a
+// tooLargeError is why an overflow is not compacted: the messages a
 // compaction must keep whatever it cuts (the last user message and the
 // tool results it needs) are Tokens tokens by the session's calibrated
 // count, which leaves no room under the model's Window less its Reserve
-// (reserveTokens) for a summary. No continuation could fit.
-type TooLargeError struct {
+// (reserveTokens) for a summary. No continuation could fit. The turn
+// fails with ErrOverflow and this reason: "the last message alone is N
+// tokens, over the model's window of W" (and "less its reserve of R" when
+// reserveTokens is not 0).
+type tooLargeError struct {
 	Tokens, Window, Reserve int
 }
 
-// Error reads "policy: the context cannot fit the model's window: the
-// last message alone is N tokens, over the model's window of W" (and
-// "less its reserve of R" when reserveTokens is not 0).
-func (e *TooLargeError) Error() string {
+func (e *tooLargeError) Error() string {
 	if e.Reserve > 0 {
-		return fmt.Sprintf("%v: the last message alone is %d tokens, over the model's window of %d less its reserve of %d", ErrTooLarge, e.Tokens, e.Window, e.Reserve)
+		return fmt.Sprintf("the last message alone is %d tokens, over the model's window of %d less its reserve of %d", e.Tokens, e.Window, e.Reserve)
 	}
-	return fmt.Sprintf("%v: the last message alone is %d tokens, over the model's window of %d", ErrTooLarge, e.Tokens, e.Window)
+	return fmt.Sprintf("the last message alone is %d tokens, over the model's window of %d", e.Tokens, e.Window)
 }
-
-// Is reports whether target is ErrTooLarge.
-func (e *TooLargeError) Is(target error) bool { return target == ErrTooLarge }
 
 // window is the model's context window: the model's own, or when that is
 // unknown the limit the overflow's error text named (limit, 0 when none).
@@ -171,7 +157,7 @@ func (e *Engine) window(limit int) int {
 // (what any compaction keeps) leave, calibrated, no room under the window
 // less reserveTokens for a summary of one estimated token. nil when they
 // do, or when the window is unknown.
-func (e *Engine) tooLarge(msgs []transcript.Message, window int) *TooLargeError {
+func (e *Engine) tooLarge(msgs []transcript.Message, window int) *tooLargeError {
 	usable := window - max(e.cfg.Compaction.ReserveTokens, 0)
 	if window <= 0 || usable <= 0 || len(msgs) == 0 {
 		return nil
@@ -181,7 +167,7 @@ func (e *Engine) tooLarge(msgs []transcript.Message, window int) *TooLargeError 
 	if n+e.calib.tokens(1) <= usable {
 		return nil // room for a summary of one token at least
 	}
-	return &TooLargeError{Tokens: n, Window: window, Reserve: max(e.cfg.Compaction.ReserveTokens, 0)}
+	return &tooLargeError{Tokens: n, Window: window, Reserve: max(e.cfg.Compaction.ReserveTokens, 0)}
 }
 
 // lastCutPoint is the last index of msgs a compaction may cut at (see

@@ -81,7 +81,7 @@ type compaction struct {
 // prepareCompaction chooses what a compaction cuts (docs/policy.md §4.4):
 // it returns the compaction with its cut and kept messages, or why there is
 // none: ErrNothingToCompact, or for an overflow's compaction a
-// *TooLargeError when even the messages the last cut point keeps do not
+// *tooLargeError when even the messages the last cut point keeps do not
 // fit. Both are never empty: every cut point is after the first message
 // and at or before the last. Sizes are calibrated (see calibration).
 //

@@ -46,20 +46,16 @@ type runtimeContext struct {
 	appendedN int
 	// last is the size of the latest compaction applied to the context,
 	// nil before any.
-	last *CompactionTokens
+	last *compactionSize
 	// est is EstimateTokens(msgs...), kept as msgs change, so that a
 	// calibration costs nothing like the context's size.
 	est int
 }
 
-// lastCompaction is the size of the latest compaction, for Status: a copy,
-// nil before any.
-func (c *runtimeContext) lastCompaction() *CompactionTokens {
-	if c.last == nil {
-		return nil
-	}
-	s := *c.last
-	return &s
+// compactionSize is what a compaction did to the context's size.
+type compactionSize struct {
+	reason        transcript.CompactionReason
+	before, after int
 }
 
 // replay rebuilds the runtime context from history by doing, entry by
@@ -167,7 +163,7 @@ func (c *runtimeContext) compact(e transcript.Entry, from int) {
 	c.est = EstimateTokens(out...)
 	c.seq[e.ID] = c.compactionSeq
 	cp := e.Compaction
-	c.last = &CompactionTokens{Reason: cp.Reason, TokensBefore: cp.TokensBefore, TokensAfter: cp.TokensAfter}
+	c.last = &compactionSize{reason: cp.Reason, before: cp.TokensBefore, after: cp.TokensAfter}
 }
 
 // share returns msgs[from:to] to hand to a run or a summarizer: the

@@ -16,7 +16,7 @@ type verdict struct {
 	classify.Result
 	// tooLarge says why no compaction can make the context fit, with
 	// facts.TooLarge.
-	tooLarge *TooLargeError
+	tooLarge *tooLargeError
 }
 
 // class is the class the decision acts on, as the events report it:

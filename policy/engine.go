@@ -126,31 +126,33 @@ type Status struct {
 	Compacting bool `json:"isCompacting"`
 	// MessageCount is the number of messages in the runtime context.
 	MessageCount int `json:"messageCount"`
-	// LastCompaction is the size of the latest compaction's result, nil
-	// before any (in the history the session started on, or since).
-	LastCompaction *CompactionTokens `json:"lastCompaction,omitempty"`
-}
-
-// CompactionTokens is what a compaction did to the context's size, in
-// tokens by the session's calibrated count (see transcript.Compaction).
-type CompactionTokens struct {
-	Reason       transcript.CompactionReason `json:"reason"`
-	TokensBefore int                         `json:"tokensBefore"`
-	TokensAfter  int                         `json:"tokensAfter"`
+	// LastCompaction is the reason of the latest compaction (in the
+	// history the session started on, or since), "" before any;
+	// CompactionTokensBefore and CompactionTokensAfter are its
+	// transcript.Compaction's TokensBefore and TokensAfter.
+	LastCompaction         transcript.CompactionReason `json:"lastCompaction,omitempty"`
+	CompactionTokensBefore int                         `json:"compactionTokensBefore,omitempty"`
+	CompactionTokensAfter  int                         `json:"compactionTokensAfter,omitempty"`
 }
 
 // Status returns the engine's status.
 func (e *Engine) Status() Status {
+	var last compactionSize
+	if l := e.ctx.last; l != nil {
+		last = *l
+	}
 	return Status{
-		State:             e.state(),
-		Attempt:           e.attempt,
-		Retrying:          e.attempt > 0,
-		RetryEnabled:      e.cfg.Retry.Enabled,
-		CompactionEnabled: e.cfg.Compaction.Enabled,
-		Streaming:         e.run != nil || e.pending != nil,
-		Compacting:        e.comp != nil,
-		MessageCount:      len(e.ctx.msgs),
-		LastCompaction:    e.ctx.lastCompaction(),
+		State:                  e.state(),
+		Attempt:                e.attempt,
+		Retrying:               e.attempt > 0,
+		RetryEnabled:           e.cfg.Retry.Enabled,
+		CompactionEnabled:      e.cfg.Compaction.Enabled,
+		Streaming:              e.run != nil || e.pending != nil,
+		Compacting:             e.comp != nil,
+		MessageCount:           len(e.ctx.msgs),
+		LastCompaction:         last.reason,
+		CompactionTokensBefore: last.before,
+		CompactionTokensAfter:  last.after,
 	}
 }
 

@@ -61,10 +61,12 @@ type Snapshot struct {
 	// the snapshotted engine is given out again. 0 in a snapshot written
 	// before it was recorded.
 	Tickets uint64 `json:"tickets,omitempty"`
-	// TokenRatio is the session's token ratio (see Engine.TokenRatio): 0
-	// before the provider gave any count, and in a snapshot written before
-	// it was recorded, when the restored engine takes it from the usage in
-	// its history. Otherwise within [MinTokenRatio, MaxTokenRatio].
+	// TokenRatio is the session's token ratio: how many tokens the
+	// provider counts for each token EstimateTokens gives, as its latest
+	// count said (docs/session.md, "Calibration"). 0 before the provider
+	// gave any count, and in a snapshot written before it was recorded,
+	// when the restored engine takes it from the usage in its history.
+	// Otherwise within [0.25, 16].
 	TokenRatio float64 `json:"tokenRatio,omitempty"`
 }
 
@@ -258,7 +260,7 @@ func (s Snapshot) check() error {
 		return fmt.Errorf("history: negative %d", s.History)
 	}
 	if !validRatio(s.TokenRatio) {
-		return fmt.Errorf("tokenRatio: %v is outside [%v, %v] (0 for none)", s.TokenRatio, MinTokenRatio, MaxTokenRatio)
+		return fmt.Errorf("tokenRatio: %v is outside [%v, %v] (0 for none)", s.TokenRatio, minTokenRatio, maxTokenRatio)
 	}
 	if s.Tickets > maxTickets {
 		return fmt.Errorf("tickets: %d leaves no room to number runs, timers and compactions on (at most %d)", s.Tickets, uint64(maxTickets))

@@ -29,9 +29,18 @@ func answerOf(chars int, u *transcript.Usage) transcript.Message {
 	return m
 }
 
+// ratioOf is the engine's token ratio, as its snapshot records it: 1
+// before any count.
+func ratioOf(e *policy.Engine) float64 {
+	if r := e.Snapshot().TokenRatio; r != 0 {
+		return r
+	}
+	return 1
+}
+
 // calibrated is the size of msgs by the engine's calibrated count.
 func calibrated(e *policy.Engine, msgs []transcript.Message) int {
-	return int(math.Ceil(float64(policy.EstimateTokens(msgs...)) * e.TokenRatio()))
+	return int(math.Ceil(float64(policy.EstimateTokens(msgs...)) * ratioOf(e)))
 }
 
 // usable is the test model's window less the default reserveTokens.
@@ -64,7 +73,7 @@ func TestStoryCalibrationIssueReproduction(t *testing.T) {
 			"classifying>compacting overflow", "append removal:msg-6",
 		}, check: func(t *testing.T, p *player) {
 			overflowed = policy.EstimateTokens(p.runContext...)
-			assert.InDelta(t, 210345.0/float64(overflowed), p.e.TokenRatio(), 1e-9, "the overflow's count calibrates the estimate of the request")
+			assert.InDelta(t, 210345.0/float64(overflowed), ratioOf(p.e), 1e-9, "the overflow's count calibrates the estimate of the request")
 			// The summary's budget and what is kept fit under the window
 			// less the reserve, by the calibrated count.
 			r := p.request
@@ -76,11 +85,11 @@ func TestStoryCalibrationIssueReproduction(t *testing.T) {
 			"start_run continuation context=[compaction-7 msg-4 user-5]",
 			"compacting>continuing resume",
 		}, check: func(t *testing.T, p *player) {
-			last := p.e.Status().LastCompaction
-			require.NotNil(t, last)
-			assert.Equal(t, 210345, last.TokensBefore)
+			st := p.e.Status()
+			assert.Equal(t, transcript.ReasonOverflow, st.LastCompaction)
+			assert.Equal(t, 210345, st.CompactionTokensBefore)
 			after := calibrated(p.e, p.runContext)
-			assert.Equal(t, after, last.TokensAfter)
+			assert.Equal(t, after, st.CompactionTokensAfter)
 			assert.Less(t, after, usable, "the continuation fits by the provider's count")
 			// It is smaller than the request that overflowed, by the
 			// estimate too (the characters sent).
@@ -104,8 +113,8 @@ func TestStoryCalibrationFromUsage(t *testing.T) {
 		{"no usage", nil, func(int) float64 { return 1 }},
 		{"zero usage", &transcript.Usage{}, func(int) float64 { return 1 }},
 		{"negative usage", &transcript.Usage{Input: -5}, func(int) float64 { return 1 }},
-		{"a garbage huge count", &transcript.Usage{TotalTokens: 1 << 60}, func(int) float64 { return policy.MaxTokenRatio }},
-		{"a garbage tiny count", &transcript.Usage{TotalTokens: 1}, func(int) float64 { return policy.MinTokenRatio }},
+		{"a garbage huge count", &transcript.Usage{TotalTokens: 1 << 60}, func(int) float64 { return 16.0 }},
+		{"a garbage tiny count", &transcript.Usage{TotalTokens: 1}, func(int) float64 { return 0.25 }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			p := play(t, story{steps: []step{
@@ -114,13 +123,13 @@ func TestStoryCalibrationFromUsage(t *testing.T) {
 			p.lines(p.e.RunEvent(p.now, p.run, nil)) // nothing: a nil event is dropped
 			reply(answerOf(8000, c.usage))(p)
 			est := policy.EstimateTokens(p.e.Messages()...)
-			assert.InDelta(t, c.want(est), p.e.TokenRatio(), 1e-9)
+			assert.InDelta(t, c.want(est), ratioOf(p.e), 1e-9)
 		})
 	}
 	// A short context does not calibrate: its count is mostly the system
 	// prompt's and the tools'.
 	p := play(t, story{steps: warmUp})
-	assert.Equal(t, 1.0, p.e.TokenRatio(), "120 tokens for a few words is no measure")
+	assert.Equal(t, 1.0, ratioOf(p.e), "120 tokens for a few words is no measure")
 }
 
 // An overflow's error text calibrates the estimate of the request that
@@ -139,7 +148,7 @@ func TestStoryCalibrationFromOverflowText(t *testing.T) {
 			promptIn("next")(p)
 			est := policy.EstimateTokens(p.e.Messages()...)
 			reply(errorAnswer(fmt.Sprintf(text, 150000)))(p)
-			assert.InDelta(t, 150000/float64(est), p.e.TokenRatio(), 1e-9)
+			assert.InDelta(t, 150000/float64(est), ratioOf(p.e), 1e-9)
 			require.NotNil(t, p.request, "the overflow compacts")
 			assert.Equal(t, transcript.ReasonOverflow, p.request.Reason)
 		})
@@ -158,15 +167,12 @@ func TestStoryCalibrationTooLarge(t *testing.T) {
 			`message msg-4 error p/m "prompt is too long: 230000 tokens > 200000 maximum"`, "append message:msg-4", "agent_end [msg-4]",
 			"idle>classifying agent_end",
 			"compaction_start overflow",
-			"compaction_end failed willRetry=false \"Context overflow recovery failed: policy: the context cannot fit the model's window: the last message alone is 229986 tokens, over the model's window of 200000 less its reserve of 16384\"",
+			"compaction_end failed willRetry=false \"Context overflow recovery failed: the last message alone is 229986 tokens, over the model's window of 200000 less its reserve of 16384\"",
 			"classifying>idle too_large",
 			"turn_settled overflow",
-			"finish_turn policy: context overflow not recovered: policy: the context cannot fit the model's window: the last message alone is 229986 tokens, over the model's window of 200000 less its reserve of 16384",
-		}, check: turnFailed(policy.ErrOverflow, policy.ErrTooLarge)},
+			"finish_turn policy: context overflow not recovered: the last message alone is 229986 tokens, over the model's window of 200000 less its reserve of 16384",
+		}, check: turnFailed(policy.ErrOverflow)},
 	})})
-	var tl *policy.TooLargeError
-	require.ErrorAs(t, p.turnErr, &tl)
-	assert.Equal(t, policy.TooLargeError{Tokens: 229986, Window: 200000, Reserve: 16384}, *tl)
 	assert.Nil(t, p.request, "no summary was asked for")
 }
 
@@ -179,14 +185,14 @@ func TestSnapshotKeepsTheTokenRatio(t *testing.T) {
 	require.NoError(t, err)
 	d.feed(effects)
 	d.answerRun(t0, answerOf(8000, &transcript.Usage{TotalTokens: 12000}), 0)
-	ratio := d.e.TokenRatio()
+	ratio := ratioOf(d.e)
 	require.InDelta(t, 3.0, ratio, 1e-9)
 
 	snap := d.e.Snapshot()
 	assert.Equal(t, ratio, snap.TokenRatio)
 	e, _, err := policy.Restore(policy.Setup{Model: testModel, History: d.history}, snap, t0, 0)
 	require.NoError(t, err)
-	assert.Equal(t, ratio, e.TokenRatio())
+	assert.Equal(t, ratio, ratioOf(e))
 
 	// Written before: no tokenRatio in the JSON.
 	b, err := json.Marshal(snap)
@@ -201,7 +207,7 @@ func TestSnapshotKeepsTheTokenRatio(t *testing.T) {
 	require.NoError(t, json.Unmarshal(b, &old))
 	e, _, err = policy.Restore(policy.Setup{Model: testModel, History: d.history}, old, t0, 0)
 	require.NoError(t, err)
-	assert.InDelta(t, ratio, e.TokenRatio(), 1e-9, "taken from the history's usage")
+	assert.InDelta(t, ratio, ratioOf(e), 1e-9, "taken from the history's usage")
 
 	for _, bad := range []float64{math.NaN(), math.Inf(1), -1, 0.1, 17} {
 		s := snap
@@ -214,7 +220,7 @@ func TestSnapshotKeepsTheTokenRatio(t *testing.T) {
 
 // A property (issue 23 item 2): after any compaction that follows an
 // overflow, the context is under the window less the reserve by the
-// calibrated count, or the turn failed with a TooLargeError. Histories of
+// calibrated count, or the turn failed with ErrOverflow saying the last message alone is over the window. Histories of
 // any sizes, windows, reserves and counts, the summarizer writing as long
 // a summary as it may (or longer: the engine cuts it).
 func TestPropertyOverflowCompactionFits(t *testing.T) {
@@ -249,10 +255,13 @@ func TestPropertyOverflowCompactionFits(t *testing.T) {
 		count := rapid.IntRange(window+1, 8*window).Draw(t, "count")
 		reply(errorAnswer(fmt.Sprintf("prompt is too long: %d tokens > %d maximum", count, window)))(p)
 		if p.turnDone {
-			var tl *policy.TooLargeError
-			if errors.As(p.turnErr, &tl) {
+			if errors.Is(p.turnErr, policy.ErrOverflow) && strings.Contains(p.turnErr.Error(), "the last message alone is ") {
 				// No room for a summary of one estimated token.
-				assert.Greater(t, tl.Tokens+int(math.Ceil(e.TokenRatio())), window-cfg.Compaction.ReserveTokens)
+				var n, w int
+				_, err := fmt.Sscanf(p.turnErr.Error()[strings.Index(p.turnErr.Error(), "alone is "):], "alone is %d tokens, over the model's window of %d", &n, &w)
+				require.NoError(t, err)
+				assert.Equal(t, window, w)
+				assert.Greater(t, n+int(math.Ceil(ratioOf(e))), window-cfg.Compaction.ReserveTokens)
 				return
 			}
 			// Nothing to compact: the context was left as it was.
@@ -265,7 +274,7 @@ func TestPropertyOverflowCompactionFits(t *testing.T) {
 		summarized(strings.Repeat("s", longest))(p)
 		require.False(t, p.turnDone, "the continuation runs: %v", p.turnErr)
 		assert.Less(t, calibrated(e, p.runContext), window-cfg.Compaction.ReserveTokens+1,
-			"the continuation fits: ratio %v", e.TokenRatio())
-		assert.LessOrEqual(t, calibrated(e, p.runContext), e.Status().LastCompaction.TokensAfter)
+			"the continuation fits: ratio %v", ratioOf(e))
+		assert.LessOrEqual(t, calibrated(e, p.runContext), e.Status().CompactionTokensAfter)
 	})
 }

@@ -83,7 +83,7 @@ var actionDocs = map[Action]string{
 	FailTurnMessage:        "fails the turn by the message decided on: ErrAborted for an aborted one, ErrProvider for an error; a success fails nothing",
 	FailTurnAborted:        "fails the turn with ErrAborted",
 	FailTurnRetryCancelled: "fails the turn with ErrRetryCancelled",
-	FailTurnTooLarge:       "fails the turn with ErrOverflow and a TooLargeError (ErrTooLarge): the last message's calibrated size and the window",
+	FailTurnTooLarge:       "fails the turn with ErrOverflow and why: \"the last message alone is N tokens, over the model's window of W\", N by the calibrated count",
 }
 
 // Doc says what the action does, "" for an action the table does not know.

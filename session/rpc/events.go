@@ -118,7 +118,7 @@ type (
 var sessionErrors = []error{
 	policy.ErrBusy, policy.ErrClosed, policy.ErrRetryCancelled, policy.ErrAborted, policy.ErrExhausted,
 	policy.ErrProvider, policy.ErrOverflow, policy.ErrHistory, policy.ErrStartFailed,
-	policy.ErrNothingToCompact, policy.ErrAlreadyCompacted, policy.ErrCompactionCancelled, policy.ErrTooLarge,
+	policy.ErrNothingToCompact, policy.ErrAlreadyCompacted, policy.ErrCompactionCancelled,
 }
 
 // The leads of a failed compaction's errorMessage, which the policy writes

@@ -253,7 +253,7 @@ func TestClientCompactAndMessages(t *testing.T) {
 		st, err = c.GetState(ctx)
 		require.NoError(t, err)
 		require.NotNil(t, st.LastCompaction)
-		assert.Equal(t, policy.CompactionTokens{Reason: transcript.ReasonManual, TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter}, *st.LastCompaction)
+		assert.Equal(t, rpc.CompactionSize{Reason: transcript.ReasonManual, TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter}, *st.LastCompaction)
 		_, err = c.Compact(ctx, "")
 		assert.ErrorContains(t, err, "already compacted")
 		msgs, err = c.GetMessages(ctx)
