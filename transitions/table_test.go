@@ -93,6 +93,9 @@ func specNext(s states.State, f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 				return tr.Unrecovered, []tr.Action{tr.EndChainFailed, tr.FailTurnOverflow}, true
 			case f.EpisodeCompacted:
 				return tr.Refuse, []tr.Action{tr.EndChainFailed, tr.ReportRefusal, tr.FailTurnOverflow}, true
+			case f.TooLarge:
+				// No compaction can make it fit (issue 23).
+				return tr.TooLarge, []tr.Action{tr.EndChainFailed, tr.ReportTooLarge, tr.FailTurnTooLarge}, true
 			}
 			return tr.Overflow, []tr.Action{tr.EndChainFailed, tr.MarkEpisode, tr.RemoveFailed, tr.StartOverflowRecovery}, true
 		}
