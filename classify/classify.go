@@ -25,6 +25,17 @@ type Result struct {
 	// only: from the Headers first, then from the error text (§2.4).
 	RetryAfter    time.Duration
 	HasRetryAfter bool
+	// PromptTokens and ContextLimit are the numbers an overflow's error
+	// text gives, in the wordings of the providers the corpus holds
+	// (Anthropic's "210345 tokens > 200000 maximum", OpenAI's "your
+	// messages resulted in 130512 tokens", llama.cpp's
+	// exceed_context_size_error with n_prompt_tokens and n_ctx, and more):
+	// the size of the request that did not fit, in tokens as the provider
+	// counted it, and the limit it went over; a number above 2^40 is no
+	// count. Each is 0 when the text does not give it, and both are 0 for
+	// any class but Overflow.
+	PromptTokens int
+	ContextLimit int
 }
 
 // Classify decides what m is under the rule set r. now is the current time,
@@ -71,7 +82,8 @@ func (r Rules) classify(m Message, now time.Time, why *[]Why) Result {
 		r.explainText(why, m, text, bits, typed, field)
 	}
 	if typed != verdictThrottle && (typed == verdictOverflow || overflowBits(bits)) {
-		return Result{Class: Overflow}
+		prompt, limit := overflowCounts(text)
+		return Result{Class: Overflow, PromptTokens: prompt, ContextLimit: limit}
 	}
 	var class Class
 	switch typed {

@@ -19,9 +19,9 @@ var actions = [...]func(e *Engine, s *step){
 	scheduleBackoff, scheduleRetryNow, removeFailed, startContinuation, stopTimer, askCredentialStore, dropDecision,
 	endChainFailed, endChainExhausted, endChainCancelled, endChainRecovered,
 	markEpisode, clearEpisode, startCompactionOverflow, startCompactionThreshold, startCompactionOverflowBeforePrompt,
-	startCompactionThresholdBeforePrompt, startCompactionManual, refuseCompaction, stopCompaction, reportRefusal,
+	startCompactionThresholdBeforePrompt, startCompactionManual, refuseCompaction, stopCompaction, reportRefusal, reportTooLarge,
 	cancelRun, dropPrompt, failTurnStartFailed, failTurnExhausted, failTurnOverflow, failTurnRecoveryFailed,
-	failTurnMessage, failTurnAborted, failTurnRetryCancelled,
+	failTurnMessage, failTurnAborted, failTurnRetryCancelled, failTurnTooLarge,
 }
 
 // act carries out the action a for the step s, and reports whether it
@@ -119,6 +119,11 @@ func reportRefusal(e *Engine, _ *step) {
 	e.emit(events.AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: refused})
 }
 
+func reportTooLarge(e *Engine, s *step) {
+	e.emit(events.AutoCompactionStart{Reason: transcript.ReasonOverflow})
+	e.emit(events.AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: "Context overflow recovery failed: " + s.v.tooLarge.Error()})
+}
+
 // The run and the turn.
 
 func cancelRun(e *Engine, s *step) {
@@ -158,3 +163,7 @@ func failTurnMessage(e *Engine, s *step) {
 func failTurnAborted(e *Engine, _ *step) { e.failTurn(ErrAborted) }
 
 func failTurnRetryCancelled(e *Engine, _ *step) { e.failTurn(ErrRetryCancelled) }
+
+func failTurnTooLarge(e *Engine, s *step) {
+	e.failTurnOn(fmt.Errorf("%w: %w", ErrOverflow, s.v.tooLarge), s.v.class())
+}

@@ -65,9 +65,11 @@ type compaction struct {
 	manual bool
 	// check: the compaction of the check before a prompt, which never
 	// fails the turn: the turn's outcome is its own run's.
-	check  bool
-	cut    []transcript.Message
-	kept   []transcript.Message
+	check bool
+	cut   []transcript.Message
+	kept  []transcript.Message
+	// before is the context's calibrated size when the compaction
+	// started.
 	before int
 	// committing: the summary is in, and its entry is being appended;
 	// previousSeq is the position of the compaction before it.
@@ -77,38 +79,53 @@ type compaction struct {
 }
 
 // prepareCompaction chooses what a compaction cuts (docs/policy.md §4.4):
-// it returns the compaction with its cut and kept messages, or false when
-// there is nothing to compact. Both are never empty: every cut point is
-// after the first message and at or before the last.
+// it returns the compaction with its cut and kept messages, or why there is
+// none: ErrNothingToCompact, or for an overflow's compaction a
+// *tooLargeError when even the messages the last cut point keeps do not
+// fit. Both are never empty: every cut point is after the first message
+// and at or before the last. Sizes are calibrated (see calibration).
 //
 // When the session has a compaction threshold, a compaction makes room for
 // a summary of the budget's size: if the messages kept would take more
 // than the threshold less the budget, it cuts deeper, at a later valid cut
-// point (the last one at most). That holds too when keepRecentTokens would
-// keep everything after the first message, and then a summary over the
-// budget in first place (written before there was one, or by another
+// point (the last one at most): keepRecentTokens is a target, not a floor.
+// That holds too when keepRecentTokens would keep everything after the
+// first message: a compaction then cuts at the first cut point at least
+// when the whole context does not fit under the threshold less the
+// budget (the first message is what takes the room), and a summary over
+// the budget in first place (written before there was one, or by another
 // summarizer) is summarized again.
-func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compaction, bool) {
+func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compaction, error) {
 	msgs := e.ctx.msgs
-	at, ok := cutPoint(msgs, e.cfg.Compaction.KeepRecentTokens)
+	at, ok := cutPoint(msgs, e.cfg.Compaction.KeepRecentTokens, e.calib)
 	if threshold, budget, bounded := e.summaryBudget(); bounded {
 		if ok {
-			at = deeperCut(msgs, at, threshold-budget)
+			at = deeperCut(msgs, at, threshold-budget, e.calib)
 		} else if first, found := nextCutPoint(msgs, 1); found {
-			at = deeperCut(msgs, first, threshold-budget)
-			ok = at > first || (msgs[0].Role == transcript.RoleSummary && estimateTokens(msgs[0]) > budget)
+			at = deeperCut(msgs, first, threshold-budget, e.calib)
+			// Cutting at the first cut point is worth it when everything
+			// does not fit: the first message is then what takes the room.
+			ok = at > first || e.calib.tokens(EstimateTokens(msgs...)) > threshold-budget ||
+				(msgs[0].Role == transcript.RoleSummary && e.calib.tokens(estimateTokens(msgs[0])) > budget)
+		}
+	}
+	if reason == transcript.ReasonOverflow {
+		// After an overflow a result that cannot fit is no result: the
+		// continuation would overflow again.
+		if tl := e.tooLarge(msgs, e.window(0)); tl != nil {
+			return nil, tl
 		}
 	}
 	if !ok {
-		return nil, false
+		return nil, ErrNothingToCompact
 	}
 	return &compaction{
 		id:     CompactionID(e.ticket()),
 		reason: reason,
 		cut:    e.ctx.share(0, at),
 		kept:   e.ctx.share(at, len(msgs)),
-		before: tokensBefore(msgs),
-	}, true
+		before: max(e.calib.tokens(EstimateTokens(msgs...)), tokensBefore(msgs)),
+	}, nil
 }
 
 // summaryBudget returns the compaction threshold and the most tokens a
@@ -124,28 +141,33 @@ func (e *Engine) summaryBudget() (threshold, budget int, ok bool) {
 }
 
 // summaryLimit is the longest summary, in characters as estimated (bytes),
-// that a compaction keeping kept may leave: the budget, or less when kept
-// leaves less room under the threshold (unless it leaves none). 0 means no
-// limit.
+// that a compaction keeping kept may leave: the text whose calibrated size
+// is the budget, or less when kept leaves less room under the threshold
+// (failing that, under the window less reserveTokens; unless it leaves
+// none). 0 means no limit.
 func (e *Engine) summaryLimit(kept []transcript.Message) int {
 	threshold, budget, ok := e.summaryBudget()
 	if !ok {
 		return 0
 	}
-	room := threshold - EstimateTokens(kept...)
+	size := e.calib.tokens(EstimateTokens(kept...))
+	room := threshold - size
+	if room <= 0 {
+		room = e.model.ContextWindow - max(e.cfg.Compaction.ReserveTokens, 0) - size
+	}
 	if room > 0 {
 		budget = min(budget, room)
 	}
-	return budget * 4
+	return max(e.calib.chars(budget), 1)
 }
 
 // startCompaction begins an automatic compaction; the machine is in
 // compacting. With nothing to compact it ends at once, failed.
 func (e *Engine) startCompaction(at time.Time, reason transcript.CompactionReason, willRetry, check bool) {
 	e.emit(events.AutoCompactionStart{Reason: reason})
-	c, ok := e.prepareCompaction(reason)
-	if !ok {
-		e.compactionFailed(at, &compaction{reason: reason, willRetry: willRetry, check: check}, ErrNothingToCompact)
+	c, err := e.prepareCompaction(reason)
+	if err != nil {
+		e.compactionFailed(at, &compaction{reason: reason, willRetry: willRetry, check: check}, err)
 		return
 	}
 	c.willRetry, c.check = willRetry, check
@@ -155,9 +177,9 @@ func (e *Engine) startCompaction(at time.Time, reason transcript.CompactionReaso
 // startManualCompaction begins Compact's compaction; the machine is in
 // compacting. With nothing to compact it ends at once, failed.
 func (e *Engine) startManualCompaction(s *step) {
-	c, ok := e.prepareCompaction(transcript.ReasonManual)
-	if !ok {
-		e.compactionFailed(s.at, &compaction{reason: transcript.ReasonManual, manual: true}, ErrNothingToCompact)
+	c, err := e.prepareCompaction(transcript.ReasonManual)
+	if err != nil {
+		e.compactionFailed(s.at, &compaction{reason: transcript.ReasonManual, manual: true}, err)
 		return
 	}
 	c.manual = true
@@ -233,6 +255,7 @@ func (e *Engine) CompactionFinished(at time.Time, id CompactionID, sum Summary, 
 	c.entry = transcript.Entry{Type: transcript.EntryCompaction, ID: e.ctx.newID("compaction"), Timestamp: at.UnixMilli(), Compaction: &transcript.Compaction{
 		Reason: c.reason, Summary: sum.Text, FirstKeptEntryID: c.kept[0].ID, TokensBefore: c.before, Details: sum.Details,
 	}}
+	c.entry.Compaction.TokensAfter = e.calib.tokens(EstimateTokens(summaryMessage(c.entry)) + EstimateTokens(c.kept...))
 	c.committing, c.previousSeq = true, e.ctx.compactionSeq
 	e.record(c.entry)
 	return e.end(at)

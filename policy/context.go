@@ -44,6 +44,18 @@ type runtimeContext struct {
 	// that the append failed.
 	appended  []string
 	appendedN int
+	// last is the size of the latest compaction applied to the context,
+	// nil before any.
+	last *compactionSize
+	// est is EstimateTokens(msgs...), kept as msgs change, so that a
+	// calibration costs nothing like the context's size.
+	est int
+}
+
+// compactionSize is what a compaction did to the context's size.
+type compactionSize struct {
+	reason        transcript.CompactionReason
+	before, after int
 }
 
 // replay rebuilds the runtime context from history by doing, entry by
@@ -104,6 +116,7 @@ func (c *runtimeContext) replay(before int, entries []transcript.Entry) error {
 // push adds m, recorded at position pos, at the end of the context.
 func (c *runtimeContext) push(m transcript.Message, pos int) {
 	c.msgs = append(c.msgs, m)
+	c.est += estimateTokens(m)
 	c.seq[m.ID] = pos
 }
 
@@ -119,6 +132,7 @@ func (c *runtimeContext) remove(id string) bool {
 		if i < c.frozen {
 			c.msgs, c.frozen = slices.Clone(c.msgs), 0
 		}
+		c.est -= estimateTokens(c.msgs[i])
 		c.msgs = slices.Delete(c.msgs, i, i+1)
 		delete(c.seq, id)
 		return true
@@ -146,7 +160,10 @@ func (c *runtimeContext) compact(e transcript.Entry, from int) {
 	out := make([]transcript.Message, 0, 1+len(c.msgs)-from+8)
 	out = append(append(out, summaryMessage(e)), c.msgs[from:]...)
 	c.msgs, c.frozen = out, 0
+	c.est = EstimateTokens(out...)
 	c.seq[e.ID] = c.compactionSeq
+	cp := e.Compaction
+	c.last = &compactionSize{reason: cp.Reason, before: cp.TokensBefore, after: cp.TokensAfter}
 }
 
 // share returns msgs[from:to] to hand to a run or a summarizer: the

@@ -50,6 +50,10 @@ func TestSharedContextNeverChanges(t *testing.T) {
 				// An agent that appends to what it was handed.
 				_ = append(msgs, transcript.Message{ID: "appended by the agent"})
 			}
+			// The estimate kept as the context changes is its estimate.
+			if c.est != EstimateTokens(c.msgs...) {
+				t.Fatalf("the kept estimate is %d, the context's %d", c.est, EstimateTokens(c.msgs...))
+			}
 			for i, h := range out {
 				for j, m := range h.msgs {
 					if m.ID != h.ids[j] {

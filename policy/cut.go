@@ -45,16 +45,16 @@ func estimateTokens(m transcript.Message) int {
 }
 
 // cutPoint chooses where a compaction cuts msgs (docs/policy.md §4.4): walking back
-// from the newest message, adding estimates until keepRecent tokens are
+// from the newest message, adding calibrated estimates until keepRecent tokens are
 // reached, then forward to the first valid cut point (see cutPoints). It
 // returns the index of the first kept message, and ok = false when there
 // is nothing to compact: everything fits, or no cut point leaves anything
 // before it.
-func cutPoint(msgs []transcript.Message, keepRecent int) (int, bool) {
+func cutPoint(msgs []transcript.Message, keepRecent int, c calibration) (int, bool) {
 	total := 0
 	start := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
-		total += min(estimateTokens(msgs[i]), math.MaxInt-total)
+		total += min(c.tokens(estimateTokens(msgs[i])), math.MaxInt-total)
 		if total >= keepRecent {
 			start = i
 			break
@@ -127,15 +127,12 @@ func nextValid(valid []bool, from int) (int, bool) {
 }
 
 // deeperCut moves the cut at forward, from one valid cut point to the
-// next, until the messages kept are estimated at limit tokens or fewer, or
-// no later cut point is left.
-func deeperCut(msgs []transcript.Message, at, limit int) int {
+// next, until the messages kept are, calibrated by c, limit tokens or
+// fewer, or no later cut point is left.
+func deeperCut(msgs []transcript.Message, at, limit int, c calibration) int {
 	valid := cutPoints(msgs)
-	kept := 0
-	for _, m := range msgs[at:] {
-		kept += estimateTokens(m)
-	}
-	for kept > limit {
+	kept := EstimateTokens(msgs[at:]...)
+	for c.tokens(kept) > limit {
 		next, ok := nextValid(valid, at+1)
 		if !ok {
 			break
@@ -166,7 +163,7 @@ func contextTokens(u *transcript.Usage) int {
 }
 
 // tokensBefore is the context size of the last non-error assistant
-// message's usage in msgs.
+// message's usage in msgs: a compaction's TokensBefore is at least that.
 func tokensBefore(msgs []transcript.Message) int {
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if m := msgs[i]; m.Role == transcript.RoleAssistant && !m.IsError() && m.Usage != nil {

@@ -60,7 +60,7 @@ func TestCutKeepsToolCallWithResult(t *testing.T) {
 	if at, ok := nextCutPoint(msgs, 2); !ok || at != 6 {
 		t.Errorf("next cut point after the call: %d %v, want 6", at, ok)
 	}
-	if at := deeperCut(msgs, 1, 0); at != 10 {
+	if at := deeperCut(msgs, 1, 0, 0); at != 10 {
 		t.Errorf("deeper cut: %d, want 10", at)
 	}
 }

@@ -14,6 +14,9 @@ import (
 // verdict is what the decision learnt about a message besides its facts.
 type verdict struct {
 	classify.Result
+	// tooLarge says why no compaction can make the context fit, with
+	// facts.TooLarge.
+	tooLarge *tooLargeError
 }
 
 // class is the class the decision acts on, as the events report it:
@@ -57,6 +60,16 @@ func (e *Engine) facts(at time.Time, m *transcript.Message, sig transitions.Sign
 	f.SameModel = m.Provider == e.model.Provider && m.Model == e.model.ID
 	f.Stale = e.ctx.compactionSeq > 0 && e.ctx.seq[m.ID] <= e.ctx.compactionSeq
 	f.Tokens = contextTokens(m.Usage)
+	if sig == transitions.RunEnded && v.Class == classify.Overflow && !f.Stale {
+		// The provider's count of the request that overflowed is the best
+		// measure of the context there is: it calibrates the estimate
+		// before the decision weighs what a compaction can keep.
+		e.calibrateOverflow(m, v.Result)
+		if f.SameModel {
+			v.tooLarge = e.tooLarge(e.contextWithout(m), e.window(v.ContextLimit))
+			f.TooLarge = v.tooLarge != nil
+		}
+	}
 	return f, v
 }
 

@@ -86,7 +86,7 @@ func TestCutPoint(t *testing.T) {
 		{"empty", nil, 10, 0, false},
 	}
 	for _, c := range cases {
-		at, ok := cutPoint(c.msgs, c.keep)
+		at, ok := cutPoint(c.msgs, c.keep, 0)
 		assert.Equal(t, c.ok, ok, c.name)
 		if c.ok {
 			assert.Equal(t, c.at, at, c.name)

@@ -42,6 +42,8 @@ type Engine struct {
 	credential string
 
 	ctx runtimeContext
+	// calib is the token ratio the provider's latest count gave.
+	calib calibration
 
 	tickets uint64 // the last RunID, TimerID or CompactionID given out
 	run     *run
@@ -101,6 +103,7 @@ func New(s Setup) (*Engine, error) {
 	if err := e.ctx.replay(s.Before, s.History); err != nil {
 		return nil, err
 	}
+	e.calib = e.ctx.calibrated()
 	return e, nil
 }
 
@@ -123,19 +126,33 @@ type Status struct {
 	Compacting bool `json:"isCompacting"`
 	// MessageCount is the number of messages in the runtime context.
 	MessageCount int `json:"messageCount"`
+	// LastCompaction is the reason of the latest compaction (in the
+	// history the session started on, or since), "" before any;
+	// CompactionTokensBefore and CompactionTokensAfter are its
+	// transcript.Compaction's TokensBefore and TokensAfter.
+	LastCompaction         transcript.CompactionReason `json:"lastCompaction,omitempty"`
+	CompactionTokensBefore int                         `json:"compactionTokensBefore,omitempty"`
+	CompactionTokensAfter  int                         `json:"compactionTokensAfter,omitempty"`
 }
 
 // Status returns the engine's status.
 func (e *Engine) Status() Status {
+	var last compactionSize
+	if l := e.ctx.last; l != nil {
+		last = *l
+	}
 	return Status{
-		State:             e.state(),
-		Attempt:           e.attempt,
-		Retrying:          e.attempt > 0,
-		RetryEnabled:      e.cfg.Retry.Enabled,
-		CompactionEnabled: e.cfg.Compaction.Enabled,
-		Streaming:         e.run != nil || e.pending != nil,
-		Compacting:        e.comp != nil,
-		MessageCount:      len(e.ctx.msgs),
+		State:                  e.state(),
+		Attempt:                e.attempt,
+		Retrying:               e.attempt > 0,
+		RetryEnabled:           e.cfg.Retry.Enabled,
+		CompactionEnabled:      e.cfg.Compaction.Enabled,
+		Streaming:              e.run != nil || e.pending != nil,
+		Compacting:             e.comp != nil,
+		MessageCount:           len(e.ctx.msgs),
+		LastCompaction:         last.reason,
+		CompactionTokensBefore: last.before,
+		CompactionTokensAfter:  last.after,
 	}
 }
 

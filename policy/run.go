@@ -151,6 +151,7 @@ func (e *Engine) onMessageEnd(at time.Time, r *run, m transcript.Message) {
 	if m.Role != transcript.RoleAssistant {
 		return
 	}
+	e.calibrateUsage(&m)
 	r.last = &m
 	e.fire(&step{at: at, msg: r.last, facts: transitions.Facts{
 		Signal: transitions.Replied, Error: m.IsError(), Aborted: m.StopReason == transcript.StopReasonAborted,

@@ -61,6 +61,13 @@ type Snapshot struct {
 	// the snapshotted engine is given out again. 0 in a snapshot written
 	// before it was recorded.
 	Tickets uint64 `json:"tickets,omitempty"`
+	// TokenRatio is the session's token ratio: how many tokens the
+	// provider counts for each token EstimateTokens gives, as its latest
+	// count said (docs/session.md, "Calibration"). 0 before the provider
+	// gave any count, and in a snapshot written before it was recorded,
+	// when the restored engine takes it from the usage in its history.
+	// Otherwise within [0.25, 16].
+	TokenRatio float64 `json:"tokenRatio,omitempty"`
 }
 
 // What a Snapshot's InFlight names.
@@ -78,6 +85,7 @@ func (e *Engine) Snapshot() Snapshot {
 		Attempt: e.attempt, History: e.ctx.nextSeq, Turn: e.turn != nil,
 		EpisodeCompacted: e.turn != nil && e.turn.episodeCompacted,
 		Tickets:          e.tickets,
+		TokenRatio:       float64(e.calib),
 	}
 	if w := e.wait; w.pending() {
 		d := w.deadline
@@ -191,6 +199,9 @@ func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, [
 	}
 	e.attempt = snap.Attempt
 	e.tickets = snap.Tickets
+	if snap.TokenRatio != 0 {
+		e.calib = calibration(snap.TokenRatio)
+	}
 	e.begin()
 	if snap.Turn {
 		e.turn = &turn{episodeCompacted: snap.EpisodeCompacted}
@@ -247,6 +258,9 @@ func (s Snapshot) check() error {
 	}
 	if s.History < 0 {
 		return fmt.Errorf("history: negative %d", s.History)
+	}
+	if !validRatio(s.TokenRatio) {
+		return fmt.Errorf("tokenRatio: %v is outside [%v, %v] (0 for none)", s.TokenRatio, minTokenRatio, maxTokenRatio)
 	}
 	if s.Tickets > maxTickets {
 		return fmt.Errorf("tickets: %d leaves no room to number runs, timers and compactions on (at most %d)", s.Tickets, uint64(maxTickets))

@@ -692,7 +692,7 @@ func TestStoryThreshold(t *testing.T) {
 			}},
 			{in: summarized("summary again"), want: []string{
 				"append compaction:compaction-8 await",
-				"compaction_end ok willRetry=true overflow \"summary again\" kept=user-5 before=0",
+				"compaction_end ok willRetry=true overflow \"summary again\" kept=user-5 before=18",
 				"start_run continuation context=[compaction-8 user-5]",
 				"compacting>continuing resume",
 			}},

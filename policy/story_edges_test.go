@@ -97,7 +97,7 @@ func TestStoryUnwritableMessage(t *testing.T) {
 		if id != "" {
 			named = `message \"` + id + `\"`
 		}
-		why := `policy: the agent's assistant ` + named + ` cannot be written: block 1: ` + bad
+		why := `policy: the agent's assistant ` + named + ` cannot be written: transcript: block 1: ` + bad
 		return []step{
 			{in: promptIn("hi"), want: []string{"start_run prompt user-1 context=[user-1]", "append message:user-1"}},
 			{in: feed(events.AgentStart{}, events.MessageEnd{Message: unwritable(id)}), want: []string{
@@ -335,7 +335,8 @@ func resultFirstHistory() []transcript.Entry {
 // keeps everything after the first message; and a summary over the budget
 // in first place is summarized again. The summarizer is told the budget,
 // or the room the kept messages leave under the threshold when that is
-// less (docs/session.md, "The summary's budget and deeper cuts").
+// less, or when they leave none there the room under the window less
+// reserveTokens (docs/session.md, "The summary's budget and deeper cuts").
 func TestStoryDeeperCuts(t *testing.T) {
 	// A window of 1000 with no reserve: the threshold is 850 tokens, the
 	// budget 212 (848 characters), the threshold less the budget 638.
@@ -357,9 +358,13 @@ func TestStoryDeeperCuts(t *testing.T) {
 			"start_compaction manual cut=[user-1 msg-2 user-3 msg-4] kept=[user-5 msg-6] max=848"},
 		{"no later cut point: the room left", 1, sizedHistory(10, 10, 10, 700),
 			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4] max=600"},
-		{"no room left: the budget", 1, sizedHistory(10, 10, 10, 850),
-			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4] max=848"},
-		{"over the threshold: the budget", 1, sizedHistory(10, 10, 10, 900),
+		// No room under the threshold: the room under the window (less
+		// reserveTokens, here none), so that summary and kept still fit.
+		{"no room left: the room under the window", 1, sizedHistory(10, 10, 10, 850),
+			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4] max=600"},
+		{"over the threshold: the room under the window", 1, sizedHistory(10, 10, 10, 900),
+			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4] max=400"},
+		{"over the window: the budget", 1, sizedHistory(10, 10, 10, 1000),
 			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4] max=848"},
 		{"everything kept, cut deeper", 10000, sizedHistory(10, 10, 400, 400),
 			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4] max=848"},

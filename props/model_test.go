@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -55,11 +56,20 @@ var outcomeKinds = []string{
 	"success", "tools", "retryable", "retryable", "hinted", "usage", "overflow", "fatal", "silent", "big", "big", "refuse",
 	"retryThenRefuse", "retryThenRefuse", "retryThenRefuse", "retryThenSlow", "retryThenSlow",
 	"overflowTwice", "overflowTwice", "overflowTwice", "poison", "poisonThenOverflow", "poisonThenOverflow", "poisonThenOverflow",
+	"tooLarge", "tooLarge",
 }
 
 // overflowTexts are the overflow errors the script uses; the second also
-// reads as a retryable error, which an overflow must never be treated as.
-var overflowTexts = []string{"prompt is too long: 213462 tokens > 200000 maximum", "503 overloaded: prompt is too long"}
+// reads as a retryable error, which an overflow must never be treated as;
+// the third follows a tool call too large for any window (tooLarge): its
+// count is so far over the window that the call alone is over it, however
+// many such calls the context holds.
+var overflowTexts = []string{"prompt is too long: 213462 tokens > 200000 maximum", "503 overloaded: prompt is too long",
+	"prompt is too long: 90000000 tokens > 200000 maximum"}
+
+// hugeText is a tool call's text no compaction can make fit a window of
+// 200,000 tokens, by the count the overflow after it gives.
+var hugeText = strings.Repeat("x", 1<<20)
 
 // drawCalls draws the answers of one prompt's model calls (more than one
 // when retries and tools follow).
@@ -92,7 +102,10 @@ func drawCalls(t *rapid.T) []scripted.Call {
 		case "usage":
 			c.StopReason, c.ErrorMessage = "error", "429 usage limit reached"
 		case "overflow":
-			c.StopReason, c.ErrorMessage = "error", rapid.SampledFrom(overflowTexts).Draw(t, "overflow text")
+			c.StopReason, c.ErrorMessage = "error", rapid.SampledFrom(overflowTexts[:2]).Draw(t, "overflow text")
+		case "tooLarge":
+			calls = append(calls, scripted.Call{StopReason: "toolUse", Text: hugeText, LatencyMs: latency})
+			c.StopReason, c.ErrorMessage = "error", overflowTexts[2]
 		case "overflowTwice":
 			calls = append(calls, scripted.Call{StopReason: "error", ErrorMessage: overflowTexts[0]})
 			c.StopReason, c.ErrorMessage = "error", overflowTexts[1]
@@ -158,13 +171,16 @@ type harness struct {
 	pos int
 
 	// The reference model.
-	state            states.State
-	attempt          int
-	chainOpen        bool
-	last             *transcript.Message // the last assistant message of the run in flight
-	runEnded         bool                // an agent_end awaits its decision
-	detached         bool                // the run in flight was cancelled from continuing
-	aborting         bool                // Abort was called: what the run in flight still reports decides nothing
+	state     states.State
+	attempt   int
+	chainOpen bool
+	last      *transcript.Message // the last assistant message of the run in flight
+	// hugeTail: a tool call of hugeText is after the context's last user
+	// message, so what every compaction keeps is over the window.
+	hugeTail         bool
+	runEnded         bool // an agent_end awaits its decision
+	detached         bool // the run in flight was cancelled from continuing
+	aborting         bool // Abort was called: what the run in flight still reports decides nothing
 	expect           *transitions.Rule
 	expectRetryOK    bool
 	compactionOpen   bool
@@ -248,8 +264,14 @@ func (h *harness) process(ev events.Event) {
 		h.last = nil
 	case events.MessageEnd:
 		m := e.Message
+		if m.Role == transcript.RoleUser {
+			h.hugeTail = false // a cut point after the huge call
+		}
 		if m.Role != transcript.RoleAssistant {
 			return
+		}
+		if m.Text() == hugeText {
+			h.hugeTail = true
 		}
 		h.last = &m
 		if !m.IsError() {
@@ -345,6 +367,7 @@ func (h *harness) facts() transitions.Facts {
 	cls := h.classify(m)
 	f.Class, f.Error, f.Aborted = cls.Class, m.StopReason == "error", m.StopReason == "aborted"
 	f.SameModel = m.Provider == h.model.Provider && m.Model == h.model.ID
+	f.TooLarge = m.ErrorMessage == overflowTexts[2] && h.hugeTail
 	f.HintOverCap = h.cfg.Retry.HonorRetryAfter && cls.HasRetryAfter && h.cfg.Retry.MaxDelayMs > 0 &&
 		cls.RetryAfter > time.Duration(h.cfg.Retry.MaxDelayMs)*time.Millisecond
 	if m.Usage != nil {

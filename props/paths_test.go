@@ -143,6 +143,8 @@ func callFor(next transitions.Trigger) scripted.Call {
 		return scripted.Call{StopReason: "error", ErrorMessage: "429 usage limit reached for this key"}
 	case transitions.Overflow, transitions.Refuse, transitions.Unrecovered, transitions.CheckOverflow:
 		return scripted.Call{StopReason: "error", ErrorMessage: "prompt is too long: 213462 tokens > 200000 maximum"}
+	case transitions.TooLarge:
+		return scripted.Call{StopReason: "error", ErrorMessage: overflowTexts[2]}
 	case transitions.Threshold, transitions.CheckThreshold:
 		return scripted.Call{StopReason: "stop", Usage: &transcript.Usage{Input: 180000, TotalTokens: 180000}}
 	}
@@ -166,6 +168,10 @@ func play(path []step) scenario {
 		}
 		switch st.event {
 		case transitions.AgentEnd:
+			if next == transitions.TooLarge {
+				// A tool call too large for any window, then the overflow.
+				sc.calls = append(sc.calls, scripted.Call{StopReason: "toolUse", Text: hugeText})
+			}
 			sc.calls = append(sc.calls, callFor(next))
 		case transitions.Unrecovered:
 			sc.compactionOff = true

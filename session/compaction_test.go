@@ -3,6 +3,8 @@ package session_test
 import (
 	"context"
 	"errors"
+	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -251,7 +253,66 @@ func TestCompactionIsOneType(t *testing.T) {
 		assert.Equal(t, details, auto[0].Details)
 		assert.Equal(t, entries[1], manual, "Compact's result is the entry's")
 		assert.Equal(t, transcript.Compaction{Reason: transcript.ReasonManual, Summary: "summary of manual",
-			FirstKeptEntryID: manual.FirstKeptEntryID, TokensBefore: manual.TokensBefore, Details: details}, manual)
+			FirstKeptEntryID: manual.FirstKeptEntryID, TokensBefore: manual.TokensBefore, TokensAfter: manual.TokensAfter, Details: details}, manual)
 		assert.NotEmpty(t, manual.FirstKeptEntryID)
+		assert.Positive(t, manual.TokensAfter, "the size of the summary and the messages kept")
+	})
+}
+
+// contextRecorder is a scripted agent that keeps the size of the context
+// of each run, by the estimate.
+type contextRecorder struct {
+	*scripted.Agent
+	mu    sync.Mutex
+	sizes []int
+}
+
+func (c *contextRecorder) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
+	c.mu.Lock()
+	c.sizes = append(c.sizes, policy.EstimateTokens(req.Context...))
+	c.mu.Unlock()
+	return c.Agent.Run(ctx, req, emit)
+}
+
+// Issue 23's reproduction, with default settings: two answers of 68 KB
+// each (the scripted usage, 120 tokens a call, says nothing true of them),
+// then "400 prompt is too long: 210345 tokens > 200000 maximum". The
+// overflow's count calibrates the estimate: the compaction keeps the
+// second answer and the question only, and the continuation is smaller
+// than the request that overflowed, and fits by the provider's count.
+func TestOverflowContinuationIsSmallerThanTheRequest(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		answer := strings.Repeat("word ", 68*1000/5)
+		agent := &contextRecorder{Agent: scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{
+			ok(answer), ok(answer), fail("400 prompt is too long: 210345 tokens > 200000 maximum"), ok("recovered"),
+		}})}
+		s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithSessionID("test-session"))
+		require.NoError(t, err)
+		t.Cleanup(func() { s.Close() })
+		rec := record(s)
+		for _, q := range []string{"first question", "second question", "third question"} {
+			require.NoError(t, s.Prompt(context.Background(), q))
+		}
+		require.Len(t, agent.sizes, 4)
+		overflowed, continuation := agent.sizes[2], agent.sizes[3]
+		assert.Less(t, continuation, overflowed, "the continuation is smaller than the request that overflowed")
+		var ends []events.AutoCompactionEnd
+		for _, ev := range rec.events() {
+			if e, ok := ev.(events.AutoCompactionEnd); ok {
+				ends = append(ends, e)
+			}
+		}
+		require.Len(t, ends, 1)
+		res := ends[0].Result
+		require.NotNil(t, res, ends[0].ErrorMessage)
+		assert.Equal(t, 210345, res.TokensBefore, "the provider's count")
+		usable := scripted.DefaultModel.ContextWindow - policy.DefaultConfig().Compaction.ReserveTokens
+		assert.Less(t, res.TokensAfter, usable, "the continuation fits by the provider's count")
+		ratio := 210345 / float64(overflowed)
+		assert.InDelta(t, float64(continuation)*ratio, float64(res.TokensAfter), ratio+1)
+		st := s.Status()
+		assert.Equal(t, transcript.ReasonOverflow, st.LastCompaction)
+		assert.Equal(t, 210345, st.CompactionTokensBefore)
+		assert.Equal(t, res.TokensAfter, st.CompactionTokensAfter)
 	})
 }

@@ -24,9 +24,17 @@ type Compaction struct {
 	Summary string `json:"summary"`
 	// FirstKeptEntryID is the ID of the first message kept as it was.
 	FirstKeptEntryID string `json:"firstKeptEntryId"`
-	// TokensBefore is the context size the last non-error assistant
-	// message reported before the compaction.
+	// TokensBefore is the size of the runtime context before the
+	// compaction, in tokens by the session's calibrated count: its chars/4
+	// estimate times the ratio the provider's latest count gave (after an
+	// overflow, the count the overflow's error text gave), and at least
+	// the usage the last non-error assistant message reported, which is
+	// all a history written before calibration holds.
 	TokensBefore int `json:"tokensBefore"`
+	// TokensAfter is the size of the runtime context the compaction left
+	// (its summary and the messages kept), counted as TokensBefore is. 0
+	// in a history written before it was recorded.
+	TokensAfter int `json:"tokensAfter,omitempty"`
 	// Details is what the summarizer chose to add (Summary.Details); it may
 	// be nil. A history that stores entries as JSON stores it as JSON: it
 	// reads back as encoding/json decodes into an any, and a compaction

@@ -33,6 +33,7 @@ const (
 	RefuseCompaction              Action = "refuseCompaction"
 	StopCompaction                Action = "stopCompaction"
 	ReportRefusal                 Action = "reportRefusal"
+	ReportTooLarge                Action = "reportTooLarge"
 
 	// The run and the turn.
 	CancelRun              Action = "cancelRun"
@@ -44,6 +45,7 @@ const (
 	FailTurnMessage        Action = "failTurn(message)"
 	FailTurnAborted        Action = "failTurn(aborted)"
 	FailTurnRetryCancelled Action = "failTurn(retryCancelled)"
+	FailTurnTooLarge       Action = "failTurn(tooLarge)"
 )
 
 // actionDocs says what each action does: docs/state-machine.md lists them.
@@ -70,6 +72,7 @@ var actionDocs = map[Action]string{
 	RefuseCompaction:              "Compact returns ErrAlreadyCompacted; nothing else changes",
 	StopCompaction:                "cancels the compaction in flight and reports it aborted (`auto_compaction_end` aborted, or ErrCompactionCancelled to Compact); an overflow recovery's turn fails with ErrOverflow",
 	ReportRefusal:                 "emits the refusal pair: `auto_compaction_start` (overflow) and `auto_compaction_end` with the refusal's message",
+	ReportTooLarge:                "emits `auto_compaction_start` (overflow) and `auto_compaction_end` failed with why no compaction can fit: \"the last message alone is N tokens, over the model's window of W\"",
 
 	CancelRun:              "cancels the run in flight with the abort's cause: nothing it still reports can retry, compact or continue",
 	DropPrompt:             "a prompt still waiting for the check before it is never sent",
@@ -80,6 +83,7 @@ var actionDocs = map[Action]string{
 	FailTurnMessage:        "fails the turn by the message decided on: ErrAborted for an aborted one, ErrProvider for an error; a success fails nothing",
 	FailTurnAborted:        "fails the turn with ErrAborted",
 	FailTurnRetryCancelled: "fails the turn with ErrRetryCancelled",
+	FailTurnTooLarge:       "fails the turn with ErrOverflow and why: \"the last message alone is N tokens, over the model's window of W\", N by the calibrated count",
 }
 
 // Doc says what the action does, "" for an action the table does not know.
@@ -109,8 +113,8 @@ func Actions() []Action {
 		ScheduleBackoff, ScheduleRetryNow, RemoveFailed, StartContinuation, StopTimer, AskCredentialStore, DropDecision,
 		EndChainFailed, EndChainExhausted, EndChainCancelled, EndChainRecovered,
 		MarkEpisode, ClearEpisode, StartOverflowRecovery, StartThresholdCompaction, StartCheckOverflowCompaction,
-		StartCheckThresholdCompaction, StartManualCompaction, RefuseCompaction, StopCompaction, ReportRefusal,
+		StartCheckThresholdCompaction, StartManualCompaction, RefuseCompaction, StopCompaction, ReportRefusal, ReportTooLarge,
 		CancelRun, DropPrompt, FailTurnStartFailed, FailTurnExhausted, FailTurnOverflow, FailTurnRecoveryFailed,
-		FailTurnMessage, FailTurnAborted, FailTurnRetryCancelled,
+		FailTurnMessage, FailTurnAborted, FailTurnRetryCancelled, FailTurnTooLarge,
 	}
 }

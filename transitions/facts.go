@@ -117,6 +117,12 @@ type Facts struct {
 	ContextWindow int
 	// ReserveTokens is the compaction.reserveTokens setting.
 	ReserveTokens int
+	// TooLarge reports, for an overflow a run ended on, that no compaction
+	// can make the context fit: what every compaction keeps (the last user
+	// message and what it needs) is, by the session's calibrated count, at
+	// least the model's window less reserveTokens. The check before a
+	// prompt does not read it.
+	TooLarge bool
 
 	// Compacted reports, with CompactionEnded, that the compaction produced
 	// a result (it did not fail and there was something to compact).
@@ -178,6 +184,10 @@ func (f Facts) sameModelOverflow() bool {
 func (f Facts) awaitingCredential() bool {
 	return f.Signal == RunEnded && f.UsageLimit && f.CredentialStore
 }
+
+// tooLarge reports whether TooLarge holds for a decision that reads it:
+// not the check before a prompt, whose prompt is not in the context yet.
+func (f Facts) tooLarge() bool { return f.TooLarge && f.Signal != PromptCheck }
 
 // hintEndsChain reports whether the server's retry hint ends the chain: it
 // is above the delay cap and no credential switch made it moot.

@@ -37,6 +37,7 @@ func genFacts(t *rapid.T) tr.Facts {
 		CredentialStore:    rapid.Bool().Draw(t, "credentialStore"),
 		AlreadyCompacted:   rapid.Bool().Draw(t, "alreadyCompacted"),
 		Committing:         rapid.Bool().Draw(t, "committing"),
+		TooLarge:           rapid.Bool().Draw(t, "tooLarge"),
 	}
 }
 

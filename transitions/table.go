@@ -24,7 +24,9 @@ const (
 	Overflow       Trigger = "overflow"
 	Threshold      Trigger = "threshold"
 	Refuse         Trigger = "refuse"
-	Unrecovered    Trigger = "unrecovered"
+	// TooLarge: an overflow no compaction can make fit fails at once.
+	TooLarge    Trigger = "too_large"
+	Unrecovered Trigger = "unrecovered"
 	// Accept: the decision takes the run's outcome as it is (a success,
 	// an abort, or an error nothing recovers): the turn ends on it.
 	Accept         Trigger = "accept"
@@ -146,10 +148,18 @@ var (
 	}
 	guardOverflowRecoverable = Guard{
 		Name: "overflowRecoverable",
-		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode not yet compacted (from idle: only the check before a prompt)",
+		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode not yet compacted ∧ not tooLarge (from idle: only the check before a prompt)",
 		Holds: func(from states.State, f Facts) bool {
 			return decides(from, f) && f.sameModelOverflow() && !f.Stale && f.CompactionEnabled && !f.EpisodeCompacted &&
-				!f.awaitingCredential()
+				!f.tooLarge() && !f.awaitingCredential()
+		},
+	}
+	guardOverflowTooLarge = Guard{
+		Name: "overflowTooLarge",
+		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode not yet compacted ∧ what every compaction keeps leaves, calibrated, no room for a summary under the window less reserveTokens (tooLarge; not the check before a prompt)",
+		Holds: func(from states.State, f Facts) bool {
+			return decides(from, f) && f.sameModelOverflow() && !f.Stale && f.CompactionEnabled && !f.EpisodeCompacted &&
+				f.tooLarge() && !f.awaitingCredential()
 		},
 	}
 	guardOverThreshold = Guard{
@@ -177,13 +187,13 @@ var (
 	}
 	guardNothingToDo = Guard{
 		Name: "nothingToDo",
-		Doc:  "a run's end or the credential store's answer, and none of awaitingCredential, retryAfterSwitch, retryAllowed, retriesExhausted, overflowRecoverable, overThreshold, overflowRepeated, overflowNotCompacted holds",
+		Doc:  "a run's end or the credential store's answer, and none of awaitingCredential, retryAfterSwitch, retryAllowed, retriesExhausted, overflowRecoverable, overflowTooLarge, overThreshold, overflowRepeated, overflowNotCompacted holds",
 		Holds: func(from states.State, f Facts) bool {
 			if !decides(from, f) {
 				return false
 			}
 			for _, g := range []*Guard{&guardAwaitingCredential, &guardRetryAfterSwitch, &guardRetryAllowed, &guardRetriesExhausted,
-				&guardOverflowRecoverable, &guardOverThreshold, &guardOverflowRepeated, &guardOverflowNotCompacted} {
+				&guardOverflowRecoverable, &guardOverflowTooLarge, &guardOverThreshold, &guardOverflowRepeated, &guardOverflowNotCompacted} {
 				if g.Holds(from, f) {
 					return false
 				}
@@ -298,6 +308,7 @@ var table = Rules{
 	{RetryNow, from(classifying), backoff, guardRetryAfterSwitch, do(ScheduleRetryNow, RemoveFailed)},
 	{Exhaust, from(classifying), exhausted, guardRetriesExhausted, do(EndChainExhausted, FailTurnExhausted)},
 	{Overflow, from(classifying), compacting, guardOverflowRecoverable, do(EndChainFailed, MarkEpisode, RemoveFailed, StartOverflowRecovery)},
+	{TooLarge, from(classifying), idle, guardOverflowTooLarge, do(EndChainFailed, ReportTooLarge, FailTurnTooLarge)},
 	{Threshold, from(classifying), compacting, guardOverThreshold, do(EndChainFailed, StartThresholdCompaction)},
 	{Refuse, from(classifying), idle, guardOverflowRepeated, do(EndChainFailed, ReportRefusal, FailTurnOverflow)},
 	{Unrecovered, from(classifying), idle, guardOverflowNotCompacted, do(EndChainFailed, FailTurnOverflow)},

@@ -93,6 +93,9 @@ func specNext(s states.State, f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 				return tr.Unrecovered, []tr.Action{tr.EndChainFailed, tr.FailTurnOverflow}, true
 			case f.EpisodeCompacted:
 				return tr.Refuse, []tr.Action{tr.EndChainFailed, tr.ReportRefusal, tr.FailTurnOverflow}, true
+			case f.TooLarge:
+				// No compaction can make it fit (issue 23).
+				return tr.TooLarge, []tr.Action{tr.EndChainFailed, tr.ReportTooLarge, tr.FailTurnTooLarge}, true
 			}
 			return tr.Overflow, []tr.Action{tr.EndChainFailed, tr.MarkEpisode, tr.RemoveFailed, tr.StartOverflowRecovery}, true
 		}
@@ -288,6 +291,13 @@ func TestNextEveryStateAndTrigger(t *testing.T) {
 		{"retryable, retry off", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.RetryEnabled = classify.Retryable, true, false }), tr.Accept, states.Idle},
 		{"overflow", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error = classify.Overflow, true }), tr.Overflow, states.Compacting},
 		{"silent overflow", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Tokens = classify.Overflow, 250000 }), tr.Overflow, states.Compacting},
+		{"overflow too large to fit", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.TooLarge = classify.Overflow, true, true }), tr.TooLarge, states.Idle},
+		{"overflow too large, episode compacted", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.TooLarge, f.EpisodeCompacted = classify.Overflow, true, true, true
+		}), tr.Refuse, states.Idle},
+		{"check before a prompt, overflow, too large is not read", states.Idle, with(func(f *tr.Facts) {
+			f.Signal, f.Class, f.Error, f.TooLarge = tr.PromptCheck, classify.Overflow, true, true
+		}), tr.CheckOverflow, states.Compacting},
 		{"overflow, episode compacted", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.EpisodeCompacted = classify.Overflow, true, true }), tr.Refuse, states.Idle},
 		{"overflow, compaction off", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.CompactionEnabled = classify.Overflow, true, false }), tr.Unrecovered, states.Idle},
 		{"overflow, stale", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Stale = classify.Overflow, true, true }), tr.Accept, states.Idle},
@@ -363,6 +373,7 @@ func TestTableMatchesSpec(t *testing.T) {
 		tr.Retry:            {[]states.State{classifying}, backoff, "retryAllowed"},
 		tr.Exhaust:          {[]states.State{classifying}, exhausted, "retriesExhausted"},
 		tr.Overflow:         {[]states.State{classifying}, compacting, "overflowRecoverable"},
+		tr.TooLarge:         {[]states.State{classifying}, idle, "overflowTooLarge"},
 		tr.Threshold:        {[]states.State{classifying}, compacting, "overThreshold"},
 		tr.Refuse:           {[]states.State{classifying}, idle, "overflowRepeated"},
 		tr.Unrecovered:      {[]states.State{classifying}, idle, "overflowNotCompacted"},

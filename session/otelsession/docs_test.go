@@ -27,7 +27,7 @@ func TestDocsListEverything(t *testing.T) {
 		otelsession.KeyOutputTokens, otelsession.KeyTokenType, otelsession.KeyErrorType, otelsession.KeyTurnRetries,
 		otelsession.KeyTurnOutcome, otelsession.KeyContinuation, otelsession.KeyAttempt, otelsession.KeyMaxAttempts,
 		otelsession.KeyDelay, otelsession.KeyRetryOutcome, otelsession.KeyCredential, otelsession.KeyBackoffOutcome,
-		otelsession.KeyReason, otelsession.KeyCompactOutcome, otelsession.KeyTokensBefore, otelsession.KeyCompactWillRetry,
+		otelsession.KeyReason, otelsession.KeyCompactOutcome, otelsession.KeyTokensBefore, otelsession.KeyTokensAfter, otelsession.KeyCompactWillRetry,
 	} {
 		names = append(names, string(k))
 	}

@@ -68,6 +68,7 @@ const (
 	KeyReason           = attribute.Key("agentfsm.compaction.reason")
 	KeyCompactOutcome   = attribute.Key("agentfsm.compaction.outcome")
 	KeyTokensBefore     = attribute.Key("agentfsm.compaction.tokens_before")
+	KeyTokensAfter      = attribute.Key("agentfsm.compaction.tokens_after")
 	KeyCompactWillRetry = attribute.Key("agentfsm.compaction.will_retry")
 )
 
@@ -374,7 +375,7 @@ func (o *Observer) compactionEnd(ctx context.Context, t *turn, e events.AutoComp
 		t.compact = nil
 		span.SetAttributes(KeyCompactOutcome.String(outcome), KeyCompactWillRetry.Bool(e.WillRetry))
 		if e.Result != nil {
-			span.SetAttributes(KeyTokensBefore.Int(e.Result.TokensBefore))
+			span.SetAttributes(KeyTokensBefore.Int(e.Result.TokensBefore), KeyTokensAfter.Int(e.Result.TokensAfter))
 		}
 		if outcome == "failed" {
 			span.SetStatus(codes.Error, e.ErrorMessage)

@@ -47,6 +47,18 @@ type State struct {
 	MessageCount          int          `json:"messageCount"`
 	PendingMessageCount   int          `json:"pendingMessageCount"`
 	State                 string       `json:"state"`
+	// LastCompaction is the size of the latest compaction's result, in
+	// tokens by the session's calibrated count: not in the reference's
+	// get_state, and absent before any compaction.
+	LastCompaction *CompactionSize `json:"lastCompaction,omitempty"`
+}
+
+// CompactionSize is what a compaction did to the context's size (see
+// transcript.Compaction's TokensBefore and TokensAfter).
+type CompactionSize struct {
+	Reason       transcript.CompactionReason `json:"reason"`
+	TokensBefore int                         `json:"tokensBefore"`
+	TokensAfter  int                         `json:"tokensAfter"`
 }
 
 // StateOf is the get_state answer of the session id, talking to m, whose
@@ -54,10 +66,15 @@ type State struct {
 // driver that answers get_state (the in-process server, the Temporal
 // workflow's query).
 func StateOf(id string, m policy.Model, st policy.Status) State {
+	var last *CompactionSize
+	if st.LastCompaction != "" {
+		last = &CompactionSize{Reason: st.LastCompaction, TokensBefore: st.CompactionTokensBefore, TokensAfter: st.CompactionTokensAfter}
+	}
 	return State{
 		SessionID: id, Model: m, IsStreaming: st.Streaming, IsCompacting: st.Compacting,
 		IsRetrying: st.Retrying, RetryAttempt: st.Attempt, AutoRetryEnabled: st.RetryEnabled,
 		AutoCompactionEnabled: st.CompactionEnabled, MessageCount: st.MessageCount, State: string(st.State),
+		LastCompaction: last,
 	}
 }
 
