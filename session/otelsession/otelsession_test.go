@@ -314,7 +314,8 @@ func TestUsageLimitNamesTheCredential(t *testing.T) {
 }
 
 // TestOneObserverManySessions: an Observer serves sessions running at once;
-// each turn is a trace of its own caller.
+// each turn is a trace of its own caller, whose spans have all ended by the
+// time Prompt returns.
 func TestOneObserverManySessions(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		spans := tracetest.NewInMemoryExporter()
@@ -332,21 +333,33 @@ func TestOneObserverManySessions(t *testing.T) {
 			defer s.Close()
 			go func() {
 				ctx, span := tp.Tracer("test").Start(context.Background(), fmt.Sprint("caller-", i))
-				defer span.End()
-				done <- s.Prompt(ctx, "hi")
+				err := s.Prompt(ctx, "hi")
+				// The caller's span ends before the result is handed
+				// over, so that it is exported when the test reads the
+				// spans: a deferred End would race with that read.
+				span.End()
+				done <- err
 			}()
 		}
 		for range n {
 			require.NoError(t, <-done)
 		}
-		traces := map[string]int{}
+		// The spans of each trace, in the order they ended: one session's
+		// spans end in its order, whatever the other sessions do.
+		traces := map[string][]string{}
 		for _, s := range spans.GetSpans() {
-			traces[s.SpanContext.TraceID().String()]++
+			id := s.SpanContext.TraceID().String()
+			traces[id] = append(traces[id], s.Name)
 		}
 		assert.Len(t, traces, n)
-		for _, count := range traces {
-			assert.Equal(t, 5, count, "caller, turn, run, backoff, run")
+		callers := map[string]bool{}
+		for id, names := range traces {
+			require.Len(t, names, 5, "trace %s: %v", id, names)
+			assert.Equal(t, []string{otelsession.SpanRun, otelsession.SpanBackoff, otelsession.SpanRun, otelsession.SpanTurn}, names[:4], "trace %s", id)
+			assert.Regexp(t, `^caller-[0-7]$`, names[4], "trace %s", id)
+			callers[names[4]] = true
 		}
+		assert.Len(t, callers, n, "each caller has a trace of its own")
 		var rm metricdata.ResourceMetrics
 		require.NoError(t, reader.Collect(context.Background(), &rm))
 		for _, m := range rm.ScopeMetrics[0].Metrics {
