@@ -99,10 +99,8 @@ func (h *MemoryHistory) Append(entries ...transcript.Entry) error {
 	if h == nil {
 		return ErrNilHistory
 	}
-	for _, e := range entries {
-		if err := checkEntry(e); err != nil {
-			return err
-		}
+	if err := checkEntries(entries); err != nil {
+		return err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -526,10 +524,13 @@ func decodeLine(line []byte) (fileLine, error) {
 	return l, nil
 }
 
-// checkEntry is Entry.Validate for Append: its error matches ErrInvalidEntry.
-func checkEntry(e transcript.Entry) error {
-	if err := e.Validate(); err != nil {
-		return fmt.Errorf("%w: %v", transcript.ErrInvalidEntry, err)
+// checkEntries is Entry.Validate of each entry, for Append: its error matches
+// transcript.ErrInvalidEntry.
+func checkEntries(entries []transcript.Entry) error {
+	for _, e := range entries {
+		if err := e.Validate(); err != nil {
+			return fmt.Errorf("%w: %v", transcript.ErrInvalidEntry, err)
+		}
 	}
 	return nil
 }
@@ -542,10 +543,8 @@ func (h *FileHistory) Append(entries ...transcript.Entry) error {
 	if h == nil {
 		return ErrNilHistory
 	}
-	for _, e := range entries {
-		if err := checkEntry(e); err != nil {
-			return err
-		}
+	if err := checkEntries(entries); err != nil {
+		return err
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
