@@ -91,8 +91,24 @@ func (e *Engine) calibrateUsage(m *transcript.Message) {
 // calibrateOverflow takes the size an overflow's error text gives as a
 // count of the request that overflowed: the runtime context before m, the
 // overflow's message.
+//
+// It also keeps the overflow's count for the compaction that recovers from
+// it (overflowCut): the size the text gives, or when it gives none, one
+// token over the window (the model's, or the limit the text names), which
+// is what an overflow says at least.
 func (e *Engine) calibrateOverflow(m *transcript.Message, v classify.Result) {
-	if v.Class != classify.Overflow || v.PromptTokens <= 0 {
+	if v.Class != classify.Overflow {
+		return
+	}
+	if e.turn != nil {
+		window := e.window(v.ContextLimit)
+		o := overflowCount{tokens: max(v.PromptTokens, 0), window: window, counted: v.PromptTokens > 0}
+		if o.tokens == 0 && window > 0 && window < math.MaxInt {
+			o.tokens = window + 1
+		}
+		e.turn.overflow = o
+	}
+	if v.PromptTokens <= 0 {
 		return
 	}
 	est := e.ctx.est
@@ -100,6 +116,65 @@ func (e *Engine) calibrateOverflow(m *transcript.Message, v classify.Result) {
 		est -= estimateTokens(*m)
 	}
 	e.calib = e.calib.sample(v.PromptTokens, est)
+}
+
+// overflowCount is the provider's count of a request that overflowed:
+// tokens (0 when unknown) over a window of window tokens (0 when unknown);
+// counted says the error text gave tokens (else it is the window + 1).
+type overflowCount struct {
+	tokens, window int
+	counted        bool
+}
+
+// overflowCut is the cut of an overflow's compaction, given the cut at
+// (and ok, whether there is one) that the calibrated sizes chose: the
+// provider said the context does not fit, so what is kept must fit by the
+// overflow's own count, whatever the calibration says. The calibration
+// may not say it: a context estimated under 1,024 tokens sets no ratio,
+// and a ratio is held at 16 at most, so a short context the provider
+// counts as over the window (a scripted overflow after a few short turns,
+// a system prompt or tools far larger than the messages) is, calibrated,
+// under keepRecentTokens: "nothing to compact", and the turn failed.
+//
+// When the overflow's count is larger than the calibrated size of msgs,
+// msgs are sized by the ratio that count gives (tokens ÷ the estimate of
+// msgs, unbounded), and the cut moves forward, cut point by cut point
+// from at (from the first cut point when there was none), until what is
+// kept leaves room for a summary: the threshold less the summary's budget
+// (without a threshold, three quarters of the overflow's window less
+// reserveTokens), or until the last cut point. So something is always cut
+// when there is a cut point after the first message: the whole did not
+// fit. The count is used once; counted is the overflow's count of msgs
+// when the text gave one (the compaction's TokensBefore is at least that),
+// else 0.
+func (e *Engine) overflowCut(msgs []transcript.Message, at int, ok bool) (_ int, _ bool, counted int) {
+	if e.turn == nil {
+		return at, ok, 0
+	}
+	o := e.turn.overflow
+	e.turn.overflow = overflowCount{}
+	if o.counted {
+		counted = o.tokens
+	}
+	est := EstimateTokens(msgs...)
+	if o.tokens <= 0 || est <= 0 || e.calib.tokens(est) >= o.tokens {
+		return at, ok, counted // the calibrated size says what the provider said
+	}
+	from := at
+	if !ok {
+		first, found := nextCutPoint(msgs, 1)
+		if !found {
+			return at, ok, counted
+		}
+		from = first
+	}
+	limit := 0
+	if threshold, budget, bounded := e.summaryBudget(); bounded {
+		limit = threshold - budget
+	} else if usable := o.window - max(e.cfg.Compaction.ReserveTokens, 0); usable > 0 {
+		limit = usable - usable/4
+	}
+	return deeperCut(msgs, from, limit, calibration(float64(o.tokens)/float64(est))), true, counted
 }
 
 // contextWithout is the runtime context without its last message when that

@@ -109,7 +109,11 @@ func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compact
 				(msgs[0].Role == transcript.RoleSummary && e.calib.tokens(estimateTokens(msgs[0])) > budget)
 		}
 	}
+	counted := 0 // the overflow's count of the context, when it gave one
 	if reason == transcript.ReasonOverflow {
+		// The provider said the context does not fit: what is kept must
+		// fit by its count.
+		at, ok, counted = e.overflowCut(msgs, at, ok)
 		// After an overflow a result that cannot fit is no result: the
 		// continuation would overflow again.
 		if tl := e.tooLarge(msgs, e.window(0)); tl != nil {
@@ -124,7 +128,7 @@ func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compact
 		reason: reason,
 		cut:    e.ctx.share(0, at),
 		kept:   e.ctx.share(at, len(msgs)),
-		before: max(e.calib.tokens(EstimateTokens(msgs...)), tokensBefore(msgs)),
+		before: max(e.calib.tokens(EstimateTokens(msgs...)), tokensBefore(msgs), counted),
 	}, nil
 }
 

@@ -189,6 +189,12 @@ func (e *Engine) begin() {
 	}
 	e.out, e.entries = e.out[:0], e.entries[:0]
 	e.ctx.appended, e.ctx.appendedN = e.ctx.appended[:0], 0
+	if e.turn != nil {
+		// An overflow's count serves the compaction its own decision
+		// starts, within the same input, and no later one: a snapshot
+		// does not hold it.
+		e.turn.overflow = overflowCount{}
+	}
 }
 
 // end finishes an input: the steps still raised are taken, the turn

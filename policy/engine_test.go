@@ -226,16 +226,16 @@ func TestEngineOverflowCompactsAndContinues(t *testing.T) {
 		"append message await=false",
 		"state idle>classifying agent_end",
 		"compaction_start overflow",
-		"start_compaction 3 cut=1 kept=2",
+		"start_compaction 3 cut=2 kept=1",
 		"state classifying>compacting overflow",
 		"append removal await=false",
-	}, lines)
+	}, lines, "the provider said the request was over the window: by that, the answer leaves no room for a summary")
 	assert.Equal(t, []string{"append compaction await=true"},
 		describe(e.CompactionFinished(t0, 3, policy.Summary{Text: "summary"}, nil)), "nothing changes before the entry is written")
 	effects := e.Appended(t0, nil)
 	assert.Equal(t, []string{
 		"compaction_end result=true willRetry=true ",
-		"start_run 4 prompt=false context=3",
+		"start_run 4 prompt=false context=2",
 		"state compacting>continuing resume",
 	}, describe(effects))
 }

@@ -53,7 +53,7 @@ func TestStoryOverflow(t *testing.T) {
 			}},
 			{in: summarized("summary"), want: []string{
 				"append compaction:compaction-5 await",
-				"compaction_end ok willRetry=true overflow \"summary\" kept=user-3 before=120",
+				"compaction_end ok willRetry=true overflow \"summary\" kept=user-3 before=213462",
 				"start_run continuation context=[compaction-5 user-3]",
 				"compacting>continuing resume",
 			}},
@@ -90,7 +90,7 @@ func TestStoryOverflow(t *testing.T) {
 			}},
 			{in: summarized("summary"), want: []string{
 				"append compaction:compaction-5 await",
-				"compaction_end ok willRetry=true overflow \"summary\" kept=user-3 before=120",
+				"compaction_end ok willRetry=true overflow \"summary\" kept=user-3 before=213462",
 				"start_run continuation context=[compaction-5 user-3]",
 				"compacting>continuing resume",
 			}},
@@ -123,7 +123,7 @@ func TestStoryOverflow(t *testing.T) {
 			}},
 			{in: summarized("summary"), want: []string{
 				"append compaction:compaction-5 await",
-				"compaction_end ok willRetry=true overflow \"summary\" kept=user-3 before=120",
+				"compaction_end ok willRetry=true overflow \"summary\" kept=user-3 before=213462",
 				"start_run continuation context=[compaction-5 user-3]",
 				"compacting>continuing resume",
 			}},
@@ -279,7 +279,7 @@ func TestStoryOverflow(t *testing.T) {
 			}},
 			{in: summarized("summary"), want: []string{
 				"append compaction:compaction-6 await",
-				"compaction_end ok willRetry=true overflow \"summary\" kept=user-3 before=120",
+				"compaction_end ok willRetry=true overflow \"summary\" kept=user-3 before=213462",
 				"start_run continuation context=[compaction-6 user-3]",
 				"compacting>continuing resume",
 			}},
@@ -410,7 +410,7 @@ func TestStoryOverflow(t *testing.T) {
 			}},
 			{in: abortCompactionIn()},
 			{in: appended(nil), want: []string{
-				"compaction_end ok willRetry=true overflow \"\" kept=user-3 before=120",
+				"compaction_end ok willRetry=true overflow \"\" kept=user-3 before=213462",
 				"start_run continuation context=[compaction-5 user-3]",
 				"compacting>continuing resume",
 			}},
@@ -692,7 +692,7 @@ func TestStoryThreshold(t *testing.T) {
 			}},
 			{in: summarized("summary again"), want: []string{
 				"append compaction:compaction-8 await",
-				"compaction_end ok willRetry=true overflow \"summary again\" kept=user-5 before=18",
+				"compaction_end ok willRetry=true overflow \"summary again\" kept=user-5 before=213462",
 				"start_run continuation context=[compaction-8 user-5]",
 				"compacting>continuing resume",
 			}},

@@ -23,6 +23,10 @@ type turn struct {
 	// episodeCompacted marks the turn's overflow episode as compacted
 	// once: each turn starts a new episode.
 	episodeCompacted bool
+	// overflow is the provider's count of the request that overflowed,
+	// for the compaction that recovers from it in the same input (see
+	// overflowCut).
+	overflow overflowCount
 }
 
 // busy reports whether a turn, a run or a compaction is in flight.

@@ -26,10 +26,11 @@ type Compaction struct {
 	FirstKeptEntryID string `json:"firstKeptEntryId"`
 	// TokensBefore is the size of the runtime context before the
 	// compaction, in tokens by the session's calibrated count: its chars/4
-	// estimate times the ratio the provider's latest count gave (after an
-	// overflow, the count the overflow's error text gave), and at least
-	// the usage the last non-error assistant message reported, which is
-	// all a history written before calibration holds.
+	// estimate times the ratio the provider's latest count gave, at least
+	// the count an overflow's error text gave for the context it
+	// compacts, and at least the usage the last non-error assistant
+	// message reported, which is all a history written before calibration
+	// holds.
 	TokensBefore int `json:"tokensBefore"`
 	// TokensAfter is the size of the runtime context the compaction left
 	// (its summary and the messages kept), counted as TokensBefore is. 0

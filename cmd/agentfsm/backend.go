@@ -2,6 +2,8 @@ package main
 
 import (
 	"context"
+	"errors"
+	"flag"
 	"fmt"
 	"os"
 
@@ -40,6 +42,48 @@ func addBackendFlags(fs flagSet, required bool) backend {
 		contextWindow: fs.Int("context-window", 0,
 			"the model's context window in `tokens`, for threshold compaction (default: the provider's table; 0 there turns it off)"),
 	}
+}
+
+// summarizerHelp is the --summarizer flag's help, before its default.
+const summarizerHelp = "how a compaction summarizes: `digest|model` (digest writes a digest of the messages locally, " +
+	"with no model; model asks the session's model: the same provider, model and key, without tools)"
+
+// summarizerName is the summarizer --summarizer chose: name when the flag
+// was given, else model with a provider and digest without. It returns an
+// error for a name that is neither, and for model without a provider.
+func (b backend) summarizerName(fs flagSet, name string) (string, error) {
+	given := false
+	fs.Visit(func(f *flag.Flag) { given = given || f.Name == "summarizer" })
+	if !given {
+		if *b.provider != "" {
+			return "model", nil
+		}
+		return "digest", nil
+	}
+	switch {
+	case name != "digest" && name != "model":
+		return "", fmt.Errorf("--summarizer %q: want digest or model", name)
+	case name == "model" && *b.provider == "":
+		return "", errors.New("--summarizer model needs --provider: the scripted agent has no model to summarize with")
+	}
+	return name, nil
+}
+
+// summarizer returns the session options of the summarizer name (digest
+// or model, as summarizerName returns): none for the digest, the
+// session's default; for model, an AgentSummarizer over an agent of the
+// flags' provider and model without tools, which calls with the key the
+// session's runs use (the summary request's credential, or the
+// environment's).
+func (b backend) summarizer(name string, lookup func(string) (string, bool)) ([]session.Option, error) {
+	if name != "model" {
+		return nil, nil
+	}
+	agent, _, err := b.agent(lookup, nil, true)
+	if err != nil {
+		return nil, err
+	}
+	return []session.Option{session.WithSummarizer(session.AgentSummarizer{Agent: agent})}, nil
 }
 
 // agent returns the agent and its model the flags name, with tools. The

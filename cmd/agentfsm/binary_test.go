@@ -443,3 +443,50 @@ func TestRPCBinaryStdoutFull(t *testing.T) {
 	assert.Equal(t, 1, exit.ExitCode())
 	assert.Equal(t, "agentfsm rpc: writing output: write /dev/stdout: no space left on device\n", stderr.String())
 }
+
+// TestRPCBinaryExampleOverflowScript runs the example script docs/rpc.md
+// describes (docs/examples/overflow.script.json) through "agentfsm rpc
+// --script", with the default settings (issue 23 item 6): after two short
+// turns the third overflows ("210345 tokens > 200000 maximum"), and the
+// session compacts and continues, where it used to fail with "nothing to
+// compact" unless keepRecentTokens was tuned down.
+func TestRPCBinaryExampleOverflowScript(t *testing.T) {
+	ctx := guard(t)
+	c, err := rpc.Start(binary(t), os.Stderr, "rpc", "--script", filepath.Join("..", "..", "docs", "examples", "overflow.script.json"))
+	require.NoError(t, err)
+	t.Cleanup(func() { assert.NoError(t, c.Close()) })
+
+	for _, p := range []string{"where are the tests", "what does cut.go do"} {
+		require.NoError(t, c.Prompt(ctx, p))
+		require.NoError(t, c.WaitForIdle(ctx))
+		eventsUntilSettled(t, ctx, c)
+	}
+	require.NoError(t, c.Prompt(ctx, "and compact.go"))
+	require.NoError(t, c.WaitForIdle(ctx), "the overflow is recovered")
+	var end *events.AutoCompactionEnd
+	for _, ev := range eventsUntilSettled(t, ctx, c) {
+		if ev.Type == "auto_compaction_end" {
+			v, err := ev.Value()
+			require.NoError(t, err)
+			e := v.(events.AutoCompactionEnd)
+			end = &e
+		}
+	}
+	require.NotNil(t, end, "the overflow starts a compaction")
+	require.NotNil(t, end.Result, "the compaction has a result: %s", end.ErrorMessage)
+	assert.True(t, end.WillRetry)
+	assert.Equal(t, 210345, end.Result.TokensBefore, "the provider's count of the request that overflowed")
+	assert.Contains(t, end.Result.Summary, "where are the tests")
+
+	msgs, err := c.GetMessages(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, msgs)
+	assert.Equal(t, transcript.RoleSummary, msgs[0].Role)
+	last := msgs[len(msgs)-1]
+	assert.Equal(t, transcript.RoleAssistant, last.Role)
+	assert.Equal(t, "Continuing after the compaction.", last.Text(), "the continuation's answer")
+	st, err := c.GetState(ctx)
+	require.NoError(t, err)
+	require.NotNil(t, st.LastCompaction)
+	assert.Equal(t, transcript.ReasonOverflow, st.LastCompaction.Reason)
+}

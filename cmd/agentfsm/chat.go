@@ -26,7 +26,7 @@ var errInterrupted = errors.New("interrupted")
 
 func runChat(args []string, env *environment) int {
 	fs := newFlagSet("chat", "agentfsm chat --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N] "+
-		"[--settings FILE|reference] [--history FILE] [--events] [--tools] [--timeout DURATION] [--log-level LEVEL] [PROMPT...]\n\n"+
+		"[--settings FILE|reference] [--summarizer digest|model] [--history FILE] [--events] [--tools] [--timeout DURATION] [--log-level LEVEL] [PROMPT...]\n\n"+
 		"With a prompt in the arguments (after the flags), runs one turn and prints the answer.\n"+
 		"Without one, each line of stdin is a prompt of one conversation, answered in turn;\n"+
 		"on a terminal, an interactive chat.\n\n"+
@@ -36,7 +36,7 @@ func runChat(args []string, env *environment) int {
 	settingsPath := fs.String("settings", "", settingsHelp)
 	historyPath := fs.String("history", "", "keep the conversation in this JSON-lines `file`, resuming what it holds")
 	showEvents := fs.Bool("events", false, "write every session event to stderr as a JSON line (the RPC wire form)")
-	summarizer := fs.String("summarizer", "digest", "how a compaction summarizes: `digest` (local, no model) or model (asks the model)")
+	summarizer := fs.String("summarizer", "model", summarizerHelp)
 	withTools := fs.Bool("tools", false, "let the model read files and list directories under the working directory (read-only; a path outside it is refused)")
 	timeout := fs.Duration("timeout", 0, "end a turn that takes longer than this `duration` (such as 90s or 5m), retries included; 0: no limit")
 	tel := addTelemetryFlags(fs)
@@ -50,6 +50,10 @@ func runChat(args []string, env *environment) int {
 	}
 	if *timeout < 0 {
 		return fail(2, "--timeout must not be negative, got %s", *timeout)
+	}
+	summarizerName, err := be.summarizerName(fs, *summarizer)
+	if err != nil {
+		return fail(2, "%v", err)
 	}
 	if err := tel.start(env, "agentfsm"); err != nil {
 		return fail(2, "%v", err)
@@ -100,19 +104,11 @@ func runChat(args []string, env *environment) int {
 	if creds != nil {
 		opts = append(opts, session.WithCredentials(creds))
 	}
-	switch *summarizer {
-	case "digest":
-	case "model":
-		// The summary asks the session's model with the key its runs use
-		// (the request's), through an agent without tools.
-		summary, _, err := be.agent(env.lookupEnv, nil, true)
-		if err != nil {
-			return fail(2, "%v", err)
-		}
-		opts = append(opts, session.WithSummarizer(session.AgentSummarizer{Agent: summary}))
-	default:
-		return fail(2, "--summarizer %q: want digest or model", *summarizer)
+	summary, err := be.summarizer(summarizerName, env.lookupEnv)
+	if err != nil {
+		return fail(2, "%v", err)
 	}
+	opts = append(opts, summary...)
 	if *historyPath != "" {
 		h, err := history.OpenFileHistory(*historyPath)
 		if err != nil {

@@ -217,31 +217,50 @@ func TestChatBinaryRetriesWithEvents(t *testing.T) {
 	}
 }
 
-// TestChatBinaryModelSummarizer: with --summarizer model, the overflow's
-// compaction asks the model for the summary (one more request, whose
-// answer is the summary), then continues. Issue item 3.
+// TestChatBinaryModelSummarizer: by default, and with --summarizer model,
+// the overflow's compaction asks the model for the summary (one more
+// request, whose answer is the summary), then continues; --summarizer
+// digest writes it locally, with no request. Issue 23 item 4.
 func TestChatBinaryModelSummarizer(t *testing.T) {
-	for _, api := range fakeAPIs(t) {
-		t.Run(api.name, func(t *testing.T) {
-			api.srv.Push(api.ok("Seven open questions, by section."), api.overflow(),
-				api.ok("Goal: answer the open questions."), api.ok("Here are the drafts."))
-			stdin := "read the design notes and list the open questions\nnow draft answers to every question\n"
-			code, out, errOut := runChatCmd(t, api.chatCmd(t, guard(t), "--events", "--summarizer", "model"), stdin)
-			require.Equal(t, 0, code, errOut)
-			assert.Equal(t, "Seven open questions, by section.\nHere are the drafts.\n", out)
-			var summary string
-			for _, ev := range eventLines(t, errOut) {
-				v, err := ev.Value()
-				require.NoError(t, err, ev.Type)
-				if e, ok := v.(events.AutoCompactionEnd); ok && e.Result != nil {
-					summary = e.Result.Summary
+	for _, c := range []struct {
+		name  string
+		args  []string
+		model bool
+	}{
+		{"default", nil, true},
+		{"model", []string{"--summarizer", "model"}, true},
+		{"digest", []string{"--summarizer", "digest"}, false},
+	} {
+		for _, api := range fakeAPIs(t) {
+			t.Run(c.name+"/"+api.name, func(t *testing.T) {
+				replies := []providertest.Reply{api.ok("Seven open questions, by section."), api.overflow()}
+				if c.model {
+					replies = append(replies, api.ok("Goal: answer the open questions."))
 				}
-			}
-			assert.Contains(t, summary, "Goal: answer the open questions.", "the model's answer is the summary")
-			reqs := api.srv.Requests()
-			require.Len(t, reqs, 4)
-			assert.Contains(t, string(reqs[2].Raw), "read the design notes", "the summary request holds the transcript")
-		})
+				api.srv.Push(append(replies, api.ok("Here are the drafts."))...)
+				stdin := "read the design notes and list the open questions\nnow draft answers to every question\n"
+				code, out, errOut := runChatCmd(t, api.chatCmd(t, guard(t), append([]string{"--events"}, c.args...)...), stdin)
+				require.Equal(t, 0, code, errOut)
+				assert.Equal(t, "Seven open questions, by section.\nHere are the drafts.\n", out)
+				var summary string
+				for _, ev := range eventLines(t, errOut) {
+					v, err := ev.Value()
+					require.NoError(t, err, ev.Type)
+					if e, ok := v.(events.AutoCompactionEnd); ok && e.Result != nil {
+						summary = e.Result.Summary
+					}
+				}
+				reqs := api.srv.Requests()
+				if !c.model {
+					assert.True(t, strings.HasPrefix(summary, "Summary of "), "the digest: %q", summary)
+					assert.Len(t, reqs, 3, "no request for the summary")
+					return
+				}
+				assert.Contains(t, summary, "Goal: answer the open questions.", "the model's answer is the summary")
+				require.Len(t, reqs, 4)
+				assert.Contains(t, string(reqs[2].Raw), "read the design notes", "the summary request holds the transcript")
+			})
+		}
 	}
 	code, _, errOut := runChatCmd(t, fakeAPIs(t)[0].chatCmd(t, guard(t), "--summarizer", "oracle", "hi"), "")
 	assert.Equal(t, 2, code)
@@ -271,14 +290,15 @@ func TestChatBinaryCutStreamIsRetried(t *testing.T) {
 }
 
 // TestChatBinaryOverflowCompacts: prompts on stdin are one conversation;
-// the second overflows the context: the session compacts and continues.
+// the second overflows the context: the session compacts (with the digest,
+// which asks nothing) and continues.
 // Issue item 4.
 func TestChatBinaryOverflowCompacts(t *testing.T) {
 	for _, api := range fakeAPIs(t) {
 		t.Run(api.name, func(t *testing.T) {
 			api.srv.Push(api.ok("Seven open questions, by section."), api.overflow(), api.ok("Here are the drafts."))
 			stdin := "read the design notes and list the open questions\n\n  \nnow draft answers to every question\n"
-			code, out, errOut := runChatCmd(t, api.chatCmd(t, guard(t), "--events"), stdin)
+			code, out, errOut := runChatCmd(t, api.chatCmd(t, guard(t), "--events", "--summarizer", "digest"), stdin)
 			require.Equal(t, 0, code, errOut)
 			assert.Equal(t, "Seven open questions, by section.\nHere are the drafts.\n", out)
 			var types []string

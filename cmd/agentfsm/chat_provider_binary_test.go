@@ -219,3 +219,53 @@ func TestRPCBinaryCredentialsSwitchKey(t *testing.T) {
 		})
 	}
 }
+
+// TestRPCBinaryProviderSummarizer: "agentfsm rpc --provider" summarizes
+// with the model by default (one more request, whose answer is the
+// summary), and with the digest under --summarizer digest. Issue 23
+// item 4.
+func TestRPCBinaryProviderSummarizer(t *testing.T) {
+	settings := writeFile(t, "s.json", msSettings)
+	for _, c := range []struct {
+		name  string
+		args  []string
+		model bool
+	}{
+		{"default", nil, true},
+		{"digest", []string{"--summarizer", "digest"}, false},
+	} {
+		for _, api := range fakeAPIs(t) {
+			t.Run(c.name+"/"+api.name, func(t *testing.T) {
+				ctx := guard(t)
+				t.Setenv(api.keyVar, "test-key") // the child's environment
+				replies := []providertest.Reply{api.ok("Seven open questions."), api.overflow()}
+				if c.model {
+					replies = append(replies, api.ok("Goal: answer the open questions."))
+				}
+				api.srv.Push(append(replies, api.ok("Here are the drafts."))...)
+				args := append([]string{"rpc", "--provider", api.name, "--base-url", api.baseURL, "--settings", settings}, c.args...)
+				cl, err := rpc.Start(binary(t), os.Stderr, args...)
+				require.NoError(t, err)
+				t.Cleanup(func() { assert.NoError(t, cl.Close()) })
+				for _, p := range []string{"list the open questions", "now draft answers"} {
+					require.NoError(t, cl.Prompt(ctx, p))
+					require.NoError(t, cl.WaitForIdle(ctx))
+				}
+				msgs, err := cl.GetMessages(ctx)
+				require.NoError(t, err)
+				require.NotEmpty(t, msgs)
+				assert.Equal(t, "Here are the drafts.", answer(msgs))
+				summary := msgs[0].Text()
+				reqs := api.srv.Requests()
+				if !c.model {
+					assert.True(t, strings.HasPrefix(summary, "Summary of "), "the digest: %q", summary)
+					assert.Len(t, reqs, 3, "no request for the summary")
+					return
+				}
+				assert.Contains(t, summary, "Goal: answer the open questions.", "the model's answer is the summary")
+				require.Len(t, reqs, 4)
+				assert.Contains(t, string(reqs[2].Raw), "list the open questions", "the summary request holds the transcript")
+			})
+		}
+	}
+}

@@ -54,6 +54,10 @@ func TestRPCProviderFlags(t *testing.T) {
 		{[]string{"rpc", "--model", "gpt-4o"}, "--model, --base-url and --context-window need --provider"},
 		{[]string{"rpc", "--provider", "openai"}, "no API key: set OPENAI_API_KEY"},
 		{[]string{"rpc", "--provider", "llama"}, `unknown --provider "llama"`},
+		{[]string{"rpc", "--summarizer", "model"}, "--summarizer model needs --provider: the scripted agent has no model to summarize with"},
+		{[]string{"rpc", "--script", writeFile(t, "s.json", `{"calls":[]}`), "--summarizer", "model"}, "--summarizer model needs --provider"},
+		{[]string{"rpc", "--summarizer", "oracle"}, `--summarizer "oracle": want digest or model`},
+		{[]string{"rpc", "--summarizer", ""}, `--summarizer "": want digest or model`},
 	}
 	for _, c := range cases {
 		var out, errOut bytes.Buffer
@@ -63,4 +67,20 @@ func TestRPCProviderFlags(t *testing.T) {
 		assert.Contains(t, errOut.String(), c.says, c.args)
 		assert.Equal(t, 1, strings.Count(errOut.String(), "\n"), "one line: %q", errOut.String())
 	}
+}
+
+// TestSummarizerHelp: chat's and rpc's help name the --summarizer flag and
+// its default, the model with a provider and the digest without. Issue 23
+// item 4.
+func TestSummarizerHelp(t *testing.T) {
+	for _, sub := range []string{"chat", "rpc"} {
+		code, out, _ := runCmd("", sub, "-h")
+		assert.Equal(t, 0, code)
+		assert.Contains(t, out, "[--summarizer digest|model]", sub)
+		assert.Contains(t, out, "--summarizer digest|model", sub)
+	}
+	_, out, _ := runCmd("", "chat", "-h")
+	assert.Contains(t, out, "(default model)")
+	_, out, _ = runCmd("", "rpc", "-h")
+	assert.Contains(t, out, "default: model with --provider, digest without")
 }

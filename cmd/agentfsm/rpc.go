@@ -21,10 +21,12 @@ import (
 const maxScriptSize = 64 << 20
 
 func runRPC(args []string, env *environment) int {
-	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE | --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N]] [--settings FILE|reference] [--log-level LEVEL]")
+	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE | --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N]] "+
+		"[--settings FILE|reference] [--summarizer digest|model] [--log-level LEVEL]")
 	scriptPath := fs.String("script", "", "the scripted agent's `file` (default: every call succeeds)")
 	be := addBackendFlags(fs, false)
 	settingsPath := fs.String("settings", "", settingsHelp)
+	summarizer := fs.String("summarizer", "", summarizerHelp+" (default: model with --provider, digest without)")
 	mode := fs.String("mode", "rpc", "accepted for compatibility with the reference agent; only rpc")
 	tel := addTelemetryFlags(fs)
 	if code := fs.parse(args, env); code >= 0 {
@@ -32,6 +34,11 @@ func runRPC(args []string, env *environment) int {
 	}
 	if *mode != "rpc" {
 		fmt.Fprintf(env.stderr, "agentfsm rpc: unknown --mode %q (only rpc)\n", *mode)
+		return 2
+	}
+	summarizerName, err := be.summarizerName(fs, *summarizer)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
 		return 2
 	}
 	set, err := loadSettings(*settingsPath)
@@ -86,6 +93,12 @@ func runRPC(args []string, env *environment) int {
 	if creds != nil {
 		opts = append(opts, session.WithCredentials(creds))
 	}
+	summary, err := be.summarizer(summarizerName, env.lookupEnv)
+	if err != nil {
+		fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
+		return 2
+	}
+	opts = append(opts, summary...)
 	s, err := session.New(agent, append(opts, tel.options()...)...)
 	if err != nil {
 		fmt.Fprintf(env.stderr, "agentfsm rpc: %v\n", err)
