@@ -68,6 +68,9 @@ type compaction struct {
 	check bool
 	cut   []transcript.Message
 	kept  []transcript.Message
+	// truncated are the tool results of kept truncated to fit (kept holds
+	// them truncated).
+	truncated []transcript.Truncation
 	// before is the context's calibrated size when the compaction
 	// started.
 	before int
@@ -119,13 +122,38 @@ func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compact
 	if !ok {
 		return nil, ErrNothingToCompact
 	}
+	kept := e.ctx.share(at, len(msgs))
+	var cuts []transcript.Truncation
+	if limit, bounded := e.keptLimit(reason); bounded {
+		// Cut as deep as it may be, what is kept is still over its room:
+		// its largest tool results are truncated.
+		kept, cuts = e.truncateToFit(kept, limit)
+	}
 	return &compaction{
-		id:     CompactionID(e.ticket()),
-		reason: reason,
-		cut:    e.ctx.share(0, at),
-		kept:   e.ctx.share(at, len(msgs)),
-		before: max(e.calib.tokens(EstimateTokens(msgs...)), tokensBefore(msgs)),
+		id:        CompactionID(e.ticket()),
+		reason:    reason,
+		cut:       e.ctx.share(0, at),
+		kept:      kept,
+		truncated: cuts,
+		before:    max(e.calib.tokens(EstimateTokens(msgs...)), tokensBefore(msgs)),
 	}, nil
+}
+
+// keptLimit is the most tokens, calibrated, the messages a compaction
+// keeps may take before their tool results are truncated: the threshold
+// less the summary's budget, and after an overflow no more than what
+// leaves room under the window less reserveTokens for a summary of one
+// estimated token. ok is false when neither bounds them.
+func (e *Engine) keptLimit(reason transcript.CompactionReason) (limit int, ok bool) {
+	if threshold, budget, bounded := e.summaryBudget(); bounded {
+		limit, ok = threshold-budget, true
+	}
+	if window := e.window(0); reason == transcript.ReasonOverflow && window > 0 {
+		if usable := window - max(e.cfg.Compaction.ReserveTokens, 0) - e.calib.tokens(1); usable > 0 && (!ok || usable < limit) {
+			limit, ok = usable, true
+		}
+	}
+	return limit, ok
 }
 
 // summaryBudget returns the compaction threshold and the most tokens a
@@ -254,6 +282,7 @@ func (e *Engine) CompactionFinished(at time.Time, id CompactionID, sum Summary, 
 	}
 	c.entry = transcript.Entry{Type: transcript.EntryCompaction, ID: e.ctx.newID("compaction"), Timestamp: at.UnixMilli(), Compaction: &transcript.Compaction{
 		Reason: c.reason, Summary: sum.Text, FirstKeptEntryID: c.kept[0].ID, TokensBefore: c.before, Details: sum.Details,
+		Truncated: c.truncated,
 	}}
 	c.entry.Compaction.TokensAfter = e.calib.tokens(EstimateTokens(summaryMessage(c.entry)) + EstimateTokens(c.kept...))
 	c.committing, c.previousSeq = true, e.ctx.compactionSeq

@@ -7,6 +7,8 @@ import (
 	_ "image/jpeg" // an image's dimensions, for its token cost
 	_ "image/png"  // an image's dimensions, for its token cost
 	"math"
+	"slices"
+	"sort"
 	"strings"
 
 	"github.com/agentfsm/agentfsm/transcript"
@@ -208,4 +210,74 @@ func tokensBefore(msgs []transcript.Message) int {
 		}
 	}
 	return 0
+}
+
+// truncateToFit returns msgs with their tool results truncated
+// (transcript.TruncateToolResult), the largest first, each keeping as much
+// of its text as lets msgs take, calibrated, limit tokens or fewer, until
+// they do or every tool result is down to its marker; and the truncations
+// made, in that order. msgs itself is not changed; with nothing to
+// truncate it is returned as it is.
+func (e *Engine) truncateToFit(msgs []transcript.Message, limit int) ([]transcript.Message, []transcript.Truncation) {
+	total := EstimateTokens(msgs...)
+	if e.calib.tokens(total) <= limit {
+		return msgs, nil
+	}
+	var results []int
+	for i, m := range msgs {
+		if m.Role == transcript.RoleToolResult {
+			results = append(results, i)
+		}
+	}
+	sort.SliceStable(results, func(a, b int) bool { return estimateTokens(msgs[results[a]]) > estimateTokens(msgs[results[b]]) })
+	var out []transcript.Message
+	var cuts []transcript.Truncation
+	for _, i := range results {
+		if e.calib.tokens(total) <= limit {
+			break
+		}
+		m := msgs[i]
+		others := total - estimateTokens(m)
+		fits := func(keep int) bool {
+			return e.calib.tokens(others+estimateTokens(transcript.TruncateToolResult(m, keep))) <= limit
+		}
+		text := len(m.Text())
+		// The most bytes kept that fit: 0 when even the marker alone does
+		// not (the next result is cut too).
+		keep := sort.Search(text+1, func(k int) bool { return !fits(k) }) - 1
+		if keep < 0 || !fits(keep) {
+			keep = 0
+		}
+		t := transcript.TruncateToolResult(m, keep)
+		if estimateTokens(t) >= estimateTokens(m) {
+			continue // the marker takes as much room as what it cuts
+		}
+		if out == nil {
+			out = slices.Clone(msgs)
+		}
+		out[i] = t
+		total = others + estimateTokens(t)
+		cuts = append(cuts, transcript.Truncation{EntryID: m.ID, KeptChars: keep})
+	}
+	if out == nil {
+		return msgs, nil
+	}
+	return out, cuts
+}
+
+// applyTruncations truncates, in msgs, the tool results cuts name, as the
+// compaction that made them did.
+func applyTruncations(msgs []transcript.Message, cuts []transcript.Truncation) {
+	if len(cuts) == 0 {
+		return
+	}
+	keep := make(map[string]int, len(cuts))
+	for _, t := range cuts {
+		keep[t.EntryID] = t.KeptChars
+	}
+	for i, m := range msgs {
+		if k, ok := keep[m.ID]; ok && m.Role == transcript.RoleToolResult {
+			msgs[i] = transcript.TruncateToolResult(m, k)
+		}
+	}
 }
