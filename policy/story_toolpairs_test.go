@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -19,7 +20,9 @@ import (
 // that make room for the summary and the cut at the first cut point.
 // Histories of user messages, assistant messages with tool calls and tool
 // results (answering any earlier call, other messages between), of any
-// sizes, under any window, reserve and keepRecentTokens.
+// sizes, under any window, reserve and keepRecentTokens; the run that
+// overflows calls tools first, its results up to twice the window, kept
+// truncated when they do not fit.
 func TestPropertyNoCutSeparatesAToolPair(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		window := rapid.IntRange(2000, 100000).Draw(t, "window")
@@ -51,7 +54,10 @@ func TestPropertyNoCutSeparatesAToolPair(t *testing.T) {
 				k := rapid.IntRange(0, len(open)-1).Draw(t, "answers")
 				call := open[k]
 				open = append(open[:k], open[k+1:]...)
-				add(&transcript.Message{ID: id, Role: transcript.RoleToolResult, ToolCallID: call, ToolName: "read", Content: transcript.TextContent(text("result"))})
+				// Up to twice the window: a result may be alone over it, and
+				// be kept truncated.
+				body := strings.Repeat("r", rapid.IntRange(0, 8*window).Draw(t, "result"))
+				add(&transcript.Message{ID: id, Role: transcript.RoleToolResult, ToolCallID: call, ToolName: "read", Content: transcript.TextContent(body)})
 			}
 		}
 		model := policy.Model{Provider: "p", ID: "m", ContextWindow: window}
@@ -68,10 +74,29 @@ func TestPropertyNoCutSeparatesAToolPair(t *testing.T) {
 		if p.turnDone {
 			return
 		}
+		// The run calls tools before it overflows: the call and its results
+		// are then among what every compaction keeps.
+		for i := range rapid.IntRange(0, 3).Draw(t, "run calls") {
+			call := okAnswer("calling")
+			call.ID, call.StopReason = fmt.Sprintf("run-call-%d", i), transcript.StopReasonToolUse
+			call.Content = append(call.Content, transcript.Block{Type: transcript.BlockToolCall, ID: fmt.Sprintf("run-c%d", i), Name: "read", Arguments: json.RawMessage(`{}`)})
+			result := transcript.Message{ID: fmt.Sprintf("run-result-%d", i), Role: transcript.RoleToolResult, ToolCallID: fmt.Sprintf("run-c%d", i), ToolName: "read",
+				Content: transcript.TextContent(strings.Repeat("r", rapid.IntRange(0, 8*window).Draw(t, "run result")))}
+			for _, m := range []transcript.Message{call, result} {
+				feed(events.MessageStart{Message: m}, events.MessageEnd{Message: m})(p)
+			}
+		}
 		count := rapid.IntRange(window+1, 8*window).Draw(t, "count")
 		reply(errorAnswer(fmt.Sprintf("prompt is too long: %d tokens > %d maximum", count, window)))(p)
 		if p.request != nil {
 			requireToolPairsKept(t, p.request)
+			summarized("s")(p)
+			if !p.turnDone {
+				// The continuation: every result it holds follows its call,
+				// and it fits, truncated results and all.
+				requireToolPairsKept(t, &policy.SummaryRequest{Kept: p.runContext[1:]})
+				require.Less(t, calibrated(e, p.runContext), window-cfg.Compaction.ReserveTokens+1)
+			}
 		}
 	})
 }
