@@ -215,8 +215,9 @@ func (a AgentSummarizer) Summarize(ctx context.Context, req policy.SummaryReques
 	prev := closingTags.Replace(strings.Join(previous, "\n\n"))
 	bound := max(maxChars-len(files), 0)
 	// A fold between pieces is the summary so far: bounded so that it
-	// leaves at least half the budget to the next piece.
-	fold := min(bound, budget/2)
+	// leaves at least half the budget to the next piece, yet never cut to
+	// nothing by a tiny budget.
+	fold := min(bound, max(budget/2, minPieceChars))
 	pieces, omitted := splitTranscript(entries, budget-len(prev), budget-fold, a.maxPieces())
 	var text string
 	for i, piece := range pieces {

@@ -440,6 +440,13 @@ func TestAgentSummarizerSummarizesInPieces(t *testing.T) {
 	_, err = session.AgentSummarizer{Agent: agent, TranscriptChars: 20000}.Summarize(ctx, policy.SummaryRequest{Messages: msgs, MaxChars: 2000})
 	require.ErrorIs(t, err, cause)
 	assert.Len(t, agent.got, 2)
+
+	// A tiny bound still folds each piece's summary into the next.
+	agent = &countingAgent{}
+	_, err = session.AgentSummarizer{Agent: agent, TranscriptChars: 1}.Summarize(context.Background(), policy.SummaryRequest{Messages: numbered(3, 900), MaxChars: 2000})
+	require.NoError(t, err)
+	require.Len(t, agent.got, 3)
+	assert.Equal(t, "## Goal\nsummary 2", previousOf(agent.got[2].Context[0].Text()))
 }
 
 // previousOf is the prompt's previous summary, "" when it has none.
