@@ -38,7 +38,8 @@ import (
 // fits the model's context window. A transcript over the bound is
 // summarized in pieces, oldest first, one run each: each piece within the
 // bound less the summary so far, and each run's summary (cut to at most
-// half the bound) given to the next as the summary so far, so no request
+// half the bound, and no less than 1,000 characters) given to the next as
+// the summary so far, so no request
 // is over the bound whatever the size of the cut. At most MaxPieces runs:
 // past that the oldest messages are dropped, with a marker that counts
 // them. An earlier summary among the cut messages (role
