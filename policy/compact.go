@@ -18,7 +18,9 @@ type SummaryRequest struct {
 	// Messages are the messages being cut, oldest first. When an earlier
 	// compaction's summary is among them it comes first, with RoleSummary.
 	Messages []transcript.Message
-	// Kept are the messages that stay as they are after the summary.
+	// Kept are the messages that stay after the summary, as they stay: a
+	// tool result too large to keep whole is there truncated (see
+	// transcript.TruncateToolResult and Compaction.Truncated).
 	Kept []transcript.Message
 	// Reason is why the compaction runs.
 	Reason transcript.CompactionReason
@@ -97,7 +99,10 @@ type compaction struct {
 // when the whole context does not fit under the threshold less the
 // budget (the first message is what takes the room), and a summary over
 // the budget in first place (written before there was one, or by another
-// summarizer) is summarized again.
+// summarizer) is summarized again. When the messages kept, cut that deep,
+// still take more than keptLimit, their tool results are truncated, the
+// largest first, until they fit (see truncateToFit): the compaction keeps
+// them so, and its entry says so (Compaction.Truncated).
 func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compaction, error) {
 	msgs := e.ctx.msgs
 	at, ok := cutPoint(msgs, e.cfg.Compaction.KeepRecentTokens, e.calib)
