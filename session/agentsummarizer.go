@@ -93,7 +93,7 @@ type AgentSummarizer struct {
 	// DefaultTranscriptChars when the window is unknown.
 	TranscriptChars int
 	// MaxPieces bounds the model calls of one summary (see Summarize); 0
-	// means DefaultSummaryPieces.
+	// means 8.
 	MaxPieces int
 }
 
@@ -124,16 +124,16 @@ const (
 	summaryMessageChars = 8000
 )
 
-// DefaultSummaryPieces bounds the model calls of one summary when
+// defaultSummaryPieces bounds the model calls of one summary when
 // MaxPieces is 0.
-const DefaultSummaryPieces = 8
+const defaultSummaryPieces = 8
 
-// maxPieces is MaxPieces, or DefaultSummaryPieces when it is not positive.
+// maxPieces is MaxPieces, or defaultSummaryPieces when it is not positive.
 func (a AgentSummarizer) maxPieces() int {
 	if a.MaxPieces > 0 {
 		return a.MaxPieces
 	}
-	return DefaultSummaryPieces
+	return defaultSummaryPieces
 }
 
 // ask runs the agent once on prompt and returns the text of its last
