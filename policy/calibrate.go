@@ -52,6 +52,19 @@ func (c calibration) tokens(est int) int {
 	return int(t)
 }
 
+// estimateRoom is the largest estimate whose calibrated size is at most
+// budget tokens, 0 when there is none.
+func (c calibration) estimateRoom(budget int) int {
+	if budget <= 0 {
+		return 0
+	}
+	est := int(float64(budget) / c.ratio())
+	for est > 0 && c.tokens(est) > budget {
+		est--
+	}
+	return est
+}
+
 // chars is the longest text, in characters as estimated (bytes), whose
 // calibrated size is at most budget tokens: 4 × floor(budget / ratio).
 func (c calibration) chars(budget int) int {

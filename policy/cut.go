@@ -214,8 +214,9 @@ func tokensBefore(msgs []transcript.Message) int {
 
 // truncateToFit returns msgs with their tool results truncated
 // (transcript.TruncateToolResult), the largest first, each keeping as much
-// of its text as lets msgs take, calibrated, limit tokens or fewer, until
-// they do or every tool result is down to its marker; and the truncations
+// of its text as lets msgs take, calibrated, limit tokens or fewer (less
+// up to maxMarkerChars, the room a marker may take), until they do or
+// every tool result is down to its marker; and the truncations
 // made, in that order. msgs itself is not changed; with nothing to
 // truncate it is returned as it is.
 func (e *Engine) truncateToFit(msgs []transcript.Message, limit int) ([]transcript.Message, []transcript.Truncation) {
@@ -241,10 +242,15 @@ func (e *Engine) truncateToFit(msgs []transcript.Message, limit int) ([]transcri
 		fits := func(keep int) bool {
 			return e.calib.tokens(others+estimateTokens(transcript.TruncateToolResult(m, keep))) <= limit
 		}
-		text := len(m.Text())
 		// The most bytes kept that fit: 0 when even the marker alone does
-		// not (the next result is cut too).
-		keep := sort.Search(text+1, func(k int) bool { return !fits(k) }) - 1
+		// not (the next result is cut too). First a guess made in one
+		// pass, from the room left and the longest marker; a binary
+		// search only when it does not fit.
+		keep := e.calib.estimateRoom(limit) - others
+		keep = 4*keep - maxMarkerChars - len(m.ErrorMessage)
+		if keep < 0 || !fits(keep) {
+			keep = sort.Search(len(m.Text())+1, func(k int) bool { return !fits(k) }) - 1
+		}
 		if keep < 0 || !fits(keep) {
 			keep = 0
 		}
@@ -264,6 +270,10 @@ func (e *Engine) truncateToFit(msgs []transcript.Message, limit int) ([]transcri
 	}
 	return out, cuts
 }
+
+// maxMarkerChars is room enough for the marker of
+// transcript.TruncateToolResult, whatever the counts it gives.
+const maxMarkerChars = 160
 
 // applyTruncations truncates, in msgs, the tool results cuts name, as the
 // compaction that made them did.
