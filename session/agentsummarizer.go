@@ -39,13 +39,12 @@ import (
 // summarized in pieces, oldest first, one run each: each piece within the
 // bound less the summary so far, and each run's summary (cut to at most
 // half the bound, and no less than 1,000 characters) given to the next as
-// the summary so far, so no request
-// is over the bound whatever the size of the cut. At most MaxPieces runs:
-// past that the oldest messages are dropped, with a marker that counts
-// them. An earlier summary among the cut messages (role
-// compactionSummary) is always given whole to the first run, as the
-// summary so far, to be updated rather than repeated; the caller's instructions, when given, as
-// what to focus on. The model is asked for a structured summary (the goal,
+// the summary so far, so no request is over the bound whatever the size of
+// the cut. At most MaxPieces runs: past that the oldest messages are
+// dropped, with a marker that counts them. An earlier summary among the
+// cut messages (role compactionSummary) is always given whole to the first
+// run, as the summary so far, to be updated rather than repeated; the
+// caller's instructions, when given, to every run, as what to focus on. The model is asked for a structured summary (the goal,
 // constraints, progress, decisions, next steps, the files that matter) of
 // at most the request's MaxChars characters, and no more than a quarter of
 // the context window of the model asked (its window in tokens, as
