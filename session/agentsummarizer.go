@@ -58,9 +58,10 @@ import (
 // later summaries carry them on, and are the Summary's Details
 // (SummaryDetails).
 //
-// The run gets ctx, so AbortCompaction and Abort cancel it. Summarize
-// fails, and the compaction with it, when the run cannot start, returns an
-// error, ends in an error or aborted message, or gives no text. A summary
+// Every run gets ctx, so AbortCompaction and Abort cancel the run in
+// flight, and no run starts after. Summarize fails, and the compaction
+// with it, when a run cannot start, returns an error, ends in an error or
+// aborted message, or gives no text. A summary
 // longer than the bound is cut (its start kept), with the file lists
 // always within the bound.
 //
