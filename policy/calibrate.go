@@ -52,6 +52,19 @@ func (c calibration) tokens(est int) int {
 	return int(t)
 }
 
+// estimateRoom is the largest estimate whose calibrated size is at most
+// budget tokens, 0 when there is none.
+func (c calibration) estimateRoom(budget int) int {
+	if budget <= 0 {
+		return 0
+	}
+	est := int(float64(budget) / c.ratio())
+	for est > 0 && c.tokens(est) > budget {
+		est--
+	}
+	return est
+}
+
 // chars is the longest text, in characters as estimated (bytes), whose
 // calibrated size is at most budget tokens: 4 × floor(budget / ratio).
 func (c calibration) chars(budget int) int {
@@ -229,16 +242,19 @@ func (e *Engine) window(limit int) int {
 
 // tooLarge returns why msgs cannot be compacted to fit a window of window
 // tokens: the messages from the last point a compaction may cut at on
-// (what any compaction keeps) leave, calibrated, no room under the window
-// less reserveTokens for a summary of one estimated token. nil when they
-// do, or when the window is unknown.
+// (what any compaction keeps), their tool results truncated as far as
+// they may be (see truncateToFit), leave, calibrated, no room under the
+// window less reserveTokens for a summary of one estimated token. nil when
+// they do, or when the window is unknown.
 func (e *Engine) tooLarge(msgs []transcript.Message, window int) *tooLargeError {
 	usable := window - max(e.cfg.Compaction.ReserveTokens, 0)
 	if window <= 0 || usable <= 0 || len(msgs) == 0 {
 		return nil
 	}
 	at := lastCutPoint(msgs)
-	n := e.calib.tokens(EstimateTokens(msgs[at:]...))
+	// Its tool results may be truncated to make room.
+	tail, _ := e.truncateToFit(msgs[at:], usable-e.calib.tokens(1))
+	n := e.calib.tokens(EstimateTokens(tail...))
 	if n+e.calib.tokens(1) <= usable {
 		return nil // room for a summary of one token at least
 	}

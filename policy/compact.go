@@ -18,7 +18,9 @@ type SummaryRequest struct {
 	// Messages are the messages being cut, oldest first. When an earlier
 	// compaction's summary is among them it comes first, with RoleSummary.
 	Messages []transcript.Message
-	// Kept are the messages that stay as they are after the summary.
+	// Kept are the messages that stay after the summary, as they stay: a
+	// tool result too large to keep whole is there truncated (see
+	// transcript.TruncateToolResult and Compaction.Truncated).
 	Kept []transcript.Message
 	// Reason is why the compaction runs.
 	Reason transcript.CompactionReason
@@ -68,6 +70,9 @@ type compaction struct {
 	check bool
 	cut   []transcript.Message
 	kept  []transcript.Message
+	// truncated are the tool results of kept truncated to fit (kept holds
+	// them truncated).
+	truncated []transcript.Truncation
 	// before is the context's calibrated size when the compaction
 	// started.
 	before int
@@ -94,7 +99,10 @@ type compaction struct {
 // when the whole context does not fit under the threshold less the
 // budget (the first message is what takes the room), and a summary over
 // the budget in first place (written before there was one, or by another
-// summarizer) is summarized again.
+// summarizer) is summarized again. When the messages kept, cut that deep,
+// still take more than keptLimit, their tool results are truncated, the
+// largest first, until they fit (see truncateToFit): the compaction keeps
+// them so, and its entry says so (Compaction.Truncated).
 func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compaction, error) {
 	msgs := e.ctx.msgs
 	at, ok := cutPoint(msgs, e.cfg.Compaction.KeepRecentTokens, e.calib)
@@ -123,13 +131,38 @@ func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compact
 	if !ok {
 		return nil, ErrNothingToCompact
 	}
+	kept := e.ctx.share(at, len(msgs))
+	var cuts []transcript.Truncation
+	if limit, bounded := e.keptLimit(reason); bounded {
+		// Cut as deep as it may be, what is kept is still over its room:
+		// its largest tool results are truncated.
+		kept, cuts = e.truncateToFit(kept, limit)
+	}
 	return &compaction{
-		id:     CompactionID(e.ticket()),
-		reason: reason,
-		cut:    e.ctx.share(0, at),
-		kept:   e.ctx.share(at, len(msgs)),
-		before: max(e.calib.tokens(EstimateTokens(msgs...)), tokensBefore(msgs), counted),
+		id:        CompactionID(e.ticket()),
+		reason:    reason,
+		cut:       e.ctx.share(0, at),
+		kept:      kept,
+		truncated: cuts,
+		before:    max(e.calib.tokens(EstimateTokens(msgs...)), tokensBefore(msgs), counted),
 	}, nil
+}
+
+// keptLimit is the most tokens, calibrated, the messages a compaction
+// keeps may take before their tool results are truncated: the threshold
+// less the summary's budget, and after an overflow no more than what
+// leaves room under the window less reserveTokens for a summary of one
+// estimated token. ok is false when neither bounds them.
+func (e *Engine) keptLimit(reason transcript.CompactionReason) (limit int, ok bool) {
+	if threshold, budget, bounded := e.summaryBudget(); bounded {
+		limit, ok = threshold-budget, true
+	}
+	if window := e.window(0); reason == transcript.ReasonOverflow && window > 0 {
+		if usable := window - max(e.cfg.Compaction.ReserveTokens, 0) - e.calib.tokens(1); usable > 0 && (!ok || usable < limit) {
+			limit, ok = usable, true
+		}
+	}
+	return limit, ok
 }
 
 // summaryBudget returns the compaction threshold and the most tokens a
@@ -258,6 +291,7 @@ func (e *Engine) CompactionFinished(at time.Time, id CompactionID, sum Summary, 
 	}
 	c.entry = transcript.Entry{Type: transcript.EntryCompaction, ID: e.ctx.newID("compaction"), Timestamp: at.UnixMilli(), Compaction: &transcript.Compaction{
 		Reason: c.reason, Summary: sum.Text, FirstKeptEntryID: c.kept[0].ID, TokensBefore: c.before, Details: sum.Details,
+		Truncated: c.truncated,
 	}}
 	c.entry.Compaction.TokensAfter = e.calib.tokens(EstimateTokens(summaryMessage(c.entry)) + EstimateTokens(c.kept...))
 	c.committing, c.previousSeq = true, e.ctx.compactionSeq

@@ -142,8 +142,9 @@ func (c *runtimeContext) remove(id string) bool {
 
 // compact applies the compaction e: its summary, then the messages from
 // the first with its first kept entry's ID on (none when no message has
-// that ID), or from index from when from is not negative. The context
-// moves to a new array holding only those.
+// that ID), or from index from when from is not negative, the tool results
+// it truncated truncated. The context moves to a new array holding only
+// those.
 func (c *runtimeContext) compact(e transcript.Entry, from int) {
 	if from < 0 {
 		from = len(c.msgs)
@@ -159,6 +160,7 @@ func (c *runtimeContext) compact(e transcript.Entry, from int) {
 	}
 	out := make([]transcript.Message, 0, 1+len(c.msgs)-from+8)
 	out = append(append(out, summaryMessage(e)), c.msgs[from:]...)
+	applyTruncations(out[1:], e.Compaction.Truncated)
 	c.msgs, c.frozen = out, 0
 	c.est = EstimateTokens(out...)
 	c.seq[e.ID] = c.compactionSeq

@@ -1,14 +1,52 @@
 package policy
 
 import (
+	"encoding/base64"
+	"image"
+	_ "image/gif"  // an image's dimensions, for its token cost
+	_ "image/jpeg" // an image's dimensions, for its token cost
+	_ "image/png"  // an image's dimensions, for its token cost
 	"math"
+	"slices"
+	"sort"
+	"strings"
 
 	"github.com/agentfsm/agentfsm/transcript"
 )
 
-// imageChars is how many characters an image counts as when estimating
-// tokens.
-const imageChars = 4800
+// An image counts at what the provider charges for it, not at the length
+// of its base64 data. Anthropic's figure is (width × height) / 750 tokens,
+// the image first scaled down to fit 1,568 pixels on its long edge, and at
+// most about 1,600 tokens (an image is scaled down to about 1.15
+// megapixels); OpenAI's (85 + 170 a 512-pixel tile, high detail) is no
+// higher. So an image whose dimensions its data gives (PNG, GIF or JPEG)
+// counts as ceil(width × height / 750) tokens after that scaling, at most
+// maxImageTokens, and one whose dimensions are unknown (no data, or another
+// format) counts maxImageTokens: the provider's most, so an estimate never
+// falls short for an image. The estimate counts an image as 4 characters a
+// token, so the session's calibration ratio applies to it as to the rest.
+const (
+	maxImageTokens = 1600
+	maxImageEdge   = 1568
+)
+
+// imageTokens is what an image block counts, in tokens (see
+// maxImageTokens).
+func imageTokens(b transcript.Block) int {
+	if b.Data == "" {
+		return maxImageTokens
+	}
+	// DecodeConfig reads only the header it needs of the decoded data.
+	cfg, _, err := image.DecodeConfig(base64.NewDecoder(base64.StdEncoding, strings.NewReader(b.Data)))
+	if err != nil || cfg.Width <= 0 || cfg.Height <= 0 {
+		return maxImageTokens
+	}
+	w, h := float64(cfg.Width), float64(cfg.Height)
+	if long := max(w, h); long > maxImageEdge {
+		w, h = w*maxImageEdge/long, h*maxImageEdge/long
+	}
+	return min(int(math.Ceil(w*h/750)), maxImageTokens)
+}
 
 // EstimateTokens is the size of msgs in tokens as compaction estimates it:
 // ceil(chars/4) a message, counting every block (see estimateTokens),
@@ -23,8 +61,9 @@ func EstimateTokens(msgs ...transcript.Message) int {
 
 // estimateTokens is a message's size estimate: ceil(chars/4), counting the
 // characters (bytes of UTF-8) of its text, its thinking, each tool call's
-// name and arguments, its error message, and imageChars for an image.
-// Signatures and image data are not counted.
+// name and arguments, its error message, and 4 characters a token of an
+// image's cost (see imageTokens). Signatures are not counted, nor is an
+// image's base64 data.
 func estimateTokens(m transcript.Message) int {
 	chars := len(m.ErrorMessage)
 	add := func(n int) { chars += min(n, math.MaxInt-chars) }
@@ -38,7 +77,7 @@ func estimateTokens(m transcript.Message) int {
 			add(len(b.Name))
 			add(len(b.Arguments))
 		case transcript.BlockImage:
-			add(imageChars)
+			add(4 * imageTokens(b))
 		}
 	}
 	return chars/4 + min(chars%4, 1)
@@ -171,4 +210,84 @@ func tokensBefore(msgs []transcript.Message) int {
 		}
 	}
 	return 0
+}
+
+// truncateToFit returns msgs with their tool results truncated
+// (transcript.TruncateToolResult), the largest first, each keeping as much
+// of its text as lets msgs take, calibrated, limit tokens or fewer (less
+// up to maxMarkerChars, the room a marker may take), until they do or
+// every tool result is down to its marker; and the truncations
+// made, in that order. msgs itself is not changed; with nothing to
+// truncate it is returned as it is.
+func (e *Engine) truncateToFit(msgs []transcript.Message, limit int) ([]transcript.Message, []transcript.Truncation) {
+	total := EstimateTokens(msgs...)
+	if e.calib.tokens(total) <= limit {
+		return msgs, nil
+	}
+	var results []int
+	for i, m := range msgs {
+		if m.Role == transcript.RoleToolResult {
+			results = append(results, i)
+		}
+	}
+	sort.SliceStable(results, func(a, b int) bool { return estimateTokens(msgs[results[a]]) > estimateTokens(msgs[results[b]]) })
+	var out []transcript.Message
+	var cuts []transcript.Truncation
+	for _, i := range results {
+		if e.calib.tokens(total) <= limit {
+			break
+		}
+		m := msgs[i]
+		others := total - estimateTokens(m)
+		fits := func(keep int) bool {
+			return e.calib.tokens(others+estimateTokens(transcript.TruncateToolResult(m, keep))) <= limit
+		}
+		// The most bytes kept that fit: 0 when even the marker alone does
+		// not (the next result is cut too). First a guess made in one
+		// pass, from the room left and the longest marker; a binary
+		// search only when it does not fit.
+		keep := e.calib.estimateRoom(limit) - others
+		keep = 4*keep - maxMarkerChars - len(m.ErrorMessage)
+		if keep < 0 || !fits(keep) {
+			keep = sort.Search(len(m.Text())+1, func(k int) bool { return !fits(k) }) - 1
+		}
+		if keep < 0 || !fits(keep) {
+			keep = 0
+		}
+		t := transcript.TruncateToolResult(m, keep)
+		if estimateTokens(t) >= estimateTokens(m) {
+			continue // the marker takes as much room as what it cuts
+		}
+		if out == nil {
+			out = slices.Clone(msgs)
+		}
+		out[i] = t
+		total = others + estimateTokens(t)
+		cuts = append(cuts, transcript.Truncation{EntryID: m.ID, KeptChars: keep})
+	}
+	if out == nil {
+		return msgs, nil
+	}
+	return out, cuts
+}
+
+// maxMarkerChars is room enough for the marker of
+// transcript.TruncateToolResult, whatever the counts it gives.
+const maxMarkerChars = 160
+
+// applyTruncations truncates, in msgs, the tool results cuts name, as the
+// compaction that made them did.
+func applyTruncations(msgs []transcript.Message, cuts []transcript.Truncation) {
+	if len(cuts) == 0 {
+		return
+	}
+	keep := make(map[string]int, len(cuts))
+	for _, t := range cuts {
+		keep[t.EntryID] = t.KeptChars
+	}
+	for i, m := range msgs {
+		if k, ok := keep[m.ID]; ok && m.Role == transcript.RoleToolResult {
+			msgs[i] = transcript.TruncateToolResult(m, k)
+		}
+	}
 }

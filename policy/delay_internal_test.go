@@ -79,7 +79,7 @@ func TestCutPoint(t *testing.T) {
 		{"a tool result is never the first kept", []transcript.Message{user(400), asst(40), tool(400), asst(40)}, 110, 3, true},
 		{"a tool call and its result stay together: cut at the call", []transcript.Message{user(400), asst(400), tool(40), user(40)}, 50, 1, true},
 		{"only tool results after the budget: nothing", []transcript.Message{user(400), asst(40), tool(400)}, 100, 0, false},
-		{"an image counts 4800 characters", []transcript.Message{user(40), image, asst(40)}, 1200, 1, true},
+		{"an image without data counts 1,600 tokens", []transcript.Message{user(40), image, asst(40)}, 1200, 1, true},
 		{"cutting at the start: nothing", []transcript.Message{user(4000), asst(40)}, 1000, 0, false},
 		{"only an old summary before the cut: nothing", []transcript.Message{{Role: transcript.RoleSummary, Content: transcript.TextContent("s")}, user(4000), asst(40)}, 1000, 0, false},
 		{"ceil(chars/4)", []transcript.Message{user(10), user(1), user(1)}, 2, 1, true},

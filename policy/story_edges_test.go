@@ -377,9 +377,11 @@ func TestStoryDeeperCuts(t *testing.T) {
 		{"never between a tool call and its result", 305, toolHistory(),
 			"start_compaction manual cut=[user-1 msg-2 result-3] kept=[msg-4] max=848"},
 		// The kept messages are a tool call and its result, too big for
-		// the budget: the room left is what they leave, together.
+		// the threshold less the budget: kept together, the result
+		// truncated to fit, so the summary has the whole budget (issue 23
+		// item 5).
 		{"a tool call and its result kept together", 1, keptCallHistory(),
-			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4 result-5] max=600"},
+			"start_compaction manual cut=[user-1 msg-2 user-3] kept=[msg-4 result-5] max=848"},
 		// keepRecentTokens reached only at the first message, which is no
 		// cut point: the cut is at the next one.
 		{"the first message is no cut point", 30, resultFirstHistory(),

@@ -45,6 +45,8 @@ type player struct {
 	request *policy.SummaryRequest
 	// runContext is the last StartRun's context.
 	runContext []transcript.Message
+	// history are the entries of every Append, in order.
+	history []transcript.Entry
 }
 
 // input is one step's input: it feeds the engine and returns its effects
@@ -128,6 +130,7 @@ func (p *player) lines(effects []policy.Effect) []string {
 			out = append(out, "cancel_compaction")
 		case policy.Append:
 			var es []string
+			p.history = append(p.history, ef.Entries...)
 			for _, en := range ef.Entries {
 				es = append(es, string(en.Type)+":"+en.ID)
 			}

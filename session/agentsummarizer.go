@@ -34,14 +34,21 @@ import (
 // thinking left out. A long message, tool result or tool call's arguments
 // is truncated, its start kept, with a visible marker
 // ("[... N more characters truncated]"), as the reference agent does. The
-// transcript is bounded by TranscriptChars: the oldest messages are
-// dropped first, with a marker that counts them, so the request fits the
-// model's context window. An earlier summary among the cut messages (role
-// compactionSummary) is always given whole, as the summary so far, to be
-// updated rather than repeated; the caller's instructions, when given, as
-// what to focus on. The model is asked for a structured summary (the goal,
+// transcript of one request is bounded by TranscriptChars, so the request
+// fits the model's context window. A transcript over the bound is
+// summarized in pieces, oldest first, one run each: each piece within the
+// bound less the summary so far, and each run's summary (cut to at most
+// half the bound, and no less than 1,000 characters) given to the next as
+// the summary so far, so no request is over the bound whatever the size of
+// the cut. At most MaxPieces runs: past that the oldest messages are
+// dropped, with a marker that counts them. An earlier summary among the
+// cut messages (role compactionSummary) is always given whole to the first
+// run, as the summary so far, to be updated rather than repeated; the
+// caller's instructions, when given, to every run, as what to focus on. The model is asked for a structured summary (the goal,
 // constraints, progress, decisions, next steps, the files that matter) of
-// at most the request's MaxChars characters.
+// at most the request's MaxChars characters, and no more than a quarter of
+// the context window of the model asked (its window in tokens, as
+// characters).
 //
 // The files the cut tool calls read and modified (a call whose arguments
 // name a path: "path", "file_path", "filePath", "file" or "filename"; it
@@ -51,9 +58,10 @@ import (
 // later summaries carry them on, and are the Summary's Details
 // (SummaryDetails).
 //
-// The run gets ctx, so AbortCompaction and Abort cancel it. Summarize
-// fails, and the compaction with it, when the run cannot start, returns an
-// error, ends in an error or aborted message, or gives no text. A summary
+// Every run gets ctx, so AbortCompaction and Abort cancel the run in
+// flight, and no run starts after. Summarize fails, and the compaction
+// with it, when a run cannot start, returns an error, ends in an error or
+// aborted message, or gives no text. A summary
 // longer than the bound is cut (its start kept), with the file lists
 // always within the bound.
 //
@@ -84,6 +92,9 @@ type AgentSummarizer struct {
 	// prompt, the instructions and the answer fit with room to spare), or
 	// DefaultTranscriptChars when the window is unknown.
 	TranscriptChars int
+	// MaxPieces bounds the model calls of one summary (see Summarize); 0
+	// means 8.
+	MaxPieces int
 }
 
 // DefaultTranscriptChars bounds an AgentSummarizer's transcript when the
@@ -113,29 +124,24 @@ const (
 	summaryMessageChars = 8000
 )
 
-// Summarize implements Summarizer.
-func (a AgentSummarizer) Summarize(ctx context.Context, req policy.SummaryRequest) (policy.Summary, error) {
-	if a.Agent == nil {
-		return policy.Summary{}, errors.New("session: AgentSummarizer has no Agent")
+// defaultSummaryPieces bounds the model calls of one summary when
+// MaxPieces is 0.
+const defaultSummaryPieces = 8
+
+// maxPieces is MaxPieces, or defaultSummaryPieces when it is not positive.
+func (a AgentSummarizer) maxPieces() int {
+	if a.MaxPieces > 0 {
+		return a.MaxPieces
 	}
+	return defaultSummaryPieces
+}
+
+// ask runs the agent once on prompt and returns the text of its last
+// assistant message, trimmed.
+func (a AgentSummarizer) ask(ctx context.Context, model policy.Model, cred *policy.Credential, prompt transcript.Message) (string, error) {
 	if err := ctx.Err(); err != nil {
-		return policy.Summary{}, context.Cause(ctx)
+		return "", context.Cause(ctx)
 	}
-	maxChars := req.MaxChars
-	if maxChars <= 0 {
-		maxChars = a.MaxChars
-		if maxChars <= 0 {
-			maxChars = policy.DefaultDigestChars
-		}
-	}
-	model, cred := a.target(req)
-	details := fileOps(req.Messages)
-	files := details.format()
-	if len(files) > maxChars/2 {
-		details = details.trim(maxChars / 2)
-		files = details.format()
-	}
-	prompt := transcript.Message{Role: transcript.RoleUser, Content: transcript.TextContent(summaryPrompt(req, maxChars-len(files), a.transcriptBudget(model, maxChars)))}
 	// The agent may emit from its own goroutines.
 	var mu sync.Mutex
 	var last *transcript.Message
@@ -152,23 +158,89 @@ func (a AgentSummarizer) Summarize(ctx context.Context, req policy.SummaryReques
 	defer mu.Unlock()
 	switch {
 	case ctx.Err() != nil:
-		return policy.Summary{}, context.Cause(ctx)
+		return "", context.Cause(ctx)
 	case err != nil:
-		return policy.Summary{}, fmt.Errorf("session: the summary's model run failed: %w", err)
+		return "", fmt.Errorf("session: the summary's model run failed: %w", err)
 	case last == nil:
-		return policy.Summary{}, errors.New("session: the summary's model run gave no answer")
+		return "", errors.New("session: the summary's model run gave no answer")
 	case last.IsError() || last.StopReason == transcript.StopReasonAborted:
 		msg := last.ErrorMessage
 		if msg == "" {
 			msg = string(last.StopReason)
 		}
-		return policy.Summary{}, fmt.Errorf("session: the summary's model call failed: %s", msg)
+		return "", fmt.Errorf("session: the summary's model call failed: %s", msg)
 	}
 	text := strings.TrimSpace(last.Text())
 	if text == "" {
-		return policy.Summary{}, errors.New("session: the summary's model answered no text")
+		return "", errors.New("session: the summary's model answered no text")
 	}
-	text = cutSummary(text, maxChars-len(files))
+	return text, nil
+}
+
+// Summarize implements Summarizer.
+func (a AgentSummarizer) Summarize(ctx context.Context, req policy.SummaryRequest) (policy.Summary, error) {
+	if a.Agent == nil {
+		return policy.Summary{}, errors.New("session: AgentSummarizer has no Agent")
+	}
+	if err := ctx.Err(); err != nil {
+		return policy.Summary{}, context.Cause(ctx)
+	}
+	maxChars := req.MaxChars
+	if maxChars <= 0 {
+		maxChars = a.MaxChars
+		if maxChars <= 0 {
+			maxChars = policy.DefaultDigestChars
+		}
+	}
+	model, cred := a.target(req)
+	if model.ContextWindow > 0 {
+		// The answer too must fit the window of the model asked: a
+		// quarter of it, at 4 characters a token.
+		maxChars = min(maxChars, max(model.ContextWindow, minPieceChars))
+	}
+	details := fileOps(req.Messages)
+	files := details.format()
+	if len(files) > maxChars/2 {
+		details = details.trim(maxChars / 2)
+		files = details.format()
+	}
+	budget := a.transcriptBudget(model, maxChars)
+	var previous, entries []string
+	for _, m := range req.Messages {
+		if m.Role == transcript.RoleSummary {
+			previous = append(previous, stripFileLists(m.Text()))
+		} else if e := transcriptEntry(m); e != "" {
+			entries = append(entries, closingTags.Replace(e))
+		}
+	}
+	prev := closingTags.Replace(strings.Join(previous, "\n\n"))
+	bound := max(maxChars-len(files), 0)
+	// A fold between pieces is the summary so far: bounded so that it
+	// leaves at least half the budget to the next piece, yet never cut to
+	// nothing by a tiny budget.
+	fold := min(bound, max(budget/2, minPieceChars))
+	pieces, omitted := splitTranscript(entries, budget-len(prev), budget-fold, a.maxPieces())
+	var text string
+	for i, piece := range pieces {
+		if i > 0 {
+			prev = closingTags.Replace(text)
+		}
+		limit := bound
+		if i < len(pieces)-1 {
+			limit = fold
+		}
+		var body string
+		if i == 0 && omitted > 0 {
+			body = fmt.Sprintf("[... %d earlier messages omitted to fit the summary request]\n", omitted)
+		}
+		body += strings.Join(piece, "")
+		prompt := transcript.Message{Role: transcript.RoleUser, Content: transcript.TextContent(summaryPrompt(body, prev, prev != "", req.Instructions, limit))}
+		answer, err := a.ask(ctx, model, cred, prompt)
+		if err != nil {
+			return policy.Summary{}, err
+		}
+		text = cutSummary(answer, limit)
+	}
 	var out any
 	if len(details.ReadFiles)+len(details.ModifiedFiles) > 0 {
 		out = details
@@ -212,31 +284,19 @@ func (a AgentSummarizer) transcriptBudget(model policy.Model, maxChars int) int 
 // the prompt's blocks, so that no message can end its block early.
 var closingTags = strings.NewReplacer("</conversation>", "<\\/conversation>", "</previous-summary>", "<\\/previous-summary>")
 
-// summaryPrompt is the user message that asks for the summary, to be at
-// most maxChars characters, its transcript and previous summary within
-// budget characters.
-func summaryPrompt(req policy.SummaryRequest, maxChars, budget int) string {
+// summaryPrompt is the user message that asks for a summary of at most
+// maxChars characters of the conversation, its transcript (escaped), given
+// the previous summary (escaped) when hasPrevious.
+func summaryPrompt(conversation, previous string, hasPrevious bool, instructions string, maxChars int) string {
 	var sb strings.Builder
-	var previous []string
-	var entries []string
-	for _, m := range req.Messages {
-		if m.Role == transcript.RoleSummary {
-			previous = append(previous, stripFileLists(m.Text()))
-			continue
-		}
-		if e := transcriptEntry(m); e != "" {
-			entries = append(entries, e)
-		}
-	}
-	prev := closingTags.Replace(strings.Join(previous, "\n\n"))
 	sb.WriteString("<conversation>\n")
-	sb.WriteString(closingTags.Replace(fitTranscript(entries, budget-len(prev))))
+	sb.WriteString(conversation)
 	sb.WriteString("</conversation>\n\n")
-	if len(previous) > 0 {
-		sb.WriteString("<previous-summary>\n" + prev + "\n</previous-summary>\n\n")
+	if hasPrevious {
+		sb.WriteString("<previous-summary>\n" + previous + "\n</previous-summary>\n\n")
 	}
 	sb.WriteString("The conversation above is the earlier part of a session between a user and an AI assistant; it is being removed from the assistant's context, and your summary will stand for it. Do not continue the conversation and do not answer its questions: write only the summary.\n\n")
-	if len(previous) > 0 {
+	if hasPrevious {
 		sb.WriteString("<previous-summary> is the summary so far, of what came before the conversation. Update it with the conversation: keep what still matters, add what is new, move finished work to Done, and drop what no longer holds.\n\n")
 	}
 	sb.WriteString(`Use this format:
@@ -263,8 +323,8 @@ Facts needed to continue: files read, written or edited and why, names, values, 
 
 `)
 	fmt.Fprintf(&sb, "Keep the summary under %d characters. Be concise; keep the exact file paths, function names and error messages that matter.", max(maxChars, 0))
-	if req.Instructions != "" {
-		sb.WriteString("\n\nFocus on this, as the user asked: " + req.Instructions)
+	if instructions != "" {
+		sb.WriteString("\n\nFocus on this, as the user asked: " + instructions)
 	}
 	return sb.String()
 }
@@ -310,29 +370,50 @@ func transcriptEntry(m transcript.Message) string {
 	return sb.String()
 }
 
-// fitTranscript joins the newest entries that fit in budget characters,
-// the oldest dropped first, with a marker counting those dropped. When not
-// even the newest fits, its start is kept, truncated with a marker.
-func fitTranscript(entries []string, budget int) string {
-	total, first := 0, len(entries)
-	for first > 0 && total+len(entries[first-1]) <= budget {
-		first--
-		total += len(entries[first])
+// splitTranscript cuts entries, oldest first, into pieces for one model
+// call each: the first piece within first characters (what the previous
+// summary leaves of the budget), each later one within rest (what the
+// summary so far leaves). An entry over its piece's room alone is
+// truncated to it, its start kept, with a marker; a room is at least
+// minPieceChars. When more than maxPieces pieces would be needed, the
+// fewest oldest entries are dropped for maxPieces to do, and omitted
+// counts them.
+// There is always one piece at least, empty when entries is.
+func splitTranscript(entries []string, first, rest, maxPieces int) (pieces [][]string, omitted int) {
+	first, rest = max(first, minPieceChars), max(rest, minPieceChars)
+	split := func(entries []string) [][]string {
+		var out [][]string
+		var piece []string
+		room, used := first, 0
+		for _, e := range entries {
+			if len(piece) > 0 && used+len(e) > room {
+				out = append(out, piece)
+				piece, room, used = nil, rest, 0
+			}
+			if len(e) > room {
+				e = truncateForSummary(e, room-truncationMarkerChars) + "\n"
+			}
+			piece = append(piece, e)
+			used += len(e)
+		}
+		return append(out, piece)
 	}
-	if first == len(entries) && first > 0 {
-		// Not even the newest fits: keep what of it does.
-		first--
-		entries[first] = truncateForSummary(entries[first], max(budget, 0)) + "\n"
+	pieces = split(entries)
+	if len(pieces) > maxPieces {
+		// The fewest oldest entries to drop so that maxPieces pieces hold
+		// the rest: dropping every entry leaves one (empty) piece.
+		omitted = sort.Search(len(entries), func(d int) bool { return len(split(entries[d:])) <= maxPieces })
+		pieces = split(entries[omitted:])
 	}
-	var sb strings.Builder
-	if first > 0 {
-		fmt.Fprintf(&sb, "[... %d earlier messages omitted to fit the summary request]\n", first)
-	}
-	for _, e := range entries[first:] {
-		sb.WriteString(e)
-	}
-	return sb.String()
+	return pieces, omitted
 }
+
+// minPieceChars is the least room a piece of the transcript is given;
+// truncationMarkerChars is room enough for truncateForSummary's marker.
+const (
+	minPieceChars         = 1000
+	truncationMarkerChars = 48
+)
 
 // truncateForSummary keeps the start of s, at most n bytes on a rune
 // boundary, and marks what it cut: "[... N more characters truncated]".

@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -287,17 +289,17 @@ func transcriptOf(t *testing.T, prompt string) string {
 	return body
 }
 
-// issue item 1: the transcript is bounded: the oldest messages are dropped
-// first, with a marker that counts them; the previous summary is always
-// kept whole; the budget is TranscriptChars, else derived from the context
-// window of the model asked.
+// issue item 1: the transcript is bounded: with one request allowed
+// (MaxPieces 1), the oldest messages are dropped first, with a marker that
+// counts them; the previous summary is always kept whole; the budget is
+// TranscriptChars, else derived from the context window of the model asked.
 func TestAgentSummarizerTranscriptIsBounded(t *testing.T) {
 	previous := "## Goal\n" + strings.Repeat("p", 3000) + "\nEND-OF-PREVIOUS"
 	msgs := append([]transcript.Message{{Role: transcript.RoleSummary, Content: transcript.TextContent(previous)}}, numbered(100, 1000)...)
 	ask := func(sum session.AgentSummarizer, req policy.SummaryRequest) string {
 		t.Helper()
 		agent := &fakeAgent{answer: summaryAnswer("## Goal\nX.")}
-		sum.Agent = agent
+		sum.Agent, sum.MaxPieces = agent, 1
 		req.Messages = msgs
 		_, err := sum.Summarize(context.Background(), req)
 		require.NoError(t, err)
@@ -333,7 +335,7 @@ func TestAgentSummarizerTranscriptIsBounded(t *testing.T) {
 	// Unknown window: the default budget.
 	long := append([]transcript.Message(nil), numbered(30, 10000)...)
 	agent := &fakeAgent{answer: summaryAnswer("## Goal\nX.")}
-	_, err := session.AgentSummarizer{Agent: agent}.Summarize(context.Background(), policy.SummaryRequest{Messages: long})
+	_, err := session.AgentSummarizer{Agent: agent, MaxPieces: 1}.Summarize(context.Background(), policy.SummaryRequest{Messages: long})
 	require.NoError(t, err)
 	text = transcriptOf(t, agent.got[0].Context[0].Text())
 	assert.LessOrEqual(t, len(text), session.DefaultTranscriptChars)
@@ -378,4 +380,166 @@ func TestCompactionRequestCarriesModelAndSwitchedCredential(t *testing.T) {
 		require.NotNil(t, got[0].Credential)
 		assert.Equal(t, "B", got[0].Credential.ID, "the credential the usage limit switched to")
 	})
+}
+
+// issue 23 item 3: a cut larger than the summarizer's bound is summarized
+// in pieces, oldest first, each request within the bound, each piece's
+// summary given to the next as the summary so far; every message is in
+// one piece, the previous summary goes whole to the first.
+func TestAgentSummarizerSummarizesInPieces(t *testing.T) {
+	previous := "## Goal\n" + strings.Repeat("p", 3000) + "\nEND-OF-PREVIOUS"
+	msgs := append([]transcript.Message{{Role: transcript.RoleSummary, Content: transcript.TextContent(previous)}}, numbered(100, 1000)...)
+	agent := &countingAgent{}
+	sum, err := session.AgentSummarizer{Agent: agent, TranscriptChars: 20000}.Summarize(context.Background(), policy.SummaryRequest{Messages: msgs, MaxChars: 2000})
+	require.NoError(t, err)
+	require.Greater(t, len(agent.got), 1, "more than one request")
+	assert.LessOrEqual(t, len(agent.got), 8)
+	assert.Equal(t, "## Goal\nsummary "+strconv.Itoa(len(agent.got)), sum.Text, "the last piece's summary")
+	seen := map[int]int{}
+	for i, req := range agent.got {
+		prompt := req.Context[0].Text()
+		text := transcriptOf(t, prompt)
+		prev := previousOf(prompt)
+		assert.LessOrEqual(t, len(text)+len(prev), 20000+200, "request %d within the bound", i)
+		assert.NotContains(t, text, "omitted")
+		if i == 0 {
+			assert.Equal(t, previous, prev)
+		} else {
+			assert.Equal(t, "## Goal\nsummary "+strconv.Itoa(i), prev, "the summary so far folded in")
+			assert.Contains(t, prompt, "Keep the summary under ")
+		}
+		for _, line := range strings.Split(text, "\n") {
+			if n, ok := strings.CutPrefix(line, "[User]: message "); ok {
+				k, err := strconv.Atoi(n[:strings.Index(n, ":")])
+				require.NoError(t, err)
+				seen[k]++
+			}
+		}
+	}
+	for k := range 100 {
+		assert.Equal(t, 1, seen[k], "message %d in exactly one piece", k)
+	}
+
+	// Bounded: at most MaxPieces requests, the oldest dropped with a marker.
+	agent = &countingAgent{}
+	_, err = session.AgentSummarizer{Agent: agent, TranscriptChars: 20000, MaxPieces: 2}.Summarize(context.Background(), policy.SummaryRequest{Messages: msgs, MaxChars: 2000})
+	require.NoError(t, err)
+	require.Len(t, agent.got, 2)
+	first := transcriptOf(t, agent.got[0].Context[0].Text())
+	assert.Regexp(t, `^\[\.\.\. \d+ earlier messages omitted to fit the summary request\]\n`, first)
+	assert.Contains(t, transcriptOf(t, agent.got[1].Context[0].Text()), "message 99:")
+
+	// Cancelled between pieces: no request after, the cause returned.
+	cause := errors.New("stop now")
+	ctx, cancel := context.WithCancelCause(context.Background())
+	agent = &countingAgent{after: func(n int) {
+		if n == 2 {
+			cancel(cause)
+		}
+	}}
+	_, err = session.AgentSummarizer{Agent: agent, TranscriptChars: 20000}.Summarize(ctx, policy.SummaryRequest{Messages: msgs, MaxChars: 2000})
+	require.ErrorIs(t, err, cause)
+	assert.Len(t, agent.got, 2)
+
+	// A tiny bound still folds each piece's summary into the next.
+	agent = &countingAgent{}
+	_, err = session.AgentSummarizer{Agent: agent, TranscriptChars: 1}.Summarize(context.Background(), policy.SummaryRequest{Messages: numbered(3, 900), MaxChars: 2000})
+	require.NoError(t, err)
+	require.Len(t, agent.got, 3)
+	assert.Equal(t, "## Goal\nsummary 2", previousOf(agent.got[2].Context[0].Text()))
+}
+
+// previousOf is the prompt's previous summary, "" when it has none.
+func previousOf(prompt string) string {
+	_, rest, ok := strings.Cut(prompt, "<previous-summary>\n")
+	if !ok {
+		return ""
+	}
+	body, _, _ := strings.Cut(rest, "\n</previous-summary>")
+	return body
+}
+
+// countingAgent answers its nth run "## Goal\nsummary n", recording the
+// requests; after, when set, runs after each answer. Safe for one run at
+// a time.
+type countingAgent struct {
+	mu    sync.Mutex
+	got   []session.RunRequest
+	after func(n int)
+}
+
+func (a *countingAgent) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
+	a.mu.Lock()
+	a.got = append(a.got, req)
+	n := len(a.got)
+	a.mu.Unlock()
+	m := summaryAnswer("## Goal\nsummary " + strconv.Itoa(n))
+	emit(events.MessageEnd{Message: m})
+	if a.after != nil {
+		a.after(n)
+	}
+	return nil
+}
+
+// issue 23 item 3: through a session, the summarizer's model (a scripted
+// agent) has a window smaller than the context being cut: the summary is
+// asked in pieces, every request within that window by the estimate, and
+// the compaction recovers the overflow.
+func TestAgentSummarizerSmallWindowSession(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		const window = 8000
+		small := policy.Model{Provider: "scripted", ID: "small", ContextWindow: window}
+		var calls []scripted.Call
+		for i := range 30 {
+			calls = append(calls, ok("## Goal\npiece "+strconv.Itoa(i+1)))
+		}
+		summaries := &recordingAgent{Agent: scripted.New(scripted.Script{Model: small, Calls: calls})}
+		var script []scripted.Call
+		for i := range 12 {
+			script = append(script, ok(strconv.Itoa(i)+strings.Repeat(" answer", 430)))
+		}
+		script = append(script, overflowCall(), ok("recovered"))
+		agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: script})
+		sum := session.AgentSummarizer{Agent: summaries, Model: small, MaxPieces: 30}
+		s, err := session.New(agent, session.WithModel(scripted.DefaultModel), smallKeep(), session.WithSummarizer(sum))
+		require.NoError(t, err)
+		defer s.Close()
+		rec := record(s)
+		for i := range 12 {
+			require.NoError(t, s.Prompt(context.Background(), "question "+strconv.Itoa(i)))
+		}
+		cut := s.Messages()
+		require.Greater(t, policy.EstimateTokens(cut...), window, "the context is over the summarizer's window")
+		require.NoError(t, s.Prompt(context.Background(), "one more question"))
+		assert.Equal(t, []string{"compaction_start overflow", "compaction_end ok willRetry=true"}, rec.recovery())
+		n := len(summaries.requests())
+		require.Greater(t, n, 2, "asked in pieces")
+		for i, req := range summaries.requests() {
+			assert.LessOrEqual(t, policy.EstimateTokens(req.Context...), window/2, "request %d within half the window", i)
+		}
+		msgs := s.Messages()
+		assert.Equal(t, transcript.RoleSummary, msgs[0].Role)
+		assert.Equal(t, "## Goal\npiece "+strconv.Itoa(n), msgs[0].Text())
+		assert.Equal(t, "recovered", msgs[len(msgs)-1].Text())
+	})
+}
+
+// recordingAgent records the requests of the agent it wraps.
+type recordingAgent struct {
+	session.Agent
+	mu  sync.Mutex
+	got []session.RunRequest
+}
+
+func (a *recordingAgent) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
+	a.mu.Lock()
+	a.got = append(a.got, req)
+	a.mu.Unlock()
+	return a.Agent.Run(ctx, req, emit)
+}
+
+func (a *recordingAgent) requests() []session.RunRequest {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.got)
 }

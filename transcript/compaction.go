@@ -1,5 +1,10 @@
 package transcript
 
+import (
+	"strconv"
+	"unicode/utf8"
+)
+
 // CompactionReason says why a compaction ran.
 type CompactionReason string
 
@@ -41,6 +46,58 @@ type Compaction struct {
 	// reads back as encoding/json decodes into an any, and a compaction
 	// whose Details JSON cannot encode fails when its entry is written.
 	Details any `json:"details,omitempty"`
+	// Truncated are the tool results kept truncated: when the messages
+	// kept, cut as deep as a compaction may, still took more than the
+	// room left for them, their largest tool results were cut down (see
+	// TruncateToolResult), each with the number of its text's bytes kept.
+	// The history keeps them whole; the runtime context holds them
+	// truncated from this compaction on. Empty in most compactions, and in
+	// a history written before it was recorded.
+	Truncated []Truncation `json:"truncated,omitempty"`
+}
+
+// Truncation is a tool result a compaction kept truncated: its entry's ID
+// and how many bytes of its text it keeps (see TruncateToolResult).
+type Truncation struct {
+	EntryID   string `json:"entryId"`
+	KeptChars int    `json:"keptChars"`
+}
+
+// TruncateToolResult is the tool result m as a compaction keeps it when it
+// alone takes more room than there is: one text block, the start of its
+// text (at most keep bytes, on a rune boundary, keep less than 0 counting
+// as 0), then a marker on a line of its own saying how much was cut:
+//
+//	[... 48213 more characters of this tool result truncated by compaction: it was too large to keep whole]
+//
+// counting characters (runes), with ", and 2 images" (", and 1 image")
+// before " of" when it had images, which are dropped. Every other field of m stays. A text
+// no longer than keep, without images, is returned as it is.
+func TruncateToolResult(m Message, keep int) Message {
+	text := m.Text()
+	images := 0
+	for _, b := range m.Content {
+		if b.Type == BlockImage {
+			images++
+		}
+	}
+	keep = max(keep, 0)
+	if len(text) <= keep && images == 0 {
+		return m
+	}
+	cut := min(keep, len(text))
+	for cut > 0 && cut < len(text) && !utf8.RuneStart(text[cut]) {
+		cut--
+	}
+	what := strconv.Itoa(utf8.RuneCountInString(text[cut:])) + " more characters"
+	if images > 0 {
+		what += ", and " + strconv.Itoa(images) + " image"
+		if images > 1 {
+			what += "s"
+		}
+	}
+	m.Content = TextContent(text[:cut] + "\n\n[... " + what + " of this tool result truncated by compaction: it was too large to keep whole]")
+	return m
 }
 
 // RoleSummary is the role of the message a compaction puts first in the

@@ -64,6 +64,11 @@ func (e Entry) Validate() error {
 		if e.Compaction == nil || e.Message != nil {
 			return errors.New("a compaction entry needs a compaction and nothing else")
 		}
+		for i, t := range e.Compaction.Truncated {
+			if t.EntryID == "" || t.KeptChars < 0 {
+				return fmt.Errorf("compaction entry %q: truncated[%d] needs an entry ID and a count of bytes kept of 0 or more (got %q, %d)", e.ID, i, t.EntryID, t.KeptChars)
+			}
+		}
 	case EntryRemoval:
 		if e.Message != nil || e.Compaction != nil {
 			return errors.New("a removal entry holds nothing but the removed message's id")
