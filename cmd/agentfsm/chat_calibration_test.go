@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -214,6 +215,48 @@ func TestChatBinaryCalibratedOverflowFits(t *testing.T) {
 			}
 			assert.Equal(t, 1, overflows, "the pasted file overflows once, and nothing after it does")
 			assert.Contains(t, errOut, `"type":"auto_compaction_end"`)
+		})
+	}
+}
+
+// TestChatBinaryCalibratedSummaryRequestFits: a file pasted into a chat
+// that the provider counts far over the window fails its turn (too_large);
+// the next invocation on the same history asks something else: the
+// overflow's compaction summarizes the conversation and the paste, and
+// every summary request fits the window by the provider's count (the
+// conversation in pieces), so the turn recovers. Issue 23 item 3.
+func TestChatBinaryCalibratedSummaryRequestFits(t *testing.T) {
+	settings := `{"retry":{"baseDelayMs":1},"compaction":{"reserveTokens":1000,"keepRecentTokens":2000}}`
+	for _, name := range []string{"anthropic", "openai"} {
+		t.Run(name, func(t *testing.T) {
+			answer1, answer2 := longText("answerone", 6000), longText("answertwo", 6000)
+			api := newCountingAPI(t, name, answer1, answer2, "Moving on.")
+			history := filepath.Join(t.TempDir(), "chat.jsonl")
+			run := func(stdin string) (code int, out, tail string) {
+				args := []string{"chat", "--provider", name, "--base-url", api.baseURL, "--context-window", strconv.Itoa(countingWindow),
+					"--settings", writeFile(t, "settings.json", settings), "--events", "--history", history}
+				cmd := exec.CommandContext(guard(t), binary(t), args...)
+				cmd.Env = append(cleanEnv(), api.keyVar+"=test-key")
+				code, out, errOut := runChatCmd(t, cmd, stdin)
+				return code, out, errOut[max(len(errOut)-1500, 0):]
+			}
+			code, out, tail := run("write the first part\nwrite the second part\nreview this file: " + longText("pasted", 30000) + "\n")
+			require.Equal(t, 1, code, "the paste alone is over the window: %s", tail)
+			assert.Equal(t, answer1+"\n"+answer2+"\n", out)
+			assert.Contains(t, tail, "the last message alone is")
+
+			code, out, tail = run("let us move on\n")
+			reqs := api.counted()
+			for i, r := range reqs {
+				t.Logf("request %d: %d tokens, overflowed %v, summary %v", i+1, r.Tokens, r.Overflowed, r.Summary)
+			}
+			for i, r := range reqs {
+				if r.Summary {
+					assert.LessOrEqual(t, r.Tokens, countingWindow, "summary request %d fits by the provider's count", i+1)
+				}
+			}
+			require.Equal(t, 0, code, "the end of stderr: %s", tail)
+			assert.Equal(t, "Moving on.\n", out)
 		})
 	}
 }
