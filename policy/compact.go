@@ -32,6 +32,13 @@ type SummaryRequest struct {
 	// The session cuts a longer summary to its last MaxChars characters.
 	// 0 means no limit: the model's context window is unknown.
 	MaxChars int
+	// TokenRatio is the session's token ratio when the compaction started
+	// (docs/session.md "Calibration"): how many tokens the provider counts
+	// for each token of the chars/4 estimate, 0 before any count (read as
+	// 1). A summarizer that sizes its own request to the model in
+	// characters divides by it, so the request fits by the provider's
+	// count.
+	TokenRatio float64
 	// Model is the session's model when the compaction started.
 	Model Model
 	// Credential is the credential the session's runs use when the
@@ -228,7 +235,7 @@ func (e *Engine) runCompaction(c *compaction, instructions string) {
 	e.comp = c
 	e.effect(Effect{Kind: StartCompaction, Compaction: c.id, Request: &SummaryRequest{
 		Messages: c.cut, Kept: c.kept, Reason: c.reason, Instructions: instructions, MaxChars: e.summaryLimit(c.kept),
-		Model: e.model,
+		TokenRatio: float64(e.calib), Model: e.model,
 	}})
 }
 

@@ -88,7 +88,8 @@ type AgentSummarizer struct {
 	// TranscriptChars bounds the prompt's transcript and previous summary,
 	// in characters as the token estimate counts them (bytes of UTF-8);
 	// 0 means derived from the context window of the model asked: half
-	// of it, at 4 characters a token, less the summary's bound (so the
+	// of it, at 4 characters a token divided by the request's TokenRatio
+	// when that is over 1, less the summary's bound (so the
 	// prompt, the instructions and the answer fit with room to spare), or
 	// DefaultTranscriptChars when the window is unknown.
 	TranscriptChars int
@@ -204,7 +205,7 @@ func (a AgentSummarizer) Summarize(ctx context.Context, req policy.SummaryReques
 		details = details.trim(maxChars / 2)
 		files = details.format()
 	}
-	budget := a.transcriptBudget(model, maxChars)
+	budget := a.transcriptBudget(model, maxChars, req.TokenRatio)
 	var previous, entries []string
 	for _, m := range req.Messages {
 		if m.Role == transcript.RoleSummary {
@@ -264,16 +265,22 @@ func (a AgentSummarizer) target(req policy.SummaryRequest) (policy.Model, *polic
 }
 
 // transcriptBudget is the most characters the prompt's transcript and
-// previous summary may take (see TranscriptChars).
-func (a AgentSummarizer) transcriptBudget(model policy.Model, maxChars int) int {
+// previous summary may take (see TranscriptChars); ratio is the session's
+// token ratio (SummaryRequest.TokenRatio).
+func (a AgentSummarizer) transcriptBudget(model policy.Model, maxChars int, ratio float64) int {
 	if a.TranscriptChars > 0 {
 		return a.TranscriptChars
 	}
 	if model.ContextWindow <= 0 {
 		return DefaultTranscriptChars
 	}
-	// Half the window in characters, computed so it cannot overflow.
+	// Half the window in characters, computed so it cannot overflow:
+	// by the session's token ratio when the provider counts more than
+	// chars/4 (code, CJK text), so that the request fits by its count.
 	half := model.ContextWindow / 2
+	if ratio > 1 && !math.IsInf(ratio, 0) {
+		half = int(float64(half) / ratio)
+	}
 	if half > math.MaxInt/4 {
 		half = math.MaxInt / 4
 	}

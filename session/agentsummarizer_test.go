@@ -327,6 +327,18 @@ func TestAgentSummarizerTranscriptIsBounded(t *testing.T) {
 	assert.Greater(t, len(text)+len(previous), 20000-4000-1200, "the budget is used")
 	assert.Contains(t, prompt, "END-OF-PREVIOUS")
 
+	// The session's token ratio divides it: at 2 tokens for each
+	// estimated one, half of 10,000 tokens is 10,000 characters, less the
+	// summary's bound. A ratio under 1 leaves it as chars/4 has it.
+	prompt = ask(session.AgentSummarizer{}, policy.SummaryRequest{Model: window, MaxChars: 4000, TokenRatio: 2})
+	text = transcriptOf(t, prompt)
+	assert.LessOrEqual(t, len(text)+len(previous), 10000-4000+200, "the request fits by the provider's count")
+	assert.Greater(t, len(text)+len(previous), 10000-4000-1200, "the budget is used")
+	prompt = ask(session.AgentSummarizer{}, policy.SummaryRequest{Model: window, MaxChars: 4000, TokenRatio: 0.5})
+	text = transcriptOf(t, prompt)
+	assert.LessOrEqual(t, len(text)+len(previous), 20000-4000+200)
+	assert.Greater(t, len(text)+len(previous), 20000-4000-1200)
+
 	// Everything fits a large window: nothing dropped.
 	prompt = ask(session.AgentSummarizer{}, policy.SummaryRequest{Model: policy.Model{ContextWindow: 1_000_000}, MaxChars: 4000})
 	assert.Contains(t, prompt, "message 0:")
