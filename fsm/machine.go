@@ -8,6 +8,7 @@ import (
 
 	looplab "github.com/looplab/fsm"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transitions"
 )
@@ -70,19 +71,22 @@ func New(rules []transitions.Rule) (*Machine, error) {
 // never changed after. Internal rules have no looplab event: they never
 // move it.
 func build(rules transitions.Rules) *engine {
-	events := looplabEvents(rules)
-	to := make(map[transitions.Trigger]states.State, len(events))
-	for _, ev := range events {
+	descs := looplabEvents(rules)
+	to := make(map[transitions.Trigger]states.State, len(descs))
+	for _, ev := range descs {
 		to[transitions.Trigger(ev.Name)] = states.State(ev.Dst)
 	}
 	moves := map[states.State][]move{}
 	for _, r := range rules {
 		for _, from := range r.From {
 			tr := Transition{From: from, To: r.Target(from), Trigger: r.Trigger, Guard: r.Guard.Name, Actions: r.Actions}
+			if !tr.Internal() {
+				tr.Change = events.StateChange{From: tr.From, To: tr.To, Trigger: tr.Trigger}
+			}
 			moves[from] = append(moves[from], move{holds: r.Guard.Holds, tr: tr})
 		}
 	}
-	return &engine{lf: looplab.NewFSM(string(states.Idle), events, nil), rules: rules, moves: moves, to: to}
+	return &engine{lf: looplab.NewFSM(string(states.Idle), descs, nil), rules: rules, moves: moves, to: to}
 }
 
 // looplabEvents is rules as looplab's events: each rule's event from the
@@ -143,6 +147,10 @@ type Transition struct {
 	// Actions are the rule's actions, in order. They are the table's
 	// own: do not change them.
 	Actions []transitions.Action
+	// Change is the events.StateChange the move reports, made once when
+	// the machine is built, so that reporting it allocates nothing; nil
+	// for an internal rule, which changes no state.
+	Change events.Event
 }
 
 // Internal reports whether the rule left the state as it was.

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/fsm"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transitions"
@@ -75,7 +76,8 @@ func TestStep(t *testing.T) {
 	ctx := context.Background()
 	mv, err := m.Step(ctx, transitions.Facts{Signal: transitions.RunEnded, Started: true})
 	require.NoError(t, err)
-	assert.Equal(t, fsm.Transition{From: states.Idle, To: states.Classifying, Trigger: transitions.AgentEnd, Guard: "runEnded"}, mv)
+	assert.Equal(t, fsm.Transition{From: states.Idle, To: states.Classifying, Trigger: transitions.AgentEnd, Guard: "runEnded",
+		Change: events.StateChange{From: states.Idle, To: states.Classifying, Trigger: transitions.AgentEnd}}, mv)
 
 	mv, err = m.Step(ctx, transitions.Facts{Signal: transitions.RunEnded, Started: true, Class: classify.Retryable, Error: true, RetryEnabled: true, MaxRetries: 3})
 	require.NoError(t, err)
@@ -88,6 +90,7 @@ func TestStep(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, transitions.CompactRefused, mv.Trigger)
 	assert.True(t, mv.Internal())
+	assert.Nil(t, mv.Change, "an internal rule reports no state change")
 	assert.Equal(t, states.Backoff, m.State())
 
 	// A timer from an earlier backoff changes nothing.

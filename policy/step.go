@@ -5,7 +5,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
@@ -84,7 +83,7 @@ func (e *Engine) takeStep(s *step) bool {
 			e.act(a, s)
 		}
 		if !tr.Internal() {
-			e.emit(stateChangeEvent(tr.From, tr.To, tr.Trigger))
+			e.emit(tr.Change)
 		}
 		if tr.Internal() || !onward(tr.To) {
 			return took
@@ -99,28 +98,3 @@ func onward(s states.State) bool { return s == states.Classifying || s.PassThrou
 // raise queues a step that an action or a report caused: it is taken once
 // the rule in progress is done, or at the end of the input.
 func (e *Engine) raise(s step) { e.raised = append(e.raised, s) }
-
-// stateChanges holds one StateChange per edge of the table, already in an
-// events.Event interface, so reporting a transition allocates nothing: for
-// each trigger, its edges. Keyed by the trigger alone, so that finding one
-// hashes one short string rather than three.
-var stateChanges = func() map[transitions.Trigger][]events.Event {
-	out := map[transitions.Trigger][]events.Event{}
-	for _, r := range transitions.Table() {
-		for _, from := range r.From {
-			if !r.Internal(from) {
-				out[r.Trigger] = append(out[r.Trigger], events.StateChange{From: from, To: r.To, Trigger: r.Trigger})
-			}
-		}
-	}
-	return out
-}()
-
-func stateChangeEvent(from, to states.State, t transitions.Trigger) events.Event {
-	for _, boxed := range stateChanges[t] {
-		if sc := boxed.(events.StateChange); sc.From == from && sc.To == to {
-			return boxed
-		}
-	}
-	return events.StateChange{From: from, To: to, Trigger: t}
-}
