@@ -76,7 +76,7 @@ func (e *Engine) RunEvent(at time.Time, id RunID, ev events.Event) []Effect {
 		return e.end(at)
 	}
 	r.emitted = true
-	ev = validEvent(ev)
+	ev = events.Clean(ev)
 	// An event passed on as it came is emitted as the same interface
 	// value: boxing it again would copy its message.
 	switch v := ev.(type) {

@@ -6,9 +6,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
-	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // The engine keeps and hands on only text that JSON can carry as it is:
@@ -23,36 +21,6 @@ import (
 // session that wrote it had. The block codec applies the same rule when it
 // writes and reads (Block.MarshalJSON), for blocks that never went through
 // an engine.
-
-// validEvent returns an agent's event with every message and string in it
-// under the rule: ev itself when all of it is, so that an event passed on
-// unchanged is not copied.
-func validEvent(ev events.Event) events.Event {
-	switch e := ev.(type) {
-	case events.MessageStart:
-		if m, changed := e.Message.Clean(); changed {
-			e.Message = m
-			return e
-		}
-	case events.MessageUpdate:
-		m, changed := e.Message.Clean()
-		if kind, text := wiretext.String(e.Delta.Kind), wiretext.String(e.Delta.Text); changed || kind != e.Delta.Kind || text != e.Delta.Text {
-			e.Message, e.Delta.Kind, e.Delta.Text = m, kind, text
-			return e
-		}
-	case events.MessageEnd:
-		if m, changed := e.Message.Clean(); changed {
-			e.Message = m
-			return e
-		}
-	case events.AgentEnd:
-		if ms := transcript.CleanMessages(e.Messages); len(ms) > 0 && &ms[0] != &e.Messages[0] {
-			e.Messages = ms
-			return e
-		}
-	}
-	return ev
-}
 
 // validDetails returns a summary's details as the rule has them: details
 // whose JSON holds text the rule changes become that JSON, changed, as a
