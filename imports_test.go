@@ -25,7 +25,7 @@ var coreDeps = map[string]bool{"github.com/looplab/fsm": true}
 
 // testOnly are the packages that serve tests (fake provider APIs): only a
 // _test.go file may import them, never a library package or the command.
-var testOnly = map[string]bool{"internal/providertest": true, "internal/baseline": true}
+var testOnly = map[string]bool{"internal/providertest": true, "internal/baseline": true, "internal/factsgen": true}
 
 // layers is the import order of design.md: a package may import only packages
 // of a lower layer. An external test package (package x_test) is a client of
@@ -40,6 +40,7 @@ var layers = map[string]int{
 	"classify":              2,
 	"transitions":           3,
 	"events":                4,
+	"internal/factsgen":     4,
 	"fsm":                   5,
 	"fsm/svg":               6,
 	"policy":                6,

@@ -5,8 +5,8 @@ import (
 
 	"pgregory.net/rapid"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/fsm"
+	"github.com/agentfsm/agentfsm/internal/factsgen"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transitions"
 )
@@ -18,32 +18,8 @@ func TestStepTakesTheRuleNextPicks(t *testing.T) {
 	rules := transitions.Table()
 	rapid.Check(t, func(t *rapid.T) {
 		from := rapid.SampledFrom(states.All()).Draw(t, "state")
-		f := transitions.Facts{
-			Signal:             transitions.Signal(rapid.IntRange(0, 10).Draw(t, "signal")),
-			Class:              rapid.SampledFrom(classes()).Draw(t, "class"),
-			Error:              rapid.Bool().Draw(t, "error"),
-			Aborted:            rapid.Bool().Draw(t, "aborted"),
-			Started:            rapid.Bool().Draw(t, "started"),
-			UsageLimit:         rapid.Bool().Draw(t, "usageLimit"),
-			CredentialStore:    rapid.Bool().Draw(t, "credentialStore"),
-			RetryEnabled:       rapid.Bool().Draw(t, "retryEnabled"),
-			Attempt:            rapid.IntRange(0, 4).Draw(t, "attempt"),
-			MaxRetries:         rapid.IntRange(0, 4).Draw(t, "maxRetries"),
-			HintOverCap:        rapid.Bool().Draw(t, "hintOverCap"),
-			CredentialSwitched: rapid.Bool().Draw(t, "credentialSwitched"),
-			CompactionEnabled:  rapid.Bool().Draw(t, "compactionEnabled"),
-			SameModel:          rapid.Bool().Draw(t, "sameModel"),
-			Stale:              rapid.Bool().Draw(t, "stale"),
-			EpisodeCompacted:   rapid.Bool().Draw(t, "episodeCompacted"),
-			Tokens:             rapid.IntRange(0, 300).Draw(t, "tokens"),
-			ContextWindow:      rapid.IntRange(0, 300).Draw(t, "contextWindow"),
-			ReserveTokens:      rapid.IntRange(0, 100).Draw(t, "reserveTokens"),
-			Compacted:          rapid.Bool().Draw(t, "compacted"),
-			WillRetry:          rapid.Bool().Draw(t, "willRetry"),
-			Committing:         rapid.Bool().Draw(t, "committing"),
-			AlreadyCompacted:   rapid.Bool().Draw(t, "alreadyCompacted"),
-			CurrentTimer:       rapid.Bool().Draw(t, "currentTimer"),
-		}
+		f := factsgen.Draw(t, factsgen.Bounds{Attempts: 4, Tokens: 300})
+
 		m, err := fsm.DefaultIn(from)
 		if err != nil {
 			t.Fatal(err)
@@ -63,13 +39,4 @@ func TestStepTakesTheRuleNextPicks(t *testing.T) {
 			t.Fatalf("%s: the machine is in %s after %s, not %s", from, m.State(), tr.Trigger, want.Target(from))
 		}
 	})
-}
-
-// classes returns every class of classify, in order.
-func classes() []classify.Class {
-	var out []classify.Class
-	for c := classify.None; c.Valid(); c++ {
-		out = append(out, c)
-	}
-	return out
 }

@@ -51,6 +51,10 @@ var signalNames = [...]string{
 	CompactionEnded: "compaction_ended", Replied: "replied", CompactCalled: "compact", CredentialAnswered: "credential_answered",
 }
 
+// Valid reports whether s is one of the signals above: ranging
+// `for s := Signal(0); s.Valid(); s++` visits each.
+func (s Signal) Valid() bool { return int(s) < len(signalNames) }
+
 // String returns the signal's name.
 func (s Signal) String() string {
 	if int(s) < len(signalNames) {

@@ -5,6 +5,7 @@ import (
 
 	"pgregory.net/rapid"
 
+	"github.com/agentfsm/agentfsm/internal/factsgen"
 	"github.com/agentfsm/agentfsm/states"
 	tr "github.com/agentfsm/agentfsm/transitions"
 )
@@ -12,33 +13,7 @@ import (
 // genFacts draws facts with numbers anywhere, not only around the
 // thresholds TestExhaustive picks.
 func genFacts(t *rapid.T) tr.Facts {
-	return tr.Facts{
-		Signal:             rapid.SampledFrom(tr.Signals()).Draw(t, "signal"),
-		Class:              rapid.SampledFrom(tr.Classes()).Draw(t, "class"),
-		Error:              rapid.Bool().Draw(t, "error"),
-		Aborted:            rapid.Bool().Draw(t, "aborted"),
-		RetryEnabled:       rapid.Bool().Draw(t, "retryEnabled"),
-		Attempt:            rapid.IntRange(0, 10).Draw(t, "attempt"),
-		MaxRetries:         rapid.IntRange(0, 10).Draw(t, "maxRetries"),
-		HintOverCap:        rapid.Bool().Draw(t, "hintOverCap"),
-		CredentialSwitched: rapid.Bool().Draw(t, "credentialSwitched"),
-		CompactionEnabled:  rapid.Bool().Draw(t, "compactionEnabled"),
-		SameModel:          rapid.Bool().Draw(t, "sameModel"),
-		Stale:              rapid.Bool().Draw(t, "stale"),
-		EpisodeCompacted:   rapid.Bool().Draw(t, "episodeCompacted"),
-		Tokens:             rapid.IntRange(0, 2_000_000).Draw(t, "tokens"),
-		ContextWindow:      rapid.IntRange(-1, 2_000_000).Draw(t, "contextWindow"),
-		ReserveTokens:      rapid.IntRange(0, 100_000).Draw(t, "reserveTokens"),
-		Compacted:          rapid.Bool().Draw(t, "compacted"),
-		WillRetry:          rapid.Bool().Draw(t, "willRetry"),
-		CurrentTimer:       rapid.Bool().Draw(t, "currentTimer"),
-		Started:            rapid.Bool().Draw(t, "started"),
-		UsageLimit:         rapid.Bool().Draw(t, "usageLimit"),
-		CredentialStore:    rapid.Bool().Draw(t, "credentialStore"),
-		AlreadyCompacted:   rapid.Bool().Draw(t, "alreadyCompacted"),
-		Committing:         rapid.Bool().Draw(t, "committing"),
-		TooLarge:           rapid.Bool().Draw(t, "tooLarge"),
-	}
+	return factsgen.Draw(t, factsgen.Bounds{Attempts: 10, Tokens: 2_000_000})
 }
 
 // TestRandomFactsPickTheSpecRule checks, for any state and random facts, that

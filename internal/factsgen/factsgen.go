@@ -1,0 +1,69 @@
+// Package factsgen draws transitions.Facts for property tests: every field
+// of Facts, each signal and class, numbers within the bounds a test asks
+// for. Tests of transitions and fsm share it, so that a fact added to Facts
+// is drawn by both once it is added here. Only tests import it.
+package factsgen
+
+import (
+	"pgregory.net/rapid"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/transitions"
+)
+
+// Bounds are the largest numbers drawn: Attempts for the attempt and the
+// retry limit, Tokens for the token counts and the window (which may also
+// be -1, unknown, when Tokens is over 1000).
+type Bounds struct{ Attempts, Tokens int }
+
+// Draw draws facts: every signal and class, every flag either way, numbers
+// within b.
+func Draw(t *rapid.T, b Bounds) transitions.Facts {
+	minWindow := 0
+	if b.Tokens > 1000 {
+		minWindow = -1
+	}
+	return transitions.Facts{
+		Signal:             rapid.SampledFrom(signals()).Draw(t, "signal"),
+		Class:              rapid.SampledFrom(classes()).Draw(t, "class"),
+		Error:              rapid.Bool().Draw(t, "error"),
+		Aborted:            rapid.Bool().Draw(t, "aborted"),
+		RetryEnabled:       rapid.Bool().Draw(t, "retryEnabled"),
+		Attempt:            rapid.IntRange(0, b.Attempts).Draw(t, "attempt"),
+		MaxRetries:         rapid.IntRange(0, b.Attempts).Draw(t, "maxRetries"),
+		HintOverCap:        rapid.Bool().Draw(t, "hintOverCap"),
+		CredentialSwitched: rapid.Bool().Draw(t, "credentialSwitched"),
+		CompactionEnabled:  rapid.Bool().Draw(t, "compactionEnabled"),
+		SameModel:          rapid.Bool().Draw(t, "sameModel"),
+		Stale:              rapid.Bool().Draw(t, "stale"),
+		EpisodeCompacted:   rapid.Bool().Draw(t, "episodeCompacted"),
+		Tokens:             rapid.IntRange(0, b.Tokens).Draw(t, "tokens"),
+		ContextWindow:      rapid.IntRange(minWindow, b.Tokens).Draw(t, "contextWindow"),
+		ReserveTokens:      rapid.IntRange(0, b.Tokens/20).Draw(t, "reserveTokens"),
+		Compacted:          rapid.Bool().Draw(t, "compacted"),
+		WillRetry:          rapid.Bool().Draw(t, "willRetry"),
+		CurrentTimer:       rapid.Bool().Draw(t, "currentTimer"),
+		Started:            rapid.Bool().Draw(t, "started"),
+		UsageLimit:         rapid.Bool().Draw(t, "usageLimit"),
+		CredentialStore:    rapid.Bool().Draw(t, "credentialStore"),
+		AlreadyCompacted:   rapid.Bool().Draw(t, "alreadyCompacted"),
+		Committing:         rapid.Bool().Draw(t, "committing"),
+		TooLarge:           rapid.Bool().Draw(t, "tooLarge"),
+	}
+}
+
+func signals() []transitions.Signal {
+	var out []transitions.Signal
+	for s := transitions.Signal(0); s.Valid(); s++ {
+		out = append(out, s)
+	}
+	return out
+}
+
+func classes() []classify.Class {
+	var out []classify.Class
+	for c := classify.None; c.Valid(); c++ {
+		out = append(out, c)
+	}
+	return out
+}
