@@ -264,9 +264,6 @@ func (h *harness) process(ev events.Event) {
 		h.last = nil
 	case events.MessageEnd:
 		m := e.Message
-		if m.Role == transcript.RoleUser {
-			h.hugeTail = false // a cut point after the huge call
-		}
 		if m.Role != transcript.RoleAssistant {
 			return
 		}
@@ -483,6 +480,11 @@ func (h *harness) Prompt(t *rapid.T) {
 		}
 	}
 	h.agent.Append(drawCalls(t)...)
+	// The prompt's user message, a cut point after any huge call, reaches
+	// the context with no event of its own (the agent reports only what it
+	// produces): a call left in the script by an aborted turn can answer
+	// this prompt with the too-large overflow, and then it is an overflow.
+	h.hugeTail = false
 	h.episodeCompacted, h.episodeRecovered = false, 0
 	h.prompt = make(chan error, 1)
 	done := h.prompt
