@@ -320,6 +320,9 @@ func (s Snapshot) check() error {
 	if s.Attempt == 0 && s.State == states.Backoff {
 		return errors.New("attempt: 0 in state backoff (a backoff waits for a retry, attempt 1 or more)")
 	}
+	if s.ChainStart != nil && s.ChainStart.IsZero() {
+		return errors.New("chainStart: the zero time (a chain starts at its first failure's time)")
+	}
 	if s.ChainStart != nil && s.Attempt == 0 {
 		return errors.New("chainStart: set with no retry chain active (attempt 0)")
 	}
