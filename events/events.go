@@ -64,8 +64,9 @@ type RetryOutcome string
 const (
 	// RetryRecovered: a retry succeeded.
 	RetryRecovered RetryOutcome = "recovered"
-	// RetryExhausted: the last allowed retry failed too, or a retry hint
-	// was longer than the cap.
+	// RetryExhausted: the last allowed retry failed too, a retry hint
+	// was longer than the cap, or the next retry would have ended past the
+	// chain's time budget (AutoRetryEnd.Limit says which limit).
 	RetryExhausted RetryOutcome = "exhausted"
 	// RetryCancelled: the session's AbortRetry, Abort or a manual compaction ended the
 	// chain.
@@ -74,6 +75,20 @@ const (
 	// error, an overflow, a run that could not start), or with retries
 	// turned off.
 	RetryFailed RetryOutcome = "failed"
+)
+
+// RetryLimit is the limit that ended an exhausted retry chain
+// (AutoRetryEnd.Limit).
+type RetryLimit string
+
+// The limits of a retry chain.
+const (
+	// LimitRetries: retry.maxRetries retries were made, or the server's
+	// retry hint was above retry.maxDelayMs.
+	LimitRetries RetryLimit = "retries"
+	// LimitElapsed: the next retry would have ended past the chain's time
+	// budget, retry.maxElapsedMs from its first failure.
+	LimitElapsed RetryLimit = "elapsed"
 )
 
 // Delta is a fragment of a message in progress.
@@ -95,6 +110,12 @@ type (
 	// Provider and Model are the failed message's; Credential is the ID
 	// (never the secret) of the credential the failed run called its
 	// provider with, "" when the session has no credential store.
+	//
+	// MaxAttempts is retry.maxRetries, −1 for no count limit. With a time
+	// budget (retry.maxElapsedMs), MaxElapsedMs is it, ElapsedMs is how
+	// long the chain has run from its first failure to this decision, and
+	// RemainingMs is what is left of the budget (MaxElapsedMs − ElapsedMs,
+	// at least DelayMs); all three are 0 without a budget.
 	AutoRetryStart struct {
 		Attempt      int
 		MaxAttempts  int
@@ -104,17 +125,22 @@ type (
 		Provider     string
 		Model        string
 		Credential   string
+		ElapsedMs    int64
+		MaxElapsedMs int64
+		RemainingMs  int64
 	}
 	// AutoRetryEnd: a retry chain ended; exactly one per chain. FinalError
 	// is set when it failed. Outcome says how it ended; ErrorClass is the
 	// class of the error that ended a chain that failed or was exhausted,
-	// as in AutoRetryStart (None otherwise).
+	// as in AutoRetryStart (None otherwise). Limit says which limit ended
+	// an exhausted chain ("" otherwise).
 	AutoRetryEnd struct {
 		Success    bool
 		Attempt    int
 		FinalError string
 		Outcome    RetryOutcome
 		ErrorClass classify.Class
+		Limit      RetryLimit
 	}
 	// AutoCompactionStart: an automatic compaction began.
 	AutoCompactionStart struct {

@@ -2,6 +2,7 @@ package policy
 
 import (
 	"fmt"
+	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/events"
@@ -22,6 +23,7 @@ var actions = [...]func(e *Engine, s *step){
 	startCompactionThresholdBeforePrompt, startCompactionManual, refuseCompaction, stopCompaction, reportRefusal, reportTooLarge,
 	cancelRun, dropPrompt, failTurnStartFailed, failTurnExhausted, failTurnOverflow, failTurnRecoveryFailed,
 	failTurnMessage, failTurnAborted, failTurnRetryCancelled, failTurnTooLarge,
+	endChainExhaustedElapsed, failTurnExhaustedElapsed,
 }
 
 // act carries out the action a for the step s, and reports whether it
@@ -38,7 +40,7 @@ func (e *Engine) act(a transitions.Action, s *step) bool {
 // The retry chain.
 
 func scheduleBackoff(e *Engine, s *step) {
-	e.scheduleRetry(s, retryDelay(e.cfg.Retry, e.attempt+1, s.draw, s.v.RetryAfter, s.v.HasRetryAfter))
+	e.scheduleRetry(s, time.Duration(s.facts.DelayMs)*time.Millisecond)
 }
 
 func scheduleRetryNow(e *Engine, s *step) { e.scheduleRetry(s, 0) }
@@ -65,7 +67,11 @@ func endChainFailed(e *Engine, s *step) {
 }
 
 func endChainExhausted(e *Engine, s *step) {
-	e.endChain(s.msg.ErrorMessage, events.RetryExhausted, s.v.class())
+	e.endChainAt(s.msg.ErrorMessage, events.RetryExhausted, s.v.class(), events.LimitRetries)
+}
+
+func endChainExhaustedElapsed(e *Engine, s *step) {
+	e.endChainAt(s.msg.ErrorMessage, events.RetryExhausted, s.v.class(), events.LimitElapsed)
 }
 
 func endChainCancelled(e *Engine, _ *step) {
@@ -76,6 +82,7 @@ func endChainRecovered(e *Engine, _ *step) {
 	if e.attempt > 0 {
 		e.emit(events.AutoRetryEnd{Success: true, Attempt: e.attempt, Outcome: events.RetryRecovered})
 		e.attempt = 0
+		e.chain = chain{}
 	}
 }
 
@@ -143,6 +150,16 @@ func failTurnStartFailed(e *Engine, s *step) { e.failTurn(fmt.Errorf("%w: %w", E
 
 func failTurnExhausted(e *Engine, s *step) {
 	e.failTurnOn(&ExhaustedError{Attempts: s.facts.Attempt, Last: s.msg.ErrorMessage, Err: s.msg.Err}, s.v.class())
+}
+
+func failTurnExhaustedElapsed(e *Engine, s *step) {
+	f := s.facts
+	delay := time.Duration(f.DelayMs) * time.Millisecond
+	if f.CredentialSwitched {
+		delay = 0
+	}
+	e.failTurnOn(&ExhaustedError{Attempts: f.Attempt, Last: s.msg.ErrorMessage, Err: s.msg.Err,
+		Budget: msToDuration(f.MaxElapsedMs), Elapsed: msToDuration(f.ElapsedMs), Delay: delay}, s.v.class())
 }
 
 func failTurnOverflow(e *Engine, s *step) {

@@ -29,8 +29,16 @@ type Config struct {
 type RetryConfig struct {
 	// Enabled: off, retryable errors are not retried.
 	Enabled bool `json:"enabled"`
-	// MaxRetries is the number of retries in one chain.
+	// MaxRetries is the number of retries in one chain; -1 means no count
+	// limit, which needs a time budget (MaxElapsedMs above 0).
 	MaxRetries int `json:"maxRetries"`
+	// MaxElapsedMs is the chain's time budget, measured from its first
+	// failure (the end of the run that started it): a retry whose delay
+	// would end past it is not scheduled, and the chain ends as exhausted,
+	// naming the budget. 0 means no time budget. A chain ends at whichever
+	// of MaxRetries and MaxElapsedMs comes first. It is left out of the
+	// JSON when 0, so a snapshot written before it existed reads the same.
+	MaxElapsedMs int64 `json:"maxElapsedMs,omitempty"`
 	// BaseDelayMs is the first delay; attempt n waits BaseDelayMs×2^(n−1),
 	// at most MaxDelay.
 	BaseDelayMs int64 `json:"baseDelayMs"`
@@ -84,12 +92,33 @@ func ReferenceConfig() Config {
 	}
 }
 
+// PatientConfig returns the preset for unattended runs: DefaultConfig with
+// no count limit (MaxRetries −1), a 30-minute time budget (MaxElapsedMs
+// 1,800,000) and each delay capped at 60 s. Its delays are 2, 4, 8, 16,
+// 32 s, then 60 s each; with runs that fail at once it makes 33 retries
+// and gives up 29 min 2 s after the chain's first failure (docs/session.md,
+// "The patient preset"). The command line names it "patient" (--settings
+// patient).
+func PatientConfig() Config {
+	c := DefaultConfig()
+	c.Retry.MaxRetries = -1
+	c.Retry.MaxElapsedMs = 30 * 60 * 1000
+	c.Retry.MaxDelayMs = 60000
+	return c
+}
+
 // Validate reports the first invalid setting, naming its key: negative
-// numbers, jitter outside 0..1, an unknown rule set.
+// numbers (but retry.maxRetries −1, no count limit), jitter outside 0..1,
+// an unknown rule set, and a chain bound by neither limit (retry.maxRetries
+// −1 with retry.maxElapsedMs 0).
 func (c Config) Validate() error {
 	switch {
-	case c.Retry.MaxRetries < 0:
-		return invalid("retry.maxRetries", "must not be negative, got %d", c.Retry.MaxRetries)
+	case c.Retry.MaxRetries < -1:
+		return invalid("retry.maxRetries", "must be -1 (no count limit) or more, got %d", c.Retry.MaxRetries)
+	case c.Retry.MaxElapsedMs < 0:
+		return invalid("retry.maxElapsedMs", "must not be negative, got %d", c.Retry.MaxElapsedMs)
+	case c.Retry.MaxRetries == -1 && c.Retry.MaxElapsedMs == 0:
+		return invalid("retry.maxRetries", "-1 (no count limit) needs a time budget: retry.maxElapsedMs above 0")
 	case c.Retry.BaseDelayMs < 0:
 		return invalid("retry.baseDelayMs", "must not be negative, got %d", c.Retry.BaseDelayMs)
 	case c.Retry.MaxDelayMs < 0:

@@ -45,7 +45,16 @@ func TestParseConfig(t *testing.T) {
 	assert.Equal(t, want, cfg, "keys left out keep their defaults")
 
 	cases := []struct{ json, says string }{
-		{`{"retry":{"maxRetries":-1}}`, "retry.maxRetries must not be negative"},
+		{`{"retry":{"maxRetries":-1}}`, "retry.maxRetries -1 (no count limit) needs a time budget: retry.maxElapsedMs above 0"},
+		{`{"retry":{"maxRetries":-1,"maxElapsedMs":0}}`, "retry.maxRetries -1 (no count limit) needs a time budget"},
+		{`{"retry":{"maxRetries":-2,"maxElapsedMs":1000}}`, "retry.maxRetries must be -1 (no count limit) or more, got -2"},
+		{`{"retry":{"maxElapsedMs":-1}}`, "retry.maxElapsedMs must not be negative, got -1"},
+		{`{"retry":{"maxElapsedMs":1.5}}`, "retry.maxElapsedMs must be an integer in range, got 1.5"},
+		{`{"retry":{"maxElapsedMs":"60000"}}`, "retry.maxElapsedMs has the wrong type"},
+		{`{"retry":{"maxElapsedMs":null}}`, "retry.maxElapsedMs must not be null"},
+		{`{"retry":{"maxElapsedMs":99999999999999999999}}`, "retry.maxElapsedMs must be an integer in range"},
+		{`{"retry":{"maxElapsedMs":1,"maxElapsedMs":2}}`, "retry.maxElapsedMs appears twice"},
+		{`{"retry":{"maxElapsedMS":1}}`, `unknown key "retry.maxElapsedMS"`},
 		{`{"retry":{"baseDelayMs":-5}}`, "retry.baseDelayMs"},
 		{`{"retry":{"maxDelayMs":-5}}`, "retry.maxDelayMs"},
 		{`{"retry":{"jitter":1.5}}`, "retry.jitter must be between 0 and 1"},
@@ -68,6 +77,42 @@ func TestParseConfig(t *testing.T) {
 		assert.ErrorIs(t, err, policy.ErrInvalidConfig, c.json)
 		assert.Contains(t, err.Error(), c.says, c.json)
 	}
+}
+
+// Issue 24 §1: maxRetries -1 is no count limit, which needs a time budget;
+// a budget alone bounds a chain too, and 0 (the default) is none.
+func TestParseConfigTimeBudget(t *testing.T) {
+	cfg, err := policy.ParseConfig([]byte(`{"retry":{"maxRetries":-1,"maxElapsedMs":600000}}`))
+	require.NoError(t, err)
+	assert.Equal(t, -1, cfg.Retry.MaxRetries)
+	assert.Equal(t, int64(600000), cfg.Retry.MaxElapsedMs)
+	cfg, err = policy.ParseConfig([]byte(`{"retry":{"maxElapsedMs":5000}}`))
+	require.NoError(t, err)
+	assert.Equal(t, 3, cfg.Retry.MaxRetries, "a budget beside the count: whichever comes first")
+	assert.Zero(t, policy.DefaultConfig().Retry.MaxElapsedMs, "no time budget by default")
+	assert.Zero(t, policy.ReferenceConfig().Retry.MaxElapsedMs)
+
+	// The setting is left out of the JSON when 0: a config (in a snapshot)
+	// written before it existed reads the same, and the reference's JSON
+	// is as it was (TestReferenceConfig).
+	b, err := json.Marshal(policy.PatientConfig())
+	require.NoError(t, err)
+	assert.Contains(t, string(b), `"maxRetries":-1,"maxElapsedMs":1800000`)
+}
+
+// Issue 24 §1: the patient preset: no count limit, a 30-minute budget,
+// delays capped at 60 s, the rest as DefaultConfig; it is valid and reads
+// back through ParseConfig.
+func TestPatientConfig(t *testing.T) {
+	want := policy.DefaultConfig()
+	want.Retry.MaxRetries, want.Retry.MaxElapsedMs, want.Retry.MaxDelayMs = -1, 30*60*1000, 60000
+	assert.Equal(t, want, policy.PatientConfig())
+	require.NoError(t, policy.PatientConfig().Validate())
+	b, err := json.Marshal(policy.PatientConfig())
+	require.NoError(t, err)
+	back, err := policy.ParseConfig(b)
+	require.NoError(t, err)
+	assert.Equal(t, policy.PatientConfig(), back)
 }
 
 // issue item 16: a null is a type error naming its dotted key, and

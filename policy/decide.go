@@ -29,13 +29,16 @@ func (v verdict) class() classify.Class {
 	return v.Class
 }
 
-// facts gathers what the guards read about m.
-func (e *Engine) facts(at time.Time, m *transcript.Message, sig transitions.Signal) (transitions.Facts, verdict) {
+// facts gathers what the guards read about m; draw is the random number
+// for the jitter of the delay it draws.
+func (e *Engine) facts(at time.Time, m *transcript.Message, sig transitions.Signal, draw float64) (transitions.Facts, verdict) {
 	f := transitions.Facts{
 		Signal:            sig,
 		RetryEnabled:      e.cfg.Retry.Enabled,
 		Attempt:           e.attempt,
 		MaxRetries:        e.cfg.Retry.MaxRetries,
+		MaxElapsedMs:      e.cfg.Retry.MaxElapsedMs,
+		ElapsedMs:         e.chain.elapsedMs(e.attempt, at),
 		CompactionEnabled: e.cfg.Compaction.Enabled,
 		EpisodeCompacted:  e.turn != nil && e.turn.episodeCompacted,
 		ContextWindow:     e.model.ContextWindow,
@@ -57,6 +60,7 @@ func (e *Engine) facts(at time.Time, m *transcript.Message, sig transitions.Sign
 	f.Error = m.IsError()
 	f.Aborted = m.StopReason == transcript.StopReasonAborted
 	f.HintOverCap = hintOverCap(e.cfg.Retry, v.RetryAfter, v.HasRetryAfter)
+	f.DelayMs = retryDelay(e.cfg.Retry, e.attempt+1, draw, v.RetryAfter, v.HasRetryAfter).Milliseconds()
 	f.SameModel = m.Provider == e.model.Provider && m.Model == e.model.ID
 	f.Stale = e.ctx.compactionSeq > 0 && e.ctx.seq[m.ID] <= e.ctx.compactionSeq
 	f.Tokens = contextTokens(m.Usage)
@@ -76,7 +80,7 @@ func (e *Engine) facts(at time.Time, m *transcript.Message, sig transitions.Sign
 // decide steps the machine on the message m: the decision at agent_end
 // (docs/policy.md §1) and the check before a prompt (§4.6).
 func (e *Engine) decide(at time.Time, m *transcript.Message, sig transitions.Signal, draw float64, continuation bool) {
-	f, v := e.facts(at, m, sig)
+	f, v := e.facts(at, m, sig, draw)
 	e.fire(&step{at: at, facts: f, msg: m, v: v, draw: draw, continuation: continuation})
 }
 
@@ -111,9 +115,16 @@ func (e *Engine) UsageLimitAnswered(at time.Time, switched bool) []Effect {
 // retry or a success (docs/policy.md §3.5), with the class of the error
 // that ended it.
 func (e *Engine) endChain(finalError string, outcome events.RetryOutcome, class classify.Class) {
+	e.endChainAt(finalError, outcome, class, "")
+}
+
+// endChainAt is endChain for a chain that a limit ended (exhausted):
+// limit names it.
+func (e *Engine) endChainAt(finalError string, outcome events.RetryOutcome, class classify.Class, limit events.RetryLimit) {
 	if e.attempt > 0 {
-		e.emit(events.AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: finalError, Outcome: outcome, ErrorClass: class})
+		e.emit(events.AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: finalError, Outcome: outcome, ErrorClass: class, Limit: limit})
 		e.attempt = 0
+		e.chain = chain{}
 	}
 }
 

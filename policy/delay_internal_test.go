@@ -167,3 +167,27 @@ func TestRetryDelayProperties(t *testing.T) {
 		}
 	})
 }
+
+// Issue 24 §1: with no count limit a chain's attempt grows without bound;
+// its delay keeps doubling up to the cap and never wraps, whatever the
+// attempt: attempt 10,000 (and the largest int) waits the cap, or
+// MaxDelay without one, and the patient preset's schedule is 2, 4, 8, 16,
+// 32 s and then 60 s.
+func TestRetryDelayUnboundedAttempts(t *testing.T) {
+	patient := PatientConfig().Retry
+	var got []time.Duration
+	for n := 1; n <= 8; n++ {
+		got = append(got, retryDelay(patient, n, 0, 0, false))
+	}
+	assert.Equal(t, []time.Duration{2 * time.Second, 4 * time.Second, 8 * time.Second, 16 * time.Second, 32 * time.Second,
+		time.Minute, time.Minute, time.Minute}, got)
+	for _, n := range []int{10_000, math.MaxInt32, math.MaxInt} {
+		assert.Equal(t, time.Minute, retryDelay(patient, n, 0, 0, false), n)
+		half := patient
+		half.Jitter = 0.5
+		assert.Equal(t, 30*time.Second, retryDelay(half, n, 1, 0, false), "jitter 0.5 of the capped delay: %d", n)
+		uncapped := patient
+		uncapped.MaxDelayMs, uncapped.Jitter = 0, 0
+		assert.Equal(t, MaxDelay, retryDelay(uncapped, n, 0, 0, false), n)
+	}
+}

@@ -37,6 +37,8 @@ type Engine struct {
 	machine *fsm.Machine
 	// attempt is the retry counter: 0 when no chain is active.
 	attempt int
+	// chain is when the active chain started, for its time budget.
+	chain chain
 	// credential is the ID of the credential the last run that returned
 	// called its provider with.
 	credential string
@@ -120,6 +122,12 @@ type Status struct {
 	// RetryEnabled and CompactionEnabled are the settings.
 	RetryEnabled      bool `json:"autoRetryEnabled"`
 	CompactionEnabled bool `json:"autoCompactionEnabled"`
+	// MaxElapsedMs is the retry.maxElapsedMs setting and RetryStarted when
+	// the chain's first failure was decided on, during a chain with a time
+	// budget (zero otherwise): the budget runs out MaxElapsedMs after
+	// RetryStarted, and no retry is scheduled to end later.
+	MaxElapsedMs int64     `json:"maxElapsedMs,omitempty"`
+	RetryStarted time.Time `json:"retryStartedAt,omitzero"`
 	// Streaming reports whether a run is in flight.
 	Streaming bool `json:"isStreaming"`
 	// Compacting reports whether a compaction is in flight.
@@ -141,7 +149,7 @@ func (e *Engine) Status() Status {
 	if l := e.ctx.last; l != nil {
 		last = *l
 	}
-	return Status{
+	st := Status{
 		State:                  e.state(),
 		Attempt:                e.attempt,
 		Retrying:               e.attempt > 0,
@@ -154,6 +162,10 @@ func (e *Engine) Status() Status {
 		CompactionTokensBefore: last.before,
 		CompactionTokensAfter:  last.after,
 	}
+	if budget := e.cfg.Retry.MaxElapsedMs; budget > 0 && e.attempt > 0 {
+		st.MaxElapsedMs, st.RetryStarted = budget, e.chain.start
+	}
+	return st
 }
 
 // Config returns the settings.

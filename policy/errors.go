@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors. A turn's error (FinishTurn) matches one of them with
@@ -39,14 +40,23 @@ var (
 // ExhaustedError is the error of a turn whose retry chain ran out: Attempts
 // retries were made, and the last run ended in the provider error whose
 // text is Last and whose Go error, when the agent gave one (Message.Err),
-// is Err.
+// is Err. Budget is not 0 when the chain's time budget
+// (retry.maxElapsedMs) ended it: Elapsed had passed since its first
+// failure, and the next retry, waiting Delay, would have ended past it.
 type ExhaustedError struct {
 	Attempts int
 	Last     string
 	Err      error
+	Budget   time.Duration
+	Elapsed  time.Duration
+	Delay    time.Duration
 }
 
 func (e *ExhaustedError) Error() string {
+	if e.Budget > 0 {
+		return fmt.Sprintf("policy: retries exhausted after %d attempts: the next retry, in %v, would end past the time budget of %v (%v spent): %s",
+			e.Attempts, e.Delay, e.Budget, e.Elapsed, e.Last)
+	}
 	return fmt.Sprintf("policy: retries exhausted after %d attempts: %s", e.Attempts, e.Last)
 }
 

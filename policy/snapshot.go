@@ -40,6 +40,11 @@ type Snapshot struct {
 	History int `json:"history"`
 	// Deadline is when the backoff in progress ends (state backoff).
 	Deadline *time.Time `json:"deadline,omitempty"`
+	// ChainStart is when the active retry chain's first failure was
+	// decided on (attempt 1 or more): its time budget counts from there,
+	// in the restored engine too. Absent in a snapshot written before it
+	// was recorded, which has no time budget.
+	ChainStart *time.Time `json:"chainStart,omitempty"`
 	// InFlight is what was in flight: "run" (the user's), "continuation",
 	// "compaction", or empty when nothing was.
 	InFlight string `json:"inFlight,omitempty"`
@@ -90,6 +95,10 @@ func (e *Engine) Snapshot() Snapshot {
 	if w := e.wait; w.pending() {
 		d := w.deadline
 		s.Deadline = &d
+	}
+	if e.attempt > 0 && !e.chain.start.IsZero() {
+		c := e.chain.start
+		s.ChainStart = &c
 	}
 	switch {
 	case e.pending != nil:
@@ -143,7 +152,8 @@ func (*interruptedError) Unwrap() error { return errInterrupted }
 // run in flight), at time at, and returns the effects that go on from
 // there. An engine snapshotted with nothing in flight goes on exactly: a
 // backoff fires at its original deadline (at once if that has passed) with
-// the same attempt. A run that was in flight is taken as interrupted: it goes
+// the same attempt, and the chain's time budget counts from the same first
+// failure (ChainStart). A run that was in flight is taken as interrupted: it goes
 // through the decision as a transient failure of its attempt, so the
 // chain's limits still hold (draw is the jitter's random number for that
 // decision); one Abort had cancelled ends as aborted and decides nothing. A
@@ -158,7 +168,8 @@ func (*interruptedError) Unwrap() error { return errInterrupted }
 // docs/session.md, "Snapshots"): among them an invalid config, a state a
 // snapshot is never taken in, an attempt that does not go with the state
 // (0 when idle or compacting, at least 1 in backoff, never above
-// retry.maxRetries), a deadline without a backoff, a check before a prompt
+// retry.maxRetries), a chain start without a chain or, with a time budget,
+// a chain without its start, a deadline without a backoff, a check before a prompt
 // without its prompt, and identities with no room left to number on.
 func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, []Effect, error) {
 	if err := snap.check(); err != nil {
@@ -198,6 +209,9 @@ func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, [
 		return nil, nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	e.attempt = snap.Attempt
+	if snap.ChainStart != nil {
+		e.chain = chain{start: *snap.ChainStart}
+	}
 	e.tickets = snap.Tickets
 	if snap.TokenRatio != 0 {
 		e.calib = calibration(snap.TokenRatio)
@@ -296,14 +310,24 @@ func (s Snapshot) check() error {
 	if s.Attempt < 0 {
 		return fmt.Errorf("attempt: negative %d", s.Attempt)
 	}
-	if s.Attempt > s.Config.Retry.MaxRetries {
+	if s.Config.Retry.MaxRetries >= 0 && s.Attempt > s.Config.Retry.MaxRetries {
 		return fmt.Errorf("attempt: %d is above retry.maxRetries %d", s.Attempt, s.Config.Retry.MaxRetries)
 	}
+
 	if s.Attempt != 0 && (s.State == states.Idle || s.State == states.Compacting) {
 		return fmt.Errorf("attempt: %d in state %q (a retry chain is active only in backoff or continuing)", s.Attempt, s.State)
 	}
 	if s.Attempt == 0 && s.State == states.Backoff {
 		return errors.New("attempt: 0 in state backoff (a backoff waits for a retry, attempt 1 or more)")
+	}
+	if s.ChainStart != nil && s.ChainStart.IsZero() {
+		return errors.New("chainStart: the zero time (a chain starts at its first failure's time)")
+	}
+	if s.ChainStart != nil && s.Attempt == 0 {
+		return errors.New("chainStart: set with no retry chain active (attempt 0)")
+	}
+	if s.ChainStart == nil && s.Attempt > 0 && s.Config.Retry.MaxElapsedMs > 0 {
+		return errors.New("chainStart: missing while a retry chain with a time budget (retry.maxElapsedMs) is active: the budget would have nothing to count from")
 	}
 	if s.EpisodeCompacted && !s.Turn {
 		return errors.New("episodeCompacted: set with no turn in flight (an overflow episode is a turn's)")

@@ -997,7 +997,7 @@ func TestStoryUsageLimit(t *testing.T) {
 				"mark_usage_limit 0s",
 			}},
 			{in: switched(true), want: []string{
-				"retry_end fail 1 exhausted usage_limit \"429 usage limit reached\"",
+				"retry_end fail 1 exhausted usage_limit \"429 usage limit reached\" limit=retries",
 				"classifying>exhausted exhaust",
 				"exhausted>idle reset",
 				"turn_settled usage_limit",

@@ -167,12 +167,19 @@ func (p *player) eventLine(ev events.Event) string {
 		if ev.Credential != "" {
 			l += " cred=" + ev.Credential
 		}
+		if ev.MaxElapsedMs != 0 || ev.ElapsedMs != 0 || ev.RemainingMs != 0 {
+			l += fmt.Sprintf(" budget=%d elapsed=%d left=%d", ev.MaxElapsedMs, ev.ElapsedMs, ev.RemainingMs)
+		}
 		return l
 	case events.AutoRetryEnd:
 		if ev.Success {
 			return fmt.Sprintf("retry_end ok %d %s", ev.Attempt, ev.Outcome)
 		}
-		return fmt.Sprintf("retry_end fail %d %s %s %q", ev.Attempt, ev.Outcome, ev.ErrorClass, ev.FinalError)
+		l := fmt.Sprintf("retry_end fail %d %s %s %q", ev.Attempt, ev.Outcome, ev.ErrorClass, ev.FinalError)
+		if ev.Limit != "" {
+			l += " limit=" + string(ev.Limit)
+		}
+		return l
 	case events.AutoCompactionStart:
 		return "compaction_start " + string(ev.Reason)
 	case events.AutoCompactionEnd:

@@ -16,14 +16,39 @@ type wait struct {
 
 func (w wait) pending() bool { return w.timer != 0 }
 
+// chain is what the engine knows of the retry chain in progress besides
+// its attempt counter: when its first failure was decided on. The zero
+// value: no chain.
+type chain struct {
+	start time.Time
+}
+
+// elapsedMs is how long the chain has run at at, in whole milliseconds:
+// 0 with no chain (attempt 0), and never negative (a clock that went back
+// counts as no time).
+func (c chain) elapsedMs(attempt int, at time.Time) int64 {
+	if attempt == 0 || c.start.IsZero() {
+		return 0
+	}
+	return max(at.Sub(c.start).Milliseconds(), 0)
+}
+
 // scheduleRetry schedules a retry of the message decided on after delay
 // (docs/policy.md §3.4): it counts the attempt, reports it and arms the
-// timer.
+// timer. The first retry of a chain starts its clock: the time budget
+// counts from the decision on its first failure.
 func (e *Engine) scheduleRetry(s *step, delay time.Duration) {
 	m := s.msg
+	if e.attempt == 0 {
+		e.chain = chain{start: s.at}
+	}
 	e.attempt++
-	e.emit(events.AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: delay.Milliseconds(), ErrorMessage: m.ErrorMessage,
-		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential})
+	ev := events.AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: delay.Milliseconds(), ErrorMessage: m.ErrorMessage,
+		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential}
+	if budget := e.cfg.Retry.MaxElapsedMs; budget > 0 {
+		ev.MaxElapsedMs, ev.ElapsedMs, ev.RemainingMs = budget, s.facts.ElapsedMs, budget-s.facts.ElapsedMs
+	}
+	e.emit(ev)
 	e.startWait(s.at.Add(delay))
 }
 

@@ -115,8 +115,10 @@ func TestEveryEdgeHasAShortestPath(t *testing.T) {
 type scenario struct {
 	calls      []scripted.Call
 	maxRetries int
-	slowSum    bool
-	failSum    bool // an overflow compaction that ends without a continuation
+	// maxElapsedMs is the time budget, for a path that ends a chain on it.
+	maxElapsedMs int64
+	slowSum      bool
+	failSum      bool // an overflow compaction that ends without a continuation
 	// compactionOff: the path's run settles with compaction disabled.
 	compactionOff bool
 	// credentials: the session has a store of two keys.
@@ -137,7 +139,7 @@ type action struct {
 // callFor is the answer of a run whose decision must take next.
 func callFor(next transitions.Trigger) scripted.Call {
 	switch next {
-	case transitions.Retry, transitions.Exhaust:
+	case transitions.Retry, transitions.Exhaust, transitions.ExhaustElapsed:
 		return scripted.Call{StopReason: "error", ErrorMessage: "503 Service Unavailable"}
 	case transitions.RetryNow:
 		return scripted.Call{StopReason: "error", ErrorMessage: "429 usage limit reached for this key"}
@@ -161,6 +163,10 @@ func compactNow(s *session.Session) {
 func play(path []step) scenario {
 	sc := scenario{maxRetries: 3}
 	retries := 0
+	// elapsed is the time the chain has run, its runs taking none: the
+	// sum of its delays under DefaultConfig (no jitter, capped at 60 s).
+	var elapsed int64
+	delay := func(attempt int) int64 { return min(int64(2000)<<min(attempt-1, 10), 60000) }
 	for i, st := range path {
 		var next transitions.Trigger
 		if i+1 < len(path) {
@@ -185,8 +191,15 @@ func play(path []step) scenario {
 		switch st.event {
 		case transitions.Retry, transitions.RetryNow:
 			retries++
+			if st.event == transitions.Retry {
+				elapsed += delay(retries)
+			}
 		case transitions.Exhaust:
 			sc.maxRetries = retries
+		case transitions.ExhaustElapsed:
+			// No count limit, and a budget every retry so far fits in that
+			// the next one's delay does not.
+			sc.maxRetries, sc.maxElapsedMs = -1, elapsed+delay(retries+1)-1
 		case transitions.Overflow:
 			sc.failSum = next == transitions.RecoveryFailed
 		case transitions.Compact:
@@ -236,7 +249,7 @@ func TestReplayEveryPath(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				sc := play(path)
 				cfg := policy.DefaultConfig()
-				cfg.Retry.MaxRetries = sc.maxRetries
+				cfg.Retry.MaxRetries, cfg.Retry.MaxElapsedMs = sc.maxRetries, sc.maxElapsedMs
 				cfg.Compaction.KeepRecentTokens = 5
 				agent := scripted.New(scripted.Script{Model: scripted.DefaultModel})
 				opts := []session.Option{session.WithConfig(cfg), session.WithModel(scripted.DefaultModel)}

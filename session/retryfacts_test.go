@@ -52,7 +52,7 @@ func TestRetryEventsCarryTheirFacts(t *testing.T) {
 			start(1, 2000, service503, classify.Retryable),
 			start(2, 4000, service503, classify.Retryable),
 			start(3, 8000, service503, classify.Retryable),
-			events.AutoRetryEnd{Attempt: 3, FinalError: service503, Outcome: events.RetryExhausted, ErrorClass: classify.Retryable},
+			events.AutoRetryEnd{Attempt: 3, FinalError: service503, Outcome: events.RetryExhausted, ErrorClass: classify.Retryable, Limit: events.LimitRetries},
 		}},
 		{"failed on a fatal error", []scripted.Call{fail(service503), fail("400 invalid request")}, false, []events.Event{
 			start(1, 2000, service503, classify.Retryable),

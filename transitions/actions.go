@@ -19,8 +19,10 @@ const (
 	DropDecision       Action = "dropDecision"
 	EndChainFailed     Action = "endChain(failed)"
 	EndChainExhausted  Action = "endChain(exhausted)"
-	EndChainCancelled  Action = "endChain(cancelled)"
-	EndChainRecovered  Action = "endChain(recovered)"
+	// EndChainExhaustedElapsed: the time budget ended the chain.
+	EndChainExhaustedElapsed Action = "endChain(exhausted, elapsed)"
+	EndChainCancelled        Action = "endChain(cancelled)"
+	EndChainRecovered        Action = "endChain(recovered)"
 
 	// The overflow episode and compactions.
 	MarkEpisode                   Action = "markEpisode"
@@ -36,31 +38,34 @@ const (
 	ReportTooLarge                Action = "reportTooLarge"
 
 	// The run and the turn.
-	CancelRun              Action = "cancelRun"
-	DropPrompt             Action = "dropPrompt"
-	FailTurnStartFailed    Action = "failTurn(startFailed)"
-	FailTurnExhausted      Action = "failTurn(exhausted)"
-	FailTurnOverflow       Action = "failTurn(overflow)"
-	FailTurnRecoveryFailed Action = "failTurn(recoveryFailed)"
-	FailTurnMessage        Action = "failTurn(message)"
-	FailTurnAborted        Action = "failTurn(aborted)"
-	FailTurnRetryCancelled Action = "failTurn(retryCancelled)"
-	FailTurnTooLarge       Action = "failTurn(tooLarge)"
+	CancelRun           Action = "cancelRun"
+	DropPrompt          Action = "dropPrompt"
+	FailTurnStartFailed Action = "failTurn(startFailed)"
+	FailTurnExhausted   Action = "failTurn(exhausted)"
+	// FailTurnExhaustedElapsed: the time budget ended the chain.
+	FailTurnExhaustedElapsed Action = "failTurn(exhausted, elapsed)"
+	FailTurnOverflow         Action = "failTurn(overflow)"
+	FailTurnRecoveryFailed   Action = "failTurn(recoveryFailed)"
+	FailTurnMessage          Action = "failTurn(message)"
+	FailTurnAborted          Action = "failTurn(aborted)"
+	FailTurnRetryCancelled   Action = "failTurn(retryCancelled)"
+	FailTurnTooLarge         Action = "failTurn(tooLarge)"
 )
 
 // actionDocs says what each action does: docs/state-machine.md lists them.
 var actionDocs = map[Action]string{
-	ScheduleBackoff:    "counts one more attempt, draws the delay (exponential from retry.baseDelayMs, with jitter, capped at retry.maxDelayMs; the server's retry hint instead when retry.honorRetryAfter is on), emits `auto_retry_start` and arms the backoff timer",
-	ScheduleRetryNow:   "as scheduleBackoff, with a delay of 0: the session already moved to a free credential",
-	RemoveFailed:       "removes the message decided on from the runtime context (history keeps it and records the removal)",
-	StartContinuation:  "starts a continuation run on the runtime context",
-	StopTimer:          "disarms the backoff timer, when one is armed",
-	AskCredentialStore: "tells the credential store the session's credential hit a usage limit (with the server's retry hint) and waits for its answer: the decision goes on when it comes, with credentialSwitched set",
-	DropDecision:       "drops a decision waiting for the credential store's answer",
-	EndChainFailed:     "ends an active chain as failed: `auto_retry_end` with the error of the message decided on (or of the run that could not start) and its class; nothing without a chain",
-	EndChainExhausted:  "ends the chain as exhausted: `auto_retry_end` with the last error",
-	EndChainCancelled:  "ends an active chain as cancelled: `auto_retry_end` \"Retry cancelled\"; nothing without a chain",
-	EndChainRecovered:  "ends an active chain as recovered: `auto_retry_end` success; nothing without a chain",
+	ScheduleBackoff:          "counts one more attempt, draws the delay (exponential from retry.baseDelayMs, with jitter, capped at retry.maxDelayMs; the server's retry hint instead when retry.honorRetryAfter is on), emits `auto_retry_start` and arms the backoff timer",
+	ScheduleRetryNow:         "as scheduleBackoff, with a delay of 0: the session already moved to a free credential",
+	RemoveFailed:             "removes the message decided on from the runtime context (history keeps it and records the removal)",
+	StartContinuation:        "starts a continuation run on the runtime context",
+	StopTimer:                "disarms the backoff timer, when one is armed",
+	AskCredentialStore:       "tells the credential store the session's credential hit a usage limit (with the server's retry hint) and waits for its answer: the decision goes on when it comes, with credentialSwitched set",
+	DropDecision:             "drops a decision waiting for the credential store's answer",
+	EndChainFailed:           "ends an active chain as failed: `auto_retry_end` with the error of the message decided on (or of the run that could not start) and its class; nothing without a chain",
+	EndChainExhausted:        "ends the chain as exhausted: `auto_retry_end` with the last error and limit `retries`",
+	EndChainExhaustedElapsed: "ends the chain as exhausted by its time budget: `auto_retry_end` with the last error and limit `elapsed`",
+	EndChainCancelled:        "ends an active chain as cancelled: `auto_retry_end` \"Retry cancelled\"; nothing without a chain",
+	EndChainRecovered:        "ends an active chain as recovered: `auto_retry_end` success; nothing without a chain",
 
 	MarkEpisode:                   "marks the turn's overflow episode as compacted once: a second overflow in it is refused",
 	ClearEpisode:                  "ends the turn's overflow episode: the next overflow gets its own recovery",
@@ -74,16 +79,17 @@ var actionDocs = map[Action]string{
 	ReportRefusal:                 "emits the refusal pair: `auto_compaction_start` (overflow) and `auto_compaction_end` with the refusal's message",
 	ReportTooLarge:                "emits `auto_compaction_start` (overflow) and `auto_compaction_end` failed with why no compaction can fit: \"the last message alone is N tokens, over the model's window of W\"",
 
-	CancelRun:              "cancels the run in flight with the abort's cause: nothing it still reports can retry, compact or continue",
-	DropPrompt:             "a prompt still waiting for the check before it is never sent",
-	FailTurnStartFailed:    "fails the turn with ErrStartFailed and the run's error",
-	FailTurnExhausted:      "fails the turn with an ExhaustedError (the attempts made, the last error)",
-	FailTurnOverflow:       "fails the turn with ErrOverflow and the provider's error",
-	FailTurnRecoveryFailed: "fails the turn with ErrOverflow and the compaction's error",
-	FailTurnMessage:        "fails the turn by the message decided on: ErrAborted for an aborted one, ErrProvider for an error; a success fails nothing",
-	FailTurnAborted:        "fails the turn with ErrAborted",
-	FailTurnRetryCancelled: "fails the turn with ErrRetryCancelled",
-	FailTurnTooLarge:       "fails the turn with ErrOverflow and why: \"the last message alone is N tokens, over the model's window of W\", N by the calibrated count",
+	CancelRun:                "cancels the run in flight with the abort's cause: nothing it still reports can retry, compact or continue",
+	DropPrompt:               "a prompt still waiting for the check before it is never sent",
+	FailTurnStartFailed:      "fails the turn with ErrStartFailed and the run's error",
+	FailTurnExhausted:        "fails the turn with an ExhaustedError (the attempts made, the last error)",
+	FailTurnExhaustedElapsed: "fails the turn with an ExhaustedError naming the time budget (the attempts made, the time spent, the budget, the last error)",
+	FailTurnOverflow:         "fails the turn with ErrOverflow and the provider's error",
+	FailTurnRecoveryFailed:   "fails the turn with ErrOverflow and the compaction's error",
+	FailTurnMessage:          "fails the turn by the message decided on: ErrAborted for an aborted one, ErrProvider for an error; a success fails nothing",
+	FailTurnAborted:          "fails the turn with ErrAborted",
+	FailTurnRetryCancelled:   "fails the turn with ErrRetryCancelled",
+	FailTurnTooLarge:         "fails the turn with ErrOverflow and why: \"the last message alone is N tokens, over the model's window of W\", N by the calibrated count",
 }
 
 // Doc says what the action does, "" for an action the table does not know.
@@ -116,5 +122,6 @@ func Actions() []Action {
 		StartCheckThresholdCompaction, StartManualCompaction, RefuseCompaction, StopCompaction, ReportRefusal, ReportTooLarge,
 		CancelRun, DropPrompt, FailTurnStartFailed, FailTurnExhausted, FailTurnOverflow, FailTurnRecoveryFailed,
 		FailTurnMessage, FailTurnAborted, FailTurnRetryCancelled, FailTurnTooLarge,
+		EndChainExhaustedElapsed, FailTurnExhaustedElapsed,
 	}
 }

@@ -94,8 +94,20 @@ type Facts struct {
 	// Attempt is the chain's retry counter before this decision (0 when no
 	// chain is active).
 	Attempt int
-	// MaxRetries is the retry.maxRetries setting.
+	// MaxRetries is the retry.maxRetries setting: −1 (any negative) for no
+	// count limit.
 	MaxRetries int
+	// ElapsedMs is how long the chain has run, in milliseconds, from its
+	// first failure to this decision: 0 when no chain is active.
+	ElapsedMs int64
+	// DelayMs is the delay drawn for the retry this decision would
+	// schedule (attempt+1): exponential, capped, jittered, at least an
+	// honoured retry hint. A retry after a credential switch goes at once
+	// and does not wait it.
+	DelayMs int64
+	// MaxElapsedMs is the retry.maxElapsedMs setting, the chain's time
+	// budget: 0 (or less) for none.
+	MaxElapsedMs int64
 	// HintOverCap reports that retry.honorRetryAfter is on and the server's
 	// retry hint exceeds retry.maxDelayMs: the chain ends instead of sleeping.
 	HintOverCap bool
@@ -192,6 +204,31 @@ func (f Facts) awaitingCredential() bool {
 // tooLarge reports whether TooLarge holds for a decision that reads it:
 // not the check before a prompt, whose prompt is not in the context yet.
 func (f Facts) tooLarge() bool { return f.TooLarge && f.Signal != PromptCheck }
+
+// countLeft reports whether the chain's count limit allows one more
+// retry: no count limit (MaxRetries negative), or Attempt below it.
+func (f Facts) countLeft() bool { return f.MaxRetries < 0 || f.Attempt < f.MaxRetries }
+
+// withinBudget reports whether a retry that waits delayMs from now ends
+// within the chain's time budget: no budget, or ElapsedMs + delayMs at
+// most MaxElapsedMs. Negative figures count as 0; the sum cannot overflow.
+func (f Facts) withinBudget(delayMs int64) bool {
+	if f.MaxElapsedMs <= 0 {
+		return true
+	}
+	elapsed, delay := max(f.ElapsedMs, 0), max(delayMs, 0)
+	return elapsed <= f.MaxElapsedMs && delay <= f.MaxElapsedMs-elapsed
+}
+
+// retryWithinBudget reports whether the retry the decision would make ends
+// within the time budget: at once after a credential switch, after
+// DelayMs otherwise.
+func (f Facts) retryWithinBudget() bool {
+	if f.CredentialSwitched {
+		return f.withinBudget(0)
+	}
+	return f.withinBudget(f.DelayMs)
+}
 
 // hintEndsChain reports whether the server's retry hint ends the chain: it
 // is above the delay cap and no credential switch made it moot.

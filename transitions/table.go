@@ -21,6 +21,9 @@ const (
 	Retry          Trigger = "retry"
 	RetryNow       Trigger = "retry_now"
 	Exhaust        Trigger = "exhaust"
+	// ExhaustElapsed: the next retry would end past the chain's time
+	// budget (retry.maxElapsedMs).
+	ExhaustElapsed Trigger = "exhaust_elapsed"
 	Overflow       Trigger = "overflow"
 	Threshold      Trigger = "threshold"
 	Refuse         Trigger = "refuse"
@@ -126,24 +129,33 @@ var (
 	}
 	guardRetryAfterSwitch = Guard{
 		Name: "retryAfterSwitch",
-		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries ∧ the credential store switched the session to a free credential (∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ the credential store switched the session to a free credential ∧ elapsed ≤ maxElapsedMs (or no budget) (∧ not the check before a prompt)",
 		Holds: func(from states.State, f Facts) bool {
-			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.Attempt < f.MaxRetries && f.CredentialSwitched && !f.awaitingCredential()
+			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.countLeft() && f.CredentialSwitched && f.retryWithinBudget() &&
+				!f.awaitingCredential()
 		},
 	}
 	guardRetryAllowed = Guard{
 		Name: "retryAllowed",
-		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries ∧ no credential switch ∧ no retry hint above the delay cap (∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no credential switch ∧ no retry hint above the delay cap ∧ elapsed + the drawn delay ≤ maxElapsedMs (or no budget) (∧ not the check before a prompt)",
 		Holds: func(from states.State, f Facts) bool {
-			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.Attempt < f.MaxRetries && !f.CredentialSwitched && !f.HintOverCap &&
-				!f.awaitingCredential()
+			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.countLeft() && !f.CredentialSwitched && !f.HintOverCap &&
+				f.retryWithinBudget() && !f.awaitingCredential()
 		},
 	}
 	guardRetriesExhausted = Guard{
 		Name: "retriesExhausted",
-		Doc:  "retryable error ∧ retry enabled ∧ (attempt ≥ maxRetries ∨ a retry hint above the delay cap and no credential switch) (∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ (attempt ≥ maxRetries, not −1 ∨ a retry hint above the delay cap and no credential switch) (∧ not the check before a prompt)",
 		Holds: func(from states.State, f Facts) bool {
-			return decides(from, f) && f.retryableError() && f.RetryEnabled && (f.Attempt >= f.MaxRetries || f.hintEndsChain()) && !f.awaitingCredential()
+			return decides(from, f) && f.retryableError() && f.RetryEnabled && (!f.countLeft() || f.hintEndsChain()) && !f.awaitingCredential()
+		},
+	}
+	guardBudgetExhausted = Guard{
+		Name: "budgetExhausted",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no retry hint above the delay cap that ends the chain ∧ maxElapsedMs > 0 ∧ elapsed + the delay of the retry (0 after a credential switch) > maxElapsedMs (∧ not the check before a prompt)",
+		Holds: func(from states.State, f Facts) bool {
+			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.countLeft() && !f.hintEndsChain() && !f.retryWithinBudget() &&
+				!f.awaitingCredential()
 		},
 	}
 	guardOverflowRecoverable = Guard{
@@ -187,12 +199,12 @@ var (
 	}
 	guardNothingToDo = Guard{
 		Name: "nothingToDo",
-		Doc:  "a run's end or the credential store's answer, and none of awaitingCredential, retryAfterSwitch, retryAllowed, retriesExhausted, overflowRecoverable, overflowTooLarge, overThreshold, overflowRepeated, overflowNotCompacted holds",
+		Doc:  "a run's end or the credential store's answer, and none of awaitingCredential, retryAfterSwitch, retryAllowed, retriesExhausted, budgetExhausted, overflowRecoverable, overflowTooLarge, overThreshold, overflowRepeated, overflowNotCompacted holds",
 		Holds: func(from states.State, f Facts) bool {
 			if !decides(from, f) {
 				return false
 			}
-			for _, g := range []*Guard{&guardAwaitingCredential, &guardRetryAfterSwitch, &guardRetryAllowed, &guardRetriesExhausted,
+			for _, g := range []*Guard{&guardAwaitingCredential, &guardRetryAfterSwitch, &guardRetryAllowed, &guardRetriesExhausted, &guardBudgetExhausted,
 				&guardOverflowRecoverable, &guardOverflowTooLarge, &guardOverThreshold, &guardOverflowRepeated, &guardOverflowNotCompacted} {
 				if g.Holds(from, f) {
 					return false
@@ -307,6 +319,7 @@ var table = Rules{
 	{Retry, from(classifying), backoff, guardRetryAllowed, do(ScheduleBackoff, RemoveFailed)},
 	{RetryNow, from(classifying), backoff, guardRetryAfterSwitch, do(ScheduleRetryNow, RemoveFailed)},
 	{Exhaust, from(classifying), exhausted, guardRetriesExhausted, do(EndChainExhausted, FailTurnExhausted)},
+	{ExhaustElapsed, from(classifying), exhausted, guardBudgetExhausted, do(EndChainExhaustedElapsed, FailTurnExhaustedElapsed)},
 	{Overflow, from(classifying), compacting, guardOverflowRecoverable, do(EndChainFailed, MarkEpisode, RemoveFailed, StartOverflowRecovery)},
 	{TooLarge, from(classifying), idle, guardOverflowTooLarge, do(EndChainFailed, ReportTooLarge, FailTurnTooLarge)},
 	{Threshold, from(classifying), compacting, guardOverThreshold, do(EndChainFailed, StartThresholdCompaction)},

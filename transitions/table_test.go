@@ -2,6 +2,8 @@ package transitions_test
 
 import (
 	"fmt"
+	"math"
+	"math/big"
 	"slices"
 	"testing"
 
@@ -75,11 +77,21 @@ func specNext(s states.State, f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 		// running out) stops here.
 		// The check before a prompt (§4.6) is the compaction check only.
 		if retryable && f.RetryEnabled && f.Signal != tr.PromptCheck {
+			// Issue 24 §1: maxRetries -1 is no count limit; a time budget
+			// ends the chain when the retry would end past it.
+			countLeft := f.MaxRetries < 0 || f.Attempt < f.MaxRetries
+			delay := f.DelayMs
+			if f.CredentialSwitched {
+				delay = 0 // the retry goes at once
+			}
+			inBudget := f.MaxElapsedMs <= 0 || new(big.Int).Add(big.NewInt(max(f.ElapsedMs, 0)), big.NewInt(max(delay, 0))).Cmp(big.NewInt(f.MaxElapsedMs)) <= 0
 			switch {
-			case f.Attempt < f.MaxRetries && f.CredentialSwitched:
+			case countLeft && f.CredentialSwitched && inBudget:
 				return tr.RetryNow, []tr.Action{tr.ScheduleRetryNow, tr.RemoveFailed}, true
-			case f.Attempt < f.MaxRetries && !f.HintOverCap:
+			case countLeft && !f.CredentialSwitched && !f.HintOverCap && inBudget:
 				return tr.Retry, []tr.Action{tr.ScheduleBackoff, tr.RemoveFailed}, true
+			case countLeft && (f.CredentialSwitched || !f.HintOverCap):
+				return tr.ExhaustElapsed, []tr.Action{tr.EndChainExhaustedElapsed, tr.FailTurnExhaustedElapsed}, true
 			}
 			return tr.Exhaust, []tr.Action{tr.EndChainExhausted, tr.FailTurnExhausted}, true
 		}
@@ -185,14 +197,25 @@ func checkAgainstSpec(t interface{ Fatalf(string, ...any) }, rules tr.Rules, s s
 }
 
 // numbers are representative values around each numeric threshold.
-var numbers = []struct{ attempt, maxRetries, tokens, window, reserve int }{
-	{0, 3, 170000, 200000, 16384},
-	{2, 3, 170001, 200000, 16384},
-	{3, 3, 170001, 200000, 16384},
-	{4, 3, 170000, 200000, 16384},
-	{0, 0, 33617, 50000, 16384}, // reserve above 15%: threshold 33,616
-	{0, 0, 33616, 50000, 16384},
-	{1, 6, 1 << 40, 0, 16384}, // unknown window: never over
+var numbers = []struct {
+	attempt, maxRetries, tokens, window, reserve int
+	elapsed, delay, budget                       int64
+}{
+	{0, 3, 170000, 200000, 16384, 0, 2000, 0},
+	{2, 3, 170001, 200000, 16384, 0, 0, 0},
+	{3, 3, 170001, 200000, 16384, 0, 0, 0},
+	{4, 3, 170000, 200000, 16384, 0, 0, 0},
+	{0, 0, 33617, 50000, 16384, 0, 0, 0}, // reserve above 15%: threshold 33,616
+	{0, 0, 33616, 50000, 16384, 0, 0, 0},
+	{1, 6, 1 << 40, 0, 16384, 0, 0, 0}, // unknown window: never over
+	// Issue 24 §1: a time budget, with and without a count limit, around
+	// its edge (elapsed + delay = budget fits, one more does not).
+	{5, -1, 170000, 200000, 16384, 1000, 59000, 60000},
+	{5, -1, 170000, 200000, 16384, 1001, 59000, 60000},
+	{1, 3, 170000, 200000, 16384, 60000, 0, 60000},
+	{1, 3, 170000, 200000, 16384, 60001, 0, 60000},
+	{3, 3, 170000, 200000, 16384, 60001, 0, 60000}, // both limits: the count's rule
+	{9999, -1, 170000, 200000, 16384, math.MaxInt64, math.MaxInt64, math.MaxInt64},
 }
 
 // TestExhaustive checks every state against every signal, class and
@@ -236,6 +259,7 @@ func TestExhaustive(t *testing.T) {
 							Started: more&1 != 0, UsageLimit: more&2 != 0, CredentialStore: more&4 != 0,
 							AlreadyCompacted: more&1 != 0, Committing: more&1 != 0,
 							Attempt: n.attempt, MaxRetries: n.maxRetries,
+							ElapsedMs: n.elapsed, DelayMs: n.delay, MaxElapsedMs: n.budget,
 							Tokens: n.tokens, ContextWindow: n.window, ReserveTokens: n.reserve,
 						}
 						checkAgainstSpec(t, rules, s, f)
@@ -287,6 +311,12 @@ func TestNextEveryStateAndTrigger(t *testing.T) {
 		{"retryable, attempts left", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Attempt = classify.Retryable, true, 2 }), tr.Retry, states.Backoff},
 		{"usage limit retries", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error = classify.UsageLimit, true }), tr.Retry, states.Backoff},
 		{"retryable, no attempts left", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Attempt = classify.Retryable, true, 3 }), tr.Exhaust, states.Exhausted},
+		{"retryable, no count limit, within the budget", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.Attempt, f.MaxRetries, f.ElapsedMs, f.DelayMs, f.MaxElapsedMs = classify.Retryable, true, 40, -1, 1000, 59000, 60000
+		}), tr.Retry, states.Backoff},
+		{"retryable, the delay would end past the budget", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.Attempt, f.MaxRetries, f.ElapsedMs, f.DelayMs, f.MaxElapsedMs = classify.Retryable, true, 40, -1, 1001, 59000, 60000
+		}), tr.ExhaustElapsed, states.Exhausted},
 		{"retryable, hint over the cap", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.HintOverCap = classify.Retryable, true, true }), tr.Exhaust, states.Exhausted},
 		{"retryable, retry off", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.RetryEnabled = classify.Retryable, true, false }), tr.Accept, states.Idle},
 		{"overflow", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error = classify.Overflow, true }), tr.Overflow, states.Compacting},
@@ -372,6 +402,7 @@ func TestTableMatchesSpec(t *testing.T) {
 		tr.RetryNow:         {[]states.State{classifying}, backoff, "retryAfterSwitch"},
 		tr.Retry:            {[]states.State{classifying}, backoff, "retryAllowed"},
 		tr.Exhaust:          {[]states.State{classifying}, exhausted, "retriesExhausted"},
+		tr.ExhaustElapsed:   {[]states.State{classifying}, exhausted, "budgetExhausted"},
 		tr.Overflow:         {[]states.State{classifying}, compacting, "overflowRecoverable"},
 		tr.TooLarge:         {[]states.State{classifying}, idle, "overflowTooLarge"},
 		tr.Threshold:        {[]states.State{classifying}, compacting, "overThreshold"},

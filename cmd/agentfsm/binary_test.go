@@ -328,6 +328,33 @@ func TestLoadSettings(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 7, set.config.Retry.MaxRetries)
 	assert.Equal(t, policy.DefaultConfig().Retry.Rules, set.config.Retry.Rules, "a file's settings lie over the defaults")
+
+	// Issue 24 §1: "patient" names the preset for unattended runs, and a
+	// file of that name is still reached by its path.
+	set, err = loadSettings("patient")
+	require.NoError(t, err)
+	assert.Equal(t, policy.PatientConfig(), set.config)
+	require.NoError(t, os.WriteFile(filepath.Join(dir, "patient"), []byte(`{"retry":{"maxRetries":-1,"maxElapsedMs":5000}}`), 0o600))
+	set, err = loadSettings(filepath.Join(dir, "patient"))
+	require.NoError(t, err)
+	assert.Equal(t, int64(5000), set.config.Retry.MaxElapsedMs)
+	assert.Equal(t, policy.DefaultConfig().Retry.MaxDelayMs, set.config.Retry.MaxDelayMs)
+
+	// Issue 24 §1: a chain bound by neither limit, and a bad budget, are
+	// refused by name.
+	for file, says := range map[string]string{
+		`{"retry":{"maxRetries":-1}}`:                     "retry.maxRetries -1 (no count limit) needs a time budget: retry.maxElapsedMs above 0",
+		`{"retry":{"maxRetries":-1,"maxElapsedMs":0}}`:    "retry.maxRetries -1 (no count limit) needs a time budget",
+		`{"retry":{"maxElapsedMs":-5}}`:                   "retry.maxElapsedMs must not be negative, got -5",
+		`{"retry":{"maxElapsedMs":"30m"}}`:                "retry.maxElapsedMs has the wrong type",
+		`{"retry":{"maxRetries":-3,"maxElapsedMs":1000}}`: "retry.maxRetries must be -1 (no count limit) or more, got -3",
+	} {
+		path := filepath.Join(dir, "bad.json")
+		require.NoError(t, os.WriteFile(path, []byte(file), 0o600))
+		_, err := loadSettings(path)
+		require.Error(t, err, file)
+		assert.Contains(t, err.Error(), "--settings "+path+": policy: invalid settings: "+says, file)
+	}
 }
 
 func TestRPCFlagsAndFiles(t *testing.T) {

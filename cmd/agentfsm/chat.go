@@ -26,7 +26,7 @@ var errInterrupted = errors.New("interrupted")
 
 func runChat(args []string, env *environment) int {
 	fs := newFlagSet("chat", "agentfsm chat --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N] "+
-		"[--settings FILE|reference] [--summarizer digest|model] [--history FILE] [--events] [--tools] [--timeout DURATION] [--log-level LEVEL] [PROMPT...]\n\n"+
+		"[--settings FILE|reference|patient] [--summarizer digest|model] [--history FILE] [--events] [--tools] [--timeout DURATION] [--log-level LEVEL] [PROMPT...]\n\n"+
 		"With a prompt in the arguments (after the flags), runs one turn and prints the answer.\n"+
 		"Without one, each line of stdin is a prompt of one conversation, answered in turn;\n"+
 		"on a terminal, an interactive chat.\n\n"+

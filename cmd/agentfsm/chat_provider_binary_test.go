@@ -269,3 +269,82 @@ func TestRPCBinaryProviderSummarizer(t *testing.T) {
 		}
 	}
 }
+
+// TestChatBinaryRidesOutAnOutage: issue 24 §1. The provider is overloaded
+// for eight requests, then answers. With no count limit and a time budget
+// (the patient preset's shape, in milliseconds so the test is quick) the
+// chat rides it out, each auto_retry_start showing the budget; with the
+// reference's count of three retries it gives up after four requests, and
+// its auto_retry_start lines carry no budget fields.
+func TestChatBinaryRidesOutAnOutage(t *testing.T) {
+	const outage = 8
+	for _, api := range fakeAPIs(t) {
+		t.Run(api.name, func(t *testing.T) {
+			push := func() {
+				for range outage {
+					api.srv.Push(api.transient())
+				}
+				api.srv.Push(api.ok("Back."))
+			}
+			push()
+			budget := `{"retry":{"maxRetries":-1,"maxElapsedMs":60000,"baseDelayMs":1,"maxDelayMs":4}}`
+			code, out, errOut := runChatCmd(t, api.chatCmdWith(t, guard(t), budget, "--events", "hi"), "")
+			require.Equal(t, 0, code, errOut)
+			assert.Equal(t, "Back.\n", out)
+			assert.Len(t, api.srv.Requests(), outage+1)
+			var starts []events.AutoRetryStart
+			var end *events.AutoRetryEnd
+			for _, ev := range eventLines(t, errOut) {
+				v, err := ev.Value()
+				require.NoError(t, err)
+				switch e := v.(type) {
+				case events.AutoRetryStart:
+					starts = append(starts, e)
+					if e.Attempt == 1 {
+						assert.Contains(t, string(ev.Raw), `"elapsedMs":0,"maxElapsedMs":60000,"remainingMs":60000`)
+					}
+				case events.AutoRetryEnd:
+					end = &e
+				}
+			}
+			require.Len(t, starts, outage)
+			for i, s := range starts {
+				assert.Equal(t, i+1, s.Attempt)
+				assert.Equal(t, -1, s.MaxAttempts)
+				assert.Equal(t, int64(60000), s.MaxElapsedMs)
+				assert.Equal(t, s.MaxElapsedMs-s.ElapsedMs, s.RemainingMs)
+				assert.LessOrEqual(t, s.DelayMs, int64(4), "delays capped at maxDelayMs")
+			}
+			assert.Equal(t, &events.AutoRetryEnd{Success: true, Attempt: outage, Outcome: events.RetryRecovered}, end)
+
+			// The reference's count, in milliseconds: three retries, then
+			// the turn fails.
+			push()
+			before := len(api.srv.Requests())
+			code, _, errOut = runChatCmd(t, api.chatCmdWith(t, guard(t), `{"retry":{"baseDelayMs":1}}`, "--events", "hi"), "")
+			assert.NotEqual(t, 0, code)
+			assert.Len(t, api.srv.Requests(), before+4)
+			assert.Contains(t, errOut, "retries exhausted after 3 attempts")
+			assert.Contains(t, errOut, `"outcome":"exhausted","errorClass":"retryable","limit":"retries"`)
+			assert.NotContains(t, errOut, "maxElapsedMs")
+		})
+	}
+}
+
+// TestChatBinaryBudgetEndsTheChain: issue 24 §1. An outage longer than the
+// budget ends the chain as exhausted, naming the budget, before the count
+// (none) would.
+func TestChatBinaryBudgetEndsTheChain(t *testing.T) {
+	api := newFakeAnthropic(t)
+	for range 50 {
+		api.srv.Push(api.transient())
+	}
+	// 200 ms delays against a 500 ms budget: two retries (0 + 200, 200
+	// and a little + 200 fit; 400 and more + 200 do not).
+	budget := `{"retry":{"maxRetries":-1,"maxElapsedMs":500,"baseDelayMs":200,"maxDelayMs":200}}`
+	code, _, errOut := runChatCmd(t, api.chatCmdWith(t, guard(t), budget, "--events", "hi"), "")
+	assert.NotEqual(t, 0, code)
+	assert.Contains(t, errOut, `"outcome":"exhausted","errorClass":"retryable","limit":"elapsed"`)
+	assert.Contains(t, errOut, "would end past the time budget of 500ms")
+	assert.LessOrEqual(t, len(api.srv.Requests()), 3)
+}

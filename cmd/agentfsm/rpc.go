@@ -22,7 +22,7 @@ const maxScriptSize = 64 << 20
 
 func runRPC(args []string, env *environment) int {
 	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE | --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N]] "+
-		"[--settings FILE|reference] [--summarizer digest|model] [--log-level LEVEL]")
+		"[--settings FILE|reference|patient] [--summarizer digest|model] [--log-level LEVEL]")
 	scriptPath := fs.String("script", "", "the scripted agent's `file` (default: every call succeeds)")
 	be := addBackendFlags(fs, false)
 	settingsPath := fs.String("settings", "", settingsHelp)

@@ -39,12 +39,17 @@ var envName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
 // agent's policy instead of a file (./reference names a file of that name).
 const referenceSettings = "reference"
 
+// patientSettings is the --settings value that names the preset for
+// unattended runs (policy.PatientConfig) instead of a file (./patient names
+// a file of that name).
+const patientSettings = "patient"
+
 // maxSettingsSize is the largest settings file loadSettings reads.
 const maxSettingsSize = 1 << 20
 
 // loadSettings reads the settings file at path: the default config and no
 // credentials when path is empty, the reference's policy when it is
-// "reference". The error names the flag, the file and what was wrong. A
+// "reference", the preset for unattended runs when it is "patient". The error names the flag, the file and what was wrong. A
 // file may be anything that can be read (a pipe too), up to
 // maxSettingsSize bytes.
 func loadSettings(path string) (settings, error) {
@@ -53,6 +58,8 @@ func loadSettings(path string) (settings, error) {
 		return settings{config: policy.DefaultConfig()}, nil
 	case referenceSettings:
 		return settings{config: policy.ReferenceConfig()}, nil
+	case patientSettings:
+		return settings{config: policy.PatientConfig()}, nil
 	}
 	data, err := readSettingsFile(path)
 	if err != nil {
@@ -281,5 +288,6 @@ func (s settings) store(provider string, lookup func(string) (string, bool)) (cr
 
 // settingsHelp is the --settings flag's help.
 const settingsHelp = "a settings `file`: {\"retry\":{…},\"compaction\":{…},\"credentials\":[{\"id\":\"a\",\"type\":\"api_key\",\"env\":\"KEY_A\"},…]} over the defaults,\n" +
-	"or reference: the reference agent's policy exactly; the credentials, when listed, are the keys a usage limit\n" +
+	"or reference: the reference agent's policy exactly; or patient: for unattended runs, retries without a count limit\n" +
+	"within 30 minutes of a chain's first failure, delays capped at 60 s; the credentials, when listed, are the keys a usage limit\n" +
 	"switches between, each read from its environment variable at each call"

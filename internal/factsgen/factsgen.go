@@ -5,6 +5,8 @@
 package factsgen
 
 import (
+	"math"
+
 	"pgregory.net/rapid"
 
 	"github.com/agentfsm/agentfsm/classify"
@@ -17,7 +19,8 @@ import (
 type Bounds struct{ Attempts, Tokens int }
 
 // Draw draws facts: every signal and class, every flag either way, numbers
-// within b.
+// within b (and maxRetries -1, no count limit), the chain's milliseconds
+// small or extreme.
 func Draw(t *rapid.T, b Bounds) transitions.Facts {
 	minWindow := 0
 	if b.Tokens > 1000 {
@@ -30,7 +33,10 @@ func Draw(t *rapid.T, b Bounds) transitions.Facts {
 		Aborted:            rapid.Bool().Draw(t, "aborted"),
 		RetryEnabled:       rapid.Bool().Draw(t, "retryEnabled"),
 		Attempt:            rapid.IntRange(0, b.Attempts).Draw(t, "attempt"),
-		MaxRetries:         rapid.IntRange(0, b.Attempts).Draw(t, "maxRetries"),
+		MaxRetries:         rapid.IntRange(-1, b.Attempts).Draw(t, "maxRetries"),
+		ElapsedMs:          millis().Draw(t, "elapsedMs"),
+		DelayMs:            millis().Draw(t, "delayMs"),
+		MaxElapsedMs:       millis().Draw(t, "maxElapsedMs"),
 		HintOverCap:        rapid.Bool().Draw(t, "hintOverCap"),
 		CredentialSwitched: rapid.Bool().Draw(t, "credentialSwitched"),
 		CompactionEnabled:  rapid.Bool().Draw(t, "compactionEnabled"),
@@ -50,6 +56,16 @@ func Draw(t *rapid.T, b Bounds) transitions.Facts {
 		Committing:         rapid.Bool().Draw(t, "committing"),
 		TooLarge:           rapid.Bool().Draw(t, "tooLarge"),
 	}
+}
+
+// millis draws a number of milliseconds: mostly small (around a
+// budget's edge), sometimes an extreme (0, the largest, a negative one
+// no engine makes) that the guards must take without overflowing.
+func millis() *rapid.Generator[int64] {
+	return rapid.OneOf(
+		rapid.Int64Range(0, 100),
+		rapid.SampledFrom([]int64{0, -1, math.MaxInt64, math.MaxInt64 - 1, math.MinInt64}),
+	)
 }
 
 func signals() []transitions.Signal {

@@ -146,7 +146,7 @@ func All() []Scenario {
 				`{"type":"state_change","from":"classifying","to":"backoff","event":"retry"}`,
 				`{"type":"state_change","from":"backoff","to":"continuing","event":"elapsed"}`,
 				`{"type":"state_change","from":"continuing","to":"classifying","event":"agent_end"}`,
-				`{"type":"auto_retry_end","success":false,"attempt":3,"finalError":"503 Service Unavailable","outcome":"exhausted","errorClass":"retryable"}`,
+				`{"type":"auto_retry_end","success":false,"attempt":3,"finalError":"503 Service Unavailable","outcome":"exhausted","errorClass":"retryable","limit":"retries"}`,
 				`{"type":"state_change","from":"classifying","to":"exhausted","event":"exhaust"}`,
 				`{"type":"state_change","from":"exhausted","to":"idle","event":"reset"}`,
 				`{"type":"turn_settled","success":false,"error":"session: retries exhausted after 3 attempts: 503 Service Unavailable","code":"exhausted","errorClass":"retryable"}`,

@@ -77,6 +77,12 @@ type (
 		Provider     string    `json:"provider,omitempty"`
 		Model        string    `json:"model,omitempty"`
 		Credential   string    `json:"credentialId,omitempty"`
+		// The time budget's figures, written only when the chain has one
+		// (maxElapsedMs above 0): a chain without one, the reference's,
+		// keeps its line byte for byte.
+		ElapsedMs    *int64 `json:"elapsedMs,omitempty"`
+		MaxElapsedMs int64  `json:"maxElapsedMs,omitempty"`
+		RemainingMs  *int64 `json:"remainingMs,omitempty"`
 	}
 	autoRetryEnd struct {
 		Success    bool                `json:"success"`
@@ -84,6 +90,7 @@ type (
 		FinalError string              `json:"finalError,omitempty"`
 		Outcome    events.RetryOutcome `json:"outcome,omitempty"`
 		ErrorClass wireClass           `json:"errorClass,omitempty"`
+		Limit      events.RetryLimit   `json:"limit,omitempty"`
 	}
 	autoCompactionStart struct {
 		Reason transcript.CompactionReason `json:"reason"`
@@ -256,10 +263,16 @@ func marshalEvent(ev events.Event) ([]byte, error) {
 		}
 		body = agentEnd(e)
 	case events.AutoRetryStart:
-		body = autoRetryStart{Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, DelayMs: e.DelayMs, ErrorMessage: e.ErrorMessage,
+		w := autoRetryStart{Attempt: e.Attempt, MaxAttempts: e.MaxAttempts, DelayMs: e.DelayMs, ErrorMessage: e.ErrorMessage,
 			ErrorClass: wireClass(e.ErrorClass), Provider: e.Provider, Model: e.Model, Credential: e.Credential}
+		if e.MaxElapsedMs > 0 {
+			elapsed, remaining := e.ElapsedMs, e.RemainingMs
+			w.ElapsedMs, w.MaxElapsedMs, w.RemainingMs = &elapsed, e.MaxElapsedMs, &remaining
+		}
+		body = w
 	case events.AutoRetryEnd:
-		body = autoRetryEnd{Success: e.Success, Attempt: e.Attempt, FinalError: e.FinalError, Outcome: e.Outcome, ErrorClass: wireClass(e.ErrorClass)}
+		body = autoRetryEnd{Success: e.Success, Attempt: e.Attempt, FinalError: e.FinalError, Outcome: e.Outcome, ErrorClass: wireClass(e.ErrorClass),
+			Limit: e.Limit}
 	case events.AutoCompactionStart:
 		body = autoCompactionStart(e)
 	case events.AutoCompactionEnd:
@@ -337,12 +350,20 @@ func (e Event) Value() (events.Event, error) {
 	case "auto_retry_start":
 		var w autoRetryStart
 		decode(&w)
-		ev = events.AutoRetryStart{Attempt: w.Attempt, MaxAttempts: w.MaxAttempts, DelayMs: w.DelayMs, ErrorMessage: w.ErrorMessage,
-			ErrorClass: classify.Class(w.ErrorClass), Provider: w.Provider, Model: w.Model, Credential: w.Credential}
+		start := events.AutoRetryStart{Attempt: w.Attempt, MaxAttempts: w.MaxAttempts, DelayMs: w.DelayMs, ErrorMessage: w.ErrorMessage,
+			ErrorClass: classify.Class(w.ErrorClass), Provider: w.Provider, Model: w.Model, Credential: w.Credential, MaxElapsedMs: w.MaxElapsedMs}
+		if w.ElapsedMs != nil {
+			start.ElapsedMs = *w.ElapsedMs
+		}
+		if w.RemainingMs != nil {
+			start.RemainingMs = *w.RemainingMs
+		}
+		ev = start
 	case "auto_retry_end":
 		var w autoRetryEnd
 		decode(&w)
-		ev = events.AutoRetryEnd{Success: w.Success, Attempt: w.Attempt, FinalError: w.FinalError, Outcome: w.Outcome, ErrorClass: classify.Class(w.ErrorClass)}
+		ev = events.AutoRetryEnd{Success: w.Success, Attempt: w.Attempt, FinalError: w.FinalError, Outcome: w.Outcome, ErrorClass: classify.Class(w.ErrorClass),
+			Limit: w.Limit}
 	case "auto_compaction_start":
 		var w autoCompactionStart
 		decode(&w)

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"slices"
 	"sync"
 
@@ -51,6 +52,21 @@ type State struct {
 	// tokens by the session's calibrated count: not in the reference's
 	// get_state, and absent before any compaction.
 	LastCompaction *CompactionSize `json:"lastCompaction,omitempty"`
+	// RetryBudget is the time budget of the retry chain in progress: not
+	// in the reference's get_state, and absent with no chain or no budget
+	// (retry.maxElapsedMs 0).
+	RetryBudget *RetryBudget `json:"retryBudget,omitempty"`
+}
+
+// RetryBudget is the time budget of a retry chain in progress (see
+// policy.Status): maxElapsedMs, and when the chain's first failure was
+// decided on (startedAt) and when the budget runs out (endsAt), both in
+// milliseconds since the Unix epoch: no retry is scheduled to end after
+// endsAt, and what remains is endsAt less the reader's clock.
+type RetryBudget struct {
+	MaxElapsedMs int64 `json:"maxElapsedMs"`
+	StartedAt    int64 `json:"startedAt"`
+	EndsAt       int64 `json:"endsAt"`
 }
 
 // CompactionSize is what a compaction did to the context's size (see
@@ -70,12 +86,25 @@ func StateOf(id string, m policy.Model, st policy.Status) State {
 	if st.LastCompaction != "" {
 		last = &CompactionSize{Reason: st.LastCompaction, TokensBefore: st.CompactionTokensBefore, TokensAfter: st.CompactionTokensAfter}
 	}
+	var budget *RetryBudget
+	if st.MaxElapsedMs > 0 {
+		start := st.RetryStarted.UnixMilli()
+		budget = &RetryBudget{MaxElapsedMs: st.MaxElapsedMs, StartedAt: start, EndsAt: satAdd(start, st.MaxElapsedMs)}
+	}
 	return State{
 		SessionID: id, Model: m, IsStreaming: st.Streaming, IsCompacting: st.Compacting,
 		IsRetrying: st.Retrying, RetryAttempt: st.Attempt, AutoRetryEnabled: st.RetryEnabled,
 		AutoCompactionEnabled: st.CompactionEnabled, MessageCount: st.MessageCount, State: string(st.State),
-		LastCompaction: last,
+		LastCompaction: last, RetryBudget: budget,
 	}
+}
+
+// satAdd is a+b, at most math.MaxInt64 (b is not negative).
+func satAdd(a, b int64) int64 {
+	if a > math.MaxInt64-b {
+		return math.MaxInt64
+	}
+	return a + b
 }
 
 // writer serializes output lines.
