@@ -28,21 +28,31 @@ import (
 // last one and applying a compaction never copy what they do not change.
 type runtimeContext struct {
 	msgs []transcript.Message
+	// outgrown is the array a run's message outgrew (see keepOutgrown),
+	// holding msgs but its last message, unchanged; nil once anything
+	// else changed the context, and once the run has returned.
+	outgrown []transcript.Message
 	// frozen is how many messages at the start of msgs were handed out:
 	// they must never change in place.
 	frozen int
 	// seq maps the ID of each message of msgs to its position in history
-	// (0 for one whose entry failed to append).
+	// (0 for one whose entry failed to append). It is nil while the
+	// context is short (shortContext messages or fewer) and no compaction
+	// was recorded: until the first compaction a message's position
+	// decides nothing (Stale compares it with the latest compaction's,
+	// which every message before it precedes), and finding an ID among
+	// a few messages costs less than a map, which a session that waits
+	// out a backoff would keep. Once made it holds 0 for the messages
+	// that were in the context then, as old as they must be.
 	seq           map[string]int
 	nextSeq       int
 	compactionSeq int
 	// ids numbers new IDs: it is at least the number ending any ID of
 	// history the engine saw (see newID).
 	ids int
-	// appended are the IDs of the messages of the last Append and
-	// appendedN the number of its entries, undone when the driver reports
-	// that the append failed.
-	appended  []string
+	// appendedN is the number of entries of the last Append, undone when
+	// the driver reports that the append failed (the entries themselves
+	// are the Engine's entries, kept for it while they hold a message).
 	appendedN int
 	// last is the size of the latest compaction applied to the context,
 	// nil before any.
@@ -80,7 +90,6 @@ type compactionSize struct {
 // The ID counter starts after the highest number ending an ID of entries
 // (see newID). An invalid entry is an error.
 func (c *runtimeContext) replay(before int, entries []transcript.Entry) error {
-	c.seq = map[string]int{}
 	c.nextSeq = before
 	var seen map[string]bool // the IDs of the messages replayed, for a tail
 	if before > 0 {
@@ -113,11 +122,42 @@ func (c *runtimeContext) replay(before int, entries []transcript.Entry) error {
 	return nil
 }
 
+// shortContext is the longest context the engine keeps no position map
+// for before a compaction (see runtimeContext.seq).
+const shortContext = 8
+
 // push adds m, recorded at position pos, at the end of the context.
 func (c *runtimeContext) push(m transcript.Message, pos int) {
-	c.msgs = append(c.msgs, m)
+	c.msgs, c.outgrown = append(c.msgs, m), nil
 	c.est += estimateTokens(m)
-	c.seq[m.ID] = pos
+	if c.seq != nil {
+		c.seq[m.ID] = pos
+	} else if len(c.msgs) > shortContext {
+		c.index()
+	}
+}
+
+// index makes the position map, every message of the context at 0: the
+// context has seen no compaction (else the map would be made), so
+// each precedes any compaction to come, as 0 does.
+func (c *runtimeContext) index() {
+	c.seq = make(map[string]int, len(c.msgs))
+	for _, m := range c.msgs {
+		c.seq[m.ID] = 0
+	}
+}
+
+// keepOutgrown notes that the push of a run's message moved the context
+// from the array prev, all of which was handed out (to the run: it stays
+// in memory while the run lasts, and the engine lets go of it when the
+// run returns): a removal of that message while nothing else
+// changed goes back to prev instead of keeping a larger array's empty
+// room (a session that waits out a backoff after its run's only answer
+// failed keeps the prompt's array, not one grown for the answer).
+func (c *runtimeContext) keepOutgrown(prev []transcript.Message) {
+	if len(prev) > 0 && c.frozen == len(prev) && len(prev) == cap(prev) && len(prev) == len(c.msgs)-1 {
+		c.outgrown = prev
+	}
 }
 
 // remove removes the last message with this ID from the context, and
@@ -129,12 +169,19 @@ func (c *runtimeContext) remove(id string) bool {
 		if c.msgs[i].ID != id {
 			continue
 		}
+		c.est -= estimateTokens(c.msgs[i])
+		delete(c.seq, id)
+		if prev := c.outgrown; prev != nil && i == len(prev) && i == len(c.msgs)-1 {
+			// The push this removal undoes outgrew prev, which holds the
+			// rest unchanged; what of it was handed out stays frozen.
+			c.msgs, c.outgrown, c.frozen = prev, nil, min(c.frozen, i)
+			return true
+		}
+		c.outgrown = nil
 		if i < c.frozen {
 			c.msgs, c.frozen = slices.Clone(c.msgs), 0
 		}
-		c.est -= estimateTokens(c.msgs[i])
 		c.msgs = slices.Delete(c.msgs, i, i+1)
-		delete(c.seq, id)
 		return true
 	}
 	return false
@@ -155,13 +202,16 @@ func (c *runtimeContext) compact(e transcript.Entry, from int) {
 			}
 		}
 	}
+	if c.seq == nil {
+		c.index()
+	}
 	for _, m := range c.msgs[:from] {
 		delete(c.seq, m.ID)
 	}
 	out := make([]transcript.Message, 0, 1+len(c.msgs)-from+8)
 	out = append(append(out, summaryMessage(e)), c.msgs[from:]...)
 	applyTruncations(out[1:], e.Compaction.Truncated)
-	c.msgs, c.frozen = out, 0
+	c.msgs, c.frozen, c.outgrown = out, 0, nil
 	c.est = EstimateTokens(out...)
 	c.seq[e.ID] = c.compactionSeq
 	cp := e.Compaction
@@ -202,6 +252,14 @@ func idNumber(id string) int {
 
 // taken reports whether a message of the runtime context has this ID.
 func (c *runtimeContext) taken(id string) bool {
+	if c.seq == nil {
+		for i := range c.msgs {
+			if c.msgs[i].ID == id {
+				return true
+			}
+		}
+		return false
+	}
 	_, ok := c.seq[id]
 	return ok
 }
@@ -236,7 +294,7 @@ func (c *runtimeContext) newID(kind string) string {
 	for {
 		c.ids++
 		b := strconv.AppendInt(append(append(buf[:0], kind...), '-'), int64(c.ids), 10)
-		if _, ok := c.seq[string(b)]; !ok { // the lookup does not copy b
+		if !c.taken(string(b)) { // the lookup does not copy b
 			return string(b)
 		}
 	}
@@ -271,8 +329,10 @@ func (e *Engine) record(en transcript.Entry) int {
 	switch en.Type {
 	case transcript.EntryCompaction:
 		c.compactionSeq = c.nextSeq
-	case transcript.EntryMessage:
-		c.appended = append(c.appended, en.ID)
+		if c.seq == nil {
+			// From now on positions decide Stale.
+			c.index()
+		}
 	}
 	e.entries = append(e.entries, en)
 	return c.nextSeq
@@ -312,15 +372,16 @@ func (e *Engine) lastAssistant() *transcript.Message {
 // behind it, and a session reopened on it does not see them). A compaction
 // whose entry failed to append fails, and changes nothing.
 func (e *Engine) Appended(at time.Time, err error) []Effect {
-	// What the last input appended: begin forgets it.
-	appended, appendedN := e.ctx.appended, e.ctx.appendedN
+	// What the last input appended: begin forgets it (the entries stay
+	// in their array until an entry is recorded).
+	appended, appendedN := e.entries, e.ctx.appendedN
 	e.begin()
 	err = wiretext.Error(err) // a history's error may name a file
 	if err != nil {
 		c := &e.ctx
-		for _, id := range appended {
-			if _, ok := c.seq[id]; ok {
-				c.seq[id] = 0 // in no history: as old as can be
+		for _, en := range appended {
+			if _, ok := c.seq[en.ID]; ok && en.Type == transcript.EntryMessage {
+				c.seq[en.ID] = 0 // in no history: as old as can be
 			}
 		}
 		c.nextSeq -= appendedN

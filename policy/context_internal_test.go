@@ -4,6 +4,9 @@ import (
 	"fmt"
 	"slices"
 	"testing"
+	"time"
+
+	"github.com/agentfsm/agentfsm/events"
 
 	"github.com/agentfsm/agentfsm/transcript"
 	"pgregory.net/rapid"
@@ -15,7 +18,7 @@ import (
 // what was handed out never reaches the context (issue item 1).
 func TestSharedContextNeverChanges(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		c := runtimeContext{seq: map[string]int{}}
+		c := runtimeContext{}
 		type handed struct {
 			msgs []transcript.Message
 			ids  []string
@@ -27,7 +30,13 @@ func TestSharedContextNeverChanges(t *testing.T) {
 			case op == 0 || len(c.msgs) == 0:
 				n++
 				c.nextSeq++
+				prev := c.msgs
 				c.push(transcript.Message{ID: fmt.Sprint("m", n), Role: transcript.RoleUser, Content: transcript.TextContent(fmt.Sprint("text ", n))}, c.nextSeq)
+				if rapid.Bool().Draw(t, "a run's message") {
+					c.keepOutgrown(prev)
+				} else if rapid.Bool().Draw(t, "the run returned") {
+					c.outgrown = nil
+				}
 			case op == 1:
 				i := rapid.IntRange(0, len(c.msgs)-1).Draw(t, "remove")
 				if !c.remove(c.msgs[i].ID) {
@@ -37,6 +46,9 @@ func TestSharedContextNeverChanges(t *testing.T) {
 				n++
 				c.nextSeq++
 				c.compactionSeq = c.nextSeq
+				if c.seq == nil {
+					c.index() // as record does
+				}
 				kept := c.msgs[rapid.IntRange(0, len(c.msgs)-1).Draw(t, "kept")].ID
 				c.compact(transcript.Entry{Type: transcript.EntryCompaction, ID: fmt.Sprint("c", n), Compaction: &transcript.Compaction{Summary: "s", FirstKeptEntryID: kept}}, -1)
 			default:
@@ -65,12 +77,33 @@ func TestSharedContextNeverChanges(t *testing.T) {
 				if m.ID == "appended by the agent" {
 					t.Fatal("an append to a handed-out slice reached the context")
 				}
-				if _, ok := c.seq[m.ID]; !ok {
+				if _, ok := c.seq[m.ID]; !ok && c.seq != nil {
 					t.Fatalf("%q in the context has no position", m.ID)
 				}
+				if !c.taken(m.ID) {
+					t.Fatalf("%q in the context is not taken", m.ID)
+				}
 			}
-			if len(c.seq) != len(c.msgs) {
+			if c.taken("m0") {
+				t.Fatal("an ID no message has is taken")
+			}
+			if c.seq == nil && (c.compactionSeq > 0 || len(c.msgs) > shortContext) {
+				t.Fatalf("no positions for %d messages after compaction %d", len(c.msgs), c.compactionSeq)
+			}
+			if c.seq != nil && len(c.seq) != len(c.msgs) {
 				t.Fatalf("positions for %d IDs, %d messages: the engine keeps what left the context", len(c.seq), len(c.msgs))
+			}
+			// The array a run's message outgrew holds the context but
+			// its last message.
+			if c.outgrown != nil {
+				if len(c.outgrown) != len(c.msgs)-1 {
+					t.Fatalf("the outgrown array holds %d messages, the context %d", len(c.outgrown), len(c.msgs))
+				}
+				for i, m := range c.outgrown {
+					if m.ID != c.msgs[i].ID {
+						t.Fatalf("the outgrown array holds %q at %d, the context %q", m.ID, i, c.msgs[i].ID)
+					}
+				}
 			}
 		}
 	})
@@ -79,7 +112,7 @@ func TestSharedContextNeverChanges(t *testing.T) {
 // Adding a message and removing the last one change the context in place,
 // and a compaction copies only what it keeps (issue item 1).
 func TestContextChangesCostWhatTheyChange(t *testing.T) {
-	c := runtimeContext{seq: map[string]int{}}
+	c := runtimeContext{}
 	for i := range 1000 {
 		c.push(transcript.Message{ID: fmt.Sprint("m", i)}, i+1)
 	}
@@ -100,5 +133,57 @@ func TestContextChangesCostWhatTheyChange(t *testing.T) {
 	}
 	if !slices.Equal([]string{"c", "m990"}, []string{c.msgs[0].ID, c.msgs[1].ID}) {
 		t.Fatalf("the compaction left %q, %q first", c.msgs[0].ID, c.msgs[1].ID)
+	}
+}
+
+// A session waiting out a backoff after its first run's answer failed
+// keeps the prompt in the array the run was handed, not one grown for the
+// answer the retry removed, and no position map: a short context before
+// any compaction needs none (issue 22: a waiting session within 3 KiB).
+func TestWaitingContextKeepsNoRoom(t *testing.T) {
+	e, err := New(Setup{SessionID: "s", Model: Model{Provider: "p", ID: "m", ContextWindow: 200000}, Config: DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(1_700_000_000, 0)
+	effects, err := e.Prompt(at, "hi")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var run RunID
+	var handed []transcript.Message
+	for _, ef := range effects {
+		if ef.Kind == StartRun {
+			run, handed = ef.Run, ef.Context
+		}
+	}
+	m := transcript.Message{ID: "a-1", Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError, ErrorMessage: "503 Service Unavailable"}
+	for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
+		e.RunEvent(at, run, ev)
+	}
+	if len(e.ctx.msgs) != 2 {
+		t.Fatalf("%d messages before the decision", len(e.ctx.msgs))
+	}
+	e.RunReturned(at, run, RunReturn{})
+	if st := e.Status(); st.State != "backoff" {
+		t.Fatalf("state %s", st.State)
+	}
+	if len(e.ctx.msgs) != 1 || cap(e.ctx.msgs) != 1 {
+		t.Fatalf("the waiting context holds %d messages in an array of %d", len(e.ctx.msgs), cap(e.ctx.msgs))
+	}
+	if &e.ctx.msgs[0] != &handed[0] {
+		t.Fatal("the waiting context is not in the array the run was handed")
+	}
+	if e.ctx.seq != nil || e.ctx.outgrown != nil || e.entries != nil {
+		t.Fatalf("the waiting engine keeps a position map (%v), an outgrown array (%v) or entries (%v)", e.ctx.seq != nil, e.ctx.outgrown != nil, e.entries != nil)
+	}
+	// The retry's run is handed the same array; its answer grows it.
+	effects = e.TimerFired(at.Add(time.Hour), e.wait.timer)
+	for _, ef := range effects {
+		if ef.Kind == StartRun {
+			if len(ef.Context) != 1 || ef.Context[0].ID != handed[0].ID {
+				t.Fatalf("the retry's run is handed %d messages", len(ef.Context))
+			}
+		}
 	}
 }

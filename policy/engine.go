@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentfsm/agentfsm/events"
@@ -200,7 +201,7 @@ func (e *Engine) begin() {
 		e.out = make([]Effect, 0, 6)
 	}
 	e.out, e.entries = e.out[:0], e.entries[:0]
-	e.ctx.appended, e.ctx.appendedN = e.ctx.appended[:0], 0
+	e.ctx.appendedN = 0
 	if e.turn != nil {
 		// An overflow's count serves the compaction its own decision
 		// starts, within the same input, and no later one: a snapshot
@@ -222,15 +223,18 @@ func (e *Engine) end(at time.Time) []Effect {
 	if e.quiet() {
 		// A session that waits (for a prompt, or out a backoff) keeps no
 		// buffer: the next input makes a new one.
-		e.out, e.entries, e.raised = nil, nil, nil
-		if e.ctx.appendedN == 0 {
-			// What this input appended is kept for Appended, which
-			// undoes it if the append fails.
-			e.ctx.appended = nil
+		e.out, e.raised = nil, nil
+		if !slices.ContainsFunc(e.entries, isMessageEntry) {
+			// The messages this input appended are kept for Appended,
+			// which undoes their positions if the append fails; a
+			// session that waits after a removal keeps no entry.
+			e.entries = nil
 		}
 	}
 	return out
 }
+
+func isMessageEntry(en transcript.Entry) bool { return en.Type == transcript.EntryMessage }
 
 func (e *Engine) effect(ef Effect) { e.out = append(e.out, ef) }
 

@@ -147,7 +147,9 @@ func (e *Engine) onMessageEnd(at time.Time, r *run, m transcript.Message) {
 		r.messages = r.first[:0:1]
 	}
 	r.messages = append(r.messages, m)
+	prev := e.ctx.msgs
 	e.recordMessage(&m)
+	e.ctx.keepOutgrown(prev)
 	if m.Role != transcript.RoleAssistant {
 		return
 	}
@@ -173,13 +175,13 @@ func (e *Engine) RunReturned(at time.Time, id RunID, ret RunReturn) []Effect {
 	ret.Err = wiretext.Error(ret.Err)
 	if r.aborted {
 		e.endRun(r)
-		return e.end(at)
-	}
-	if err := e.closeRun(at, r, ret); err != nil {
+	} else if err := e.closeRun(at, r, ret); err != nil {
 		e.fire(&step{at: at, err: err, continuation: r.continuation, facts: transitions.Facts{Signal: transitions.RunEnded}})
 	} else {
 		e.decide(at, r.last, transitions.RunEnded, ret.Draw, r.continuation)
 	}
+	// The run no longer holds the array it was handed.
+	e.ctx.outgrown = nil
 	return e.end(at)
 }
 

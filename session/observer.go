@@ -83,6 +83,16 @@ func (s *Session) startTurn(ctx context.Context) {
 	s.x.turnCtx = ctx
 }
 
+// withoutCancel is context.WithoutCancel(ctx), but ctx itself when it is
+// context.Background(), which has no cancellation to shed: a turn sent
+// without a context (Send) keeps no wrapper while it waits.
+func withoutCancel(ctx context.Context) context.Context {
+	if ctx == context.Background() {
+		return ctx
+	}
+	return context.WithoutCancel(ctx)
+}
+
 // turnContext is the context of the turn in flight, context.Background()
 // outside a turn.
 func (s *Session) turnContext() context.Context {
@@ -169,7 +179,7 @@ func FromContext(ctx context.Context) *Session {
 
 // callerCtx is ctx holding the value of the session's own goroutine.
 func (s *Session) callerCtx(ctx context.Context) context.Context {
-	return context.WithValue(ctx, callerKey{}, s.loopView)
+	return context.WithValue(ctx, callerKey{}, &s.loopView)
 }
 
 // uncallerCtx is ctx, an observer's, without the value of the session's

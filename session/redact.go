@@ -64,7 +64,15 @@ type redactorKey struct{}
 
 // redactor holds the secrets a session was told of and replaces them.
 type redactor struct {
-	mu       sync.Mutex
+	mu sync.Mutex
+	// set is nil until a secret is noted: each session has a redactor,
+	// and most note no secret (a session waiting out a backoff keeps
+	// these 16 bytes, not the set's 64).
+	set *secretSet
+}
+
+// secretSet is what a redactor holds once a secret is noted.
+type secretSet struct {
 	secrets  []string
 	patterns []string // the secrets and their escaped forms, longest first
 	replacer *strings.Replacer
@@ -81,10 +89,14 @@ func (r *redactor) add(secret string) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if slices.Contains(r.secrets, secret) {
+	if r.set == nil {
+		r.set = &secretSet{}
+	}
+	set := r.set
+	if slices.Contains(set.secrets, secret) {
 		return
 	}
-	r.secrets = append(r.secrets, secret)
+	set.secrets = append(set.secrets, secret)
 	forms := []string{secret}
 	for _, f := range []string{url.QueryEscape(secret), url.PathEscape(secret)} {
 		forms = append(forms, f, lowerHex(f))
@@ -94,17 +106,17 @@ func (r *redactor) add(secret string) {
 		forms = append(forms, f, strings.ReplaceAll(f, "/", `\/`))
 	}
 	for _, f := range forms {
-		if !slices.Contains(r.patterns, f) {
-			r.patterns = append(r.patterns, f)
+		if !slices.Contains(set.patterns, f) {
+			set.patterns = append(set.patterns, f)
 		}
 	}
 	// Longest first, so that a form that holds another is replaced whole.
-	slices.SortStableFunc(r.patterns, func(a, b string) int { return len(b) - len(a) })
-	pairs := make([]string, 0, 2*len(r.patterns))
-	for _, p := range r.patterns {
+	slices.SortStableFunc(set.patterns, func(a, b string) int { return len(b) - len(a) })
+	pairs := make([]string, 0, 2*len(set.patterns))
+	for _, p := range set.patterns {
 		pairs = append(pairs, p, Redacted)
 	}
-	r.replacer = strings.NewReplacer(pairs...)
+	set.replacer = strings.NewReplacer(pairs...)
 }
 
 // state returns the patterns and their replacer; nil when there is none.
@@ -114,7 +126,10 @@ func (r *redactor) state() ([]string, *strings.Replacer) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return r.patterns, r.replacer
+	if r.set == nil {
+		return nil, nil
+	}
+	return r.set.patterns, r.set.replacer
 }
 
 // text returns s with every secret replaced.

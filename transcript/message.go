@@ -68,12 +68,13 @@ type Message struct {
 	// none, for ""). Content of any other form is written as blocks.
 	StringContent bool
 
-	// ToolCallID, ToolName and ToolError are a tool result's: the ID of
-	// the tool call block it answers, the tool's name, and whether the
-	// tool failed (isError).
+	// ToolError, ToolCallID and ToolName are a tool result's: whether the
+	// tool failed (isError), the ID of the tool call block it answers, and
+	// the tool's name. ToolError comes first, beside StringContent, so
+	// that the two take one word: a Message is 224 bytes, not 232.
+	ToolError  bool
 	ToolCallID string
 	ToolName   string
-	ToolError  bool
 
 	// The fields below are an assistant message's.
 	StopReason   StopReason

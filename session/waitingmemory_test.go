@@ -1,0 +1,78 @@
+package session_test
+
+import (
+	"runtime"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/scripted"
+)
+
+// TestWaitingSessionMemory: a session waiting out a backoff, with a
+// subscriber, its turn's first run failed on a 503, keeps at most 3 KiB
+// (issue 22; docs/performance.md, "Sessions at scale", where
+// BenchmarkWaitingSessions measures the same at any count). A count of
+// bytes, not a time: it holds on a loaded machine. The agents are made
+// before the first measure, as the benchmark's are, and a first round of
+// sessions, not measured, makes what a process makes once (the runtime's
+// tables of goroutines and timers).
+func TestWaitingSessionMemory(t *testing.T) {
+	const limit = 3072
+	waitingSessionMemory(t, 200, 0)
+	waitingSessionMemory(t, 2000, limit)
+}
+
+// waitingSessionMemory starts n sessions into a one-hour backoff and
+// fails when they keep more than limit bytes each (0: no limit).
+func waitingSessionMemory(t *testing.T, n int, limit float64) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := policy.DefaultConfig()
+		cfg.Retry.BaseDelayMs = int64(time.Hour / time.Millisecond)
+		agents := make([]*scripted.Agent, n)
+		for i := range agents {
+			agents[i] = scripted.New(scripted.Script{Calls: []scripted.Call{{StopReason: "error", ErrorMessage: "503 Service Unavailable"}}})
+		}
+		sessions := make([]*session.Session, n)
+		waiting := make(chan struct{}, n)
+		before := heapInUse()
+		for i := range sessions {
+			s, err := session.New(agents[i], session.WithConfig(cfg), session.WithSessionID("s"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Subscribe(func(ev events.Event) {
+				if _, ok := ev.(events.AutoRetryStart); ok {
+					waiting <- struct{}{}
+				}
+			})
+			if _, err := s.Send("hello"); err != nil {
+				t.Fatal(err)
+			}
+			sessions[i] = s
+		}
+		for range sessions {
+			<-waiting
+		}
+		synctest.Wait() // every delivery goroutine has ended
+		per := float64(heapInUse()-before) / float64(n)
+		for _, s := range sessions {
+			if !s.Status().Retrying {
+				t.Fatalf("a session is not waiting: %+v", s.Status())
+			}
+		}
+		if limit > 0 {
+			t.Logf("%.0f bytes a waiting session", per)
+			if per > limit {
+				t.Errorf("a waiting session keeps %.0f bytes, more than %.0f", per, limit)
+			}
+		}
+		for _, s := range sessions {
+			s.Close()
+		}
+		runtime.KeepAlive(agents)
+	})
+}
