@@ -1,6 +1,8 @@
 package events
 
 import (
+	"time"
+
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -95,6 +97,9 @@ type (
 	// Provider and Model are the failed message's; Credential is the ID
 	// (never the secret) of the credential the failed run called its
 	// provider with, "" when the session has no credential store.
+	// ResetAt is set when the retry waits for a usage limit's reset
+	// (retry.waitForReset): the retry goes at ResetAt, DelayMs from now;
+	// zero for a retry on the chain's own delays.
 	AutoRetryStart struct {
 		Attempt      int
 		MaxAttempts  int
@@ -104,17 +109,21 @@ type (
 		Provider     string
 		Model        string
 		Credential   string
+		ResetAt      time.Time
 	}
 	// AutoRetryEnd: a retry chain ended; exactly one per chain. FinalError
 	// is set when it failed. Outcome says how it ended; ErrorClass is the
 	// class of the error that ended a chain that failed or was exhausted,
-	// as in AutoRetryStart (None otherwise).
+	// as in AutoRetryStart (None otherwise). ResetWait reports that the
+	// chain waited for a usage limit's reset (an AutoRetryStart with
+	// ResetAt).
 	AutoRetryEnd struct {
 		Success    bool
 		Attempt    int
 		FinalError string
 		Outcome    RetryOutcome
 		ErrorClass classify.Class
+		ResetWait  bool
 	}
 	// AutoCompactionStart: an automatic compaction began.
 	AutoCompactionStart struct {

@@ -17,7 +17,7 @@ func TestDefaultConfig(t *testing.T) {
 	b, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{
-		"retry":{"enabled":true,"maxRetries":3,"baseDelayMs":2000,"maxDelayMs":60000,"jitter":0,"honorRetryAfter":true,"rules":"extended"},
+		"retry":{"enabled":true,"maxRetries":3,"baseDelayMs":2000,"maxDelayMs":60000,"jitter":0,"honorRetryAfter":true,"rules":"extended","maxResetWaitMs":18000000},
 		"compaction":{"enabled":true,"reserveTokens":16384,"keepRecentTokens":20000}}`, string(b))
 }
 
@@ -48,6 +48,8 @@ func TestParseConfig(t *testing.T) {
 		{`{"retry":{"maxRetries":-1}}`, "retry.maxRetries must not be negative"},
 		{`{"retry":{"baseDelayMs":-5}}`, "retry.baseDelayMs"},
 		{`{"retry":{"maxDelayMs":-5}}`, "retry.maxDelayMs"},
+		{`{"retry":{"maxResetWaitMs":-1}}`, "retry.maxResetWaitMs must not be negative, got -1"},
+		{`{"retry":{"waitForReset":"yes"}}`, "retry.waitForReset has the wrong type"},
 		{`{"retry":{"jitter":1.5}}`, "retry.jitter must be between 0 and 1"},
 		{`{"retry":{"jitter":-0.1}}`, "retry.jitter"},
 		{`{"retry":{"rules":"strict"}}`, "retry.rules must be seed or extended"},

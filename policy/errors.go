@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors. A turn's error (FinishTurn) matches one of them with
@@ -39,14 +40,22 @@ var (
 // ExhaustedError is the error of a turn whose retry chain ran out: Attempts
 // retries were made, and the last run ended in the provider error whose
 // text is Last and whose Go error, when the agent gave one (Message.Err),
-// is Err.
+// is Err. With retry.waitForReset, a usage limit whose reset is further
+// away than retry.maxResetWaitMs ends the chain too: ResetAt is then that
+// reset and MaxResetWaitMs the bound (zero otherwise), both in the text.
 type ExhaustedError struct {
-	Attempts int
-	Last     string
-	Err      error
+	Attempts       int
+	Last           string
+	Err            error
+	ResetAt        time.Time
+	MaxResetWaitMs int64
 }
 
 func (e *ExhaustedError) Error() string {
+	if !e.ResetAt.IsZero() {
+		return fmt.Sprintf("policy: retries exhausted after %d attempts: %s; the limit resets at %s, more than retry.maxResetWaitMs (%d ms) away",
+			e.Attempts, e.Last, e.ResetAt.UTC().Format(time.RFC3339), e.MaxResetWaitMs)
+	}
 	return fmt.Sprintf("policy: retries exhausted after %d attempts: %s", e.Attempts, e.Last)
 }
 

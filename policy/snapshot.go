@@ -68,6 +68,13 @@ type Snapshot struct {
 	// when the restored engine takes it from the usage in its history.
 	// Otherwise within [0.25, 16].
 	TokenRatio float64 `json:"tokenRatio,omitempty"`
+	// ResetWait reports that the backoff in progress waits for a usage
+	// limit's reset (retry.waitForReset): Deadline is the reset. The
+	// restored engine waits for it alike, to the same instant.
+	ResetWait bool `json:"resetWait,omitempty"`
+	// ResetWaited reports that the active chain waited for a reset: its
+	// auto_retry_end says so.
+	ResetWaited bool `json:"resetWaited,omitempty"`
 }
 
 // What a Snapshot's InFlight names.
@@ -86,10 +93,12 @@ func (e *Engine) Snapshot() Snapshot {
 		EpisodeCompacted: e.turn != nil && e.turn.episodeCompacted,
 		Tickets:          e.tickets,
 		TokenRatio:       float64(e.calib),
+		ResetWaited:      e.resetWaited,
 	}
 	if w := e.wait; w.pending() {
 		d := w.deadline
 		s.Deadline = &d
+		s.ResetWait = e.resetWait
 	}
 	switch {
 	case e.pending != nil:
@@ -198,6 +207,7 @@ func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, [
 		return nil, nil, fmt.Errorf("%w: %w", ErrSnapshot, err)
 	}
 	e.attempt = snap.Attempt
+	e.resetWaited = snap.ResetWaited
 	e.tickets = snap.Tickets
 	if snap.TokenRatio != 0 {
 		e.calib = calibration(snap.TokenRatio)
@@ -233,6 +243,7 @@ func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, [
 	}
 	if snap.Deadline != nil {
 		e.startWait(*snap.Deadline)
+		e.resetWait = snap.ResetWait
 	}
 	return e, e.end(at), nil
 }
@@ -304,6 +315,15 @@ func (s Snapshot) check() error {
 	}
 	if s.Attempt == 0 && s.State == states.Backoff {
 		return errors.New("attempt: 0 in state backoff (a backoff waits for a retry, attempt 1 or more)")
+	}
+	if s.ResetWait && s.State != states.Backoff {
+		return fmt.Errorf("resetWait: set in state %q (a wait for a reset is a backoff)", s.State)
+	}
+	if s.ResetWait && !s.ResetWaited {
+		return errors.New("resetWaited: clear while the backoff waits for a reset (the chain waits for one)")
+	}
+	if s.ResetWaited && s.Attempt == 0 {
+		return errors.New("resetWaited: set with no retry chain active (attempt 0)")
 	}
 	if s.EpisodeCompacted && !s.Turn {
 		return errors.New("episodeCompacted: set with no turn in flight (an overflow episode is a turn's)")

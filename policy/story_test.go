@@ -167,12 +167,19 @@ func (p *player) eventLine(ev events.Event) string {
 		if ev.Credential != "" {
 			l += " cred=" + ev.Credential
 		}
+		if !ev.ResetAt.IsZero() {
+			l += " reset=" + ev.ResetAt.Format(time.RFC3339Nano)
+		}
 		return l
 	case events.AutoRetryEnd:
-		if ev.Success {
-			return fmt.Sprintf("retry_end ok %d %s", ev.Attempt, ev.Outcome)
+		wait := ""
+		if ev.ResetWait {
+			wait = " resetWait"
 		}
-		return fmt.Sprintf("retry_end fail %d %s %s %q", ev.Attempt, ev.Outcome, ev.ErrorClass, ev.FinalError)
+		if ev.Success {
+			return fmt.Sprintf("retry_end ok %d %s%s", ev.Attempt, ev.Outcome, wait)
+		}
+		return fmt.Sprintf("retry_end fail %d %s %s %q%s", ev.Attempt, ev.Outcome, ev.ErrorClass, ev.FinalError, wait)
 	case events.AutoCompactionStart:
 		return "compaction_start " + string(ev.Reason)
 	case events.AutoCompactionEnd:

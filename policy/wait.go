@@ -8,13 +8,23 @@ import (
 )
 
 // wait is the backoff in progress: its timer's identity and when it ends;
-// timer 0 when none is.
+// timer 0 when none is. Engine.resetWait says whether it waits for a
+// usage limit's reset.
 type wait struct {
 	timer    TimerID
 	deadline time.Time
 }
 
 func (w wait) pending() bool { return w.timer != 0 }
+
+// resetAt is the reset the backoff in progress waits for, zero when it
+// waits for none.
+func (e *Engine) resetAt() time.Time {
+	if e.wait.pending() && e.resetWait {
+		return e.wait.deadline
+	}
+	return time.Time{}
+}
 
 // scheduleRetry schedules a retry of the message decided on after delay
 // (docs/policy.md §3.4): it counts the attempt, reports it and arms the
@@ -27,9 +37,25 @@ func (e *Engine) scheduleRetry(s *step, delay time.Duration) {
 	e.startWait(s.at.Add(delay))
 }
 
+// scheduleResetWait schedules the retry of the message decided on for the
+// reset of its limit (retry.waitForReset): it counts the attempt, reports
+// it with the reset time and the delay until then, and arms the timer for
+// the reset itself, so that no run starts before it.
+func (e *Engine) scheduleResetWait(s *step) {
+	m := s.msg
+	reset := s.v.resetAt
+	delay := max(reset.Sub(s.at), 0)
+	e.attempt++
+	e.resetWaited = true
+	e.emit(events.AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: ceilMs(delay).Milliseconds(), ErrorMessage: m.ErrorMessage,
+		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential, ResetAt: reset})
+	e.startWait(reset)
+	e.resetWait = true
+}
+
 // startWait arms the timer for a backoff ending at deadline.
 func (e *Engine) startWait(deadline time.Time) {
-	e.wait = wait{timer: TimerID(e.ticket()), deadline: deadline}
+	e.wait, e.resetWait = wait{timer: TimerID(e.ticket()), deadline: deadline}, false
 	e.effect(Effect{Kind: StartTimer, Timer: e.wait.timer, Deadline: deadline})
 }
 
@@ -47,7 +73,7 @@ func (e *Engine) TimerFired(at time.Time, id TimerID) []Effect {
 // stopWait disarms the timer of a backoff in progress.
 func (e *Engine) stopWait() {
 	if e.wait.pending() {
-		e.wait = wait{}
+		e.wait, e.resetWait = wait{}, false
 		e.effect(Effect{Kind: StopTimer})
 	}
 }

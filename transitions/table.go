@@ -21,9 +21,17 @@ const (
 	Retry          Trigger = "retry"
 	RetryNow       Trigger = "retry_now"
 	Exhaust        Trigger = "exhaust"
-	Overflow       Trigger = "overflow"
-	Threshold      Trigger = "threshold"
-	Refuse         Trigger = "refuse"
+
+	// WaitReset: a usage limit whose reset is known and near enough waits
+	// for it (retry.waitForReset).
+	WaitReset Trigger = "wait_reset"
+	// ResetTooFar: a usage limit whose reset is further away than
+	// retry.maxResetWaitMs ends the chain, naming the reset time.
+	ResetTooFar Trigger = "reset_too_far"
+
+	Overflow  Trigger = "overflow"
+	Threshold Trigger = "threshold"
+	Refuse    Trigger = "refuse"
 	// TooLarge: an overflow no compaction can make fit fails at once.
 	TooLarge    Trigger = "too_large"
 	Unrecovered Trigger = "unrecovered"
@@ -133,17 +141,32 @@ var (
 	}
 	guardRetryAllowed = Guard{
 		Name: "retryAllowed",
-		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries ∧ no credential switch ∧ no retry hint above the delay cap (∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries ∧ no credential switch ∧ no retry hint above the delay cap ∧ no wait for a reset (∧ not the check before a prompt)",
 		Holds: func(from states.State, f Facts) bool {
 			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.Attempt < f.MaxRetries && !f.CredentialSwitched && !f.HintOverCap &&
-				!f.awaitingCredential()
+				!f.waitsForReset() && !f.awaitingCredential()
+		},
+	}
+	guardResetWithin = Guard{
+		Name: "resetWithin",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries ∧ no credential switch ∧ (a usage limit ∨ a retry hint above the delay cap) ∧ waitForReset ∧ the reset time known ∧ at most maxResetWaitMs away (∧ not the check before a prompt)",
+		Holds: func(from states.State, f Facts) bool {
+			return decides(from, f) && f.waitsForReset() && f.ResetWithin && !f.awaitingCredential()
+		},
+	}
+	guardResetTooFar = Guard{
+		Name: "resetTooFar",
+		Doc:  "as resetWithin, but the reset is more than maxResetWaitMs away",
+		Holds: func(from states.State, f Facts) bool {
+			return decides(from, f) && f.waitsForReset() && !f.ResetWithin && !f.awaitingCredential()
 		},
 	}
 	guardRetriesExhausted = Guard{
 		Name: "retriesExhausted",
-		Doc:  "retryable error ∧ retry enabled ∧ (attempt ≥ maxRetries ∨ a retry hint above the delay cap and no credential switch) (∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ (attempt ≥ maxRetries ∨ a retry hint above the delay cap, no credential switch and no wait for a reset) (∧ not the check before a prompt)",
 		Holds: func(from states.State, f Facts) bool {
-			return decides(from, f) && f.retryableError() && f.RetryEnabled && (f.Attempt >= f.MaxRetries || f.hintEndsChain()) && !f.awaitingCredential()
+			return decides(from, f) && f.retryableError() && f.RetryEnabled && (f.Attempt >= f.MaxRetries || (f.hintEndsChain() && !f.waitsForReset())) &&
+				!f.awaitingCredential()
 		},
 	}
 	guardOverflowRecoverable = Guard{
@@ -187,12 +210,12 @@ var (
 	}
 	guardNothingToDo = Guard{
 		Name: "nothingToDo",
-		Doc:  "a run's end or the credential store's answer, and none of awaitingCredential, retryAfterSwitch, retryAllowed, retriesExhausted, overflowRecoverable, overflowTooLarge, overThreshold, overflowRepeated, overflowNotCompacted holds",
+		Doc:  "a run's end or the credential store's answer, and none of awaitingCredential, retryAfterSwitch, retryAllowed, resetWithin, resetTooFar, retriesExhausted, overflowRecoverable, overflowTooLarge, overThreshold, overflowRepeated, overflowNotCompacted holds",
 		Holds: func(from states.State, f Facts) bool {
 			if !decides(from, f) {
 				return false
 			}
-			for _, g := range []*Guard{&guardAwaitingCredential, &guardRetryAfterSwitch, &guardRetryAllowed, &guardRetriesExhausted,
+			for _, g := range []*Guard{&guardAwaitingCredential, &guardRetryAfterSwitch, &guardRetryAllowed, &guardResetWithin, &guardResetTooFar, &guardRetriesExhausted,
 				&guardOverflowRecoverable, &guardOverflowTooLarge, &guardOverThreshold, &guardOverflowRepeated, &guardOverflowNotCompacted} {
 				if g.Holds(from, f) {
 					return false
@@ -307,6 +330,8 @@ var table = Rules{
 	{Retry, from(classifying), backoff, guardRetryAllowed, do(ScheduleBackoff, RemoveFailed)},
 	{RetryNow, from(classifying), backoff, guardRetryAfterSwitch, do(ScheduleRetryNow, RemoveFailed)},
 	{Exhaust, from(classifying), exhausted, guardRetriesExhausted, do(EndChainExhausted, FailTurnExhausted)},
+	{WaitReset, from(classifying), backoff, guardResetWithin, do(ScheduleResetWait, RemoveFailed)},
+	{ResetTooFar, from(classifying), exhausted, guardResetTooFar, do(EndChainExhausted, FailTurnResetTooFar)},
 	{Overflow, from(classifying), compacting, guardOverflowRecoverable, do(EndChainFailed, MarkEpisode, RemoveFailed, StartOverflowRecovery)},
 	{TooLarge, from(classifying), idle, guardOverflowTooLarge, do(EndChainFailed, ReportTooLarge, FailTurnTooLarge)},
 	{Threshold, from(classifying), compacting, guardOverThreshold, do(EndChainFailed, StartThresholdCompaction)},
