@@ -51,6 +51,12 @@ type State struct {
 	// tokens by the session's calibrated count: not in the reference's
 	// get_state, and absent before any compaction.
 	LastCompaction *CompactionSize `json:"lastCompaction,omitempty"`
+	// ResetAt (RFC 3339, UTC, to the millisecond) and ResetAtMs (Unix
+	// milliseconds) are, while the session waits for a usage limit's
+	// reset (retry.waitForReset), when it resets and the retry goes;
+	// absent otherwise.
+	ResetAt   string `json:"resetAt,omitempty"`
+	ResetAtMs int64  `json:"resetAtMs,omitempty"`
 }
 
 // CompactionSize is what a compaction did to the context's size (see
@@ -70,12 +76,14 @@ func StateOf(id string, m policy.Model, st policy.Status) State {
 	if st.LastCompaction != "" {
 		last = &CompactionSize{Reason: st.LastCompaction, TokensBefore: st.CompactionTokensBefore, TokensAfter: st.CompactionTokensAfter}
 	}
-	return State{
+	out := State{
 		SessionID: id, Model: m, IsStreaming: st.Streaming, IsCompacting: st.Compacting,
 		IsRetrying: st.Retrying, RetryAttempt: st.Attempt, AutoRetryEnabled: st.RetryEnabled,
 		AutoCompactionEnabled: st.CompactionEnabled, MessageCount: st.MessageCount, State: string(st.State),
 		LastCompaction: last,
 	}
+	out.ResetAt, out.ResetAtMs = wireTime(st.ResetAt)
+	return out
 }
 
 // writer serializes output lines.
