@@ -153,7 +153,9 @@ func runChat(args []string, env *environment) int {
 	defer s.Close()
 	tel.attach(s)
 	var terminating atomic.Bool
-	defer keepResetWaits(s, env.stderr, !*showEvents, waitPath, terminating.Load)()
+	// The interactive chat draws on the terminal stderr is: its view shows
+	// the wait instead.
+	defer keepResetWaits(s, env.stderr, !*showEvents && !tui, waitPath, terminating.Load)()
 	if *showEvents {
 		s.Subscribe(func(ev events.Event) {
 			if b, err := rpc.MarshalEvent(ev); err == nil {
