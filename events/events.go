@@ -1,6 +1,8 @@
 package events
 
 import (
+	"time"
+
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -89,6 +91,9 @@ const (
 	// LimitElapsed: the next retry would have ended past the chain's time
 	// budget, retry.maxElapsedMs from its first failure.
 	LimitElapsed RetryLimit = "elapsed"
+	// LimitReset: the usage limit resets further away than
+	// retry.maxResetWaitMs (retry.waitForReset).
+	LimitReset RetryLimit = "reset"
 )
 
 // Delta is a fragment of a message in progress.
@@ -116,6 +121,10 @@ type (
 	// long the chain has run from its first failure to this decision, and
 	// RemainingMs is what is left of the budget (MaxElapsedMs − ElapsedMs,
 	// at least DelayMs); all three are 0 without a budget.
+	//
+	// ResetAt is set when the retry waits for a usage limit's reset
+	// (retry.waitForReset): the retry goes at ResetAt, DelayMs from now;
+	// zero for a retry on the chain's own delays.
 	AutoRetryStart struct {
 		Attempt      int
 		MaxAttempts  int
@@ -128,12 +137,14 @@ type (
 		ElapsedMs    int64
 		MaxElapsedMs int64
 		RemainingMs  int64
+		ResetAt      time.Time
 	}
 	// AutoRetryEnd: a retry chain ended; exactly one per chain. FinalError
 	// is set when it failed. Outcome says how it ended; ErrorClass is the
 	// class of the error that ended a chain that failed or was exhausted,
 	// as in AutoRetryStart (None otherwise). Limit says which limit ended
-	// an exhausted chain ("" otherwise).
+	// an exhausted chain ("" otherwise). ResetWait reports that the chain
+	// waited for a usage limit's reset (an AutoRetryStart with ResetAt).
 	AutoRetryEnd struct {
 		Success    bool
 		Attempt    int
@@ -141,6 +152,7 @@ type (
 		Outcome    RetryOutcome
 		ErrorClass classify.Class
 		Limit      RetryLimit
+		ResetWait  bool
 	}
 	// AutoCompactionStart: an automatic compaction began.
 	AutoCompactionStart struct {

@@ -185,9 +185,10 @@ func TestNewValidatesTable(t *testing.T) {
 			return r
 		}), `lists state "backoff" twice`},
 		{"unreachable state", mutate(func(r []transitions.Rule) []transitions.Rule {
-			// Without exhaust and exhaust_elapsed, nothing leads to exhausted.
+			// Without exhaust, exhaust_elapsed and reset_too_far, nothing
+			// leads to exhausted.
 			return slices.DeleteFunc(r, func(x transitions.Rule) bool {
-				return x.Trigger == transitions.Exhaust || x.Trigger == transitions.ExhaustElapsed
+				return x.Trigger == transitions.Exhaust || x.Trigger == transitions.ExhaustElapsed || x.Trigger == transitions.ResetTooFar
 			})
 		}), `"exhausted" cannot be reached from idle`},
 		{"state that cannot reach idle", mutate(func(r []transitions.Rule) []transitions.Rule {

@@ -24,6 +24,7 @@ var actions = [...]func(e *Engine, s *step){
 	cancelRun, dropPrompt, failTurnStartFailed, failTurnExhausted, failTurnOverflow, failTurnRecoveryFailed,
 	failTurnMessage, failTurnAborted, failTurnRetryCancelled, failTurnTooLarge,
 	endChainExhaustedElapsed, failTurnExhaustedElapsed,
+	scheduleResetWait, failTurnResetTooFar, endChainExhaustedReset,
 }
 
 // act carries out the action a for the step s, and reports whether it
@@ -45,10 +46,12 @@ func scheduleBackoff(e *Engine, s *step) {
 
 func scheduleRetryNow(e *Engine, s *step) { e.scheduleRetry(s, 0) }
 
+func scheduleResetWait(e *Engine, s *step) { e.scheduleResetWait(s) }
+
 func removeFailed(e *Engine, s *step) { e.removeMessage(s.at, s.msg.ID) }
 
 func startContinuation(e *Engine, _ *step) {
-	e.wait = wait{}
+	e.wait, e.resetWait = wait{}, false
 	e.startRun(nil)
 }
 
@@ -74,15 +77,18 @@ func endChainExhaustedElapsed(e *Engine, s *step) {
 	e.endChainAt(s.msg.ErrorMessage, events.RetryExhausted, s.v.class(), events.LimitElapsed)
 }
 
+func endChainExhaustedReset(e *Engine, s *step) {
+	e.endChainAt(s.msg.ErrorMessage, events.RetryExhausted, s.v.class(), events.LimitReset)
+}
+
 func endChainCancelled(e *Engine, _ *step) {
 	e.endChain("Retry cancelled", events.RetryCancelled, classify.None)
 }
 
 func endChainRecovered(e *Engine, _ *step) {
 	if e.attempt > 0 {
-		e.emit(events.AutoRetryEnd{Success: true, Attempt: e.attempt, Outcome: events.RetryRecovered})
-		e.attempt = 0
-		e.chain = chain{}
+		e.emit(events.AutoRetryEnd{Success: true, Attempt: e.attempt, Outcome: events.RetryRecovered, ResetWait: e.resetWaited})
+		e.attempt, e.chain, e.resetWaited = 0, chain{}, false
 	}
 }
 
@@ -180,6 +186,11 @@ func failTurnMessage(e *Engine, s *step) {
 func failTurnAborted(e *Engine, _ *step) { e.failTurn(ErrAborted) }
 
 func failTurnRetryCancelled(e *Engine, _ *step) { e.failTurn(ErrRetryCancelled) }
+
+func failTurnResetTooFar(e *Engine, s *step) {
+	e.failTurnOn(&ExhaustedError{Attempts: s.facts.Attempt, Last: s.msg.ErrorMessage, Err: s.msg.Err,
+		ResetAt: s.v.resetAt, MaxResetWaitMs: e.cfg.Retry.MaxResetWaitMs}, s.v.class())
+}
 
 func failTurnTooLarge(e *Engine, s *step) {
 	e.failTurnOn(fmt.Errorf("%w: %w", ErrOverflow, s.v.tooLarge), s.v.class())

@@ -28,7 +28,11 @@ func TestRetryChainNeverExceedsItsBounds(t *testing.T) {
 			minRetries = -1
 		}
 		r.MaxRetries = rapid.IntRange(minRetries, 12).Draw(t, "maxRetries")
-		r.BaseDelayMs = rapid.Int64Range(0, 5_000).Draw(t, "baseDelayMs")
+		minBase := int64(0)
+		if r.MaxRetries == -1 {
+			minBase = 1 // Validate refuses 0 without a count limit
+		}
+		r.BaseDelayMs = rapid.Int64Range(minBase, 5_000).Draw(t, "baseDelayMs")
 		r.MaxDelayMs = rapid.Int64Range(0, 60_000).Draw(t, "maxDelayMs")
 		r.Jitter = rapid.Float64Range(0, 1).Draw(t, "jitter")
 		r.HonorRetryAfter = rapid.Bool().Draw(t, "honorRetryAfter")

@@ -54,7 +54,23 @@ type RetryConfig struct {
 	// Rules is the classification rule set: extended (the default) or seed
 	// (the reference's).
 	Rules classify.Rules `json:"rules"`
+	// WaitForReset: on, a run that ends on a usage limit (or on a retry
+	// hint above MaxDelayMs, honoured), with no credential to switch to
+	// and the reset time known (the server's retry hint), waits until the
+	// reset and then continues the turn, as a retry of the chain; a reset
+	// more than MaxResetWaitMs away fails the turn, naming it. Off (the
+	// default, and the reference's), such a run is retried or ends the
+	// chain as any other.
+	WaitForReset bool `json:"waitForReset,omitempty"`
+	// MaxResetWaitMs bounds the wait for a reset: 18,000,000 (5 hours) in
+	// DefaultConfig (0 in ReferenceConfig); 0 waits for no reset still to
+	// come. It is read only with WaitForReset.
+	MaxResetWaitMs int64 `json:"maxResetWaitMs,omitempty"`
 }
+
+// defaultMaxResetWaitMs is retry.maxResetWaitMs by default: 5 hours, the
+// usage window of the providers that reset a quota every few hours.
+const defaultMaxResetWaitMs = 5 * 60 * 60 * 1000
 
 // CompactionConfig is the compaction group of settings.
 type CompactionConfig struct {
@@ -70,7 +86,9 @@ type CompactionConfig struct {
 // DefaultConfig returns the defaults for real use: retry on, 3 retries
 // from 2000 ms, each delay capped at 60 s, no jitter, the server's retry
 // hint honoured (a hint above the cap ends the chain unless the credential
-// switches), the extended rules; compaction on, 16384 reserve tokens, 20000
+// switches), the extended rules, no wait for a usage limit's reset
+// (retry.waitForReset off) but a bound of 5 hours should it be turned on;
+// compaction on, 16384 reserve tokens, 20000
 // recent tokens kept. docs/policy.md §11 lists how it differs from
 // ReferenceConfig.
 func DefaultConfig() Config {
@@ -78,13 +96,15 @@ func DefaultConfig() Config {
 	c.Retry.MaxDelayMs = 60000
 	c.Retry.HonorRetryAfter = true
 	c.Retry.Rules = classify.Extended
+	c.Retry.MaxResetWaitMs = defaultMaxResetWaitMs
 	return c
 }
 
 // ReferenceConfig returns the reference agent's policy exactly: retry on,
 // 3 retries from 2000 ms, no cap, no jitter, hints not honoured, the seed
-// rules; compaction on, 16384 reserve tokens, 20000 recent tokens kept.
-// The command line names it "reference" (--settings reference).
+// rules, no wait for a usage limit's reset (retry.waitForReset off, and
+// its bound 0); compaction on, 16384 reserve tokens, 20000 recent tokens
+// kept. The command line names it "reference" (--settings reference).
 func ReferenceConfig() Config {
 	return Config{
 		Retry:      RetryConfig{Enabled: true, MaxRetries: 3, BaseDelayMs: 2000, Rules: classify.Seed},
@@ -109,8 +129,9 @@ func PatientConfig() Config {
 
 // Validate reports the first invalid setting, naming its key: negative
 // numbers (but retry.maxRetries −1, no count limit), jitter outside 0..1,
-// an unknown rule set, and a chain bound by neither limit (retry.maxRetries
-// −1 with retry.maxElapsedMs 0).
+// an unknown rule set, a chain bound by neither limit (retry.maxRetries
+// −1 with retry.maxElapsedMs 0), and retries without a count limit that
+// would not wait (retry.maxRetries −1 with retry.baseDelayMs 0).
 func (c Config) Validate() error {
 	switch {
 	case c.Retry.MaxRetries < -1:
@@ -121,12 +142,18 @@ func (c Config) Validate() error {
 		return invalid("retry.maxRetries", "-1 (no count limit) needs a time budget: retry.maxElapsedMs above 0")
 	case c.Retry.BaseDelayMs < 0:
 		return invalid("retry.baseDelayMs", "must not be negative, got %d", c.Retry.BaseDelayMs)
+	case c.Retry.MaxRetries == -1 && c.Retry.BaseDelayMs == 0:
+		// Runs that fail at once would retry in a tight loop for the whole
+		// budget: millions of calls to a provider that is down.
+		return invalid("retry.baseDelayMs", "must be above 0 with retry.maxRetries -1 (no count limit): 0 would retry at once, without end, until the time budget runs out")
 	case c.Retry.MaxDelayMs < 0:
 		return invalid("retry.maxDelayMs", "must not be negative, got %d", c.Retry.MaxDelayMs)
 	case !(c.Retry.Jitter >= 0 && c.Retry.Jitter <= 1):
 		return invalid("retry.jitter", "must be between 0 and 1, got %v", c.Retry.Jitter)
 	case c.Retry.Rules != classify.Seed && c.Retry.Rules != classify.Extended:
 		return invalid("retry.rules", "must be seed or extended, got %s", c.Retry.Rules)
+	case c.Retry.MaxResetWaitMs < 0:
+		return invalid("retry.maxResetWaitMs", "must not be negative, got %d", c.Retry.MaxResetWaitMs)
 	case c.Compaction.ReserveTokens < 0:
 		return invalid("compaction.reserveTokens", "must not be negative, got %d", c.Compaction.ReserveTokens)
 	case c.Compaction.KeepRecentTokens < 0:

@@ -17,7 +17,7 @@ func TestDefaultConfig(t *testing.T) {
 	b, err := json.Marshal(cfg)
 	require.NoError(t, err)
 	assert.JSONEq(t, `{
-		"retry":{"enabled":true,"maxRetries":3,"baseDelayMs":2000,"maxDelayMs":60000,"jitter":0,"honorRetryAfter":true,"rules":"extended"},
+		"retry":{"enabled":true,"maxRetries":3,"baseDelayMs":2000,"maxDelayMs":60000,"jitter":0,"honorRetryAfter":true,"rules":"extended","maxResetWaitMs":18000000},
 		"compaction":{"enabled":true,"reserveTokens":16384,"keepRecentTokens":20000}}`, string(b))
 }
 
@@ -47,6 +47,7 @@ func TestParseConfig(t *testing.T) {
 	cases := []struct{ json, says string }{
 		{`{"retry":{"maxRetries":-1}}`, "retry.maxRetries -1 (no count limit) needs a time budget: retry.maxElapsedMs above 0"},
 		{`{"retry":{"maxRetries":-1,"maxElapsedMs":0}}`, "retry.maxRetries -1 (no count limit) needs a time budget"},
+		{`{"retry":{"maxRetries":-1,"maxElapsedMs":60000,"baseDelayMs":0}}`, "retry.baseDelayMs must be above 0 with retry.maxRetries -1"},
 		{`{"retry":{"maxRetries":-2,"maxElapsedMs":1000}}`, "retry.maxRetries must be -1 (no count limit) or more, got -2"},
 		{`{"retry":{"maxElapsedMs":-1}}`, "retry.maxElapsedMs must not be negative, got -1"},
 		{`{"retry":{"maxElapsedMs":1.5}}`, "retry.maxElapsedMs must be an integer in range, got 1.5"},
@@ -57,6 +58,8 @@ func TestParseConfig(t *testing.T) {
 		{`{"retry":{"maxElapsedMS":1}}`, `unknown key "retry.maxElapsedMS"`},
 		{`{"retry":{"baseDelayMs":-5}}`, "retry.baseDelayMs"},
 		{`{"retry":{"maxDelayMs":-5}}`, "retry.maxDelayMs"},
+		{`{"retry":{"maxResetWaitMs":-1}}`, "retry.maxResetWaitMs must not be negative, got -1"},
+		{`{"retry":{"waitForReset":"yes"}}`, "retry.waitForReset has the wrong type"},
 		{`{"retry":{"jitter":1.5}}`, "retry.jitter must be between 0 and 1"},
 		{`{"retry":{"jitter":-0.1}}`, "retry.jitter"},
 		{`{"retry":{"rules":"strict"}}`, "retry.rules must be seed or extended"},

@@ -34,7 +34,13 @@ type runtimeContext struct {
 	outgrown []transcript.Message
 	// frozen is how many messages at the start of msgs were handed out:
 	// they must never change in place.
-	frozen int
+	frozen int32
+	// appendedN is the number of entries of the last Append, undone when
+	// the driver reports that the append failed (the entries themselves
+	// are the Engine's entries, kept for it while they hold a message).
+	// Both counts are int32, side by side, to keep the Engine in its size
+	// class (a context of 2^31 messages would not fit in memory).
+	appendedN int32
 	// seq maps the ID of each message of msgs to its position in history
 	// (0 for one whose entry failed to append). It is nil while the
 	// context is short (shortContext messages or fewer) and no compaction
@@ -50,10 +56,6 @@ type runtimeContext struct {
 	// ids numbers new IDs: it is at least the number ending any ID of
 	// history the engine saw (see newID).
 	ids int
-	// appendedN is the number of entries of the last Append, undone when
-	// the driver reports that the append failed (the entries themselves
-	// are the Engine's entries, kept for it while they hold a message).
-	appendedN int
 	// last is the size of the latest compaction applied to the context,
 	// nil before any.
 	last *compactionSize
@@ -155,7 +157,7 @@ func (c *runtimeContext) index() {
 // room (a session that waits out a backoff after its run's only answer
 // failed keeps the prompt's array, not one grown for the answer).
 func (c *runtimeContext) keepOutgrown(prev []transcript.Message) {
-	if len(prev) > 0 && c.frozen == len(prev) && len(prev) == cap(prev) && len(prev) == len(c.msgs)-1 {
+	if len(prev) > 0 && int(c.frozen) == len(prev) && len(prev) == cap(prev) && len(prev) == len(c.msgs)-1 {
 		c.outgrown = prev
 	}
 }
@@ -174,11 +176,11 @@ func (c *runtimeContext) remove(id string) bool {
 		if prev := c.outgrown; prev != nil && i == len(prev) && i == len(c.msgs)-1 {
 			// The push this removal undoes outgrew prev, which holds the
 			// rest unchanged; what of it was handed out stays frozen.
-			c.msgs, c.outgrown, c.frozen = prev, nil, min(c.frozen, i)
+			c.msgs, c.outgrown, c.frozen = prev, nil, min(c.frozen, int32(i))
 			return true
 		}
 		c.outgrown = nil
-		if i < c.frozen {
+		if i < int(c.frozen) {
 			c.msgs, c.frozen = slices.Clone(c.msgs), 0
 		}
 		c.msgs = slices.Delete(c.msgs, i, i+1)
@@ -222,7 +224,7 @@ func (c *runtimeContext) compact(e transcript.Entry, from int) {
 // context's own array, capped at to so that appending to it copies, and
 // frozen, so the engine never changes it in place.
 func (c *runtimeContext) share(from, to int) []transcript.Message {
-	c.frozen = max(c.frozen, to)
+	c.frozen = max(c.frozen, int32(to))
 	return c.msgs[from:to:to]
 }
 
@@ -384,7 +386,7 @@ func (e *Engine) Appended(at time.Time, err error) []Effect {
 				c.seq[en.ID] = 0 // in no history: as old as can be
 			}
 		}
-		c.nextSeq -= appendedN
+		c.nextSeq -= int(appendedN)
 		if cp := e.comp; cp != nil && cp.committing {
 			c.compactionSeq = cp.previousSeq
 		}

@@ -17,6 +17,9 @@ type verdict struct {
 	// tooLarge says why no compaction can make the context fit, with
 	// facts.TooLarge.
 	tooLarge *tooLargeError
+	// resetAt is when the limit of a message with a retry hint resets:
+	// the decision's time plus the hint, rounded up to a millisecond.
+	resetAt time.Time
 }
 
 // class is the class the decision acts on, as the events report it:
@@ -61,6 +64,12 @@ func (e *Engine) facts(at time.Time, m *transcript.Message, sig transitions.Sign
 	f.Aborted = m.StopReason == transcript.StopReasonAborted
 	f.HintOverCap = hintOverCap(e.cfg.Retry, v.RetryAfter, v.HasRetryAfter)
 	f.DelayMs = retryDelay(e.cfg.Retry, e.attempt+1, draw, v.RetryAfter, v.HasRetryAfter).Milliseconds()
+	f.WaitForReset = e.cfg.Retry.WaitForReset
+	if v.HasRetryAfter {
+		v.resetAt = at.Add(ceilMs(v.RetryAfter))
+		f.ResetKnown = true
+		f.ResetWithin = v.RetryAfter <= msToDuration(e.cfg.Retry.MaxResetWaitMs)
+	}
 	f.SameModel = m.Provider == e.model.Provider && m.Model == e.model.ID
 	f.Stale = e.ctx.compactionSeq > 0 && e.ctx.seq[m.ID] <= e.ctx.compactionSeq
 	f.Tokens = contextTokens(m.Usage)
@@ -122,9 +131,8 @@ func (e *Engine) endChain(finalError string, outcome events.RetryOutcome, class 
 // limit names it.
 func (e *Engine) endChainAt(finalError string, outcome events.RetryOutcome, class classify.Class, limit events.RetryLimit) {
 	if e.attempt > 0 {
-		e.emit(events.AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: finalError, Outcome: outcome, ErrorClass: class, Limit: limit})
-		e.attempt = 0
-		e.chain = chain{}
+		e.emit(events.AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: finalError, Outcome: outcome, ErrorClass: class, Limit: limit, ResetWait: e.resetWaited})
+		e.attempt, e.chain, e.resetWaited = 0, chain{}, false
 	}
 }
 

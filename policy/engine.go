@@ -33,6 +33,11 @@ type Engine struct {
 	model Model
 	cfg   Config
 	creds bool
+	// resetWaited reports that the active chain waited for a usage
+	// limit's reset (retry.waitForReset); resetWait, that the backoff in
+	// progress does (its deadline is the reset). They sit beside creds,
+	// in the room its alignment leaves.
+	resetWaited, resetWait bool
 
 	// machine holds the machine's state: the engine keeps no other copy.
 	machine *fsm.Machine
@@ -142,6 +147,10 @@ type Status struct {
 	LastCompaction         transcript.CompactionReason `json:"lastCompaction,omitempty"`
 	CompactionTokensBefore int                         `json:"compactionTokensBefore,omitempty"`
 	CompactionTokensAfter  int                         `json:"compactionTokensAfter,omitempty"`
+	// ResetAt is, while the backoff waits for a usage limit's reset
+	// (retry.waitForReset), when the limit resets and the retry goes: the
+	// backoff's deadline. Zero otherwise.
+	ResetAt time.Time `json:"resetAt,omitzero"`
 }
 
 // Status returns the engine's status.
@@ -162,9 +171,10 @@ func (e *Engine) Status() Status {
 		LastCompaction:         last.reason,
 		CompactionTokensBefore: last.before,
 		CompactionTokensAfter:  last.after,
+		ResetAt:                e.resetAt(),
 	}
 	if budget := e.cfg.Retry.MaxElapsedMs; budget > 0 && e.attempt > 0 {
-		st.MaxElapsedMs, st.RetryStarted = budget, e.chain.start
+		st.MaxElapsedMs, st.RetryStarted = budget, e.chain.started()
 	}
 	return st
 }

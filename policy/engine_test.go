@@ -47,7 +47,11 @@ func describe(effects []policy.Effect) []string {
 			case events.AutoRetryStart:
 				out = append(out, fmt.Sprintf("retry_start %d/%d %dms", ev.Attempt, ev.MaxAttempts, ev.DelayMs))
 			case events.AutoRetryEnd:
-				out = append(out, fmt.Sprintf("retry_end %v %d %s", ev.Success, ev.Attempt, ev.FinalError))
+				l := fmt.Sprintf("retry_end %v %d %s", ev.Success, ev.Attempt, ev.FinalError)
+				if ev.ResetWait {
+					l += " resetWait"
+				}
+				out = append(out, l)
 			case events.AutoCompactionStart:
 				out = append(out, "compaction_start "+string(ev.Reason))
 			case events.AutoCompactionEnd:

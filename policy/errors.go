@@ -41,19 +41,28 @@ var (
 // retries were made, and the last run ended in the provider error whose
 // text is Last and whose Go error, when the agent gave one (Message.Err),
 // is Err. Budget is not 0 when the chain's time budget
-// (retry.maxElapsedMs) ended it: Elapsed had passed since its first
-// failure, and the next retry, waiting Delay, would have ended past it.
+// (retry.maxElapsedMs) ended it: Elapsed had passed since the budget
+// started, and the next retry, waiting Delay, would have ended past it.
+// With retry.waitForReset, a usage limit whose reset is further away than
+// retry.maxResetWaitMs ends the chain too: ResetAt is then that reset and
+// MaxResetWaitMs the bound (zero otherwise), both in the text.
 type ExhaustedError struct {
-	Attempts int
-	Last     string
-	Err      error
-	Budget   time.Duration
-	Elapsed  time.Duration
-	Delay    time.Duration
+	Attempts       int
+	Last           string
+	Err            error
+	Budget         time.Duration
+	Elapsed        time.Duration
+	Delay          time.Duration
+	ResetAt        time.Time
+	MaxResetWaitMs int64
 }
 
 func (e *ExhaustedError) Error() string {
-	if e.Budget > 0 {
+	switch {
+	case !e.ResetAt.IsZero():
+		return fmt.Sprintf("policy: retries exhausted after %d attempts: %s; the limit resets at %s, more than retry.maxResetWaitMs (%d ms) away",
+			e.Attempts, e.Last, e.ResetAt.UTC().Format(time.RFC3339), e.MaxResetWaitMs)
+	case e.Budget > 0:
 		return fmt.Sprintf("policy: retries exhausted after %d attempts: the next retry, in %v, would end past the time budget of %v (%v spent): %s",
 			e.Attempts, e.Delay, e.Budget, e.Elapsed, e.Last)
 	}

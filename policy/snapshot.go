@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"time"
@@ -73,6 +74,13 @@ type Snapshot struct {
 	// when the restored engine takes it from the usage in its history.
 	// Otherwise within [0.25, 16].
 	TokenRatio float64 `json:"tokenRatio,omitempty"`
+	// ResetWait reports that the backoff in progress waits for a usage
+	// limit's reset (retry.waitForReset): Deadline is the reset. The
+	// restored engine waits for it alike, to the same instant.
+	ResetWait bool `json:"resetWait,omitempty"`
+	// ResetWaited reports that the active chain waited for a reset: its
+	// auto_retry_end says so.
+	ResetWaited bool `json:"resetWaited,omitempty"`
 }
 
 // What a Snapshot's InFlight names.
@@ -91,13 +99,15 @@ func (e *Engine) Snapshot() Snapshot {
 		EpisodeCompacted: e.turn != nil && e.turn.episodeCompacted,
 		Tickets:          e.tickets,
 		TokenRatio:       float64(e.calib),
+		ResetWaited:      e.resetWaited,
 	}
 	if w := e.wait; w.pending() {
-		d := w.deadline
+		d := w.end()
 		s.Deadline = &d
+		s.ResetWait = e.resetWait
 	}
-	if e.attempt > 0 && !e.chain.start.IsZero() {
-		c := e.chain.start
+	if e.attempt > 0 && e.chain.start != 0 {
+		c := e.chain.started()
 		s.ChainStart = &c
 	}
 	switch {
@@ -210,8 +220,9 @@ func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, [
 	}
 	e.attempt = snap.Attempt
 	if snap.ChainStart != nil {
-		e.chain = chain{start: *snap.ChainStart}
+		e.chain = chainFrom(*snap.ChainStart)
 	}
+	e.resetWaited = snap.ResetWaited
 	e.tickets = snap.Tickets
 	if snap.TokenRatio != 0 {
 		e.calib = calibration(snap.TokenRatio)
@@ -247,8 +258,17 @@ func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, [
 	}
 	if snap.Deadline != nil {
 		e.startWait(*snap.Deadline)
+		e.resetWait = snap.ResetWait
 	}
 	return e, e.end(at), nil
+}
+
+// nanoTime reports whether t is a time the engine keeps exactly, as Unix
+// nanoseconds: neither the Unix epoch itself (which stands for none) nor
+// out of int64's range.
+func nanoTime(t time.Time) bool {
+	lo, hi := time.Unix(0, math.MinInt64), time.Unix(0, math.MaxInt64)
+	return !t.Before(lo) && !t.After(hi) && t.UnixNano() != 0
 }
 
 // maxTickets bounds a snapshot's Tickets: a counter above it would wrap to
@@ -323,11 +343,26 @@ func (s Snapshot) check() error {
 	if s.ChainStart != nil && s.ChainStart.IsZero() {
 		return errors.New("chainStart: the zero time (a chain starts at its first failure's time)")
 	}
+	if s.ChainStart != nil && !nanoTime(*s.ChainStart) {
+		return fmt.Errorf("chainStart: %s is outside the years 1678 to 2262, which the engine keeps", s.ChainStart.UTC().Format(time.RFC3339))
+	}
+	if s.Deadline != nil && !nanoTime(*s.Deadline) {
+		return fmt.Errorf("deadline: %s is outside the years 1678 to 2262, which the engine keeps", s.Deadline.UTC().Format(time.RFC3339))
+	}
 	if s.ChainStart != nil && s.Attempt == 0 {
 		return errors.New("chainStart: set with no retry chain active (attempt 0)")
 	}
 	if s.ChainStart == nil && s.Attempt > 0 && s.Config.Retry.MaxElapsedMs > 0 {
 		return errors.New("chainStart: missing while a retry chain with a time budget (retry.maxElapsedMs) is active: the budget would have nothing to count from")
+	}
+	if s.ResetWait && s.State != states.Backoff {
+		return fmt.Errorf("resetWait: set in state %q (a wait for a reset is a backoff)", s.State)
+	}
+	if s.ResetWait && !s.ResetWaited {
+		return errors.New("resetWaited: clear while the backoff waits for a reset (the chain waits for one)")
+	}
+	if s.ResetWaited && s.Attempt == 0 {
+		return errors.New("resetWaited: set with no retry chain active (attempt 0)")
 	}
 	if s.EpisodeCompacted && !s.Turn {
 		return errors.New("episodeCompacted: set with no turn in flight (an overflow episode is a turn's)")

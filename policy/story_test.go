@@ -170,16 +170,23 @@ func (p *player) eventLine(ev events.Event) string {
 		if ev.MaxElapsedMs != 0 || ev.ElapsedMs != 0 || ev.RemainingMs != 0 {
 			l += fmt.Sprintf(" budget=%d elapsed=%d left=%d", ev.MaxElapsedMs, ev.ElapsedMs, ev.RemainingMs)
 		}
+		if !ev.ResetAt.IsZero() {
+			l += " reset=" + ev.ResetAt.Format(time.RFC3339Nano)
+		}
 		return l
 	case events.AutoRetryEnd:
+		wait := ""
+		if ev.ResetWait {
+			wait = " resetWait"
+		}
 		if ev.Success {
-			return fmt.Sprintf("retry_end ok %d %s", ev.Attempt, ev.Outcome)
+			return fmt.Sprintf("retry_end ok %d %s%s", ev.Attempt, ev.Outcome, wait)
 		}
 		l := fmt.Sprintf("retry_end fail %d %s %s %q", ev.Attempt, ev.Outcome, ev.ErrorClass, ev.FinalError)
 		if ev.Limit != "" {
 			l += " limit=" + string(ev.Limit)
 		}
-		return l
+		return l + wait
 	case events.AutoCompactionStart:
 		return "compaction_start " + string(ev.Reason)
 	case events.AutoCompactionEnd:

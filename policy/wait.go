@@ -7,30 +7,59 @@ import (
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
-// wait is the backoff in progress: its timer's identity and when it ends;
-// timer 0 when none is.
+// wait is the backoff in progress: its timer's identity and when it ends
+// (in Unix nanoseconds: a waiting session keeps one, and a time.Time is
+// three times the size); timer 0 when none is. Engine.resetWait says
+// whether it waits for a usage limit's reset.
 type wait struct {
 	timer    TimerID
-	deadline time.Time
+	deadline int64
 }
 
 func (w wait) pending() bool { return w.timer != 0 }
 
+// end is when the backoff ends, in UTC.
+func (w wait) end() time.Time { return time.Unix(0, w.deadline).UTC() }
+
 // chain is what the engine knows of the retry chain in progress besides
-// its attempt counter: when its first failure was decided on. The zero
-// value: no chain.
+// its attempt counter (and Engine.resetWaited): when its time budget
+// started, at the decision on its first failure or at the end of its last
+// wait for a reset, in Unix nanoseconds (as wait's deadline). The zero
+// value: no chain, or one whose start is unknown (a snapshot of a chain
+// without a budget may not have it).
 type chain struct {
-	start time.Time
+	start int64
+}
+
+// chainFrom is a chain whose budget starts at at.
+func chainFrom(at time.Time) chain { return chain{start: at.UnixNano()} }
+
+// started is when the chain's budget started, in UTC; the zero time when
+// unknown.
+func (c chain) started() time.Time {
+	if c.start == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, c.start).UTC()
 }
 
 // elapsedMs is how long the chain has run at at, in whole milliseconds:
 // 0 with no chain (attempt 0), and never negative (a clock that went back
 // counts as no time).
 func (c chain) elapsedMs(attempt int, at time.Time) int64 {
-	if attempt == 0 || c.start.IsZero() {
+	if attempt == 0 || c.start == 0 {
 		return 0
 	}
-	return max(at.Sub(c.start).Milliseconds(), 0)
+	return max(at.Sub(c.started()).Milliseconds(), 0)
+}
+
+// resetAt is the reset the backoff in progress waits for, zero when it
+// waits for none.
+func (e *Engine) resetAt() time.Time {
+	if e.wait.pending() && e.resetWait {
+		return e.wait.end()
+	}
+	return time.Time{}
 }
 
 // scheduleRetry schedules a retry of the message decided on after delay
@@ -40,7 +69,7 @@ func (c chain) elapsedMs(attempt int, at time.Time) int64 {
 func (e *Engine) scheduleRetry(s *step, delay time.Duration) {
 	m := s.msg
 	if e.attempt == 0 {
-		e.chain = chain{start: s.at}
+		e.chain = chainFrom(s.at)
 	}
 	e.attempt++
 	ev := events.AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: delay.Milliseconds(), ErrorMessage: m.ErrorMessage,
@@ -52,9 +81,27 @@ func (e *Engine) scheduleRetry(s *step, delay time.Duration) {
 	e.startWait(s.at.Add(delay))
 }
 
+// scheduleResetWait schedules the retry of the message decided on for the
+// reset of its limit (retry.waitForReset): it counts the attempt, reports
+// it with the reset time and the delay until then, and arms the timer for
+// the reset itself, so that no run starts before it.
+func (e *Engine) scheduleResetWait(s *step) {
+	m := s.msg
+	reset := s.v.resetAt
+	delay := max(reset.Sub(s.at), 0)
+	e.attempt++
+	// The wait has its own bound (retry.maxResetWaitMs): the time budget
+	// of the retries after it counts from the reset.
+	e.chain, e.resetWaited = chainFrom(reset), true
+	e.emit(events.AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: ceilMs(delay).Milliseconds(), ErrorMessage: m.ErrorMessage,
+		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential, ResetAt: reset})
+	e.startWait(reset)
+	e.resetWait = true
+}
+
 // startWait arms the timer for a backoff ending at deadline.
 func (e *Engine) startWait(deadline time.Time) {
-	e.wait = wait{timer: TimerID(e.ticket()), deadline: deadline}
+	e.wait, e.resetWait = wait{timer: TimerID(e.ticket()), deadline: deadline.UnixNano()}, false
 	e.effect(Effect{Kind: StartTimer, Timer: e.wait.timer, Deadline: deadline})
 }
 
@@ -64,7 +111,7 @@ func (e *Engine) startWait(deadline time.Time) {
 func (e *Engine) TimerFired(at time.Time, id TimerID) []Effect {
 	e.begin()
 	w := e.wait
-	current := w.pending() && w.timer == id && !at.Before(w.deadline)
+	current := w.pending() && w.timer == id && at.UnixNano() >= w.deadline
 	e.fire(&step{at: at, facts: transitions.Facts{Signal: transitions.TimerFired, CurrentTimer: current}})
 	return e.end(at)
 }
@@ -72,7 +119,7 @@ func (e *Engine) TimerFired(at time.Time, id TimerID) []Effect {
 // stopWait disarms the timer of a backoff in progress.
 func (e *Engine) stopWait() {
 	if e.wait.pending() {
-		e.wait = wait{}
+		e.wait, e.resetWait = wait{}, false
 		e.effect(Effect{Kind: StopTimer})
 	}
 }

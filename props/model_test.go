@@ -56,7 +56,7 @@ var outcomeKinds = []string{
 	"success", "tools", "retryable", "retryable", "hinted", "usage", "overflow", "fatal", "silent", "big", "big", "refuse",
 	"retryThenRefuse", "retryThenRefuse", "retryThenRefuse", "retryThenSlow", "retryThenSlow",
 	"overflowTwice", "overflowTwice", "overflowTwice", "poison", "poisonThenOverflow", "poisonThenOverflow", "poisonThenOverflow",
-	"tooLarge", "tooLarge",
+	"tooLarge", "tooLarge", "usageHinted", "usageHinted",
 }
 
 // overflowTexts are the overflow errors the script uses; the second also
@@ -101,6 +101,10 @@ func drawCalls(t *rapid.T) []scripted.Call {
 			c.StopReason, c.ErrorMessage = "error", fmt.Sprintf("429 rate limit; retry-after-ms: %d", rapid.IntRange(0, 20000).Draw(t, "hint"))
 		case "usage":
 			c.StopReason, c.ErrorMessage = "error", "429 usage limit reached"
+		case "usageHinted":
+			// A usage limit whose reset is known: with waitForReset, a
+			// wait for it (or, beyond maxResetWaitMs, the turn fails).
+			c.StopReason, c.ErrorMessage = "error", fmt.Sprintf("429 usage limit reached; retry-after-ms: %d", rapid.IntRange(0, 30000).Draw(t, "reset"))
 		case "overflow":
 			c.StopReason, c.ErrorMessage = "error", rapid.SampledFrom(overflowTexts[:2]).Draw(t, "overflow text")
 		case "tooLarge":
@@ -200,6 +204,8 @@ func newHarness(t *rapid.T, cov *coverage) *harness {
 	cfg.Retry.Jitter = rapid.SampledFrom([]float64{0, 0, 0.25, 1}).Draw(t, "jitter")
 	cfg.Retry.HonorRetryAfter = rapid.Bool().Draw(t, "honorRetryAfter")
 	cfg.Retry.Rules = rapid.SampledFrom([]classify.Rules{classify.Seed, classify.Extended}).Draw(t, "rules")
+	cfg.Retry.WaitForReset = rapid.Bool().Draw(t, "waitForReset")
+	cfg.Retry.MaxResetWaitMs = rapid.SampledFrom([]int64{0, 10000, 18000000}).Draw(t, "maxResetWaitMs")
 	cfg.Compaction.KeepRecentTokens = 5
 	seed := rapid.Uint64().Draw(t, "jitterSeed")
 	rng := rand.New(rand.NewPCG(seed, seed))
@@ -367,6 +373,10 @@ func (h *harness) facts() transitions.Facts {
 	f.TooLarge = m.ErrorMessage == overflowTexts[2] && h.hugeTail
 	f.HintOverCap = h.cfg.Retry.HonorRetryAfter && cls.HasRetryAfter && h.cfg.Retry.MaxDelayMs > 0 &&
 		cls.RetryAfter > time.Duration(h.cfg.Retry.MaxDelayMs)*time.Millisecond
+	f.UsageLimit = cls.UsageLimit
+	f.WaitForReset = h.cfg.Retry.WaitForReset
+	f.ResetKnown = cls.HasRetryAfter
+	f.ResetWithin = cls.HasRetryAfter && cls.RetryAfter <= time.Duration(h.cfg.Retry.MaxResetWaitMs)*time.Millisecond
 	if m.Usage != nil {
 		f.Tokens = m.Usage.TotalTokens
 		if f.Tokens == 0 {
@@ -404,7 +414,17 @@ func (h *harness) retryStart(e events.AutoRetryStart) {
 		h.fail("§9.4: attempt %d exceeds maxRetries %d", e.Attempt, h.cfg.Retry.MaxRetries)
 	}
 	// §9.2: base × 2^(n−1), within the cap and the jitter; at least the
-	// hint when hints are honoured.
+	// hint when hints are honoured. A wait for a reset waits the hint
+	// exactly, whatever the cap (policy.md §3.8).
+	if !e.ResetAt.IsZero() {
+		if !h.cfg.Retry.WaitForReset || !cls.HasRetryAfter || e.DelayMs != cls.RetryAfter.Milliseconds() {
+			h.fail("§3.8: attempt %d waits %d ms for a reset (waitForReset %v, hint %v)", e.Attempt, e.DelayMs, h.cfg.Retry.WaitForReset, cls.RetryAfter)
+		}
+		h.chainOpen = true
+		h.attempt = e.Attempt
+		h.retried = h.last.ID
+		return
+	}
 	full := h.cfg.Retry.BaseDelayMs
 	for i := 1; i < e.Attempt; i++ {
 		full = min(full*2, math.MaxInt64/4)

@@ -125,6 +125,8 @@ type scenario struct {
 	credentials bool
 	// compact: the path starts with Compact, not with a prompt.
 	compact bool
+	// waitForReset: the path waits for a usage limit's reset.
+	waitForReset bool
 	// before is the call of a turn played with compaction disabled before
 	// the path's prompt, whose check then compacts it.
 	before  *scripted.Call
@@ -143,6 +145,10 @@ func callFor(next transitions.Trigger) scripted.Call {
 		return scripted.Call{StopReason: "error", ErrorMessage: "503 Service Unavailable"}
 	case transitions.RetryNow:
 		return scripted.Call{StopReason: "error", ErrorMessage: "429 usage limit reached for this key"}
+	case transitions.WaitReset:
+		return scripted.Call{StopReason: "error", ErrorMessage: "429 usage limit reached, retry-after: 600"}
+	case transitions.ResetTooFar:
+		return scripted.Call{StopReason: "error", ErrorMessage: "429 usage limit reached, retry-after: 86400"}
 	case transitions.Overflow, transitions.Refuse, transitions.Unrecovered, transitions.CheckOverflow:
 		return scripted.Call{StopReason: "error", ErrorMessage: "prompt is too long: 213462 tokens > 200000 maximum"}
 	case transitions.TooLarge:
@@ -187,9 +193,11 @@ func play(path []step) scenario {
 			sc.calls = append(sc.calls, callFor(transitions.Accept))
 		case transitions.RetryNow:
 			sc.credentials = true
+		case transitions.WaitReset, transitions.ResetTooFar:
+			sc.waitForReset = true
 		}
 		switch st.event {
-		case transitions.Retry, transitions.RetryNow:
+		case transitions.Retry, transitions.RetryNow, transitions.WaitReset:
 			retries++
 			if st.event == transitions.Retry {
 				elapsed += delay(retries)
@@ -251,6 +259,7 @@ func TestReplayEveryPath(t *testing.T) {
 				cfg := policy.DefaultConfig()
 				cfg.Retry.MaxRetries, cfg.Retry.MaxElapsedMs = sc.maxRetries, sc.maxElapsedMs
 				cfg.Compaction.KeepRecentTokens = 5
+				cfg.Retry.WaitForReset = sc.waitForReset
 				agent := scripted.New(scripted.Script{Model: scripted.DefaultModel})
 				opts := []session.Option{session.WithConfig(cfg), session.WithModel(scripted.DefaultModel)}
 				switch {

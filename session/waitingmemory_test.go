@@ -1,6 +1,7 @@
 package session_test
 
 import (
+	"math"
 	"runtime"
 	"testing"
 	"testing/synctest"
@@ -19,16 +20,28 @@ import (
 // bytes, not a time: it holds on a loaded machine. The agents are made
 // before the first measure, as the benchmark's are, and a first round of
 // sessions, not measured, makes what a process makes once (the runtime's
-// tables of goroutines and timers).
+// tables of goroutines and timers). What else the process allocates
+// meanwhile (the runtime, the race detector) can only add to a measure:
+// the least of three rounds is the sessions' own.
 func TestWaitingSessionMemory(t *testing.T) {
 	const limit = 3072
-	waitingSessionMemory(t, 200, 0)
-	waitingSessionMemory(t, 2000, limit)
+	waitingSessionMemory(t, 200)
+	least := math.Inf(1)
+	for range 3 {
+		least = min(least, waitingSessionMemory(t, 2000))
+		if least <= limit {
+			break
+		}
+	}
+	t.Logf("%.0f bytes a waiting session", least)
+	if least > limit {
+		t.Errorf("a waiting session keeps %.0f bytes, more than %d", least, limit)
+	}
 }
 
 // waitingSessionMemory starts n sessions into a one-hour backoff and
-// fails when they keep more than limit bytes each (0: no limit).
-func waitingSessionMemory(t *testing.T, n int, limit float64) {
+// returns the bytes each keeps.
+func waitingSessionMemory(t *testing.T, n int) (per float64) {
 	synctest.Test(t, func(t *testing.T) {
 		cfg := policy.DefaultConfig()
 		cfg.Retry.BaseDelayMs = int64(time.Hour / time.Millisecond)
@@ -58,16 +71,10 @@ func waitingSessionMemory(t *testing.T, n int, limit float64) {
 			<-waiting
 		}
 		synctest.Wait() // every delivery goroutine has ended
-		per := float64(heapInUse()-before) / float64(n)
+		per = float64(heapInUse()-before) / float64(n)
 		for _, s := range sessions {
 			if !s.Status().Retrying {
 				t.Fatalf("a session is not waiting: %+v", s.Status())
-			}
-		}
-		if limit > 0 {
-			t.Logf("%.0f bytes a waiting session", per)
-			if per > limit {
-				t.Errorf("a waiting session keeps %.0f bytes, more than %.0f", per, limit)
 			}
 		}
 		for _, s := range sessions {
@@ -75,4 +82,5 @@ func waitingSessionMemory(t *testing.T, n int, limit float64) {
 		}
 		runtime.KeepAlive(agents)
 	})
+	return per
 }

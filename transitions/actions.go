@@ -12,6 +12,7 @@ const (
 	// The retry chain.
 	ScheduleBackoff    Action = "scheduleBackoff"
 	ScheduleRetryNow   Action = "scheduleRetryNow"
+	ScheduleResetWait  Action = "scheduleResetWait"
 	RemoveFailed       Action = "removeFailed"
 	StartContinuation  Action = "startContinuation"
 	StopTimer          Action = "stopTimer"
@@ -50,12 +51,16 @@ const (
 	FailTurnAborted          Action = "failTurn(aborted)"
 	FailTurnRetryCancelled   Action = "failTurn(retryCancelled)"
 	FailTurnTooLarge         Action = "failTurn(tooLarge)"
+	FailTurnResetTooFar      Action = "failTurn(resetTooFar)"
+	// EndChainExhaustedReset: the usage limit's reset is too far to wait for.
+	EndChainExhaustedReset Action = "endChain(exhausted, reset)"
 )
 
 // actionDocs says what each action does: docs/state-machine.md lists them.
 var actionDocs = map[Action]string{
 	ScheduleBackoff:          "counts one more attempt, draws the delay (exponential from retry.baseDelayMs, with jitter, capped at retry.maxDelayMs; the server's retry hint instead when retry.honorRetryAfter is on), emits `auto_retry_start` and arms the backoff timer",
 	ScheduleRetryNow:         "as scheduleBackoff, with a delay of 0: the session already moved to a free credential",
+	ScheduleResetWait:        "counts one more attempt, emits `auto_retry_start` with the reset time (`resetAt`, `resetAtMs`) and the delay until it, and arms the backoff timer for the reset itself: the continuation starts no earlier",
 	RemoveFailed:             "removes the message decided on from the runtime context (history keeps it and records the removal)",
 	StartContinuation:        "starts a continuation run on the runtime context",
 	StopTimer:                "disarms the backoff timer, when one is armed",
@@ -64,6 +69,7 @@ var actionDocs = map[Action]string{
 	EndChainFailed:           "ends an active chain as failed: `auto_retry_end` with the error of the message decided on (or of the run that could not start) and its class; nothing without a chain",
 	EndChainExhausted:        "ends the chain as exhausted: `auto_retry_end` with the last error and limit `retries`",
 	EndChainExhaustedElapsed: "ends the chain as exhausted by its time budget: `auto_retry_end` with the last error and limit `elapsed`",
+	EndChainExhaustedReset:   "ends the chain as exhausted by a reset too far away: `auto_retry_end` with the last error and limit `reset`",
 	EndChainCancelled:        "ends an active chain as cancelled: `auto_retry_end` \"Retry cancelled\"; nothing without a chain",
 	EndChainRecovered:        "ends an active chain as recovered: `auto_retry_end` success; nothing without a chain",
 
@@ -90,6 +96,7 @@ var actionDocs = map[Action]string{
 	FailTurnAborted:          "fails the turn with ErrAborted",
 	FailTurnRetryCancelled:   "fails the turn with ErrRetryCancelled",
 	FailTurnTooLarge:         "fails the turn with ErrOverflow and why: \"the last message alone is N tokens, over the model's window of W\", N by the calibrated count",
+	FailTurnResetTooFar:      "fails the turn with an ExhaustedError that names the reset time (RFC 3339) and retry.maxResetWaitMs",
 }
 
 // Doc says what the action does, "" for an action the table does not know.
@@ -123,5 +130,6 @@ func Actions() []Action {
 		CancelRun, DropPrompt, FailTurnStartFailed, FailTurnExhausted, FailTurnOverflow, FailTurnRecoveryFailed,
 		FailTurnMessage, FailTurnAborted, FailTurnRetryCancelled, FailTurnTooLarge,
 		EndChainExhaustedElapsed, FailTurnExhaustedElapsed,
+		ScheduleResetWait, FailTurnResetTooFar, EndChainExhaustedReset,
 	}
 }

@@ -115,6 +115,16 @@ type Facts struct {
 	// the credential store moved the session to another free credential:
 	// the retry then goes at once, whatever the hint said.
 	CredentialSwitched bool
+	// WaitForReset is the retry.waitForReset setting: a usage limit (or a
+	// retry hint above the delay cap) whose reset time is known waits for
+	// the reset instead of ending the chain.
+	WaitForReset bool
+	// ResetKnown reports that the server said when M's limit resets: M
+	// carries a retry hint.
+	ResetKnown bool
+	// ResetWithin reports that the reset is at most retry.maxResetWaitMs
+	// away.
+	ResetWithin bool
 
 	// CompactionEnabled is the compaction.enabled setting.
 	CompactionEnabled bool
@@ -234,6 +244,16 @@ func (f Facts) retryWithinBudget() bool {
 // is above the delay cap and no credential switch made it moot.
 func (f Facts) hintEndsChain() bool {
 	return f.HintOverCap && !f.CredentialSwitched
+}
+
+// waitsForReset reports whether the chain waits for the reset of M's limit
+// rather than retrying on its own delays or ending on the hint: M is a
+// retryable error of a chain that may retry, a usage limit or a rate limit
+// whose hint is over the cap, no credential switched, the setting is on
+// and the reset time is known.
+func (f Facts) waitsForReset() bool {
+	return f.retryableError() && f.RetryEnabled && f.countLeft() && !f.CredentialSwitched &&
+		(f.UsageLimit || f.HintOverCap) && f.WaitForReset && f.ResetKnown
 }
 
 // successLike reports whether M is not an error: no error class, or a silent

@@ -24,9 +24,15 @@ const (
 	// ExhaustElapsed: the next retry would end past the chain's time
 	// budget (retry.maxElapsedMs).
 	ExhaustElapsed Trigger = "exhaust_elapsed"
-	Overflow       Trigger = "overflow"
-	Threshold      Trigger = "threshold"
-	Refuse         Trigger = "refuse"
+	// WaitReset: a usage limit whose reset is known and near enough waits
+	// for it (retry.waitForReset).
+	WaitReset Trigger = "wait_reset"
+	// ResetTooFar: a usage limit whose reset is further away than
+	// retry.maxResetWaitMs ends the chain, naming the reset time.
+	ResetTooFar Trigger = "reset_too_far"
+	Overflow    Trigger = "overflow"
+	Threshold   Trigger = "threshold"
+	Refuse      Trigger = "refuse"
 	// TooLarge: an overflow no compaction can make fit fails at once.
 	TooLarge    Trigger = "too_large"
 	Unrecovered Trigger = "unrecovered"
@@ -137,24 +143,38 @@ var (
 	}
 	guardRetryAllowed = Guard{
 		Name: "retryAllowed",
-		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no credential switch ∧ no retry hint above the delay cap ∧ elapsed + the drawn delay ≤ maxElapsedMs (or no budget) (∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no credential switch ∧ no retry hint above the delay cap ∧ elapsed + the drawn delay ≤ maxElapsedMs (or no budget) ∧ no wait for a reset (∧ not the check before a prompt)",
 		Holds: func(from states.State, f Facts) bool {
 			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.countLeft() && !f.CredentialSwitched && !f.HintOverCap &&
-				f.retryWithinBudget() && !f.awaitingCredential()
+				f.retryWithinBudget() && !f.waitsForReset() && !f.awaitingCredential()
+		},
+	}
+	guardResetWithin = Guard{
+		Name: "resetWithin",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no credential switch ∧ (a usage limit ∨ a retry hint above the delay cap) ∧ waitForReset ∧ the reset time known ∧ at most maxResetWaitMs away (∧ not the check before a prompt); the time budget does not apply: the wait has its own bound",
+		Holds: func(from states.State, f Facts) bool {
+			return decides(from, f) && f.waitsForReset() && f.ResetWithin && !f.awaitingCredential()
+		},
+	}
+	guardResetTooFar = Guard{
+		Name: "resetTooFar",
+		Doc:  "as resetWithin, but the reset is more than maxResetWaitMs away",
+		Holds: func(from states.State, f Facts) bool {
+			return decides(from, f) && f.waitsForReset() && !f.ResetWithin && !f.awaitingCredential()
 		},
 	}
 	guardRetriesExhausted = Guard{
 		Name: "retriesExhausted",
-		Doc:  "retryable error ∧ retry enabled ∧ (attempt ≥ maxRetries, not −1 ∨ a retry hint above the delay cap and no credential switch) (∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ (attempt ≥ maxRetries, not −1 ∨ a retry hint above the delay cap, no credential switch and no wait for a reset) (∧ not the check before a prompt)",
 		Holds: func(from states.State, f Facts) bool {
-			return decides(from, f) && f.retryableError() && f.RetryEnabled && (!f.countLeft() || f.hintEndsChain()) && !f.awaitingCredential()
+			return decides(from, f) && f.retryableError() && f.RetryEnabled && (!f.countLeft() || (f.hintEndsChain() && !f.waitsForReset())) && !f.awaitingCredential()
 		},
 	}
 	guardBudgetExhausted = Guard{
 		Name: "budgetExhausted",
-		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no retry hint above the delay cap that ends the chain ∧ maxElapsedMs > 0 ∧ elapsed + the delay of the retry (0 after a credential switch) > maxElapsedMs (∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no retry hint above the delay cap that ends the chain ∧ no wait for a reset ∧ maxElapsedMs > 0 ∧ elapsed + the delay of the retry (0 after a credential switch) > maxElapsedMs (∧ not the check before a prompt)",
 		Holds: func(from states.State, f Facts) bool {
-			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.countLeft() && !f.hintEndsChain() && !f.retryWithinBudget() &&
+			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.countLeft() && !f.hintEndsChain() && !f.retryWithinBudget() && !f.waitsForReset() &&
 				!f.awaitingCredential()
 		},
 	}
@@ -199,12 +219,12 @@ var (
 	}
 	guardNothingToDo = Guard{
 		Name: "nothingToDo",
-		Doc:  "a run's end or the credential store's answer, and none of awaitingCredential, retryAfterSwitch, retryAllowed, retriesExhausted, budgetExhausted, overflowRecoverable, overflowTooLarge, overThreshold, overflowRepeated, overflowNotCompacted holds",
+		Doc:  "a run's end or the credential store's answer, and none of awaitingCredential, retryAfterSwitch, retryAllowed, resetWithin, resetTooFar, retriesExhausted, budgetExhausted, overflowRecoverable, overflowTooLarge, overThreshold, overflowRepeated, overflowNotCompacted holds",
 		Holds: func(from states.State, f Facts) bool {
 			if !decides(from, f) {
 				return false
 			}
-			for _, g := range []*Guard{&guardAwaitingCredential, &guardRetryAfterSwitch, &guardRetryAllowed, &guardRetriesExhausted, &guardBudgetExhausted,
+			for _, g := range []*Guard{&guardAwaitingCredential, &guardRetryAfterSwitch, &guardRetryAllowed, &guardResetWithin, &guardResetTooFar, &guardRetriesExhausted, &guardBudgetExhausted,
 				&guardOverflowRecoverable, &guardOverflowTooLarge, &guardOverThreshold, &guardOverflowRepeated, &guardOverflowNotCompacted} {
 				if g.Holds(from, f) {
 					return false
@@ -320,6 +340,8 @@ var table = Rules{
 	{RetryNow, from(classifying), backoff, guardRetryAfterSwitch, do(ScheduleRetryNow, RemoveFailed)},
 	{Exhaust, from(classifying), exhausted, guardRetriesExhausted, do(EndChainExhausted, FailTurnExhausted)},
 	{ExhaustElapsed, from(classifying), exhausted, guardBudgetExhausted, do(EndChainExhaustedElapsed, FailTurnExhaustedElapsed)},
+	{WaitReset, from(classifying), backoff, guardResetWithin, do(ScheduleResetWait, RemoveFailed)},
+	{ResetTooFar, from(classifying), exhausted, guardResetTooFar, do(EndChainExhaustedReset, FailTurnResetTooFar)},
 	{Overflow, from(classifying), compacting, guardOverflowRecoverable, do(EndChainFailed, MarkEpisode, RemoveFailed, StartOverflowRecovery)},
 	{TooLarge, from(classifying), idle, guardOverflowTooLarge, do(EndChainFailed, ReportTooLarge, FailTurnTooLarge)},
 	{Threshold, from(classifying), compacting, guardOverThreshold, do(EndChainFailed, StartThresholdCompaction)},

@@ -85,9 +85,18 @@ func specNext(s states.State, f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 				delay = 0 // the retry goes at once
 			}
 			inBudget := f.MaxElapsedMs <= 0 || new(big.Int).Add(big.NewInt(max(f.ElapsedMs, 0)), big.NewInt(max(delay, 0))).Cmp(big.NewInt(f.MaxElapsedMs)) <= 0
+			// Issue 24 §2: a usage limit (or a hint over the cap) whose reset
+			// is known waits for it with waitForReset, or fails naming it
+			// when it is too far; a credential switch comes first, and the
+			// time budget does not apply to the wait (it has its own bound).
+			resetWait := countLeft && !f.CredentialSwitched && (f.UsageLimit || f.HintOverCap) && f.WaitForReset && f.ResetKnown
 			switch {
 			case countLeft && f.CredentialSwitched && inBudget:
 				return tr.RetryNow, []tr.Action{tr.ScheduleRetryNow, tr.RemoveFailed}, true
+			case resetWait && f.ResetWithin:
+				return tr.WaitReset, []tr.Action{tr.ScheduleResetWait, tr.RemoveFailed}, true
+			case resetWait:
+				return tr.ResetTooFar, []tr.Action{tr.EndChainExhaustedReset, tr.FailTurnResetTooFar}, true
 			case countLeft && !f.CredentialSwitched && !f.HintOverCap && inBudget:
 				return tr.Retry, []tr.Action{tr.ScheduleBackoff, tr.RemoveFailed}, true
 			case countLeft && (f.CredentialSwitched || !f.HintOverCap):
@@ -247,23 +256,32 @@ func TestExhaustive(t *testing.T) {
 				rows = numbers[:1]
 			}
 			for _, c := range tr.Classes() {
+				// The reset facts (issue 24) matter to a decision on a
+				// retryable error only: they vary there.
+				resets := 1
+				if s == states.Classifying && (sig == tr.RunEnded || sig == tr.CredentialAnswered) && (c == classify.Retryable || c == classify.UsageLimit) {
+					resets = 8
+				}
 				for bits := range 1 << (nBools + extra) {
 					for _, n := range rows {
-						more := bits >> nBools
-						f := tr.Facts{
-							Signal: sig, Class: c,
-							Error: bits&1 != 0, Aborted: bits&2 != 0, RetryEnabled: bits&4 != 0,
-							HintOverCap: bits&8 != 0, CompactionEnabled: bits&16 != 0, SameModel: bits&32 != 0,
-							Stale: bits&64 != 0, EpisodeCompacted: bits&128 != 0, Compacted: bits&256 != 0,
-							WillRetry: bits&512 != 0, CurrentTimer: bits&1024 != 0, CredentialSwitched: bits&2048 != 0,
-							Started: more&1 != 0, UsageLimit: more&2 != 0, CredentialStore: more&4 != 0,
-							AlreadyCompacted: more&1 != 0, Committing: more&1 != 0,
-							Attempt: n.attempt, MaxRetries: n.maxRetries,
-							ElapsedMs: n.elapsed, DelayMs: n.delay, MaxElapsedMs: n.budget,
-							Tokens: n.tokens, ContextWindow: n.window, ReserveTokens: n.reserve,
+						for r := range resets {
+							more := bits >> nBools
+							f := tr.Facts{
+								Signal: sig, Class: c,
+								Error: bits&1 != 0, Aborted: bits&2 != 0, RetryEnabled: bits&4 != 0,
+								HintOverCap: bits&8 != 0, CompactionEnabled: bits&16 != 0, SameModel: bits&32 != 0,
+								Stale: bits&64 != 0, EpisodeCompacted: bits&128 != 0, Compacted: bits&256 != 0,
+								WillRetry: bits&512 != 0, CurrentTimer: bits&1024 != 0, CredentialSwitched: bits&2048 != 0,
+								Started: more&1 != 0, UsageLimit: more&2 != 0, CredentialStore: more&4 != 0,
+								WaitForReset: r&1 != 0, ResetKnown: r&2 != 0, ResetWithin: r&4 != 0,
+								AlreadyCompacted: more&1 != 0, Committing: more&1 != 0,
+								Attempt: n.attempt, MaxRetries: n.maxRetries,
+								ElapsedMs: n.elapsed, DelayMs: n.delay, MaxElapsedMs: n.budget,
+								Tokens: n.tokens, ContextWindow: n.window, ReserveTokens: n.reserve,
+							}
+							checkAgainstSpec(t, rules, s, f)
+							checked++
 						}
-						checkAgainstSpec(t, rules, s, f)
-						checked++
 					}
 				}
 			}
@@ -318,6 +336,28 @@ func TestNextEveryStateAndTrigger(t *testing.T) {
 			f.Class, f.Error, f.Attempt, f.MaxRetries, f.ElapsedMs, f.DelayMs, f.MaxElapsedMs = classify.Retryable, true, 40, -1, 1001, 59000, 60000
 		}), tr.ExhaustElapsed, states.Exhausted},
 		{"retryable, hint over the cap", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.HintOverCap = classify.Retryable, true, true }), tr.Exhaust, states.Exhausted},
+		{"usage limit, its reset known and near, waitForReset", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.UsageLimit, f.WaitForReset, f.ResetKnown, f.ResetWithin = classify.UsageLimit, true, true, true, true, true
+		}), tr.WaitReset, states.Backoff},
+		{"usage limit, its reset too far", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.UsageLimit, f.WaitForReset, f.ResetKnown = classify.UsageLimit, true, true, true, true
+		}), tr.ResetTooFar, states.Exhausted},
+		{"rate limit, hint over the cap, its reset near, waitForReset", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.HintOverCap, f.WaitForReset, f.ResetKnown, f.ResetWithin = classify.Retryable, true, true, true, true, true
+		}), tr.WaitReset, states.Backoff},
+		{"usage limit, reset near, waitForReset off", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.UsageLimit, f.ResetKnown, f.ResetWithin = classify.UsageLimit, true, true, true, true
+		}), tr.Retry, states.Backoff},
+		{"usage limit, reset unknown, waitForReset", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.UsageLimit, f.WaitForReset = classify.UsageLimit, true, true, true
+		}), tr.Retry, states.Backoff},
+		{"usage limit, reset near, the store switched: no wait", states.Classifying, with(func(f *tr.Facts) {
+			f.Signal, f.Class, f.Error, f.UsageLimit, f.CredentialStore, f.CredentialSwitched = tr.CredentialAnswered, classify.UsageLimit, true, true, true, true
+			f.WaitForReset, f.ResetKnown, f.ResetWithin = true, true, true
+		}), tr.RetryNow, states.Backoff},
+		{"usage limit, reset near, no attempts left", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.UsageLimit, f.WaitForReset, f.ResetKnown, f.ResetWithin, f.Attempt = classify.UsageLimit, true, true, true, true, true, 3
+		}), tr.Exhaust, states.Exhausted},
 		{"retryable, retry off", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.RetryEnabled = classify.Retryable, true, false }), tr.Accept, states.Idle},
 		{"overflow", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error = classify.Overflow, true }), tr.Overflow, states.Compacting},
 		{"silent overflow", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Tokens = classify.Overflow, 250000 }), tr.Overflow, states.Compacting},
@@ -403,6 +443,8 @@ func TestTableMatchesSpec(t *testing.T) {
 		tr.Retry:            {[]states.State{classifying}, backoff, "retryAllowed"},
 		tr.Exhaust:          {[]states.State{classifying}, exhausted, "retriesExhausted"},
 		tr.ExhaustElapsed:   {[]states.State{classifying}, exhausted, "budgetExhausted"},
+		tr.WaitReset:        {[]states.State{classifying}, backoff, "resetWithin"},
+		tr.ResetTooFar:      {[]states.State{classifying}, exhausted, "resetTooFar"},
 		tr.Overflow:         {[]states.State{classifying}, compacting, "overflowRecoverable"},
 		tr.TooLarge:         {[]states.State{classifying}, idle, "overflowTooLarge"},
 		tr.Threshold:        {[]states.State{classifying}, compacting, "overThreshold"},

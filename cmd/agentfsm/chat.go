@@ -8,16 +8,20 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode"
 
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/rpc"
+	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
 )
 
@@ -109,6 +113,8 @@ func runChat(args []string, env *environment) int {
 		return fail(2, "%v", err)
 	}
 	opts = append(opts, summary...)
+	var resumed *policy.Snapshot
+	waitPath := ""
 	if *historyPath != "" {
 		h, err := history.OpenFileHistory(*historyPath)
 		if err != nil {
@@ -116,13 +122,40 @@ func runChat(args []string, env *environment) int {
 		}
 		defer h.Close()
 		opts = append(opts, session.WithHistory(h))
+		waitPath = waitFile(*historyPath)
+		snap, ok, err := readWaitFile(waitPath)
+		if err != nil {
+			fmt.Fprintf(env.stderr, "agentfsm chat: --history: the turn that waited for a usage limit's reset cannot be resumed: %s; the conversation goes on without it\n",
+				terminalSafe(err.Error(), false))
+			os.Remove(waitPath)
+		}
+		if ok {
+			resumed = &snap
+		}
 	}
-	s, err := session.New(agent, append(opts, tel.options()...)...)
+	opts = append(opts, tel.options()...)
+	var s *session.Session
+	if resumed != nil {
+		s, err = session.New(agent, append(slices.Clone(opts), session.WithSnapshot(*resumed))...)
+		if errors.Is(err, policy.ErrSnapshot) {
+			fmt.Fprintf(env.stderr, "agentfsm chat: --history: the turn that waited for a usage limit's reset cannot be resumed: %s; the conversation goes on without it\n",
+				terminalSafe(err.Error(), false))
+			os.Remove(waitPath)
+			resumed = nil
+		}
+	}
+	if resumed == nil {
+		s, err = session.New(agent, opts...)
+	}
 	if err != nil {
 		return fail(2, "%v", err)
 	}
 	defer s.Close()
 	tel.attach(s)
+	var terminating atomic.Bool
+	// The interactive chat draws on the terminal stderr is: its view shows
+	// the wait instead.
+	defer keepResetWaits(s, env.stderr, !*showEvents && !tui, waitPath, terminating.Load)()
 	if *showEvents {
 		s.Subscribe(func(ev events.Event) {
 			if b, err := rpc.MarshalEvent(ev); err == nil {
@@ -135,12 +168,32 @@ func runChat(args []string, env *environment) int {
 	}
 	// SIGINT or SIGTERM aborts the turn in flight, which then ends as any
 	// failed turn does; a second signal kills.
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
+	// A SIGTERM is the process being stopped, not the user: a turn
+	// waiting for a reset keeps its snapshot (keepResetWaits) and resumes
+	// when chat starts again on the same history.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	signals := make(chan os.Signal, 1)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	defer signal.Stop(signals)
 	go func() {
-		<-ctx.Done()
-		stop()
+		select {
+		case sig := <-signals:
+			terminating.Store(sig == syscall.SIGTERM)
+			signal.Stop(signals)
+			cancel()
+		case <-ctx.Done():
+		}
 	}()
+	if resumed != nil && resumed.Turn {
+		err := resumeTurn(ctx, s, env, *resumed, !*showEvents)
+		if !terminating.Load() {
+			os.Remove(waitPath) // the turn settled: nothing to resume
+		}
+		if err != nil {
+			return fail(1, "%v", err)
+		}
+	}
 	for {
 		p, err := prompts(ctx)
 		if err == io.EOF {
@@ -158,6 +211,48 @@ func runChat(args []string, env *environment) int {
 			return fail(1, "writing output: %v", err)
 		}
 	}
+}
+
+// resumeTurn waits for the turn restored from snap, which waited for a
+// usage limit's reset when chat last stopped, to settle, and prints its
+// answer; ctx ending (a signal) aborts it. Its error is the turn's. With
+// words, stderr says that it resumes (not with --events, whose stderr
+// holds event lines only).
+func resumeTurn(ctx context.Context, s *session.Session, env *environment, snap policy.Snapshot, words bool) error {
+	settled := make(chan error, 1)
+	unsubscribe := s.Subscribe(func(ev events.Event) {
+		if e, ok := ev.(events.TurnSettled); ok {
+			select {
+			case settled <- e.Err:
+			default:
+			}
+		}
+	})
+	defer unsubscribe()
+	when := "now"
+	if snap.Deadline != nil {
+		when = snap.Deadline.UTC().Format(time.RFC3339)
+	}
+	if words {
+		fmt.Fprintf(env.stderr, "agentfsm chat: resuming the turn that waits for a usage limit's reset (the retry goes at %s)\n", when)
+	}
+	var err error
+	if st := s.Status(); st.State == states.Idle && !st.Streaming && !st.Compacting {
+		// It settled before the subscription: its messages say how.
+	} else {
+		select {
+		case err = <-settled:
+		case <-ctx.Done():
+			s.Abort()
+			err = <-settled
+		}
+	}
+	s.Flush()
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintln(env.stdout, answer(s.Messages()))
+	return err
 }
 
 // prompt runs one turn of s, ended by ctx or, when timeout is not 0,

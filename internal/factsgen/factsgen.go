@@ -55,6 +55,9 @@ func Draw(t *rapid.T, b Bounds) transitions.Facts {
 		AlreadyCompacted:   rapid.Bool().Draw(t, "alreadyCompacted"),
 		Committing:         rapid.Bool().Draw(t, "committing"),
 		TooLarge:           rapid.Bool().Draw(t, "tooLarge"),
+		WaitForReset:       rapid.Bool().Draw(t, "waitForReset"),
+		ResetKnown:         rapid.Bool().Draw(t, "resetKnown"),
+		ResetWithin:        rapid.Bool().Draw(t, "resetWithin"),
 	}
 }
 

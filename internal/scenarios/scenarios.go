@@ -36,6 +36,9 @@ type Scenario struct {
 	KeepRecentTokens int
 	// BaseDelayMs overrides retry.baseDelayMs when set.
 	BaseDelayMs int64
+	// WaitForReset sets retry.waitForReset: a usage limit whose reset is
+	// known waits for it.
+	WaitForReset bool
 	// AbortAfter, when set, aborts the session this long after the first
 	// prompt was sent: during the first backoff (a driver on a real,
 	// loaded clock waits for the backoff instead).
@@ -63,6 +66,7 @@ func (sc Scenario) Config() policy.Config {
 	if sc.KeepRecentTokens > 0 {
 		cfg.Compaction.KeepRecentTokens = sc.KeepRecentTokens
 	}
+	cfg.Retry.WaitForReset = sc.WaitForReset
 	return cfg
 }
 

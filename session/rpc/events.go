@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/events"
@@ -83,6 +84,11 @@ type (
 		ElapsedMs    *int64 `json:"elapsedMs,omitempty"`
 		MaxElapsedMs int64  `json:"maxElapsedMs,omitempty"`
 		RemainingMs  *int64 `json:"remainingMs,omitempty"`
+		// ResetAt (RFC 3339, in UTC, to the millisecond) and ResetAtMs
+		// (Unix milliseconds) say when the usage limit a wait for a reset
+		// waits out resets; absent for a retry on the chain's own delays.
+		ResetAt   string `json:"resetAt,omitempty"`
+		ResetAtMs int64  `json:"resetAtMs,omitempty"`
 	}
 	autoRetryEnd struct {
 		Success    bool                `json:"success"`
@@ -91,6 +97,7 @@ type (
 		Outcome    events.RetryOutcome `json:"outcome,omitempty"`
 		ErrorClass wireClass           `json:"errorClass,omitempty"`
 		Limit      events.RetryLimit   `json:"limit,omitempty"`
+		ResetWait  bool                `json:"resetWait,omitempty"`
 	}
 	autoCompactionStart struct {
 		Reason transcript.CompactionReason `json:"reason"`
@@ -269,10 +276,11 @@ func marshalEvent(ev events.Event) ([]byte, error) {
 			elapsed, remaining := e.ElapsedMs, e.RemainingMs
 			w.ElapsedMs, w.MaxElapsedMs, w.RemainingMs = &elapsed, e.MaxElapsedMs, &remaining
 		}
+		w.ResetAt, w.ResetAtMs = wireTime(e.ResetAt)
 		body = w
 	case events.AutoRetryEnd:
 		body = autoRetryEnd{Success: e.Success, Attempt: e.Attempt, FinalError: e.FinalError, Outcome: e.Outcome, ErrorClass: wireClass(e.ErrorClass),
-			Limit: e.Limit}
+			Limit: e.Limit, ResetWait: e.ResetWait}
 	case events.AutoCompactionStart:
 		body = autoCompactionStart(e)
 	case events.AutoCompactionEnd:
@@ -351,7 +359,8 @@ func (e Event) Value() (events.Event, error) {
 		var w autoRetryStart
 		decode(&w)
 		start := events.AutoRetryStart{Attempt: w.Attempt, MaxAttempts: w.MaxAttempts, DelayMs: w.DelayMs, ErrorMessage: w.ErrorMessage,
-			ErrorClass: classify.Class(w.ErrorClass), Provider: w.Provider, Model: w.Model, Credential: w.Credential, MaxElapsedMs: w.MaxElapsedMs}
+			ErrorClass: classify.Class(w.ErrorClass), Provider: w.Provider, Model: w.Model, Credential: w.Credential, MaxElapsedMs: w.MaxElapsedMs,
+			ResetAt: timeOfWire(w.ResetAtMs)}
 		if w.ElapsedMs != nil {
 			start.ElapsedMs = *w.ElapsedMs
 		}
@@ -363,7 +372,7 @@ func (e Event) Value() (events.Event, error) {
 		var w autoRetryEnd
 		decode(&w)
 		ev = events.AutoRetryEnd{Success: w.Success, Attempt: w.Attempt, FinalError: w.FinalError, Outcome: w.Outcome, ErrorClass: classify.Class(w.ErrorClass),
-			Limit: w.Limit}
+			Limit: w.Limit, ResetWait: w.ResetWait}
 	case "auto_compaction_start":
 		var w autoCompactionStart
 		decode(&w)
@@ -474,3 +483,24 @@ type turnError struct {
 
 func (e *turnError) Error() string   { return e.text }
 func (e *turnError) Unwrap() []error { return e.errs }
+
+// wireTime is t on the wire: RFC 3339 in UTC to the millisecond, and Unix
+// milliseconds; "" and 0 for the zero time.
+func wireTime(t time.Time) (string, int64) {
+	if t.IsZero() {
+		return "", 0
+	}
+	return t.UTC().Format(rfc3339Millis), t.UnixMilli()
+}
+
+// timeOfWire is the time of Unix milliseconds ms read from the wire, in
+// UTC; the zero time for 0.
+func timeOfWire(ms int64) time.Time {
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+// rfc3339Millis is RFC 3339 with milliseconds, always three digits.
+const rfc3339Millis = "2006-01-02T15:04:05.000Z07:00"

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -41,6 +42,11 @@ func TestEventWireForms(t *testing.T) {
 		{events.AutoRetryStart{Attempt: 2, MaxAttempts: 3, DelayMs: 0, ErrorMessage: "429 quota exceeded", ErrorClass: classify.UsageLimit,
 			Provider: "anthropic", Model: "claude-sonnet-4-5", Credential: "work"},
 			`{"type":"auto_retry_start","attempt":2,"maxAttempts":3,"delayMs":0,"errorMessage":"429 quota exceeded","errorClass":"usage_limit","provider":"anthropic","model":"claude-sonnet-4-5","credentialId":"work"}`},
+		{events.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 3000, ErrorMessage: "usage limit reached", ErrorClass: classify.UsageLimit,
+			ResetAt: time.Date(2026, 12, 1, 15, 0, 0, 0, time.UTC)},
+			`{"type":"auto_retry_start","attempt":1,"maxAttempts":3,"delayMs":3000,"errorMessage":"usage limit reached","errorClass":"usage_limit","resetAt":"2026-12-01T15:00:00.000Z","resetAtMs":1796137200000}`},
+		{events.AutoRetryEnd{Success: true, Attempt: 1, Outcome: events.RetryRecovered, ResetWait: true},
+			`{"type":"auto_retry_end","success":true,"attempt":1,"outcome":"recovered","resetWait":true}`},
 		{events.AutoRetryEnd{Success: true, Attempt: 1}, `{"type":"auto_retry_end","success":true,"attempt":1}`},
 		{events.AutoRetryEnd{Success: true, Attempt: 1, Outcome: events.RetryRecovered}, `{"type":"auto_retry_end","success":true,"attempt":1,"outcome":"recovered"}`},
 		{events.AutoRetryEnd{Success: false, Attempt: 3, FinalError: "503 Service Unavailable"},

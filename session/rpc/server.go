@@ -56,13 +56,20 @@ type State struct {
 	// in the reference's get_state, and absent with no chain or no budget
 	// (retry.maxElapsedMs 0).
 	RetryBudget *RetryBudget `json:"retryBudget,omitempty"`
+	// ResetAt (RFC 3339, UTC, to the millisecond) and ResetAtMs (Unix
+	// milliseconds) are, while the session waits for a usage limit's
+	// reset (retry.waitForReset), when it resets and the retry goes;
+	// absent otherwise.
+	ResetAt   string `json:"resetAt,omitempty"`
+	ResetAtMs int64  `json:"resetAtMs,omitempty"`
 }
 
 // RetryBudget is the time budget of a retry chain in progress (see
-// policy.Status): maxElapsedMs, and when the chain's first failure was
-// decided on (startedAt) and when the budget runs out (endsAt), both in
-// milliseconds since the Unix epoch: no retry is scheduled to end after
-// endsAt, and what remains is endsAt less the reader's clock.
+// policy.Status): maxElapsedMs, and when the budget started (the decision
+// on the chain's first failure, or the end of its last wait for a reset:
+// startedAt) and when it runs out (endsAt), both in milliseconds since the
+// Unix epoch: no retry is scheduled to end after endsAt, and what remains
+// is endsAt less the reader's clock.
 type RetryBudget struct {
 	MaxElapsedMs int64 `json:"maxElapsedMs"`
 	StartedAt    int64 `json:"startedAt"`
@@ -91,12 +98,14 @@ func StateOf(id string, m policy.Model, st policy.Status) State {
 		start := st.RetryStarted.UnixMilli()
 		budget = &RetryBudget{MaxElapsedMs: st.MaxElapsedMs, StartedAt: start, EndsAt: satAdd(start, st.MaxElapsedMs)}
 	}
-	return State{
+	out := State{
 		SessionID: id, Model: m, IsStreaming: st.Streaming, IsCompacting: st.Compacting,
 		IsRetrying: st.Retrying, RetryAttempt: st.Attempt, AutoRetryEnabled: st.RetryEnabled,
 		AutoCompactionEnabled: st.CompactionEnabled, MessageCount: st.MessageCount, State: string(st.State),
 		LastCompaction: last, RetryBudget: budget,
 	}
+	out.ResetAt, out.ResetAtMs = wireTime(st.ResetAt)
+	return out
 }
 
 // satAdd is a+b, at most math.MaxInt64 (b is not negative).

@@ -3,6 +3,7 @@ package servertest_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -134,4 +135,75 @@ func TestWorkerRestartMidBackoff(t *testing.T) {
 	}
 	assert.Equal(t, []time.Duration{4500 * time.Millisecond, 9000 * time.Millisecond}, timers)
 	assert.Equal(t, 3, runs)
+}
+
+// Issue 24: worker A drives a session into a wait for a usage limit's
+// reset and is stopped; worker B starts and the session goes on at the
+// reset, from the one durable timer A armed for the whole wait. (The
+// three-hour wait of the issue runs in the test environment, which skips
+// time: TestResetWaitIsADurableTimer; a real server waits for real, so
+// here the reset is 8 s away.)
+func TestWorkerRestartMidResetWait(t *testing.T) {
+	srv, err := live.Start(t.Context(), "../devserver")
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, srv.Stop()) }()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Minute)
+	defer cancel()
+	c, err := srv.Dial()
+	require.NoError(t, err)
+	defer c.Close()
+
+	sc := scenarios.Scenario{
+		Name: "reset-wait", Prompts: []string{"hi"}, WaitForReset: true,
+		Calls: []scripted.Call{
+			{StopReason: "error", ErrorMessage: "usage limit reached, retry-after: 8"},
+			{StopReason: "stop", Text: "after the reset"},
+		},
+	}
+	synctest.Test(t, func(t *testing.T) {
+		want, err := sc.Play(context.Background())
+		require.NoError(t, err)
+		sc.Want = want
+	})
+	require.Contains(t, sc.Want, `{"type":"state_change","from":"classifying","to":"backoff","event":"wait_reset"}`)
+	agent := scripted.New(sc.Script())
+	snk := &sink{}
+	acts := &temporal.Activities{Agent: agent, Sink: snk}
+	const queue, id = "restart-reset", "restart-reset-session"
+
+	a := newWorker(t, c, queue, acts)
+	first, err := live.Begin(ctx, c, queue, id, sc)
+	require.NoError(t, err)
+	var st rpc.State
+	require.NoError(t, live.Await(ctx, c, id, func(s rpc.State) bool { st = s; return s.ResetAtMs > 0 }))
+	require.Equal(t, "backoff", st.State)
+	a.Stop()
+	assert.Equal(t, 1, agent.Remaining(), "worker A made the first run only")
+
+	b := newWorker(t, c, queue, acts)
+	defer b.Stop()
+	require.NoError(t, live.Finish(ctx, c, id, first, sc))
+	got := snk.recovery(t)
+	require.Len(t, got, len(sc.Want))
+	for i := range got {
+		if strings.Contains(sc.Want[i], `"resetAt"`) {
+			// The reset is the run's time plus 8 s: the real clock's.
+			assert.Contains(t, got[i], `"delayMs":8000`)
+			continue
+		}
+		assert.Equal(t, sc.Want[i], got[i])
+	}
+	assert.Equal(t, 0, agent.Remaining())
+
+	var timers []time.Duration
+	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	for it.HasNext() {
+		ev, err := it.Next()
+		require.NoError(t, err)
+		if a := ev.GetTimerStartedEventAttributes(); a != nil {
+			timers = append(timers, a.GetStartToFireTimeout().AsDuration())
+		}
+	}
+	require.Len(t, timers, 1, "one timer for the whole wait, armed once")
+	assert.InDelta(t, 8*time.Second, timers[0], float64(time.Second))
 }

@@ -42,7 +42,9 @@ type Model struct {
 	attempt    int
 	maxAttempt int
 	until      time.Time
-	working    bool
+	// reset: the pending retry waits for a usage limit's reset, at until.
+	reset   bool
+	working bool
 	// cancelled is the attempt count of the chain the last "Retry
 	// cancelled" ended, for the aborted message that may follow.
 	cancelled int
@@ -83,6 +85,11 @@ func (m *Model) Apply(ev events.Event, now time.Time) {
 		m.retry = true
 		m.attempt, m.maxAttempt = e.Attempt, e.MaxAttempts
 		m.until = now.Add(time.Duration(e.DelayMs) * time.Millisecond)
+		m.reset = !e.ResetAt.IsZero()
+		if m.reset {
+			// The reset is an instant: the countdown is to it.
+			m.until = e.ResetAt
+		}
 		m.push(EscAbortRetry)
 	case events.AutoRetryEnd:
 		if m.retry {
@@ -126,8 +133,16 @@ func (m *Model) Apply(ev events.Event, now time.Time) {
 }
 
 // Spinner returns the spinner's text at now, "" when there is none. A
-// pending retry counts down: "Retrying (1/3) in 4s… (esc to cancel)".
+// pending retry counts down: "Retrying (1/3) in 4s… (esc to cancel)"; a
+// wait for a usage limit's reset counts down to it, in hours, minutes and
+// seconds: "Usage limit: waiting for its reset at 15:00:00 UTC, in
+// 2h59m58s (1/3)… (esc to cancel)".
 func (m *Model) Spinner(now time.Time) string {
+	if m.retry && m.reset {
+		left := time.Duration(math.Round(max(m.until.Sub(now), 0).Seconds())) * time.Second
+		return fmt.Sprintf("Usage limit: waiting for its reset at %s, in %s (%d/%d)… (esc to cancel)",
+			m.until.UTC().Format("15:04:05 UTC"), left, m.attempt, m.maxAttempt)
+	}
 	if m.retry {
 		left := max(m.until.Sub(now), 0)
 		secs := int(math.Round(left.Seconds()))

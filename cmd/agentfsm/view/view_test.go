@@ -36,6 +36,24 @@ func TestRetryCountdownAndEsc(t *testing.T) {
 	assert.Equal(t, view.EscNothing, m.Esc())
 }
 
+// A wait for a usage limit's reset counts down to the reset itself, and
+// Esc cancels it as any retry.
+func TestResetWaitCountdown(t *testing.T) {
+	var m view.Model
+	m.Apply(events.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 3 * 3600 * 1000, ErrorMessage: "usage limit",
+		ResetAt: t0.Add(3 * time.Hour)}, t0.Add(2*time.Second))
+	assert.Equal(t, view.EscAbortRetry, m.Esc())
+	assert.Equal(t, "Usage limit: waiting for its reset at 03:00:00 UTC, in 2h59m58s (1/3)… (esc to cancel)", m.Spinner(t0.Add(2*time.Second)))
+	assert.Equal(t, "Usage limit: waiting for its reset at 03:00:00 UTC, in 1h0m0s (1/3)… (esc to cancel)", m.Spinner(t0.Add(2*time.Hour)))
+	assert.Equal(t, "Usage limit: waiting for its reset at 03:00:00 UTC, in 0s (1/3)… (esc to cancel)", m.Spinner(t0.Add(4*time.Hour)))
+	m.Apply(events.AgentStart{}, t0.Add(3*time.Hour))
+	assert.Equal(t, "Working…", m.Spinner(t0.Add(3*time.Hour)))
+	// The next plain retry counts down as before.
+	m.Apply(events.AgentEnd{}, t0)
+	m.Apply(events.AutoRetryStart{Attempt: 2, MaxAttempts: 3, DelayMs: 4000}, t0)
+	assert.Equal(t, "Retrying (2/3) in 4s… (esc to cancel)", m.Spinner(t0))
+}
+
 func TestRetryFailedLines(t *testing.T) {
 	var m view.Model
 	m.Apply(events.AutoRetryStart{Attempt: 3, MaxAttempts: 3, DelayMs: 8000}, t0)
