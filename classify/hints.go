@@ -332,17 +332,17 @@ func parseEpochSeconds(v string, now time.Time) (time.Duration, bool) {
 	return untilEpoch(n, time.Second, now)
 }
 
-// untilEpoch is the time from now until epoch n in units of unit: 0 when
-// it is past, not ok when it is more than maxAhead away.
+// untilEpoch is the time from now until epoch n in units of unit (a
+// second or a millisecond): 0 when it is past, not ok when it is more than
+// maxAhead away.
 func untilEpoch(n uint64, unit time.Duration, now time.Time) (time.Duration, bool) {
-	nowUnits := uint64(max(now.UnixNano(), 0)) / uint64(unit)
-	if n <= nowUnits {
-		return 0, true
+	if n > 1<<62 {
+		return 0, false // past any clock's year 292277026596
 	}
-	if d := saturate(n-nowUnits, unit); d <= maxAhead {
-		return d, true
+	if unit == time.Millisecond {
+		return until(time.UnixMilli(int64(n)), now)
 	}
-	return 0, false
+	return until(time.Unix(int64(n), 0), now)
 }
 
 // parseStrictSpan reads a whole value that is a duration without spaces:
