@@ -88,7 +88,7 @@ var textRules = [...]hintRule{
 //  7. Google's retryDelay (a RetryInfo in an error body's details):
 //     "30s", "1.5s";
 //  8. resets_in_seconds: N: N seconds; resets_at: N: an epoch in seconds;
-//  9. "try again in", "retry in", "reset in" or "resets in" and a
+//  9. "try again in", "retry in", "reset in", "resets in" or "reset after" and a
 //     duration: "2 hours 3 minutes", "45 minutes", "1h 2m", "30 seconds",
 //     "1.574s", "6m0s", "5 days 22 hours 11 minutes";
 //  10. "reset at", "resets at" or "resets" and a time of day ("3pm",
@@ -456,7 +456,7 @@ func addSat(a, b time.Duration) time.Duration {
 func isSpaceByte(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // phrases lead a duration in prose.
-var phrases = [...]string{"try again in ", "retry in ", "resets in ", "reset in "}
+var phrases = [...]string{"try again in ", "retry in ", "resets in ", "reset in ", "reset after "}
 
 // phraseHint reads form 9 of RetryAfter: a phrase, then a duration, "~"
 // or "about" allowed between.
