@@ -168,7 +168,7 @@ func (s source) first(name string, digits bool, now time.Time, parse func(string
 	}
 	text := s.text
 	for at := 0; ; {
-		i := indexLower(text[at:], []byte(name))
+		i := indexFold(text[at:], []byte(name))
 		if i < 0 {
 			return 0, false
 		}
@@ -181,7 +181,7 @@ func (s source) first(name string, digits bool, now time.Time, parse func(string
 		}
 		j = skipQuote(text, skipSpace(text, j+1))
 		k := scanValue(text, j, digits)
-		if k == j {
+		if k == j || (!digits && k-j > maxHintValue) {
 			continue
 		}
 		if d, ok := parse(text[j:k], now); ok {
@@ -241,6 +241,40 @@ func parseLeft(v string, _ time.Time) (time.Duration, bool) {
 		return 1, ok
 	}
 	return 0, ok
+}
+
+// indexFold is indexLower for the hint readers, which call it again after
+// each occurrence: the index of the lowered literal lit in s, folding s's
+// ASCII letters, or -1, in time proportional to the index (or to len(s)
+// when there is none), so that a text holding a name many times costs
+// linear time overall. It looks for lit's first byte, in either case, in
+// windows that double while they hold none.
+func indexFold(s string, lit []byte) int {
+	first := lit[0]
+	upper := first
+	if first >= 'a' && first <= 'z' {
+		upper = first - 'a' + 'A'
+	}
+	last := len(s) - len(lit) // the last start that fits
+	for i, w := 0, 64; i <= last; {
+		end := min(i+w, last+1)
+		win := s[i:end]
+		j := strings.IndexByte(win, first)
+		if upper != first {
+			if k := strings.IndexByte(win, upper); k >= 0 && (j < 0 || k < j) {
+				j = k
+			}
+		}
+		if j < 0 {
+			i, w = end, min(2*w, 1<<20)
+			continue
+		}
+		if hasLitAt(s, i+j, lit) {
+			return i + j
+		}
+		i, w = i+j+1, 64
+	}
+	return -1
 }
 
 // skipQuote skips a quote that closes a name or opens a value: one of " '
@@ -463,7 +497,7 @@ var phrases = [...]string{"try again in ", "retry in ", "resets in ", "reset in 
 func phraseHint(text string) (time.Duration, bool) {
 	for _, p := range phrases {
 		for at := 0; ; {
-			i := indexLower(text[at:], []byte(p))
+			i := indexFold(text[at:], []byte(p))
 			if i < 0 {
 				break
 			}
@@ -486,7 +520,7 @@ func phraseHint(text string) (time.Duration, bool) {
 // or not, a time of day, and a zone in parentheses or not.
 func timeOfDayHint(text string, now time.Time) (time.Duration, bool) {
 	for at := 0; ; {
-		i := indexLower(text[at:], []byte("reset"))
+		i := indexFold(text[at:], []byte("reset"))
 		if i < 0 {
 			return 0, false
 		}
@@ -678,9 +712,20 @@ func isDecimal(v string) bool {
 
 func isDigit(c byte) bool { return c >= '0' && c <= '9' }
 
+// maxHintValue is the longest value a "name: value" hint that is not
+// digits may have, in bytes: the longest real one, an HTTP date or an RFC
+// 3339 time with nanoseconds, is about 35. A longer value is no hint, and
+// is not read past this length, so that a text repeating a name with no
+// value between costs linear time, not quadratic.
+const maxHintValue = 64
+
 // scanValue returns the end of the value starting at i: \d+ when digits,
-// else [^\s,;"'`\\)}\]]+ with JavaScript's \s.
+// else [^\s,;"'`\\)}\]]+ with JavaScript's \s, read at most
+// maxHintValue+1 bytes far.
 func scanValue(s string, i int, digits bool) int {
+	if !digits && len(s)-i > maxHintValue+1 {
+		s = s[:i+maxHintValue+1]
+	}
 	for i < len(s) {
 		if digits {
 			if !isDigit(s[i]) {

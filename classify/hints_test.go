@@ -224,3 +224,31 @@ func TestHintGarbage(t *testing.T) {
 		}
 	}
 }
+
+// adversarial are texts that repeat a hint's name with no usable value:
+// each occurrence is tried, and must cost no more than its own bytes.
+func adversarial(n int) map[string]string {
+	return map[string]string{
+		"retry-after":  strings.Repeat("retry-after:", n),
+		"retryDelay":   strings.Repeat(`"retryDelay":`, n),
+		"anthropic":    strings.Repeat("anthropic-ratelimit-tokens-reset:", n),
+		"phrases":      strings.Repeat("try again in 1.", n),
+		"time of day":  strings.Repeat("resets 3pm (", n),
+		"epoch suffix": strings.Repeat("a|123456789", n),
+		"resets_at":    strings.Repeat("resets_at:", n),
+		"upper case":   strings.Repeat("RETRY-AFTER:", n),
+	}
+}
+
+// BenchmarkRetryAfterRepeatedNames: the hint readers on texts of 1.5 MB
+// that repeat a name; the time grows linearly with the text.
+func BenchmarkRetryAfterRepeatedNames(b *testing.B) {
+	for name, text := range adversarial(1 << 17) {
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(text)))
+			for b.Loop() {
+				classify.RetryAfter(text, now)
+			}
+		})
+	}
+}
