@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // ProviderError is what a provider's JSON error body says, in the shapes
@@ -17,6 +18,11 @@ import (
 //	Bedrock            {"message":"…"}, {"__type":"…#ThrottlingException","Message":"…"}
 //	OpenRouter         {"error":{"message":"…","code":502,"metadata":{"raw":"<the upstream body>"}}}
 //	a bare message     {"error":"…"}
+//
+// A JSON array of bodies (Gemini's habit: [{"error":{…}}]) is read as its
+// first element that is one. Google's RetryInfo in the error's details
+// ({"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"30s"})
+// is the RetryDelay.
 //
 // Bodies inside bodies are unwrapped: a message that is itself a JSON body,
 // as a string (Google's habit when it relays another service), an error
@@ -35,11 +41,16 @@ type ProviderError struct {
 	Type string
 	// Message is the provider's own message.
 	Message string
+	// RetryDelay is the retryDelay of a google.rpc.RetryInfo in the
+	// error's details, as the body gives it ("30s", "1.5s"); "" when there
+	// is none.
+	RetryDelay string
 }
 
 // String renders the error as one line of error text, the way a session's
 // failed message reads: "529 overloaded_error: Overloaded", each part only
-// when the body states it.
+// when the body states it, and " (retryDelay: 30s)" after them when the
+// body has a RetryDelay, a form RetryAfter reads.
 func (pe ProviderError) String() string {
 	var b strings.Builder
 	if pe.Status != 0 {
@@ -60,22 +71,34 @@ func (pe ProviderError) String() string {
 		}
 		b.WriteString(pe.Message)
 	}
+	if pe.RetryDelay != "" {
+		if b.Len() > 0 {
+			b.WriteByte(' ')
+		}
+		b.WriteString("(retryDelay: " + pe.RetryDelay + ")")
+	}
 	return b.String()
 }
 
 // maxBodyDepth bounds how deep ParseBody follows bodies inside bodies.
 const maxBodyDepth = 4
 
+// maxBodyArray bounds how many elements of an array ParseBody tries.
+const maxBodyArray = 16
+
 // ParseBody reads a provider's error body. It reports false when data is
-// not a JSON object in one of the shapes ProviderError lists, or is one
-// that states nothing (no status, type or message): text to be classified
-// as text.
+// not a JSON object in one of the shapes ProviderError lists (or an array
+// holding one), or is one that states nothing (no status, type or
+// message): text to be classified as text.
 func ParseBody(data []byte) (ProviderError, bool) {
 	return parseBody(data, 0)
 }
 
 func parseBody(data []byte, depth int) (ProviderError, bool) {
 	data = bytes.TrimSpace(data)
+	if len(data) > 0 && data[0] == '[' && depth <= maxBodyDepth {
+		return parseBodyArray(data, depth)
+	}
 	if len(data) == 0 || data[0] != '{' || depth > maxBodyDepth {
 		return ProviderError{}, false
 	}
@@ -124,6 +147,51 @@ func parseBody(data []byte, depth int) (ProviderError, bool) {
 	return pe, true
 }
 
+// parseBodyArray reads a JSON array of bodies: its first element, among
+// the first maxBodyArray, that is one.
+func parseBodyArray(data []byte, depth int) (ProviderError, bool) {
+	var elems []json.RawMessage
+	if json.Unmarshal(data, &elems) != nil {
+		return ProviderError{}, false
+	}
+	for i, e := range elems {
+		if i == maxBodyArray {
+			break
+		}
+		if pe, ok := parseBody(e, depth+1); ok {
+			return pe, true
+		}
+	}
+	return ProviderError{}, false
+}
+
+// maxRetryDelay is the longest RetryDelay ParseBody keeps, in bytes: a
+// real one is a few ("58.934310785s").
+const maxRetryDelay = 32
+
+// retryInfoType is the @type of Google's RetryInfo detail.
+const retryInfoType = "type.googleapis.com/google.rpc.RetryInfo"
+
+// retryDelay is the retryDelay of the first RetryInfo in details (an
+// error's details array) that is a duration RetryAfter reads, of at most
+// maxRetryDelay bytes; "" when there is none.
+func retryDelay(details json.RawMessage) string {
+	var ds []struct {
+		Type       string `json:"@type"`
+		RetryDelay string `json:"retryDelay"`
+	}
+	if json.Unmarshal(details, &ds) != nil {
+		return ""
+	}
+	for _, d := range ds {
+		v := strings.TrimSpace(d.RetryDelay)
+		if _, ok := parseStrictSpan(v, time.Time{}); ok && d.Type == retryInfoType && len(v) <= maxRetryDelay {
+			return v
+		}
+	}
+	return ""
+}
+
 // parseErrorObject reads the object under "error": its type, code, status
 // and message, and the bodies it carries (another "error" inside it,
 // OpenRouter's metadata.raw).
@@ -134,6 +202,7 @@ func parseErrorObject(data json.RawMessage, depth int) (ProviderError, bool) {
 		Code     json.RawMessage `json:"code"`
 		Status   json.RawMessage `json:"status"`
 		Error    json.RawMessage `json:"error"`
+		Details  json.RawMessage `json:"details"`
 		Metadata *struct {
 			Raw json.RawMessage `json:"raw"`
 		} `json:"metadata"`
@@ -148,6 +217,7 @@ func parseErrorObject(data json.RawMessage, depth int) (ProviderError, bool) {
 	if e.Type != nil {
 		pe.Type = *e.Type
 	}
+	pe.RetryDelay = retryDelay(e.Details)
 	// A number in the HTTP range, as a number or a string, is a status;
 	// a code that is a name is more precise than the type; a status that
 	// is a name (Google's) stands in for a missing type.
@@ -220,6 +290,9 @@ func merge(inner, outer ProviderError) ProviderError {
 	}
 	if inner.Message == "" {
 		inner.Message = outer.Message
+	}
+	if inner.RetryDelay == "" {
+		inner.RetryDelay = outer.RetryDelay
 	}
 	return inner
 }

@@ -1,7 +1,9 @@
 package classify_test
 
 import (
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 
@@ -50,6 +52,25 @@ func TestParseBody(t *testing.T) {
 		{"an error object that says nothing", `{"error":{"param":null}}`, classify.ProviderError{}, false},
 		{"a message of the wrong type", `{"error":{"message":["a","b"]}}`, classify.ProviderError{}, false},
 		{"an array", `[1,2]`, classify.ProviderError{}, false},
+		// Issue 24: Gemini wraps its body in an array, and says when to
+		// retry in a RetryInfo among the error's details.
+		{"gemini, a body in an array", `[{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}]`,
+			classify.ProviderError{Status: 503, Type: "UNAVAILABLE", Message: "The model is overloaded."}, true},
+		{"an array: the first element that is a body", `[1,{"foo":2},{"error":{"message":"second"}}]`, classify.ProviderError{Message: "second"}, true},
+		{"an empty array", `[]`, classify.ProviderError{}, false},
+		{"an array of no body", `[{"stopReason":"error"}]`, classify.ProviderError{}, false},
+		{"google's RetryInfo", `{"error":{"code":429,"message":"You exceeded your current quota. Please retry in 58.934310785s.","status":"RESOURCE_EXHAUSTED","details":[` +
+			`{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"58s"}]}}`,
+			classify.ProviderError{Status: 429, Type: "RESOURCE_EXHAUSTED", Message: "You exceeded your current quota. Please retry in 58.934310785s.", RetryDelay: "58s"}, true},
+		{"google's RetryInfo in an array, in a message", `{"error":{"code":429,"message":"[{\"error\":{\"code\":429,\"message\":\"Resource exhausted\",\"details\":[{\"@type\":\"type.googleapis.com/google.rpc.RetryInfo\",\"retryDelay\":\"1.5s\"}]}}]","status":"Too Many Requests"}}`,
+			classify.ProviderError{Status: 429, Type: "Too Many Requests", Message: "Resource exhausted", RetryDelay: "1.5s"}, true},
+		{"a retryDelay that is no duration is left out", `{"error":{"message":"x","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"-5s"}]}}`,
+			classify.ProviderError{Message: "x"}, true},
+		{"a retryDelay of another type is left out", `{"error":{"message":"x","details":[{"@type":"type.googleapis.com/google.rpc.Help","retryDelay":"5s"}]}}`,
+			classify.ProviderError{Message: "x"}, true},
+		{"an endless retryDelay is left out", `{"error":{"message":"x","details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"` + strings.Repeat("9", 100) + `s"}]}}`,
+			classify.ProviderError{Message: "x"}, true},
+		{"details of the wrong shape", `{"error":{"message":"x","details":{"retryDelay":"5s"}}}`, classify.ProviderError{Message: "x"}, true},
 		{"text", `503 Service Unavailable`, classify.ProviderError{}, false},
 		{"a python dict rendering", `{'error': {'message': 'Overloaded', 'type': 'overloaded_error'}}`, classify.ProviderError{}, false},
 		{"empty", ``, classify.ProviderError{}, false},
@@ -73,7 +94,8 @@ func TestParseBody(t *testing.T) {
 func FuzzParseBody(f *testing.F) {
 	for _, s := range []string{`{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
 		`{"error":{"code":429,"message":"{\"error\":{\"message\":\"x\"}}","status":"RESOURCE_EXHAUSTED"}}`,
-		`{"error":{"metadata":{"raw":"{\"message\":\"y\"}"}}}`, `{"message":null}`, `{"error":{"code":"1e9"}}`} {
+		`{"error":{"metadata":{"raw":"{\"message\":\"y\"}"}}}`, `{"message":null}`, `{"error":{"code":"1e9"}}`,
+		`[{"error":{"code":429,"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"30s"}]}}]`, `[[[[[[{"message":"x"}]]]]]]`} {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
@@ -83,6 +105,19 @@ func FuzzParseBody(f *testing.F) {
 		}
 		if pe.Status != 0 && (pe.Status < 100 || pe.Status > 599) {
 			t.Fatalf("status %d for %q", pe.Status, data)
+		}
+		// A RetryDelay is short, a delay RetryAfter reads, and the text
+		// String makes holds a hint (that one, unless the message holds a
+		// form that comes first).
+		if pe.RetryDelay != "" {
+			if len(pe.RetryDelay) > 32 {
+				t.Fatalf("a RetryDelay of %d bytes for %q", len(pe.RetryDelay), data)
+			}
+			_, ok := classify.RetryAfter("(retryDelay: "+pe.RetryDelay+")", time.Time{})
+			got, gotOK := classify.RetryAfter(pe.String(), time.Time{})
+			if !ok || !gotOK {
+				t.Fatalf("RetryDelay %q: %q reads %v, %v", pe.RetryDelay, pe.String(), got, gotOK)
+			}
 		}
 	})
 }

@@ -20,9 +20,11 @@ type Result struct {
 	// always with Class UsageLimit, and under Seed for a Retryable error
 	// whose text names a usage limit (§2.2).
 	UsageLimit bool
-	// RetryAfter is the server's retry hint, valid when HasRetryAfter. It is
-	// never negative. Hints are read for retryable and usage-limit errors
-	// only: from the Headers first, then from the error text (§2.4).
+	// RetryAfter is the server's retry hint, valid when HasRetryAfter: how
+	// long to wait, or the time until the limit resets. It is never
+	// negative. Hints are read for retryable and usage-limit errors only:
+	// from the Headers first, then from the error text (§2.4, RetryAfter
+	// lists the sources).
 	RetryAfter    time.Duration
 	HasRetryAfter bool
 	// PromptTokens and ContextLimit are the numbers an overflow's error
@@ -41,7 +43,8 @@ type Result struct {
 // Classify decides what m is under the rule set r. now is the current time,
 // used only to turn an absolute retry hint (an HTTP date, an epoch) into a
 // duration. Classify is safe for concurrent use and does not allocate for a
-// message without a Go error.
+// message without a Go error, unless its hint is a time of day in a named
+// zone (RetryAfter).
 //
 // The order is the policy's: a message that is not an error is None, unless
 // its usage shows a silent or truncated overflow; an overflow is never

@@ -246,3 +246,42 @@ func TestSeedAnswersTheOriginalSetAsTheReference(t *testing.T) {
 	}
 	require.Equal(t, map[string]int{"fatal": 38, "overflow": 18 - 1, "retryable": 23 + 1, "retryable+usage": 4}, counts)
 }
+
+// resetHintsSet is the set of the rows that say when a limit resets.
+const resetHintsSet = "reset-hints"
+
+// TestCorpusHints (issue 24): every row of the reset-hints set gives the
+// retry hint its text states, read as the corpus is classified (at
+// 2026-01-01 00:00 UTC), each by its source.
+func TestCorpusHints(t *testing.T) {
+	want := map[string]time.Duration{
+		"https://github.com/anthropics/claude-code/issues/15064":       15 * time.Hour, // 9am in Chicago (UTC−6)
+		"https://github.com/anthropics/claude-code/issues/22946":       3 * time.Hour,  // 10pm in New York (UTC−5)
+		"https://github.com/anthropics/claude-code/issues/77082":       11*time.Hour + 30*time.Minute,
+		"https://github.com/anthropics/claude-code/issues/2087":        18 * time.Hour, // 1pm at UTC−5, tomorrow
+		"https://github.com/anthropics/claude-code/issues/11429":       0,              // an epoch in the past
+		"https://github.com/openai/codex/issues/3124":                  65*time.Hour + 14*time.Minute,
+		"https://github.com/openai/codex/issues/3257":                  116*time.Hour + 9*time.Minute,
+		"https://github.com/james-6-23/codex2api/issues/9":             602705 * time.Second,
+		"https://github.com/BuilderIO/micro-agent/issues/86":           644 * time.Millisecond,
+		"https://github.com/semanser/codel/issues/72":                  18642 * time.Millisecond,
+		"https://github.com/RooCodeInc/Roo-Code/issues/3883":           26 * time.Second,
+		"https://github.com/liuw1535/antigravity2api-nodejs/issues/44": 581981300432511 * time.Nanosecond,
+	}
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	seen := 0
+	for _, r := range readCorpus(t) {
+		if r.set != resetHintsSet {
+			continue
+		}
+		seen++
+		d, ok := want[r.source]
+		if !assert.True(t, ok, "line %d: no hint stated for %s", r.line, r.source) {
+			continue
+		}
+		res := classify.Extended.Classify(classify.Message{StopReason: transcript.StopReasonError, ErrorMessage: r.message}, now)
+		assert.True(t, res.HasRetryAfter, "line %d: no hint", r.line)
+		assert.Equal(t, d, res.RetryAfter, "line %d", r.line)
+	}
+	assert.Equal(t, len(want), seen, "rows of the set %q", resetHintsSet)
+}

@@ -72,3 +72,45 @@ func FuzzClassify(f *testing.F) {
 		}
 	})
 }
+
+// FuzzHints feeds arbitrary text and one arbitrary header to the hint
+// readers (issue 24): no panic, never negative, nothing when not ok, the
+// same answer twice, and an absolute reset never more than a year away.
+// Run it longer with:
+// go test ./classify -run '^$' -fuzz FuzzHints -fuzztime 60s
+func FuzzHints(f *testing.F) {
+	for _, s := range [][3]string{
+		{"Please try again in 1h2m3.5s.", "retry-after", "Sun, 29 Nov 2026 12:01:00 GMT"},
+		{"Your limit will reset at 3pm (America/New_York).", "anthropic-ratelimit-tokens-reset", "2026-11-29T12:00:30Z"},
+		{"Claude AI usage limit reached|1767225600", "x-ratelimit-reset-tokens", "6m0s"},
+		{`'retryDelay': '59s'`, "retry-after-ms", "99999999999999999999"},
+		{"resets 12:50am (Etc/GMT+5)", "x-ratelimit-reset", "1999999999"},
+		{"try again in 2 hours, 3 minutes and 4 seconds", "anthropic-ratelimit-requests-remaining", "0"},
+		{`"resets_at": 9999999999`, "X-RateLimit-Reset-Requests", "1s"},
+	} {
+		f.Add(s[0], s[1], s[2], int64(1_800_000_000))
+	}
+	f.Fuzz(func(t *testing.T, text, name, value string, unix int64) {
+		now := time.Unix(unix, 0)
+		d, ok := classify.RetryAfter(text, now)
+		if d < 0 || (!ok && d != 0) {
+			t.Fatalf("RetryAfter = %v, %v", d, ok)
+		}
+		if again, againOK := classify.RetryAfter(text, now); again != d || againOK != ok {
+			t.Fatalf("not deterministic: %v, %v then %v, %v", d, ok, again, againOK)
+		}
+		m := classify.Message{StopReason: transcript.StopReasonError, Status: 429, ErrorMessage: text,
+			Headers: map[string]string{name: value, "anthropic-ratelimit-requests-reset": value}}
+		r := classify.Extended.Classify(m, now)
+		if r.RetryAfter < 0 || (!r.HasRetryAfter && r.RetryAfter != 0) {
+			t.Fatalf("Classify's hint = %v, %v", r.RetryAfter, r.HasRetryAfter)
+		}
+		// An RFC 3339 reset is absolute: in the past it is 0, more than a
+		// year ahead it is no hint.
+		only := classify.Message{StopReason: transcript.StopReasonError, Status: 429,
+			Headers: map[string]string{"anthropic-ratelimit-tokens-reset": value}}
+		if r := classify.Extended.Classify(only, now); r.RetryAfter > 366*24*time.Hour {
+			t.Fatalf("a reset %v away from %q", r.RetryAfter, value)
+		}
+	})
+}

@@ -23,7 +23,10 @@ type Message struct {
 	// "insufficient_quota".
 	ErrorType string
 	// Headers are response headers that carry retry hints (Retry-After,
-	// retry-after-ms, x-ratelimit-reset-ms, x-ratelimit-reset), by name;
+	// retry-after-ms, x-ratelimit-reset-ms, x-ratelimit-reset, Anthropic's
+	// anthropic-ratelimit-*-reset and -remaining, OpenAI's
+	// x-ratelimit-reset-{requests,tokens} and
+	// x-ratelimit-remaining-{requests,tokens}; see RetryAfter), by name;
 	// names are matched without regard to case.
 	Headers map[string]string
 	// Err is the Go error behind the failure, when there is one: a

@@ -33,8 +33,10 @@ import (
 //     with lower-case names: the first value of each, cut to
 //     MaxHeaderValue bytes, and at most MaxHeaders of them (the retry
 //     hints and request IDs first, then by name);
-//   - ErrorMessage is short: "529 overloaded_error: Overloaded", the body's
-//     text when it is not a known shape (cut to 500 characters), or err's;
+//   - ErrorMessage is short: "529 overloaded_error: Overloaded" (and
+//     " (retryDelay: 30s)" when the body has a Google RetryInfo, which the
+//     classifier reads as a retry hint), the body's text when it is not a
+//     known shape (cut to 500 characters), or err's;
 //     whatever the body, at most MaxErrorMessage bytes, cut on a UTF-8
 //     boundary and ended with "…" when cut. The classifier reads the body's
 //     type and message, which come first;
@@ -76,7 +78,11 @@ func FailedMessage(status int, header http.Header, body []byte, err error) trans
 	case m.HTTPStatus != 0:
 		parts = append(parts, http.StatusText(m.HTTPStatus))
 	}
-	m.ErrorMessage = clipBytes(strings.TrimSuffix(strings.Join(parts, " "), ":"), MaxErrorMessage)
+	var hint string // kept whole however long the message: the classifier reads it
+	if parsed && pe.RetryDelay != "" {
+		hint = " (retryDelay: " + pe.RetryDelay + ")"
+	}
+	m.ErrorMessage = clipBytes(strings.TrimSuffix(strings.Join(parts, " "), ":"), MaxErrorMessage-len(hint)) + hint
 	if m.ErrorMessage == "" {
 		m.ErrorMessage = "the model call failed"
 	}

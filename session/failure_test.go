@@ -97,3 +97,22 @@ func TestFailedMessageSpendCodesAreTyped(t *testing.T) {
 		})
 	}
 }
+
+// Issue 24: a Gemini body in a JSON array is read as the body it holds, and
+// its RetryInfo's delay ends the message, kept whole however long the
+// provider's message is, so that the classifier reads it as the hint.
+func TestFailedMessageGeminiRetryInfo(t *testing.T) {
+	for _, msg := range []string{"Resource has been exhausted (e.g. check quota).", strings.Repeat("* Quota exceeded for metric: generate_content_free_tier_requests\\n", 200)} {
+		body := `[{"error":{"code":429,"message":"` + msg + `","status":"RESOURCE_EXHAUSTED",` +
+			`"details":[{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"26.5s"}]}}]`
+		m := session.FailedMessage(429, nil, []byte(body), nil)
+		assert.Equal(t, "RESOURCE_EXHAUSTED", m.ErrorType)
+		assert.True(t, strings.HasPrefix(m.ErrorMessage, "429 RESOURCE_EXHAUSTED: "), m.ErrorMessage)
+		assert.True(t, strings.HasSuffix(m.ErrorMessage, " (retryDelay: 26.5s)"), m.ErrorMessage)
+		assert.LessOrEqual(t, len(m.ErrorMessage), session.MaxErrorMessage)
+		got := classify.Extended.Classify(classify.Message{StopReason: m.StopReason, ErrorMessage: m.ErrorMessage,
+			Status: m.HTTPStatus, ErrorType: m.ErrorType, Headers: m.Headers}, time.Now())
+		assert.True(t, got.HasRetryAfter)
+		assert.Equal(t, 26500*time.Millisecond, got.RetryAfter)
+	}
+}

@@ -103,8 +103,9 @@ func runClassify(args []string, env *environment) int {
 // classifyLine classifies one input line. A JSON object with a message's
 // own keys (stopReason, errorMessage) is a message, its fields checked
 // strictly; any other JSON object is read as a provider's error body
-// (classify.ParseBody) when it is one; a JSON array or string is refused as
-// not an object; everything else (other JSON objects, text that only
+// (classify.ParseBody) when it is one, and so is a JSON array holding one
+// (Gemini's [{"error":…}]); any other JSON array, and a JSON string, is
+// refused; everything else (other JSON objects, text that only
 // starts like JSON, a Python dict rendering) is the error text of an
 // "error" message.
 func classifyLine(line []byte, n int, rules classify.Rules, window int, explain bool, now time.Time) classifyOutput {
@@ -142,12 +143,14 @@ func classifyLine(line []byte, n int, rules classify.Rules, window int, explain 
 			m.ContextWindow = *in.ContextWindow
 		}
 		m.ErrorMessage, m.Usage, m.Status, m.ErrorType, m.Headers = in.ErrorMessage, in.Usage, in.Status, in.ErrorType, in.Headers
-	case trimmed[0] == '{':
+	case trimmed[0] == '{' || trimmed[0] == '[':
 		if pe, ok := classify.ParseBody(trimmed); ok {
 			read = fmt.Sprintf("read as a provider error body: %q", pe.String())
 			m.Status, m.ErrorType, m.ErrorMessage = pe.Status, pe.Type, pe.String()
+		} else if trimmed[0] == '[' && json.Valid(trimmed) {
+			return fail("JSON array holds no provider error body")
 		}
-	case trimmed[0] == '[' || trimmed[0] == '"':
+	case trimmed[0] == '"':
 		if json.Valid(trimmed) {
 			return fail("JSON value is not an object")
 		}

@@ -86,7 +86,8 @@ func TestClassifyCommandBadInput(t *testing.T) {
 		{"a 10 MiB line", huge, "retryable", ""},
 		{"empty line", "", "", "empty line"},
 		{"blank line", "   \t", "", "empty line"},
-		{"JSON array", `[{"stopReason":"error"}]`, "", "not an object"},
+		{"JSON array", `[{"stopReason":"error"}]`, "", "JSON array holds no provider error body"},
+		{"empty JSON array", `[]`, "", "JSON array holds no provider error body"},
 		{"JSON string", `"503"`, "", "not an object"},
 		{"truncated JSON", `{"stopReason":"error","errorMessage":"50`, "", "ends before the object does"},
 		{"mistyped field", `{"stopReason":"error","status":"429"}`, "", `field "status"`},
@@ -162,6 +163,8 @@ func TestClassifyCommandBodies(t *testing.T) {
 			"retryable", `read as a provider error body: "Too many requests, please wait before trying again."`},
 		{"openrouter's upstream body", `{"error":{"message":"Provider returned error","code":400,"metadata":{"raw":"{\"type\":\"error\",\"error\":{\"type\":\"invalid_request_error\",\"message\":\"prompt is too long\"}}"}}}`,
 			"overflow", `read as a provider error body: "400 invalid_request_error: prompt is too long"`},
+		{"google, a body in an array", `[{"error":{"code":503,"message":"The model is overloaded. Please try again later.","status":"UNAVAILABLE"}}]`,
+			"retryable", `read as a provider error body: "503 UNAVAILABLE: The model is overloaded. Please try again later."`},
 		{"a python dict rendering is text", `{'error': {'message': 'Overloaded', 'type': 'overloaded_error'}}`, "retryable", "read as error text"},
 		{"another JSON object is text", `{"detail":"upstream connect error"}`, "retryable", "read as error text"},
 		{"an object with no text is text", `{"foo":1}`, "fatal", "read as error text"},
@@ -181,6 +184,22 @@ func TestClassifyCommandBodies(t *testing.T) {
 		assert.Equal(t, c.read, why[0], c.name)
 		assert.Greater(t, len(why), 1, "%s: a rule decided", c.name)
 	}
+}
+
+// Issue 24: a Gemini error body wrapped in a JSON array is read as the body
+// it holds, and its RetryInfo's retryDelay is the hint.
+func TestClassifyCommandGeminiArrayHint(t *testing.T) {
+	line := `[{"error":{"code":429,"message":"You exceeded your current quota. Please retry in 38.5s.","status":"RESOURCE_EXHAUSTED",` +
+		`"details":[{"@type":"type.googleapis.com/google.rpc.Help","links":[]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"38s"}]}}]`
+	code, out, errOut := runCmd(line+"\n", "classify", "--explain")
+	require.Equal(t, 0, code, errOut)
+	objs := outputLines(t, out)
+	require.Len(t, objs, 1)
+	assert.Equal(t, "usage_limit", objs[0]["class"])
+	assert.Equal(t, float64(38000), objs[0]["retryAfterMs"], "the RetryInfo, not the message's 38.5s")
+	why, _ := objs[0]["why"].([]any)
+	require.NotEmpty(t, why)
+	assert.Equal(t, `read as a provider error body: "429 RESOURCE_EXHAUSTED: You exceeded your current quota. Please retry in 38.5s. (retryDelay: 38s)"`, why[0])
 }
 
 // Issue item 5: --explain says which rule decided each verdict.
