@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentfsm/agentfsm/events"
@@ -133,6 +134,10 @@ type Status struct {
 	LastCompaction         transcript.CompactionReason `json:"lastCompaction,omitempty"`
 	CompactionTokensBefore int                         `json:"compactionTokensBefore,omitempty"`
 	CompactionTokensAfter  int                         `json:"compactionTokensAfter,omitempty"`
+	// CompactionTruncated is its transcript.Compaction's Truncated: the
+	// tool results it kept truncated, nil when none (a copy: changing it
+	// changes nothing in the session).
+	CompactionTruncated []transcript.Truncation `json:"compactionTruncated,omitempty"`
 }
 
 // Status returns the engine's status.
@@ -153,6 +158,7 @@ func (e *Engine) Status() Status {
 		LastCompaction:         last.reason,
 		CompactionTokensBefore: last.before,
 		CompactionTokensAfter:  last.after,
+		CompactionTruncated:    slices.Clone(last.truncated),
 	}
 }
 

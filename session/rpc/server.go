@@ -59,6 +59,9 @@ type CompactionSize struct {
 	Reason       transcript.CompactionReason `json:"reason"`
 	TokensBefore int                         `json:"tokensBefore"`
 	TokensAfter  int                         `json:"tokensAfter"`
+	// Truncated are the tool results the compaction kept truncated
+	// (transcript.Compaction's Truncated), left out when none.
+	Truncated []transcript.Truncation `json:"truncated,omitempty"`
 }
 
 // StateOf is the get_state answer of the session id, talking to m, whose
@@ -68,7 +71,8 @@ type CompactionSize struct {
 func StateOf(id string, m policy.Model, st policy.Status) State {
 	var last *CompactionSize
 	if st.LastCompaction != "" {
-		last = &CompactionSize{Reason: st.LastCompaction, TokensBefore: st.CompactionTokensBefore, TokensAfter: st.CompactionTokensAfter}
+		last = &CompactionSize{Reason: st.LastCompaction, TokensBefore: st.CompactionTokensBefore, TokensAfter: st.CompactionTokensAfter,
+			Truncated: st.CompactionTruncated}
 	}
 	return State{
 		SessionID: id, Model: m, IsStreaming: st.Streaming, IsCompacting: st.Compacting,
