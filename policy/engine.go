@@ -33,6 +33,14 @@ type Engine struct {
 	model Model
 	cfg   Config
 	creds bool
+	// overflowCounted and overflowTokens are the provider's count of the
+	// latest overflow, until a compaction or a call's usage supersedes it
+	// (see overflowCount; read and written through overflow and
+	// setOverflow). They sit in what creds leaves of a word, so the count
+	// costs an Engine no room: a count over math.MaxInt32 tokens is held
+	// there, which no window comes near.
+	overflowCounted bool
+	overflowTokens  int32
 
 	// machine holds the machine's state: the engine keeps no other copy.
 	machine *fsm.Machine
@@ -195,12 +203,6 @@ func (e *Engine) begin() {
 	}
 	e.out, e.entries = e.out[:0], e.entries[:0]
 	e.ctx.appended, e.ctx.appendedN = e.ctx.appended[:0], 0
-	if e.turn != nil {
-		// An overflow's count serves the compaction its own decision
-		// starts, within the same input, and no later one: a snapshot
-		// does not hold it.
-		e.turn.overflow = overflowCount{}
-	}
 }
 
 // end finishes an input: the steps still raised are taken, the turn

@@ -68,6 +68,13 @@ type Snapshot struct {
 	// when the restored engine takes it from the usage in its history.
 	// Otherwise within [0.25, 16].
 	TokenRatio float64 `json:"tokenRatio,omitempty"`
+	// OverflowTokens is the provider's count of the latest overflow, while
+	// it stands (no compaction and no call's usage since): the size its
+	// error text gave, or the model's window + 1 when it gave none
+	// (OverflowCounted false). 0 for none, and in a snapshot written
+	// before it was recorded.
+	OverflowTokens  int  `json:"overflowTokens,omitempty"`
+	OverflowCounted bool `json:"overflowCounted,omitempty"`
 }
 
 // What a Snapshot's InFlight names.
@@ -86,6 +93,8 @@ func (e *Engine) Snapshot() Snapshot {
 		EpisodeCompacted: e.turn != nil && e.turn.episodeCompacted,
 		Tickets:          e.tickets,
 		TokenRatio:       float64(e.calib),
+		OverflowTokens:   int(e.overflowTokens),
+		OverflowCounted:  e.overflowCounted,
 	}
 	if w := e.wait; w.pending() {
 		d := w.deadline
@@ -202,6 +211,9 @@ func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, [
 	if snap.TokenRatio != 0 {
 		e.calib = calibration(snap.TokenRatio)
 	}
+	if snap.OverflowTokens > 0 {
+		e.setOverflow(overflowCount{tokens: snap.OverflowTokens, counted: snap.OverflowCounted})
+	}
 	e.begin()
 	if snap.Turn {
 		e.turn = &turn{episodeCompacted: snap.EpisodeCompacted}
@@ -261,6 +273,9 @@ func (s Snapshot) check() error {
 	}
 	if !validRatio(s.TokenRatio) {
 		return fmt.Errorf("tokenRatio: %v is outside [%v, %v] (0 for none)", s.TokenRatio, minTokenRatio, maxTokenRatio)
+	}
+	if s.OverflowTokens < 0 {
+		return fmt.Errorf("overflowTokens: negative %d", s.OverflowTokens)
 	}
 	if s.Tickets > maxTickets {
 		return fmt.Errorf("tickets: %d leaves no room to number runs, timers and compactions on (at most %d)", s.Tickets, uint64(maxTickets))

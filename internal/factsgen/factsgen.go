@@ -49,6 +49,8 @@ func Draw(t *rapid.T, b Bounds) transitions.Facts {
 		AlreadyCompacted:   rapid.Bool().Draw(t, "alreadyCompacted"),
 		Committing:         rapid.Bool().Draw(t, "committing"),
 		TooLarge:           rapid.Bool().Draw(t, "tooLarge"),
+		PromptTooLarge:     rapid.Bool().Draw(t, "promptTooLarge"),
+		PromptOverWindow:   rapid.Bool().Draw(t, "promptOverWindow"),
 	}
 }
 
