@@ -46,6 +46,24 @@ type SummaryRequest struct {
 	// session has no credential store. A summarizer that calls the model
 	// calls it with these, so its call follows a key switch.
 	Credential *Credential
+	// Retry is the session's retry settings when the compaction started.
+	// A summarizer that calls the model retries a call that fails on a
+	// transient error (an overloaded or unavailable server, a network
+	// failure: the class Retryable under Retry.Rules) within them, as the
+	// session retries a run: at most MaxRetries times, waiting
+	// Retry.Delay(n, hint) before retry n, and never once its context
+	// ends. The zero value (Enabled false) retries nothing.
+	Retry RetryConfig
+}
+
+// Delay is the wait before retry attempt n (from 1) under c, as a retry
+// chain waits (docs/policy.md §3.2): BaseDelayMs×2^(n−1), at most
+// MaxDelayMs when set, and with HonorRetryAfter at least hint (the
+// server's retry hint, 0 for none). No jitter: a caller without the
+// session's random draws waits the longest delay jitter allows. Each step
+// saturates at MaxDelay.
+func (c RetryConfig) Delay(n int, hint time.Duration) time.Duration {
+	return retryDelay(c, n, 0, hint, hint > 0)
 }
 
 // Summary is a Summarizer's answer.
@@ -290,7 +308,7 @@ func (e *Engine) runCompaction(c *compaction, instructions string) {
 	e.comp = c
 	e.effect(Effect{Kind: StartCompaction, Compaction: c.id, Request: &SummaryRequest{
 		Messages: c.cut, Kept: c.kept, Reason: c.reason, Instructions: instructions, MaxChars: e.summaryLimit(c),
-		TokenRatio: float64(e.calib), Model: e.model,
+		TokenRatio: float64(e.calib), Model: e.model, Retry: e.cfg.Retry,
 	}})
 }
 
