@@ -142,10 +142,6 @@ type Status struct {
 	LastCompaction         transcript.CompactionReason `json:"lastCompaction,omitempty"`
 	CompactionTokensBefore int                         `json:"compactionTokensBefore,omitempty"`
 	CompactionTokensAfter  int                         `json:"compactionTokensAfter,omitempty"`
-	// CompactionTruncated is its transcript.Compaction's Truncated: the
-	// tool results it kept truncated, nil when none (a copy: changing it
-	// changes nothing in the session).
-	CompactionTruncated []transcript.Truncation `json:"compactionTruncated,omitempty"`
 }
 
 // Status returns the engine's status.
@@ -166,8 +162,18 @@ func (e *Engine) Status() Status {
 		LastCompaction:         last.reason,
 		CompactionTokensBefore: last.before,
 		CompactionTokensAfter:  last.after,
-		CompactionTruncated:    slices.Clone(last.truncated),
 	}
+}
+
+// LastCompactionTruncated returns the tool results the latest compaction
+// (the one Status reports) kept truncated, its transcript.Compaction's
+// Truncated, nil before any compaction and when it truncated none. It is
+// not part of Status, which stays comparable; the result is a copy.
+func (e *Engine) LastCompactionTruncated() []transcript.Truncation {
+	if l := e.ctx.last; l != nil {
+		return slices.Clone(l.truncated)
+	}
+	return nil
 }
 
 // Config returns the settings.

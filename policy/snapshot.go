@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"reflect"
 	"strings"
 	"time"
@@ -71,8 +72,8 @@ type Snapshot struct {
 	// OverflowTokens is the provider's count of the latest overflow, while
 	// it stands (no compaction and no call's usage since): the size its
 	// error text gave, or the model's window + 1 when it gave none
-	// (OverflowCounted false). 0 for none, and in a snapshot written
-	// before it was recorded.
+	// (OverflowCounted false), at most math.MaxInt32. 0 for none, and in
+	// a snapshot written before it was recorded.
 	OverflowTokens  int  `json:"overflowTokens,omitempty"`
 	OverflowCounted bool `json:"overflowCounted,omitempty"`
 }
@@ -274,8 +275,8 @@ func (s Snapshot) check() error {
 	if !validRatio(s.TokenRatio) {
 		return fmt.Errorf("tokenRatio: %v is outside [%v, %v] (0 for none)", s.TokenRatio, minTokenRatio, maxTokenRatio)
 	}
-	if s.OverflowTokens < 0 {
-		return fmt.Errorf("overflowTokens: negative %d", s.OverflowTokens)
+	if s.OverflowTokens < 0 || s.OverflowTokens > math.MaxInt32 {
+		return fmt.Errorf("overflowTokens: %d is outside [0, %d]", s.OverflowTokens, math.MaxInt32)
 	}
 	if s.Tickets > maxTickets {
 		return fmt.Errorf("tickets: %d leaves no room to number runs, timers and compactions on (at most %d)", s.Tickets, uint64(maxTickets))

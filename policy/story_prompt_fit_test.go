@@ -3,6 +3,7 @@ package policy_test
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"strings"
 	"testing"
 
@@ -135,11 +136,14 @@ func TestStoryOverflowCountOutlivesItsFailedTurn(t *testing.T) {
 	p2 := &player{t: t, e: e, now: t0}
 	assert.Equal(t, next, promptIn("next")(p2))
 
-	// A negative count is refused, naming the field.
-	snap.OverflowTokens = -1
-	_, _, err = policy.Restore(policy.Setup{SessionID: "s", Model: testModel, History: p.history}, snap, t0, 0)
-	require.ErrorIs(t, err, policy.ErrSnapshot)
-	assert.ErrorContains(t, err, "overflowTokens")
+	// A negative count, or one past what is kept, is refused, naming the
+	// field.
+	for _, bad := range []int{-1, math.MaxInt32 + 1} {
+		snap.OverflowTokens = bad
+		_, _, err = policy.Restore(policy.Setup{SessionID: "s", Model: testModel, History: p.history}, snap, t0, 0)
+		require.ErrorIs(t, err, policy.ErrSnapshot)
+		assert.ErrorContains(t, err, "overflowTokens")
+	}
 }
 
 // After an overflow the summary's limit is by the overflow's count: what

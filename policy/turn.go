@@ -72,7 +72,10 @@ func (e *Engine) checkPrompt(at time.Time) {
 				size = max(size, f.Tokens)
 			}
 			size += e.promptTokens()
-			f.PromptOverWindow = size > window-max(e.cfg.Compaction.ReserveTokens, 0)
+			// A reserve that leaves no room at all is no fit to test,
+			// as for tooLarge: the threshold path compacts then.
+			usable := window - max(e.cfg.Compaction.ReserveTokens, 0)
+			f.PromptOverWindow = usable > 0 && size > usable
 		}
 	}
 	if last == nil && !f.PromptTooLarge && !f.PromptOverWindow {

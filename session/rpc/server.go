@@ -71,8 +71,7 @@ type CompactionSize struct {
 func StateOf(id string, m policy.Model, st policy.Status) State {
 	var last *CompactionSize
 	if st.LastCompaction != "" {
-		last = &CompactionSize{Reason: st.LastCompaction, TokensBefore: st.CompactionTokensBefore, TokensAfter: st.CompactionTokensAfter,
-			Truncated: st.CompactionTruncated}
+		last = &CompactionSize{Reason: st.LastCompaction, TokensBefore: st.CompactionTokensBefore, TokensAfter: st.CompactionTokensAfter}
 	}
 	return State{
 		SessionID: id, Model: m, IsStreaming: st.Streaming, IsCompacting: st.Compacting,
@@ -462,7 +461,12 @@ func init() {
 		"get_state": {nil, func(_ context.Context, srv *server, cmd command, _ map[string]json.RawMessage) {
 			s := srv.s
 			// One read of Status: the fields never contradict each other.
-			srv.ok(cmd, StateOf(s.ID(), s.Model(), s.Status()))
+			st, truncated := s.LastCompactionTruncated()
+			state := StateOf(s.ID(), s.Model(), st)
+			if state.LastCompaction != nil {
+				state.LastCompaction.Truncated = truncated
+			}
+			srv.ok(cmd, state)
 		}},
 		"get_messages": {nil, func(_ context.Context, srv *server, cmd command, _ map[string]json.RawMessage) {
 			msgs := srv.s.Messages()
