@@ -116,10 +116,15 @@ type compaction struct {
 
 // prepareCompaction chooses what a compaction cuts (docs/policy.md §4.4):
 // it returns the compaction with its cut and kept messages, or why there is
-// none: ErrNothingToCompact, or for an overflow's compaction a
-// *tooLargeError when even the messages the last cut point keeps do not
-// fit. Both are never empty: every cut point is after the first message
-// and at or before the last. Sizes are calibrated (see calibration).
+// none: ErrNothingToCompact (for an overflow's compaction with nothing
+// before the last message to cut, saying so with the provider's count), or
+// for an overflow's compaction a *tooLargeError when even the messages the
+// last cut point keeps do not fit. Both are never empty: every cut point
+// is after the first message and at or before the last. Sizes are
+// calibrated (see calibration), and while an overflow's count stands, by
+// that count too (see overflowCut). The prompt waiting for the check
+// before it, when there is one, is room the kept messages and the summary
+// leave free.
 //
 // When the session has a compaction threshold, a compaction makes room for
 // a summary of the budget's size: if the messages kept would take more

@@ -88,7 +88,9 @@ func estimateTokens(m transcript.Message) int {
 // reached, then forward to the first valid cut point (see cutPoints). It
 // returns the index of the first kept message, and ok = false when there
 // is nothing to compact: everything fits, or no cut point leaves anything
-// before it.
+// before it. It knows no window: with the model's window unknown (0) it is
+// the whole cut, as there is no threshold, no budget, no fit to test and
+// no too_large (see Engine.window), only the keepRecentTokens target.
 func cutPoint(msgs []transcript.Message, keepRecent int, c calibration) (int, bool) {
 	total := 0
 	start := -1
