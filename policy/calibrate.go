@@ -93,33 +93,36 @@ func validRatio(r float64) bool {
 // calibrateUsage takes the usage of assistant message m, the last of the
 // runtime context, as a count of the whole context: the call read
 // everything before m (input, cache read and cache write) and wrote m
-// (output).
+// (output). A count of the context as it is now supersedes an earlier
+// overflow's (see overflowCount).
 func (e *Engine) calibrateUsage(m *transcript.Message) {
 	if m.IsError() {
 		return
 	}
-	e.calib = e.calib.sample(contextTokens(m.Usage), e.ctx.est)
+	if n := contextTokens(m.Usage); n > 0 {
+		e.calib = e.calib.sample(n, e.ctx.est)
+		e.setOverflow(overflowCount{})
+	}
 }
 
 // calibrateOverflow takes the size an overflow's error text gives as a
 // count of the request that overflowed: the runtime context before m, the
 // overflow's message.
 //
-// It also keeps the overflow's count for the compaction that recovers from
-// it (overflowCut): the size the text gives, or when it gives none, one
-// token over the window (the model's, or the limit the text names), which
-// is what an overflow says at least.
+// It also keeps the overflow's count (see overflowCount): the size the
+// text gives, or when it gives none, one token over the model's window,
+// which is what an overflow says at least.
 func (e *Engine) calibrateOverflow(m *transcript.Message, v classify.Result) {
 	if v.Class != classify.Overflow {
 		return
 	}
-	if e.turn != nil {
-		window := e.window(v.ContextLimit)
-		o := overflowCount{tokens: max(v.PromptTokens, 0), window: window, counted: v.PromptTokens > 0}
-		if o.tokens == 0 && window > 0 && window < math.MaxInt {
-			o.tokens = window + 1
-		}
-		e.turn.overflow = o
+	window := e.window()
+	o := overflowCount{tokens: max(v.PromptTokens, 0), window: window, counted: v.PromptTokens > 0}
+	if o.tokens == 0 && window > 0 && window < math.MaxInt {
+		o.tokens = window + 1
+	}
+	if o.tokens > 0 {
+		e.setOverflow(o)
 	}
 	if v.PromptTokens <= 0 {
 		return
@@ -134,60 +137,82 @@ func (e *Engine) calibrateOverflow(m *transcript.Message, v classify.Result) {
 // overflowCount is the provider's count of a request that overflowed:
 // tokens (0 when unknown) over a window of window tokens (0 when unknown);
 // counted says the error text gave tokens (else it is the window + 1).
+//
+// The session keeps the latest overflow's count, with its calibration,
+// until a compaction changes the context or a call's usage counts the
+// context again: the compaction that recovers from the overflow sizes the
+// context by it (overflowCut), and so, when the turn failed without one
+// (the recovery failed, compaction was off, the overflow was too large),
+// do the check before the next prompt and the compactions after it. It
+// is part of the snapshot.
 type overflowCount struct {
 	tokens, window int
 	counted        bool
 }
 
-// overflowCut is the cut of an overflow's compaction, given the cut at
-// (and ok, whether there is one) that the calibrated sizes chose: the
-// provider said the context does not fit, so what is kept must fit by the
-// overflow's own count, whatever the calibration says. The calibration
-// may not say it: a context estimated under 1,024 tokens sets no ratio,
-// and a ratio is held at 16 at most, so a short context the provider
-// counts as over the window (a scripted overflow after a few short turns,
-// a system prompt or tools far larger than the messages) is, calibrated,
-// under keepRecentTokens: "nothing to compact", and the turn failed.
+// overflow is the count of the latest overflow that stands, tokens 0 when
+// none.
+func (e *Engine) overflow() overflowCount {
+	return overflowCount{tokens: int(e.overflowTokens), window: e.window(), counted: e.overflowCounted}
+}
+
+// setOverflow keeps o as the count of the latest overflow (its window is
+// the model's), its tokens held at math.MaxInt32.
+func (e *Engine) setOverflow(o overflowCount) {
+	e.overflowTokens, e.overflowCounted = int32(min(max(o.tokens, 0), math.MaxInt32)), o.counted
+}
+
+// overflowCut is the cut of a compaction while the provider's count of an
+// overflow stands (see overflowCount), given the cut at (and ok, whether
+// there is one) that the calibrated sizes chose, and extra, the
+// calibrated size of the prompt waiting to be sent after it (0 when
+// none): the provider said the context does not fit, so what is kept must
+// fit by the overflow's own count, whatever the calibration says. The
+// calibration may not say it: a context estimated under 1,024 tokens sets
+// no ratio, and a ratio is held at 16 at most, so a short context the
+// provider counts as over the window (a scripted overflow after a few
+// short turns, a system prompt or tools far larger than the messages) is,
+// calibrated, under keepRecentTokens: "nothing to compact", and the turn
+// failed.
 //
 // When the overflow's count is larger than the calibrated size of msgs,
 // msgs are sized by the ratio that count gives (tokens ÷ the estimate of
-// msgs, unbounded), and the cut moves forward, cut point by cut point
-// from at (from the first cut point when there was none), until what is
-// kept leaves room for a summary: the threshold less the summary's budget
-// (without a threshold, three quarters of the overflow's window less
-// reserveTokens), or until the last cut point. So something is always cut
-// when there is a cut point after the first message: the whole did not
-// fit. The count is used once; counted is the overflow's count of msgs
-// when the text gave one (the compaction's TokensBefore is at least that),
-// else 0.
-func (e *Engine) overflowCut(msgs []transcript.Message, at int, ok bool) (_ int, _ bool, counted int) {
-	if e.turn == nil {
-		return at, ok, 0
-	}
-	o := e.turn.overflow
-	e.turn.overflow = overflowCount{}
+// msgs, unbounded), and returned as sizing (else sizing is the session's
+// calibration). With a threshold, the cut moves forward, cut point by cut
+// point from at (from the first cut point when there was none), until
+// what is kept leaves room for a summary of the budget and the prompt
+// under the threshold, or until the last cut point: so something is
+// always cut when there is a cut point after the first message, the whole
+// did not fit. Without one (the model's window is unknown) there is no
+// fit to test: the cut is the keepRecentTokens walk by that sizing.
+// counted is the overflow's count of msgs when the text gave one (the
+// compaction's TokensBefore is at least that), else 0.
+func (e *Engine) overflowCut(msgs []transcript.Message, at int, ok bool, extra int) (_ int, _ bool, counted int, sizing calibration) {
+	o := e.overflow()
 	if o.counted {
 		counted = o.tokens
 	}
 	est := EstimateTokens(msgs...)
 	if o.tokens <= 0 || est <= 0 || e.calib.tokens(est) >= o.tokens {
-		return at, ok, counted // the calibrated size says what the provider said
+		return at, ok, counted, e.calib // the calibrated size says what the provider said
+	}
+	sizing = calibration(float64(o.tokens) / float64(est))
+	threshold, budget, bounded := e.summaryBudget()
+	if !bounded {
+		if at2, ok2 := cutPoint(msgs, e.cfg.Compaction.KeepRecentTokens, sizing); ok2 {
+			return at2, true, counted, sizing
+		}
+		return at, ok, counted, sizing
 	}
 	from := at
 	if !ok {
 		first, found := nextCutPoint(msgs, 1)
 		if !found {
-			return at, ok, counted
+			return at, ok, counted, sizing
 		}
 		from = first
 	}
-	limit := 0
-	if threshold, budget, bounded := e.summaryBudget(); bounded {
-		limit = threshold - budget
-	} else if usable := o.window - max(e.cfg.Compaction.ReserveTokens, 0); usable > 0 {
-		limit = usable - usable/4
-	}
-	return deeperCut(msgs, from, limit, calibration(float64(o.tokens)/float64(est))), true, counted
+	return deeperCut(msgs, from, threshold-budget-extra, sizing), true, counted, sizing
 }
 
 // contextWithout is the runtime context without its last message when that
@@ -231,14 +256,11 @@ func (e *tooLargeError) Error() string {
 	return fmt.Sprintf("the last message alone is %d tokens, over the model's window of %d", e.Tokens, e.Window)
 }
 
-// window is the model's context window: the model's own, or when that is
-// unknown the limit the overflow's error text named (limit, 0 when none).
-func (e *Engine) window(limit int) int {
-	if e.model.ContextWindow > 0 {
-		return e.model.ContextWindow
-	}
-	return max(limit, 0)
-}
+// window is the model's context window, 0 when unknown. A limit an
+// overflow's error text names does not stand in for an unknown window:
+// without a window there is no fit to test (no too_large, no deeper cut
+// for the room, no truncation), only the keepRecentTokens target.
+func (e *Engine) window() int { return max(e.model.ContextWindow, 0) }
 
 // tooLarge returns why msgs cannot be compacted to fit a window of window
 // tokens: the messages from the last point a compaction may cut at on
@@ -253,7 +275,7 @@ func (e *Engine) tooLarge(msgs []transcript.Message, window int) *tooLargeError 
 	}
 	at := lastCutPoint(msgs)
 	// Its tool results may be truncated to make room.
-	tail, _ := e.truncateToFit(msgs[at:], usable-e.calib.tokens(1))
+	tail, _ := e.truncateToFit(msgs[at:], usable-e.calib.tokens(1), e.calib)
 	n := e.calib.tokens(EstimateTokens(tail...))
 	if n+e.calib.tokens(1) <= usable {
 		return nil // room for a summary of one token at least

@@ -46,6 +46,24 @@ type SummaryRequest struct {
 	// session has no credential store. A summarizer that calls the model
 	// calls it with these, so its call follows a key switch.
 	Credential *Credential
+	// Retry is the session's retry settings when the compaction started.
+	// A summarizer that calls the model retries a call that fails on a
+	// transient error (an overloaded or unavailable server, a network
+	// failure: the class Retryable under Retry.Rules) within them, as the
+	// session retries a run: at most MaxRetries times, waiting
+	// Retry.Delay(n, hint) before retry n, and never once its context
+	// ends. The zero value (Enabled false) retries nothing.
+	Retry RetryConfig
+}
+
+// Delay is the wait before retry attempt n (from 1) under c, as a retry
+// chain waits (docs/policy.md §3.2): BaseDelayMs×2^(n−1), at most
+// MaxDelayMs when set, and with HonorRetryAfter at least hint (the
+// server's retry hint, 0 for none). No jitter: a caller without the
+// session's random draws waits the longest delay jitter allows. Each step
+// saturates at MaxDelay.
+func (c RetryConfig) Delay(n int, hint time.Duration) time.Duration {
+	return retryDelay(c, n, 0, hint, hint > 0)
 }
 
 // Summary is a Summarizer's answer.
@@ -83,6 +101,12 @@ type compaction struct {
 	// before is the context's calibrated size when the compaction
 	// started.
 	before int
+	// sizing is how the compaction sizes what it keeps and its summary:
+	// the session's calibration, or an overflow's count (overflowCut).
+	sizing calibration
+	// extra is the calibrated size of the prompt that follows it (the
+	// check before a prompt), 0 when none.
+	extra int
 	// committing: the summary is in, and its entry is being appended;
 	// previousSeq is the position of the compaction before it.
 	committing  bool
@@ -92,10 +116,15 @@ type compaction struct {
 
 // prepareCompaction chooses what a compaction cuts (docs/policy.md §4.4):
 // it returns the compaction with its cut and kept messages, or why there is
-// none: ErrNothingToCompact, or for an overflow's compaction a
-// *tooLargeError when even the messages the last cut point keeps do not
-// fit. Both are never empty: every cut point is after the first message
-// and at or before the last. Sizes are calibrated (see calibration).
+// none: ErrNothingToCompact (for an overflow's compaction with nothing
+// before the last message to cut, saying so with the provider's count), or
+// for an overflow's compaction a *tooLargeError when even the messages the
+// last cut point keeps do not fit. Both are never empty: every cut point
+// is after the first message and at or before the last. Sizes are
+// calibrated (see calibration), and while an overflow's count stands, by
+// that count too (see overflowCut). The prompt waiting for the check
+// before it, when there is one, is room the kept messages and the summary
+// leave free.
 //
 // When the session has a compaction threshold, a compaction makes room for
 // a summary of the budget's size: if the messages kept would take more
@@ -112,27 +141,37 @@ type compaction struct {
 // them so, and its entry says so (Compaction.Truncated).
 func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compaction, error) {
 	msgs := e.ctx.msgs
+	// The prompt waiting for the check before it goes after what is kept:
+	// it needs room too.
+	extra := e.promptTokens()
 	at, ok := cutPoint(msgs, e.cfg.Compaction.KeepRecentTokens, e.calib)
 	if threshold, budget, bounded := e.summaryBudget(); bounded {
+		limit := threshold - budget - extra
 		if ok {
-			at = deeperCut(msgs, at, threshold-budget, e.calib)
+			at = deeperCut(msgs, at, limit, e.calib)
 		} else if first, found := nextCutPoint(msgs, 1); found {
-			at = deeperCut(msgs, first, threshold-budget, e.calib)
+			at = deeperCut(msgs, first, limit, e.calib)
 			// Cutting at the first cut point is worth it when everything
 			// does not fit: the first message is then what takes the room.
-			ok = at > first || e.calib.tokens(EstimateTokens(msgs...)) > threshold-budget ||
+			ok = at > first || e.calib.tokens(EstimateTokens(msgs...)) > limit ||
 				(msgs[0].Role == transcript.RoleSummary && e.calib.tokens(estimateTokens(msgs[0])) > budget)
 		}
 	}
-	counted := 0 // the overflow's count of the context, when it gave one
-	if reason == transcript.ReasonOverflow {
+	sizing := e.calib // how the compaction sizes what it keeps and its summary
+	counted := 0      // an overflow's count of the context, when it gave one
+	if e.overflow().tokens > 0 {
 		// The provider said the context does not fit: what is kept must
 		// fit by its count.
-		at, ok, counted = e.overflowCut(msgs, at, ok)
+		at, ok, counted, sizing = e.overflowCut(msgs, at, ok, extra)
+	}
+	if reason == transcript.ReasonOverflow {
 		// After an overflow a result that cannot fit is no result: the
 		// continuation would overflow again.
-		if tl := e.tooLarge(msgs, e.window(0)); tl != nil {
+		if tl := e.tooLarge(msgs, e.window()); tl != nil {
 			return nil, tl
+		}
+		if !ok {
+			return nil, e.nothingEarlier()
 		}
 	}
 	if !ok {
@@ -140,10 +179,10 @@ func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compact
 	}
 	kept := e.ctx.share(at, len(msgs))
 	var cuts []transcript.Truncation
-	if limit, bounded := e.keptLimit(reason); bounded {
+	if limit, bounded := e.keptLimit(reason, extra, sizing); bounded {
 		// Cut as deep as it may be, what is kept is still over its room:
 		// its largest tool results are truncated.
-		kept, cuts = e.truncateToFit(kept, limit)
+		kept, cuts = e.truncateToFit(kept, limit, sizing)
 	}
 	return &compaction{
 		id:        CompactionID(e.ticket()),
@@ -151,21 +190,51 @@ func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compact
 		cut:       e.ctx.share(0, at),
 		kept:      kept,
 		truncated: cuts,
-		before:    max(e.calib.tokens(EstimateTokens(msgs...)), tokensBefore(msgs), counted),
+		sizing:    sizing,
+		extra:     extra,
+		before:    max(sizing.tokens(EstimateTokens(msgs...)), tokensBefore(msgs), counted),
 	}, nil
 }
 
-// keptLimit is the most tokens, calibrated, the messages a compaction
+// nothingEarlier is why an overflow's compaction finds nothing to compact:
+// nothing before the last message can be cut (an overflow on a session's
+// first turn, say) and the last message is not, by the calibrated count,
+// over the window by itself (that is too_large). It names the provider's
+// count. It matches ErrNothingToCompact.
+func (e *Engine) nothingEarlier() error {
+	o, window := e.overflow(), e.window()
+	switch {
+	case o.counted && window > 0:
+		return fmt.Errorf("%w: the provider counted %d tokens, over the model's window of %d, and nothing before the last message can be compacted", ErrNothingToCompact, o.tokens, window)
+	case o.counted:
+		return fmt.Errorf("%w: the provider counted %d tokens, over the model's window, and nothing before the last message can be compacted", ErrNothingToCompact, o.tokens)
+	case window > 0:
+		return fmt.Errorf("%w: the provider said the request is over the model's window of %d, and nothing before the last message can be compacted", ErrNothingToCompact, window)
+	}
+	return fmt.Errorf("%w: the provider said the request is over the model's window, and nothing before the last message can be compacted", ErrNothingToCompact)
+}
+
+// promptTokens is the calibrated size of the user's prompt waiting for
+// the check before it, 0 when none is.
+func (e *Engine) promptTokens() int {
+	if e.turn == nil || e.turn.prompt == nil {
+		return 0
+	}
+	return e.calib.tokens(estimateTokens(*e.turn.prompt))
+}
+
+// keptLimit is the most tokens, sized by c, the messages a compaction
 // keeps may take before their tool results are truncated: the threshold
 // less the summary's budget, and after an overflow no more than what
 // leaves room under the window less reserveTokens for a summary of one
-// estimated token. ok is false when neither bounds them.
-func (e *Engine) keptLimit(reason transcript.CompactionReason) (limit int, ok bool) {
+// estimated token; less extra, the prompt that follows them. ok is false
+// when neither bounds them.
+func (e *Engine) keptLimit(reason transcript.CompactionReason, extra int, c calibration) (limit int, ok bool) {
 	if threshold, budget, bounded := e.summaryBudget(); bounded {
-		limit, ok = threshold-budget, true
+		limit, ok = threshold-budget-extra, true
 	}
-	if window := e.window(0); reason == transcript.ReasonOverflow && window > 0 {
-		if usable := window - max(e.cfg.Compaction.ReserveTokens, 0) - e.calib.tokens(1); usable > 0 && (!ok || usable < limit) {
+	if window := e.window(); reason == transcript.ReasonOverflow && window > 0 {
+		if usable := window - max(e.cfg.Compaction.ReserveTokens, 0) - c.tokens(1) - extra; usable > 0 && (!ok || usable < limit) {
 			limit, ok = usable, true
 		}
 	}
@@ -185,24 +254,33 @@ func (e *Engine) summaryBudget() (threshold, budget int, ok bool) {
 }
 
 // summaryLimit is the longest summary, in characters as estimated (bytes),
-// that a compaction keeping kept may leave: the text whose calibrated size
-// is the budget, or less when kept leaves less room under the threshold
-// (failing that, under the window less reserveTokens; unless it leaves
-// none). 0 means no limit.
-func (e *Engine) summaryLimit(kept []transcript.Message) int {
+// that compaction c may leave: the text whose size is the budget, or less
+// when what it keeps and the prompt after it leave less room under the
+// threshold (failing that, under the window less reserveTokens; unless
+// they leave none). Sizes are the session's calibrated count, and when an
+// overflow's count sizes the compaction (see overflowCut), that count
+// too: the summary fits by both. 0 means no limit.
+func (e *Engine) summaryLimit(c *compaction) int {
 	threshold, budget, ok := e.summaryBudget()
 	if !ok {
 		return 0
 	}
-	size := e.calib.tokens(EstimateTokens(kept...))
-	room := threshold - size
-	if room <= 0 {
-		room = e.model.ContextWindow - max(e.cfg.Compaction.ReserveTokens, 0) - size
+	limit := func(sizing calibration) int {
+		size := sizing.tokens(EstimateTokens(c.kept...)) + c.extra
+		room := threshold - size
+		if room <= 0 {
+			room = e.model.ContextWindow - max(e.cfg.Compaction.ReserveTokens, 0) - size
+		}
+		b := budget
+		if room > 0 {
+			b = min(b, room)
+		}
+		return max(sizing.chars(b), 1)
 	}
-	if room > 0 {
-		budget = min(budget, room)
+	if c.sizing == e.calib {
+		return limit(e.calib)
 	}
-	return max(e.calib.chars(budget), 1)
+	return min(limit(e.calib), limit(c.sizing))
 }
 
 // startCompaction begins an automatic compaction; the machine is in
@@ -234,8 +312,8 @@ func (e *Engine) startManualCompaction(s *step) {
 func (e *Engine) runCompaction(c *compaction, instructions string) {
 	e.comp = c
 	e.effect(Effect{Kind: StartCompaction, Compaction: c.id, Request: &SummaryRequest{
-		Messages: c.cut, Kept: c.kept, Reason: c.reason, Instructions: instructions, MaxChars: e.summaryLimit(c.kept),
-		TokenRatio: float64(e.calib), Model: e.model,
+		Messages: c.cut, Kept: c.kept, Reason: c.reason, Instructions: instructions, MaxChars: e.summaryLimit(c),
+		TokenRatio: float64(e.calib), Model: e.model, Retry: e.cfg.Retry,
 	}})
 }
 
@@ -293,14 +371,14 @@ func (e *Engine) CompactionFinished(at time.Time, id CompactionID, sum Summary, 
 		e.compactionFailed(at, c, err)
 		return e.end(at)
 	}
-	if limit := e.summaryLimit(c.kept); limit > 0 {
+	if limit := e.summaryLimit(c); limit > 0 {
 		sum.Text = capSummary(sum.Text, limit)
 	}
 	c.entry = transcript.Entry{Type: transcript.EntryCompaction, ID: e.ctx.newID("compaction"), Timestamp: at.UnixMilli(), Compaction: &transcript.Compaction{
 		Reason: c.reason, Summary: sum.Text, FirstKeptEntryID: c.kept[0].ID, TokensBefore: c.before, Details: sum.Details,
 		Truncated: c.truncated,
 	}}
-	c.entry.Compaction.TokensAfter = e.calib.tokens(EstimateTokens(summaryMessage(c.entry)) + EstimateTokens(c.kept...))
+	c.entry.Compaction.TokensAfter = c.sizing.tokens(EstimateTokens(summaryMessage(c.entry)) + EstimateTokens(c.kept...))
 	c.committing, c.previousSeq = true, e.ctx.compactionSeq
 	e.record(c.entry)
 	return e.end(at)
@@ -318,7 +396,8 @@ func (e *Engine) committed(at time.Time, err error) {
 		return
 	}
 	e.ctx.compact(c.entry, -1)
-	res := *c.entry.Compaction // a copy: the entry went to history
+	e.setOverflow(overflowCount{}) // the context it counted is gone
+	res := *c.entry.Compaction     // a copy: the entry went to history
 	if c.manual {
 		e.effect(Effect{Kind: FinishCompact, Result: &res})
 	} else {

@@ -68,6 +68,7 @@ type runtimeContext struct {
 type compactionSize struct {
 	reason        transcript.CompactionReason
 	before, after int
+	truncated     []transcript.Truncation
 }
 
 // replay rebuilds the runtime context from history by doing, entry by
@@ -217,7 +218,7 @@ func (c *runtimeContext) compact(e transcript.Entry, from int) {
 	c.est = EstimateTokens(out...)
 	c.seq[e.ID] = c.compactionSeq
 	cp := e.Compaction
-	c.last = &compactionSize{reason: cp.Reason, before: cp.TokensBefore, after: cp.TokensAfter}
+	c.last = &compactionSize{reason: cp.Reason, before: cp.TokensBefore, after: cp.TokensAfter, truncated: cp.Truncated}
 }
 
 // share returns msgs[from:to] to hand to a run or a summarizer: the

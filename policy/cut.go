@@ -88,7 +88,9 @@ func estimateTokens(m transcript.Message) int {
 // reached, then forward to the first valid cut point (see cutPoints). It
 // returns the index of the first kept message, and ok = false when there
 // is nothing to compact: everything fits, or no cut point leaves anything
-// before it.
+// before it. It knows no window: with the model's window unknown (0) it is
+// the whole cut, as there is no threshold, no budget, no fit to test and
+// no too_large (see Engine.window), only the keepRecentTokens target.
 func cutPoint(msgs []transcript.Message, keepRecent int, c calibration) (int, bool) {
 	total := 0
 	start := -1
@@ -214,14 +216,14 @@ func tokensBefore(msgs []transcript.Message) int {
 
 // truncateToFit returns msgs with their tool results truncated
 // (transcript.TruncateToolResult), the largest first, each keeping as much
-// of its text as lets msgs take, calibrated, limit tokens or fewer (less
+// of its text as lets msgs take, sized by c, limit tokens or fewer (less
 // up to maxMarkerChars, the room a marker may take), until they do or
 // every tool result is down to its marker; and the truncations
 // made, in that order. msgs itself is not changed; with nothing to
 // truncate it is returned as it is.
-func (e *Engine) truncateToFit(msgs []transcript.Message, limit int) ([]transcript.Message, []transcript.Truncation) {
+func (e *Engine) truncateToFit(msgs []transcript.Message, limit int, c calibration) ([]transcript.Message, []transcript.Truncation) {
 	total := EstimateTokens(msgs...)
-	if e.calib.tokens(total) <= limit {
+	if c.tokens(total) <= limit {
 		return msgs, nil
 	}
 	var results []int
@@ -234,19 +236,19 @@ func (e *Engine) truncateToFit(msgs []transcript.Message, limit int) ([]transcri
 	var out []transcript.Message
 	var cuts []transcript.Truncation
 	for _, i := range results {
-		if e.calib.tokens(total) <= limit {
+		if c.tokens(total) <= limit {
 			break
 		}
 		m := msgs[i]
 		others := total - estimateTokens(m)
 		fits := func(keep int) bool {
-			return e.calib.tokens(others+estimateTokens(transcript.TruncateToolResult(m, keep))) <= limit
+			return c.tokens(others+estimateTokens(transcript.TruncateToolResult(m, keep))) <= limit
 		}
 		// The most bytes kept that fit: 0 when even the marker alone does
 		// not (the next result is cut too). First a guess made in one
 		// pass, from the room left and the longest marker; a binary
 		// search only when it does not fit.
-		keep := e.calib.estimateRoom(limit) - others
+		keep := c.estimateRoom(limit) - others
 		keep = 4*keep - maxMarkerChars - len(m.ErrorMessage)
 		if keep < 0 || !fits(keep) {
 			keep = sort.Search(len(m.Text())+1, func(k int) bool { return !fits(k) }) - 1

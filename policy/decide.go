@@ -35,20 +35,7 @@ func (v verdict) class() classify.Class {
 // facts gathers what the guards read about m; draw is the random number
 // for the jitter of the delay it draws.
 func (e *Engine) facts(at time.Time, m *transcript.Message, sig transitions.Signal, draw float64) (transitions.Facts, verdict) {
-	f := transitions.Facts{
-		Signal:            sig,
-		RetryEnabled:      e.cfg.Retry.Enabled,
-		Attempt:           e.attempt,
-		MaxRetries:        e.cfg.Retry.MaxRetries,
-		MaxElapsedMs:      e.cfg.Retry.MaxElapsedMs,
-		ElapsedMs:         e.chain.elapsedMs(e.attempt, at),
-		CompactionEnabled: e.cfg.Compaction.Enabled,
-		EpisodeCompacted:  e.turn != nil && e.turn.episodeCompacted,
-		ContextWindow:     e.model.ContextWindow,
-		ReserveTokens:     e.cfg.Compaction.ReserveTokens,
-		CredentialStore:   e.creds && e.model.Provider != "",
-		Started:           true,
-	}
+	f := e.settingsFacts(at, sig)
 	var v verdict
 	switch m.Err.(type) {
 	case *panicError, *invalidMessageError:
@@ -79,11 +66,30 @@ func (e *Engine) facts(at time.Time, m *transcript.Message, sig transitions.Sign
 		// before the decision weighs what a compaction can keep.
 		e.calibrateOverflow(m, v.Result)
 		if f.SameModel {
-			v.tooLarge = e.tooLarge(e.contextWithout(m), e.window(v.ContextLimit))
+			v.tooLarge = e.tooLarge(e.contextWithout(m), e.window())
 			f.TooLarge = v.tooLarge != nil
 		}
 	}
 	return f, v
+}
+
+// settingsFacts are the facts of a decision on sig that the session's
+// settings, model and turn give, before any message is read.
+func (e *Engine) settingsFacts(at time.Time, sig transitions.Signal) transitions.Facts {
+	return transitions.Facts{
+		Signal:            sig,
+		RetryEnabled:      e.cfg.Retry.Enabled,
+		Attempt:           e.attempt,
+		MaxRetries:        e.cfg.Retry.MaxRetries,
+		MaxElapsedMs:      e.cfg.Retry.MaxElapsedMs,
+		ElapsedMs:         e.chain.elapsedMs(e.attempt, at),
+		CompactionEnabled: e.cfg.Compaction.Enabled,
+		EpisodeCompacted:  e.turn != nil && e.turn.episodeCompacted,
+		ContextWindow:     e.model.ContextWindow,
+		ReserveTokens:     e.cfg.Compaction.ReserveTokens,
+		CredentialStore:   e.creds && e.model.Provider != "",
+		Started:           true,
+	}
 }
 
 // decide steps the machine on the message m: the decision at agent_end

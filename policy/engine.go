@@ -38,6 +38,14 @@ type Engine struct {
 	// progress does (its deadline is the reset). They sit beside creds,
 	// in the room its alignment leaves.
 	resetWaited, resetWait bool
+	// overflowCounted and overflowTokens are the provider's count of the
+	// latest overflow, until a compaction or a call's usage supersedes it
+	// (see overflowCount; read and written through overflow and
+	// setOverflow). They sit in what creds leaves of a word, so the count
+	// costs an Engine no room: a count over math.MaxInt32 tokens is held
+	// there, which no window comes near.
+	overflowCounted bool
+	overflowTokens  int32
 
 	// machine holds the machine's state: the engine keeps no other copy.
 	machine *fsm.Machine
@@ -179,6 +187,17 @@ func (e *Engine) Status() Status {
 	return st
 }
 
+// LastCompactionTruncated returns the tool results the latest compaction
+// (the one Status reports) kept truncated, its transcript.Compaction's
+// Truncated, nil before any compaction and when it truncated none. It is
+// not part of Status, which stays comparable; the result is a copy.
+func (e *Engine) LastCompactionTruncated() []transcript.Truncation {
+	if l := e.ctx.last; l != nil {
+		return slices.Clone(l.truncated)
+	}
+	return nil
+}
+
 // Config returns the settings.
 func (e *Engine) Config() Config { return e.cfg }
 
@@ -212,12 +231,6 @@ func (e *Engine) begin() {
 	}
 	e.out, e.entries = e.out[:0], e.entries[:0]
 	e.ctx.appendedN = 0
-	if e.turn != nil {
-		// An overflow's count serves the compaction its own decision
-		// starts, within the same input, and no later one: a snapshot
-		// does not hold it.
-		e.turn.overflow = overflowCount{}
-	}
 }
 
 // end finishes an input: the steps still raised are taken, the turn

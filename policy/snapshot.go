@@ -81,6 +81,13 @@ type Snapshot struct {
 	// ResetWaited reports that the active chain waited for a reset: its
 	// auto_retry_end says so.
 	ResetWaited bool `json:"resetWaited,omitempty"`
+	// OverflowTokens is the provider's count of the latest overflow, while
+	// it stands (no compaction and no call's usage since): the size its
+	// error text gave, or the model's window + 1 when it gave none
+	// (OverflowCounted false), at most math.MaxInt32. 0 for none, and in
+	// a snapshot written before it was recorded.
+	OverflowTokens  int  `json:"overflowTokens,omitempty"`
+	OverflowCounted bool `json:"overflowCounted,omitempty"`
 }
 
 // What a Snapshot's InFlight names.
@@ -100,6 +107,8 @@ func (e *Engine) Snapshot() Snapshot {
 		Tickets:          e.tickets,
 		TokenRatio:       float64(e.calib),
 		ResetWaited:      e.resetWaited,
+		OverflowTokens:   int(e.overflowTokens),
+		OverflowCounted:  e.overflowCounted,
 	}
 	if w := e.wait; w.pending() {
 		d := w.end()
@@ -227,6 +236,9 @@ func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, [
 	if snap.TokenRatio != 0 {
 		e.calib = calibration(snap.TokenRatio)
 	}
+	if snap.OverflowTokens > 0 {
+		e.setOverflow(overflowCount{tokens: snap.OverflowTokens, counted: snap.OverflowCounted})
+	}
 	e.begin()
 	if snap.Turn {
 		e.turn = &turn{episodeCompacted: snap.EpisodeCompacted}
@@ -295,6 +307,9 @@ func (s Snapshot) check() error {
 	}
 	if !validRatio(s.TokenRatio) {
 		return fmt.Errorf("tokenRatio: %v is outside [%v, %v] (0 for none)", s.TokenRatio, minTokenRatio, maxTokenRatio)
+	}
+	if s.OverflowTokens < 0 || s.OverflowTokens > math.MaxInt32 {
+		return fmt.Errorf("overflowTokens: %d is outside [0, %d]", s.OverflowTokens, math.MaxInt32)
 	}
 	if s.Tickets > maxTickets {
 		return fmt.Errorf("tickets: %d leaves no room to number runs, timers and compactions on (at most %d)", s.Tickets, uint64(maxTickets))

@@ -160,17 +160,17 @@ func TestStoryCalibrationFromOverflowText(t *testing.T) {
 // too_large rule fails the turn at once, saying so, rather than summarise
 // and send a continuation that overflows again.
 func TestStoryCalibrationTooLarge(t *testing.T) {
-	huge := strings.Repeat("x", 800000) // 200,000 tokens by chars/4
+	huge := strings.Repeat("x", 600000) // 150,000 tokens by chars/4: under the window until the provider counts it
 	p := play(t, story{steps: with(warmUp, []step{
 		{in: promptIn(huge), want: []string{"start_run prompt user-3 context=[user-1 msg-2 user-3]", "append message:user-3"}},
 		{in: reply(errorAnswer("prompt is too long: 230000 tokens > 200000 maximum")), want: []string{
 			`message msg-4 error p/m "prompt is too long: 230000 tokens > 200000 maximum"`, "append message:msg-4", "agent_end [msg-4]",
 			"idle>classifying agent_end",
 			"compaction_start overflow",
-			"compaction_end failed willRetry=false \"Context overflow recovery failed: the last message alone is 229986 tokens, over the model's window of 200000 less its reserve of 16384\"",
+			"compaction_end failed willRetry=false \"Context overflow recovery failed: the last message alone is 229981 tokens, over the model's window of 200000 less its reserve of 16384\"",
 			"classifying>idle too_large",
 			"turn_settled overflow",
-			"finish_turn policy: context overflow not recovered: the last message alone is 229986 tokens, over the model's window of 200000 less its reserve of 16384",
+			"finish_turn policy: context overflow not recovered: the last message alone is 229981 tokens, over the model's window of 200000 less its reserve of 16384",
 		}, check: turnFailed(policy.ErrOverflow)},
 	})})
 	assert.Nil(t, p.request, "no summary was asked for")

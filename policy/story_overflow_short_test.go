@@ -30,7 +30,7 @@ func TestStoryOverflowOfShortContextCompacts(t *testing.T) {
 		{in: reply(errorAnswer("400 prompt is too long: 210345 tokens > 200000 maximum")), want: []string{
 			`message msg-6 error p/m "400 prompt is too long: 210345 tokens > 200000 maximum"`, "append message:msg-6", "agent_end [msg-6]",
 			"idle>classifying agent_end", "compaction_start overflow",
-			"start_compaction overflow cut=[user-1 msg-2 user-3] kept=[msg-4 user-5] max=170000",
+			"start_compaction overflow cut=[user-1 msg-2 user-3] kept=[msg-4 user-5] max=8",
 			"classifying>compacting overflow", "append removal:msg-6",
 		}, check: func(t *testing.T, p *player) {
 			r := p.request
@@ -60,7 +60,7 @@ func TestStoryOverflowOfShortContextCompacts(t *testing.T) {
 
 // An overflow whose text gives no count says at least that the request
 // was over the window: the short context is cut by that, and the
-// compaction's TokensBefore stays the calibrated size (no count to report).
+// compaction's TokensBefore is the size by that count (the window + 1).
 func TestStoryOverflowWithoutCountOfShortContextCompacts(t *testing.T) {
 	play(t, story{steps: []step{
 		{in: promptIn("one"), want: []string{"start_run prompt user-1 context=[user-1]", "append message:user-1"}},
@@ -71,12 +71,12 @@ func TestStoryOverflowWithoutCountOfShortContextCompacts(t *testing.T) {
 		{in: reply(errorAnswer("context length exceeded")), want: []string{
 			`message msg-4 error p/m "context length exceeded"`, "append message:msg-4", "agent_end [msg-4]",
 			"idle>classifying agent_end", "compaction_start overflow",
-			"start_compaction overflow cut=[user-1 msg-2] kept=[user-3] max=170000",
+			"start_compaction overflow cut=[user-1 msg-2] kept=[user-3] max=4",
 			"classifying>compacting overflow", "append removal:msg-4",
 		}},
 		{in: summarized("summary"), want: []string{
 			"append compaction:compaction-5 await",
-			`compaction_end ok willRetry=true overflow "summary" kept=user-3 before=120`,
+			`compaction_end ok willRetry=true overflow "summ" kept=user-3 before=200001`,
 			"start_run continuation context=[compaction-5 user-3]",
 			"compacting>continuing resume",
 		}},

@@ -23,10 +23,6 @@ type turn struct {
 	// episodeCompacted marks the turn's overflow episode as compacted
 	// once: each turn starts a new episode.
 	episodeCompacted bool
-	// overflow is the provider's count of the request that overflowed,
-	// for the compaction that recovers from it in the same input (see
-	// overflowCut).
-	overflow overflowCount
 }
 
 // busy reports whether a turn, a run or a compaction is in flight.
@@ -45,10 +41,47 @@ func (e *Engine) Prompt(at time.Time, text string) ([]Effect, error) {
 	}
 	e.begin()
 	e.turn = &turn{prompt: &transcript.Message{ID: e.ctx.newID("user"), Role: transcript.RoleUser, Content: transcript.TextContent(wiretext.String(text)), Timestamp: at.UnixMilli()}}
-	if last := e.lastAssistant(); last != nil {
-		e.decide(at, last, transitions.PromptCheck, 0, false)
-	}
+	e.checkPrompt(at)
 	return e.end(at), nil
+}
+
+// checkPrompt is the check before a prompt (docs/policy.md §4.6): the
+// compaction check on the last assistant message, and whether the prompt
+// fits. With the model's window known, the prompt alone is weighed
+// (PromptTooLarge: no compaction can make room for it, so it is not sent)
+// and the runtime context with it (PromptOverWindow): its calibrated size,
+// at least the last call's usage and the count of an overflow that still
+// stands, plus the prompt's, over the window less reserveTokens.
+func (e *Engine) checkPrompt(at time.Time) {
+	last := e.lastAssistant()
+	var f transitions.Facts
+	var v verdict
+	if last != nil {
+		f, v = e.facts(at, last, transitions.PromptCheck, 0)
+	} else {
+		f = e.settingsFacts(at, transitions.PromptCheck)
+	}
+	if window := e.window(); window > 0 {
+		if tl := e.promptTooLarge(window); tl != nil {
+			f.PromptTooLarge = true
+			// The turn fails as an overflow would, saying why.
+			v = verdict{Result: classify.Result{Class: classify.Overflow}, tooLarge: tl}
+		} else {
+			size := max(e.calib.tokens(e.ctx.est), e.overflow().tokens)
+			if last != nil && !f.Stale {
+				size = max(size, f.Tokens)
+			}
+			size += e.promptTokens()
+			// A reserve that leaves no room at all is no fit to test,
+			// as for tooLarge: the threshold path compacts then.
+			usable := window - max(e.cfg.Compaction.ReserveTokens, 0)
+			f.PromptOverWindow = usable > 0 && size > usable
+		}
+	}
+	if last == nil && !f.PromptTooLarge && !f.PromptOverWindow {
+		return // nothing to check: the prompt is sent
+	}
+	e.fire(&step{at: at, facts: f, msg: last, v: v})
 }
 
 // sendPrompt starts the user's run once the check before it is done.
@@ -111,4 +144,21 @@ func (e *Engine) Abort(at time.Time, cause error) []Effect {
 	e.begin()
 	e.fire(&step{at: at, facts: transitions.Facts{Signal: transitions.AbortCalled}, err: cause})
 	return e.end(at)
+}
+
+// promptTooLarge returns why the prompt waiting for the check before it
+// cannot fit a window of window tokens: alone, calibrated, it leaves no
+// room under the window less reserveTokens for a summary of one estimated
+// token (as tooLarge weighs the last message of an overflow). nil when it
+// does, or when the window leaves no room at all.
+func (e *Engine) promptTooLarge(window int) *tooLargeError {
+	usable := window - max(e.cfg.Compaction.ReserveTokens, 0)
+	if usable <= 0 {
+		return nil
+	}
+	n := e.promptTokens()
+	if n+e.calib.tokens(1) <= usable {
+		return nil
+	}
+	return &tooLargeError{Tokens: n, Window: window, Reserve: max(e.cfg.Compaction.ReserveTokens, 0)}
 }

@@ -332,7 +332,8 @@ func (h *harness) stateChange(e events.StateChange) {
 		}
 		h.expect = nil
 	}
-	if e.From == states.Idle && e.Trigger != transitions.AgentEnd && e.Trigger != transitions.CheckOverflow && e.Trigger != transitions.CheckThreshold {
+	if e.From == states.Idle && e.Trigger != transitions.AgentEnd && e.Trigger != transitions.CheckOverflow && e.Trigger != transitions.CheckThreshold &&
+		e.Trigger != transitions.CheckRoom {
 		h.fail("the check before a prompt took %s: it only compacts", e.Trigger)
 	}
 	if e.Trigger == transitions.AgentEnd {

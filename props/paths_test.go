@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -155,6 +156,10 @@ func callFor(next transitions.Trigger) scripted.Call {
 		return scripted.Call{StopReason: "error", ErrorMessage: overflowTexts[2]}
 	case transitions.Threshold, transitions.CheckThreshold:
 		return scripted.Call{StopReason: "stop", Usage: &transcript.Usage{Input: 180000, TotalTokens: 180000}}
+	case transitions.CheckRoom:
+		// An answer of 190,000 estimated tokens and no usage: the next
+		// prompt with it is over the window less the reserve.
+		return scripted.Call{StopReason: "stop", Text: strings.Repeat("x", 760000), Usage: &transcript.Usage{}}
 	}
 	return scripted.Call{StopReason: "stop", Text: "done"}
 }
@@ -187,7 +192,7 @@ func play(path []step) scenario {
 			sc.calls = append(sc.calls, callFor(next))
 		case transitions.Unrecovered:
 			sc.compactionOff = true
-		case transitions.CheckOverflow, transitions.CheckThreshold:
+		case transitions.CheckOverflow, transitions.CheckThreshold, transitions.CheckRoom:
 			c := callFor(st.event)
 			sc.before = &c
 			sc.calls = append(sc.calls, callFor(transitions.Accept))

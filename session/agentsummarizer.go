@@ -11,8 +11,10 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 	"unicode/utf8"
 
+	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -59,9 +61,14 @@ import (
 // (SummaryDetails).
 //
 // Every run gets ctx, so AbortCompaction and Abort cancel the run in
-// flight, and no run starts after. Summarize fails, and the compaction
-// with it, when a run cannot start, returns an error, ends in an error or
-// aborted message, or gives no text. A summary
+// flight, and no run starts after. A run that fails on a transient error
+// (the class Retryable under the request's Retry.Rules: 529 overloaded,
+// 503, a network failure) is retried within the request's Retry, the
+// session's retry settings, as a retry chain retries a run: at most
+// MaxRetries times, after Retry.Delay(n, hint), on a timer ctx's end stops
+// at once. Summarize fails, and the compaction with it, when a run cannot
+// start, returns an error, ends in an error or aborted message (past its
+// retries, naming them, for a transient one), or gives no text. A summary
 // longer than the bound is cut (its start kept), with the file lists
 // always within the bound.
 //
@@ -138,10 +145,13 @@ func (a AgentSummarizer) maxPieces() int {
 }
 
 // ask runs the agent once on prompt and returns the text of its last
-// assistant message, trimmed.
-func (a AgentSummarizer) ask(ctx context.Context, model policy.Model, cred *policy.Credential, prompt transcript.Message) (string, error) {
+// assistant message, trimmed; on a failure, also the failure as the
+// classifier reads it (the run's error, or its last message's) under
+// rules, and whether it is one (failed false for a cancelled context or
+// an answer without text, which no retry mends).
+func (a AgentSummarizer) ask(ctx context.Context, model policy.Model, cred *policy.Credential, prompt transcript.Message, rules classify.Rules) (text string, failure classify.Result, failed bool, err error) {
 	if err := ctx.Err(); err != nil {
-		return "", context.Cause(ctx)
+		return "", failure, false, context.Cause(ctx)
 	}
 	// The agent may emit from its own goroutines.
 	var mu sync.Mutex
@@ -154,28 +164,84 @@ func (a AgentSummarizer) ask(ctx context.Context, model policy.Model, cred *poli
 			mu.Unlock()
 		}
 	}
-	err := a.Agent.Run(ctx, RunRequest{SessionID: a.SessionID, Context: []transcript.Message{prompt}, Model: model, Credential: cred}, emit)
+	runErr := a.Agent.Run(ctx, RunRequest{SessionID: a.SessionID, Context: []transcript.Message{prompt}, Model: model, Credential: cred}, emit)
 	mu.Lock()
 	defer mu.Unlock()
 	switch {
 	case ctx.Err() != nil:
-		return "", context.Cause(ctx)
-	case err != nil:
-		return "", fmt.Errorf("session: the summary's model run failed: %w", err)
+		return "", failure, false, context.Cause(ctx)
+	case runErr != nil:
+		failure = rules.Classify(classify.Message{StopReason: transcript.StopReasonError, ErrorMessage: runErr.Error(), Err: runErr, ContextWindow: model.ContextWindow}, time.Now())
+		return "", failure, true, fmt.Errorf("session: the summary's model run failed: %w", runErr)
 	case last == nil:
-		return "", errors.New("session: the summary's model run gave no answer")
+		return "", failure, false, errors.New("session: the summary's model run gave no answer")
 	case last.IsError() || last.StopReason == transcript.StopReasonAborted:
 		msg := last.ErrorMessage
 		if msg == "" {
 			msg = string(last.StopReason)
 		}
-		return "", fmt.Errorf("session: the summary's model call failed: %s", msg)
+		cm := classify.Message{StopReason: last.StopReason, ErrorMessage: last.ErrorMessage, Status: last.HTTPStatus, ErrorType: last.ErrorType,
+			Headers: last.Headers, Err: last.Err, ContextWindow: model.ContextWindow}
+		if last.Usage != nil {
+			cm.Usage = *last.Usage
+		}
+		return "", rules.Classify(cm, time.Now()), last.IsError(), fmt.Errorf("session: the summary's model call failed: %s", msg)
 	}
-	text := strings.TrimSpace(last.Text())
+	text = strings.TrimSpace(last.Text())
 	if text == "" {
-		return "", errors.New("session: the summary's model answered no text")
+		return "", failure, false, errors.New("session: the summary's model answered no text")
 	}
-	return text, nil
+	return text, failure, false, nil
+}
+
+// askRetrying is ask, with a call that fails on a transient error (the
+// class Retryable under retry.Rules: an overloaded or unavailable server,
+// a network failure) retried within the session's retry settings, as a
+// retry chain retries a run: at most retry.MaxRetries times, after
+// retry.Delay(n, hint), waiting on a timer that ctx's end (AbortCompaction,
+// Abort) stops at once. A hint over retry.MaxDelayMs, with
+// retry.HonorRetryAfter, ends the retries as it ends a chain. The last
+// error fails the summary, with the retries made.
+func (a AgentSummarizer) askRetrying(ctx context.Context, retry policy.RetryConfig, model policy.Model, cred *policy.Credential, prompt transcript.Message) (string, error) {
+	var first time.Time // the first failure: the time budget counts from it
+	for n := 1; ; n++ {
+		text, failure, failed, err := a.ask(ctx, model, cred, prompt, retry.Rules)
+		if err == nil {
+			return text, nil
+		}
+		if n == 1 {
+			first = time.Now()
+		}
+		var hint time.Duration
+		if failure.HasRetryAfter {
+			hint = failure.RetryAfter
+		}
+		delay := retry.Delay(n, hint)
+		overCap := retry.HonorRetryAfter && retry.MaxDelayMs > 0 && hint > time.Duration(min(retry.MaxDelayMs, int64(policy.MaxDelay/time.Millisecond)))*time.Millisecond
+		countOut := retry.MaxRetries >= 0 && n > retry.MaxRetries
+		budgetOut := retry.MaxElapsedMs > 0 && time.Since(first)+delay > time.Duration(min(retry.MaxElapsedMs, int64(policy.MaxDelay/time.Millisecond)))*time.Millisecond
+		if !failed || failure.Class != classify.Retryable || !retry.Enabled || countOut || budgetOut || overCap {
+			if n > 1 {
+				err = fmt.Errorf("%w (after %d %s)", err, n-1, plural(n-1, "retry", "retries"))
+			}
+			return "", err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return "", context.Cause(ctx)
+		case <-t.C:
+		}
+	}
+}
+
+// plural is one when n is 1, else many.
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // Summarize implements Summarizer.
@@ -236,7 +302,7 @@ func (a AgentSummarizer) Summarize(ctx context.Context, req policy.SummaryReques
 		}
 		body += strings.Join(piece, "")
 		prompt := transcript.Message{Role: transcript.RoleUser, Content: transcript.TextContent(summaryPrompt(body, prev, prev != "", req.Instructions, limit))}
-		answer, err := a.ask(ctx, model, cred, prompt)
+		answer, err := a.askRetrying(ctx, req.Retry, model, cred, prompt)
 		if err != nil {
 			return policy.Summary{}, err
 		}

@@ -210,26 +210,128 @@ func TestAgentSummarizerOverflowCompaction(t *testing.T) {
 		msgs := s.Messages()
 		require.NotEmpty(t, msgs)
 		assert.Equal(t, transcript.RoleSummary, msgs[0].Role)
-		assert.Equal(t, "## Goal\nAnswer the questions.", msgs[0].Text())
+		// The provider counted 213,462 tokens for a few short messages:
+		// by that count only the start of the summary fits
+		// (docs/session.md, "The summary's budget").
+		assert.True(t, strings.HasPrefix("## Goal\nAnswer the questions.", msgs[0].Text()), msgs[0].Text())
+		assert.NotEmpty(t, msgs[0].Text())
 		assert.Equal(t, "recovered", msgs[len(msgs)-1].Text())
 		assert.Zero(t, agent.Remaining())
 	})
 }
 
-// issue 13 item 3: the summary's model failing fails the compaction.
+// issue 13 item 3: the summary's model failing fails the compaction; an
+// error no retry mends (a 400) fails it at once.
 func TestAgentSummarizerFailureFailsCompaction(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{
-			ok("first answer"), overflowCall(), fail("529 overloaded_error: Overloaded"),
+			ok("first answer"), overflowCall(), fail("400 invalid_request_error: bad"), ok("never asked"),
 		}})
 		s, err := session.New(agent, session.WithModel(scripted.DefaultModel), smallKeep(), session.WithSummarizer(session.AgentSummarizer{Agent: agent}))
 		require.NoError(t, err)
 		defer s.Close()
 		rec := record(s)
 		warmUp(t, s)
+		start := time.Now()
 		require.ErrorIs(t, s.Prompt(context.Background(), "second question, long enough too"), policy.ErrOverflow)
+		assert.Zero(t, time.Since(start), "no wait")
 		assert.Equal(t, []string{"compaction_start overflow",
-			`compaction_end failed "Context overflow recovery failed: session: the summary's model call failed: 529 overloaded_error: Overloaded"`}, rec.recovery())
+			`compaction_end failed "Context overflow recovery failed: session: the summary's model call failed: 400 invalid_request_error: bad"`}, rec.recovery())
+		assert.Equal(t, 1, agent.Remaining())
+	})
+}
+
+// A summary call that fails on a transient error (529 overloaded, 503)
+// is retried within the session's retry settings, waiting as a retry
+// chain waits (2 s, then 4 s), and the compaction and the turn recover.
+// It used to fail the compaction, and the turn, at once.
+func TestAgentSummarizerRetriesTransientFailures(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{
+			ok("first answer"), overflowCall(), fail("529 overloaded_error: Overloaded"), fail(service503), ok("## Goal\nAnswer."), ok("recovered"),
+		}})
+		s, err := session.New(agent, session.WithModel(scripted.DefaultModel), smallKeep(), session.WithSummarizer(session.AgentSummarizer{Agent: agent}))
+		require.NoError(t, err)
+		defer s.Close()
+		rec := record(s)
+		warmUp(t, s)
+		start := time.Now()
+		require.NoError(t, s.Prompt(context.Background(), "second question, long enough too"))
+		assert.Equal(t, 6*time.Second, time.Since(start), "2 s, then 4 s")
+		assert.Equal(t, []string{"compaction_start overflow", "compaction_end ok willRetry=true"}, rec.recovery())
+		assert.Equal(t, "## Goal\nAnswer.", s.Messages()[0].Text())
+		assert.Zero(t, agent.Remaining())
+	})
+}
+
+// Past retry.maxRetries the compaction fails with the last error and the
+// retries made; with retry off, at once.
+func TestAgentSummarizerTransientFailureExhausts(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		enabled bool
+		budget  int64 // retry.maxElapsedMs with no count limit; 0: the default count
+		wait    time.Duration
+		why     string
+		left    int
+	}{
+		{"retries exhausted", true, 0, 14 * time.Second, "503 Service Unavailable (after 3 retries)", 0},
+		{"retry off", false, 0, 0, "529 overloaded_error: Overloaded", 3},
+		// No count limit: the time budget bounds the summary's retries as
+		// it bounds a chain (2 s + 4 s, and the next 8 s would end past 10 s).
+		{"time budget exhausted", true, 10_000, 6 * time.Second, "503 Service Unavailable (after 2 retries)", 1},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			bubble(t, func(t *testing.T) {
+				agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{
+					ok("first answer"), overflowCall(), fail("529 overloaded_error: Overloaded"), fail(service503), fail(service503), fail(service503),
+				}})
+				cfg := policy.DefaultConfig()
+				cfg.Compaction.KeepRecentTokens = 5
+				cfg.Retry.Enabled = c.enabled
+				if c.budget > 0 {
+					cfg.Retry.MaxRetries, cfg.Retry.MaxElapsedMs = -1, c.budget
+				}
+				s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithConfig(cfg), session.WithSummarizer(session.AgentSummarizer{Agent: agent}))
+				require.NoError(t, err)
+				defer s.Close()
+				rec := record(s)
+				warmUp(t, s)
+				start := time.Now()
+				require.ErrorIs(t, s.Prompt(context.Background(), "second question, long enough too"), policy.ErrOverflow)
+				assert.Equal(t, c.wait, time.Since(start))
+				assert.Equal(t, []string{"compaction_start overflow",
+					`compaction_end failed "Context overflow recovery failed: session: the summary's model call failed: ` + c.why + `"`}, rec.recovery())
+				assert.Equal(t, c.left, agent.Remaining())
+			})
+		})
+	}
+}
+
+// AbortCompaction during a summary retry's wait ends the compaction at
+// once, and no call follows.
+func TestAgentSummarizerRetryWaitIsAbortable(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{
+			ok("first answer"), overflowCall(), fail(service503), ok("## Goal\nnever asked"),
+		}})
+		s, err := session.New(agent, session.WithModel(scripted.DefaultModel), smallKeep(), session.WithSummarizer(session.AgentSummarizer{Agent: agent}))
+		require.NoError(t, err)
+		defer s.Close()
+		rec := record(s)
+		warmUp(t, s)
+		done := make(chan error, 1)
+		go func() { done <- s.Prompt(context.Background(), "second question, long enough too") }()
+		time.Sleep(time.Second) // within the 2 s wait
+		synctest.Wait()
+		start := time.Now()
+		s.AbortCompaction()
+		err = <-done
+		assert.Zero(t, time.Since(start), "at once")
+		require.ErrorIs(t, err, policy.ErrOverflow)
+		require.ErrorIs(t, err, policy.ErrCompactionCancelled)
+		assert.Equal(t, []string{"compaction_start overflow", "compaction_end aborted"}, rec.recovery())
+		assert.Equal(t, 1, agent.Remaining(), "no call after the abort")
 	})
 }
 

@@ -230,9 +230,9 @@ func TestOversizedSummaryInHistoryIsSummarizedAgain(t *testing.T) {
 	})
 }
 
-// A message too big for the window, once it failed its turn, is summarized
-// away by the next turn's compaction: keepRecentTokens would keep it, but
-// cutting deeper brings the context under the threshold (issue item 23).
+// A prompt too big for the window is never sent (the check before it
+// fails the turn with the too_large reason) and never enters the context;
+// the session goes on, and stays under the threshold (issue 23).
 func TestOversizedMessageIsCompactedAwayByTheNextTurn(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		agent := &sizedAgent{window: scripted.DefaultModel.ContextWindow, answer: 100, tool: 100}
@@ -240,9 +240,11 @@ func TestOversizedMessageIsCompactedAwayByTheNextTurn(t *testing.T) {
 		require.NoError(t, err)
 		defer s.Close()
 		require.NoError(t, s.Prompt(context.Background(), "a question"))
-		require.ErrorIs(t, s.Prompt(context.Background(), strings.Repeat("x", 1_000_000)), policy.ErrOverflow)
-		require.Greater(t, policy.EstimateTokens(s.Messages()...), scripted.DefaultModel.ContextWindow)
-		require.NoError(t, s.Prompt(context.Background(), "a small question"), "the check before it compacts the huge one away")
+		err = s.Prompt(context.Background(), strings.Repeat("x", 1_000_000))
+		require.ErrorIs(t, err, policy.ErrOverflow)
+		assert.ErrorContains(t, err, "the last message alone is 250000 tokens, over the model's window of 200000")
+		require.Less(t, policy.EstimateTokens(s.Messages()...), scripted.DefaultModel.ContextWindow, "the prompt was not sent")
+		require.NoError(t, s.Prompt(context.Background(), "a small question"))
 		assert.LessOrEqual(t, policy.EstimateTokens(s.Messages()...), threshold)
 		for _, m := range s.Messages() {
 			assert.Less(t, len(m.Text()), 1_000_000)

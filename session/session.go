@@ -590,6 +590,19 @@ func (s *Session) Status() policy.Status {
 	return s.status
 }
 
+// LastCompactionTruncated returns, with the Status it goes with, the tool
+// results the latest compaction kept truncated (transcript.Compaction's
+// Truncated), nil when none: read at once with that Status, so the two
+// never describe different compactions.
+func (s *Session) LastCompactionTruncated() (policy.Status, []transcript.Truncation) {
+	var st policy.Status
+	var out []transcript.Truncation
+	if err := s.do(func() { st, out = s.x.engine.Status(), s.x.engine.LastCompactionTruncated() }); err != nil {
+		return s.Status(), nil
+	}
+	return st, out
+}
+
 // Snapshot returns the session's engine as a serializable value, to restore
 // it in another process with WithSnapshot and the same history. A snapshot
 // taken with nothing in flight (idle, or waiting out a backoff) is restored

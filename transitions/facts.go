@@ -149,6 +149,17 @@ type Facts struct {
 	// least the model's window less reserveTokens. The check before a
 	// prompt does not read it.
 	TooLarge bool
+	// PromptTooLarge reports, with PromptCheck, that the new prompt alone
+	// is, by the session's calibrated count, too large for the model's
+	// window less reserveTokens (with room for a summary of one token):
+	// no compaction can make it fit, and sending it would overflow.
+	PromptTooLarge bool
+	// PromptOverWindow reports, with PromptCheck, that the runtime context
+	// with the new prompt is, by the session's calibrated count (at least
+	// the last usage, and an overflow's count until a compaction), over
+	// the model's window less reserveTokens: sent as it is, the request
+	// would overflow.
+	PromptOverWindow bool
 
 	// Compacted reports, with CompactionEnded, that the compaction produced
 	// a result (it did not fail and there was something to compact).
@@ -239,6 +250,10 @@ func (f Facts) retryWithinBudget() bool {
 	}
 	return f.withinBudget(f.DelayMs)
 }
+
+// promptTooLarge reports whether PromptTooLarge holds for the check before
+// a prompt, the one decision that reads it.
+func (f Facts) promptTooLarge() bool { return f.PromptTooLarge && f.Signal == PromptCheck }
 
 // hintEndsChain reports whether the server's retry hint ends the chain: it
 // is above the delay cap and no credential switch made it moot.

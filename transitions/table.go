@@ -41,6 +41,8 @@ const (
 	Accept         Trigger = "accept"
 	CheckOverflow  Trigger = "check_overflow"
 	CheckThreshold Trigger = "check_threshold"
+	CheckRoom      Trigger = "check_room"
+	CheckTooLarge  Trigger = "check_too_large"
 	Elapsed        Trigger = "elapsed"
 	Compact        Trigger = "compact"
 	// CompactInBackoff: Compact during a backoff ends the chain first.
@@ -180,10 +182,10 @@ var (
 	}
 	guardOverflowRecoverable = Guard{
 		Name: "overflowRecoverable",
-		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode not yet compacted ∧ not tooLarge (from idle: only the check before a prompt)",
+		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode not yet compacted ∧ not tooLarge (from idle: only the check before a prompt, whose prompt is not promptTooLarge)",
 		Holds: func(from states.State, f Facts) bool {
 			return decides(from, f) && f.sameModelOverflow() && !f.Stale && f.CompactionEnabled && !f.EpisodeCompacted &&
-				!f.tooLarge() && !f.awaitingCredential()
+				!f.tooLarge() && !f.promptTooLarge() && !f.awaitingCredential()
 		},
 	}
 	guardOverflowTooLarge = Guard{
@@ -196,11 +198,26 @@ var (
 	}
 	guardOverThreshold = Guard{
 		Name: "overThreshold",
-		Doc:  "not an error ∧ not aborted (except before a prompt) ∧ not a same-model overflow ∧ not stale ∧ compaction enabled ∧ tokens over the threshold (from idle: only the check before a prompt)",
+		Doc:  "not an error ∧ not aborted (except before a prompt) ∧ not a same-model overflow ∧ not stale ∧ compaction enabled ∧ tokens over the threshold (from idle: only the check before a prompt, whose prompt is not promptTooLarge)",
 		Holds: func(from states.State, f Facts) bool {
 			skipAborted := f.Aborted && f.Signal != PromptCheck
 			return decides(from, f) && f.successLike() && !skipAborted && !f.sameModelOverflow() && !f.Stale &&
-				f.CompactionEnabled && f.OverThreshold() && !f.awaitingCredential()
+				f.CompactionEnabled && f.OverThreshold() && !f.promptTooLarge() && !f.awaitingCredential()
+		},
+	}
+	guardPromptTooLarge = Guard{
+		Name: "promptTooLarge",
+		Doc:  "the check before a prompt ∧ the new prompt alone leaves, calibrated, no room for a summary under the window less reserveTokens (whatever the settings: no compaction can make it fit)",
+		Holds: func(from states.State, f Facts) bool {
+			return from == states.Idle && f.promptTooLarge()
+		},
+	}
+	guardPromptOverWindow = Guard{
+		Name: "promptOverWindow",
+		Doc:  "the check before a prompt ∧ compaction enabled ∧ the context with the new prompt is, calibrated, over the window less reserveTokens ∧ not promptTooLarge ∧ neither overflowRecoverable nor overThreshold holds",
+		Holds: func(from states.State, f Facts) bool {
+			return from == states.Idle && f.Signal == PromptCheck && f.CompactionEnabled && f.PromptOverWindow && !f.PromptTooLarge &&
+				!guardOverflowRecoverable.Holds(from, f) && !guardOverThreshold.Holds(from, f)
 		},
 	}
 	guardOverflowRepeated = Guard{
@@ -352,6 +369,8 @@ var table = Rules{
 	// The check before a prompt.
 	{CheckOverflow, from(idle), compacting, guardOverflowRecoverable, do(RemoveFailed, StartCheckOverflowCompaction)},
 	{CheckThreshold, from(idle), compacting, guardOverThreshold, do(StartCheckThresholdCompaction)},
+	{CheckRoom, from(idle), compacting, guardPromptOverWindow, do(StartCheckThresholdCompaction)},
+	{CheckTooLarge, from(idle), Stay, guardPromptTooLarge, do(ReportTooLarge, DropPrompt, FailTurnTooLarge)},
 
 	// A backoff ends.
 	{Elapsed, from(backoff), continuing, guardCurrentTimerFired, do(StartContinuation)},

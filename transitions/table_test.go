@@ -45,20 +45,29 @@ func specNext(s states.State, f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 				return compact(f)
 			}
 		case tr.PromptCheck:
-			// §4.6: the check before a prompt is the compaction check only,
-			// and takes a transition only when it compacts.
-			if s != states.Idle || f.Stale || !f.CompactionEnabled {
+			if s != states.Idle {
 				break
 			}
-			if f.Class == classify.Overflow && f.SameModel {
+			// §4.6: a prompt that alone cannot fit the window is not sent,
+			// whatever the settings.
+			if f.PromptTooLarge {
+				return tr.CheckTooLarge, []tr.Action{tr.ReportTooLarge, tr.DropPrompt, tr.FailTurnTooLarge}, true
+			}
+			// Otherwise the check before a prompt is the compaction check
+			// only, and takes a transition only when it compacts.
+			if !f.CompactionEnabled {
+				break
+			}
+			if !f.Stale && f.Class == classify.Overflow && f.SameModel {
 				if !f.EpisodeCompacted {
 					return tr.CheckOverflow, []tr.Action{tr.RemoveFailed, tr.StartCheckOverflowCompaction}, true
 				}
-				break
-			}
-			errorLike := f.Error || retryable || f.Class == classify.Fatal
-			if !errorLike && over {
+			} else if errorLike := f.Error || retryable || f.Class == classify.Fatal; !f.Stale && !errorLike && over {
 				return tr.CheckThreshold, []tr.Action{tr.StartCheckThresholdCompaction}, true
+			}
+			// The context with the prompt would not fit the window.
+			if f.PromptOverWindow {
+				return tr.CheckRoom, []tr.Action{tr.StartCheckThresholdCompaction}, true
 			}
 		}
 	case states.Classifying:
@@ -313,6 +322,17 @@ func TestNextEveryStateAndTrigger(t *testing.T) {
 		{"check before a prompt, overflow", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Class, f.Error = tr.PromptCheck, classify.Overflow, true }), tr.CheckOverflow, states.Compacting},
 		{"check before a prompt, over the threshold", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Tokens = tr.PromptCheck, 170001 }), tr.CheckThreshold, states.Compacting},
 		{"check before a prompt, aborted over the threshold", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Tokens, f.Aborted = tr.PromptCheck, 170001, true }), tr.CheckThreshold, states.Compacting},
+		{"check before a prompt, the prompt would not fit", states.Idle, with(func(f *tr.Facts) { f.Signal, f.PromptOverWindow = tr.PromptCheck, true }), tr.CheckRoom, states.Compacting},
+		{"check before a prompt, stale, the prompt would not fit", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Stale, f.PromptOverWindow = tr.PromptCheck, true, true }), tr.CheckRoom, states.Compacting},
+		{"check before a prompt, the prompt would not fit, compaction off", states.Idle, with(func(f *tr.Facts) {
+			f.Signal, f.PromptOverWindow, f.CompactionEnabled = tr.PromptCheck, true, false
+		}), "", ""},
+		{"check before a prompt, the prompt alone too large", states.Idle, with(func(f *tr.Facts) {
+			f.Signal, f.PromptTooLarge, f.PromptOverWindow, f.CompactionEnabled = tr.PromptCheck, true, true, false
+		}), tr.CheckTooLarge, states.Idle},
+		{"check before a prompt, overflow, the prompt alone too large", states.Idle, with(func(f *tr.Facts) {
+			f.Signal, f.Class, f.Error, f.PromptTooLarge = tr.PromptCheck, classify.Overflow, true, true
+		}), tr.CheckTooLarge, states.Idle},
 		{"check before a prompt, retryable", states.Idle, with(func(f *tr.Facts) { f.Signal, f.Class, f.Error = tr.PromptCheck, classify.Retryable, true }), "", ""},
 		{"a continuation ends", states.Continuing, ended(func(*tr.Facts) {}), tr.AgentEnd, states.Classifying},
 		{"a continuation could not start", states.Continuing, with(func(f *tr.Facts) { f.Signal = tr.RunEnded }), tr.StartFailed, states.Idle},
@@ -453,6 +473,8 @@ func TestTableMatchesSpec(t *testing.T) {
 		tr.Accept:           {[]states.State{classifying}, idle, "nothingToDo"},
 		tr.CheckOverflow:    {[]states.State{idle}, compacting, "overflowRecoverable"},
 		tr.CheckThreshold:   {[]states.State{idle}, compacting, "overThreshold"},
+		tr.CheckRoom:        {[]states.State{idle}, compacting, "promptOverWindow"},
+		tr.CheckTooLarge:    {[]states.State{idle}, tr.Stay, "promptTooLarge"},
 		tr.Elapsed:          {[]states.State{backoff}, continuing, "currentTimerFired"},
 		tr.Compact:          {[]states.State{idle}, compacting, "compactRequested"},
 		tr.CompactInBackoff: {[]states.State{backoff}, compacting, "compactRequested"},

@@ -165,13 +165,15 @@ func longText(tag string, n int) string {
 }
 
 // TestChatBinaryCalibratedOverflowFits: the provider reports usage five
-// times the chars/4 estimate (as code and CJK text count), then answers an
-// overflow "N tokens > 20000 maximum" to a pasted file; the continuation
-// after the compaction is smaller than the request that overflowed and
-// fits by the provider's own count, and so does every request after it.
-// Uncalibrated, the session keeps what chars/4 says is small and asks for
-// a summary chars/4 says fits, and the continuation overflows again.
-// Issue 23 items 1 and 2.
+// times the chars/4 estimate (as code and CJK text count), and a file is
+// pasted that the context cannot take as it is. The check before the
+// prompt weighs the paste with the context by the calibrated count and
+// compacts first, so the request that carries the paste fits by the
+// provider's own count and nothing overflows; were one to overflow
+// ("N tokens > 20000 maximum"), the continuation after the compaction
+// would be smaller than it and fit. Uncalibrated, the session kept what
+// chars/4 says is small, sent the paste, overflowed, and the continuation
+// overflowed again. Issue 23 items 1 and 2, and the prompt's weight.
 func TestChatBinaryCalibratedOverflowFits(t *testing.T) {
 	settings := `{"retry":{"baseDelayMs":1},"compaction":{"reserveTokens":1000,"keepRecentTokens":2000}}`
 	for _, name := range []string{"anthropic", "openai"} {
@@ -213,7 +215,15 @@ func TestChatBinaryCalibratedOverflowFits(t *testing.T) {
 				assert.LessOrEqual(t, cont.Tokens, countingWindow, "the continuation fits by the provider's count")
 				assert.False(t, cont.Overflowed)
 			}
-			assert.Equal(t, 1, overflows, "the pasted file overflows once, and nothing after it does")
+			assert.Zero(t, overflows, "the check before the paste compacts first: nothing overflows")
+			var pasted []countedRequest
+			for _, r := range reqs {
+				if !r.Summary && strings.Contains(r.Body, "pasted") {
+					pasted = append(pasted, r)
+				}
+			}
+			require.NotEmpty(t, pasted, "the paste was sent")
+			assert.LessOrEqual(t, pasted[0].Tokens, countingWindow, "the request with the paste fits by the provider's count")
 			assert.Contains(t, errOut, `"type":"auto_compaction_end"`)
 		})
 	}

@@ -262,7 +262,10 @@ func TestRPCBinaryProviderSummarizer(t *testing.T) {
 					assert.Len(t, reqs, 3, "no request for the summary")
 					return
 				}
-				assert.Contains(t, summary, "Goal: answer the open questions.", "the model's answer is the summary")
+				// The model's answer is the summary, cut to the room the
+				// overflow's count leaves it (docs/session.md, "Calibration").
+				assert.NotEmpty(t, summary)
+				assert.True(t, strings.HasPrefix("Goal: answer the open questions.", summary), "the model's answer is the summary: %q", summary)
 				require.Len(t, reqs, 4)
 				assert.Contains(t, string(reqs[2].Raw), "list the open questions", "the summary request holds the transcript")
 			})

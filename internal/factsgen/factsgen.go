@@ -58,6 +58,8 @@ func Draw(t *rapid.T, b Bounds) transitions.Facts {
 		WaitForReset:       rapid.Bool().Draw(t, "waitForReset"),
 		ResetKnown:         rapid.Bool().Draw(t, "resetKnown"),
 		ResetWithin:        rapid.Bool().Draw(t, "resetWithin"),
+		PromptTooLarge:     rapid.Bool().Draw(t, "promptTooLarge"),
+		PromptOverWindow:   rapid.Bool().Draw(t, "promptOverWindow"),
 	}
 }
 

@@ -188,7 +188,7 @@ func All() []Scenario {
 				`{"type":"state_change","from":"idle","to":"classifying","event":"agent_end"}`,
 				`{"type":"auto_compaction_start","reason":"overflow"}`,
 				`{"type":"state_change","from":"classifying","to":"compacting","event":"overflow"}`,
-				`{"type":"auto_compaction_end","result":{"summary":"Summary of 1 earlier messages (1 from the user, 0 from the assistant, 0 tool results).\n- user: read the design notes and list the open questions, with the section each comes from","firstKeptEntryId":"call-1","tokensBefore":213462,"tokensAfter":63},"aborted":false,"willRetry":true}`,
+				`{"type":"auto_compaction_end","result":{"summary":"Summary of 1 earlier message","firstKeptEntryId":"call-1","tokensBefore":213462,"tokensAfter":136835},"aborted":false,"willRetry":true}`,
 				`{"type":"state_change","from":"compacting","to":"continuing","event":"resume"}`,
 				`{"type":"state_change","from":"continuing","to":"classifying","event":"agent_end"}`,
 				`{"type":"state_change","from":"classifying","to":"idle","event":"accept"}`,

@@ -245,7 +245,7 @@ func TestOverflowRecovery(t *testing.T) {
 			"caller <-> @0s+0s {}",
 			"agentfsm.turn <caller> @0s+0s {agentfsm.turn.outcome=success agentfsm.turn.retries=0 gen_ai.conversation.id=s1 "+model+" gen_ai.usage.input_tokens=200 gen_ai.usage.output_tokens=40}",
 			`agentfsm.run <agentfsm.turn> @0s+0s Error(`+tooLong+`) {agentfsm.retry.attempt=0 agentfsm.run.continuation=false error.type=overflow gen_ai.response.finish_reasons=["error"] gen_ai.response.model=scripted-1 `+runAttrs+` gen_ai.usage.input_tokens=100 gen_ai.usage.output_tokens=20}`,
-			"agentfsm.compaction <agentfsm.turn> @0s+0s {agentfsm.compaction.outcome=compacted agentfsm.compaction.reason=overflow agentfsm.compaction.tokens_after=40 agentfsm.compaction.tokens_before=213462 agentfsm.compaction.will_retry=true}",
+			"agentfsm.compaction <agentfsm.turn> @0s+0s {agentfsm.compaction.outcome=compacted agentfsm.compaction.reason=overflow agentfsm.compaction.tokens_after=125566 agentfsm.compaction.tokens_before=213462 agentfsm.compaction.will_retry=true}",
 			`agentfsm.run <agentfsm.turn> @0s+0s {agentfsm.retry.attempt=0 agentfsm.run.continuation=true gen_ai.response.finish_reasons=["stop"] gen_ai.response.model=scripted-1 `+runAttrs+` gen_ai.usage.input_tokens=100 gen_ai.usage.output_tokens=20}`,
 		), r.spanLines())
 		assert.Equal(t, sorted(tokens+"input} count=1 sum=100", tokens+"output} count=1 sum=20"), before)

@@ -223,24 +223,27 @@ func (c *wireClass) UnmarshalText(b []byte) error {
 // compactionResult is a transcript.Compaction on the wire, in
 // auto_compaction_end and in the compact command's response: the reference
 // protocol's compaction result, which has no reason, and after its fields
-// ours: tokensAfter.
+// ours: tokensAfter, and truncated (the tool results it kept truncated,
+// left out when none).
 type compactionResult struct {
-	Summary          string `json:"summary"`
-	FirstKeptEntryID string `json:"firstKeptEntryId"`
-	TokensBefore     int    `json:"tokensBefore"`
-	Details          any    `json:"details,omitempty"`
-	TokensAfter      int    `json:"tokensAfter,omitempty"`
+	Summary          string                  `json:"summary"`
+	FirstKeptEntryID string                  `json:"firstKeptEntryId"`
+	TokensBefore     int                     `json:"tokensBefore"`
+	Details          any                     `json:"details,omitempty"`
+	TokensAfter      int                     `json:"tokensAfter,omitempty"`
+	Truncated        []transcript.Truncation `json:"truncated,omitempty"`
 }
 
 // wireCompaction is c on the wire: without its reason.
 func wireCompaction(c transcript.Compaction) compactionResult {
-	return compactionResult{Summary: c.Summary, FirstKeptEntryID: c.FirstKeptEntryID, TokensBefore: c.TokensBefore, Details: c.Details, TokensAfter: c.TokensAfter}
+	return compactionResult{Summary: c.Summary, FirstKeptEntryID: c.FirstKeptEntryID, TokensBefore: c.TokensBefore, Details: c.Details, TokensAfter: c.TokensAfter,
+		Truncated: c.Truncated}
 }
 
 // compaction returns the session's compaction, for reason.
 func (w compactionResult) compaction(reason transcript.CompactionReason) transcript.Compaction {
 	return transcript.Compaction{Reason: reason, Summary: w.Summary, FirstKeptEntryID: w.FirstKeptEntryID, TokensBefore: w.TokensBefore,
-		TokensAfter: w.TokensAfter, Details: w.Details}
+		TokensAfter: w.TokensAfter, Details: w.Details, Truncated: w.Truncated}
 }
 
 // MarshalEvent returns ev's line as the server writes it, without its

@@ -82,6 +82,9 @@ type CompactionSize struct {
 	Reason       transcript.CompactionReason `json:"reason"`
 	TokensBefore int                         `json:"tokensBefore"`
 	TokensAfter  int                         `json:"tokensAfter"`
+	// Truncated are the tool results the compaction kept truncated
+	// (transcript.Compaction's Truncated), left out when none.
+	Truncated []transcript.Truncation `json:"truncated,omitempty"`
 }
 
 // StateOf is the get_state answer of the session id, talking to m, whose
@@ -496,7 +499,12 @@ func init() {
 		"get_state": {nil, func(_ context.Context, srv *server, cmd command, _ map[string]json.RawMessage) {
 			s := srv.s
 			// One read of Status: the fields never contradict each other.
-			srv.ok(cmd, StateOf(s.ID(), s.Model(), s.Status()))
+			st, truncated := s.LastCompactionTruncated()
+			state := StateOf(s.ID(), s.Model(), st)
+			if state.LastCompaction != nil {
+				state.LastCompaction.Truncated = truncated
+			}
+			srv.ok(cmd, state)
 		}},
 		"get_messages": {nil, func(_ context.Context, srv *server, cmd command, _ map[string]json.RawMessage) {
 			msgs := srv.s.Messages()

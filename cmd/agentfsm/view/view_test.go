@@ -97,3 +97,19 @@ func TestCompaction(t *testing.T) {
 func TestEscNames(t *testing.T) {
 	assert.Equal(t, "abort retry", view.EscAbortRetry.String())
 }
+
+// An overflow no compaction can make fit (the too_large rule) is shown in
+// words: the line says the last message alone is N tokens, over the
+// model's window, not "nothing to compact"; Esc goes back to what it did.
+func TestCompactionTooLarge(t *testing.T) {
+	var m view.Model
+	m.Apply(events.AgentStart{}, t0)
+	m.Apply(events.AgentEnd{}, t0)
+	m.Apply(events.AutoCompactionStart{Reason: transcript.ReasonOverflow}, t0)
+	m.Apply(events.AutoCompactionEnd{ErrorMessage: "Context overflow recovery failed: the last message alone is 229981 tokens, over the model's window of 200000 less its reserve of 16384"}, t0)
+	assert.Equal(t, view.EscNothing, m.Esc())
+	assert.Equal(t, "", m.Spinner(t0))
+	assert.Equal(t, []string{"Auto-compaction failed: Context overflow recovery failed: the last message alone is 229981 tokens, over the model's window of 200000 less its reserve of 16384"}, m.TakeLines())
+	m.Apply(events.TurnSettled{}, t0)
+	assert.Empty(t, m.TakeLines())
+}
