@@ -215,7 +215,7 @@ func (d *driver) drainSignals(ctx workflow.Context) bool {
 
 // state answers the get_state query.
 func (d *driver) state() (rpc.State, error) {
-	return rpc.StateOf(d.engine.SessionID(), d.engine.Model(), d.engine.Status()), nil
+	return rpc.StateOf(d.engine.SessionID(), d.engine.Model(), d.engine.Status(), d.engine.LastCompactionTruncated()), nil
 }
 
 // prompt is the prompt update: it starts a turn and completes when the

@@ -97,17 +97,17 @@ func TestStateShowsTheRetryBudget(t *testing.T) {
 	m := policy.Model{Provider: "p", ID: "m"}
 	start := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	st := policy.Status{State: states.Backoff, Attempt: 2, Retrying: true, RetryEnabled: true, MaxElapsedMs: 1_800_000, RetryStarted: start}
-	b, err := json.Marshal(rpc.StateOf("s", m, st))
+	b, err := json.Marshal(rpc.StateOf("s", m, st, nil))
 	require.NoError(t, err)
 	assert.Contains(t, string(b), `"state":"backoff","retryBudget":{"maxElapsedMs":1800000,"startedAt":1767225600000,"endsAt":1767227400000}}`)
 
 	st.MaxElapsedMs, st.RetryStarted = 0, time.Time{}
-	b, err = json.Marshal(rpc.StateOf("s", m, st))
+	b, err = json.Marshal(rpc.StateOf("s", m, st, nil))
 	require.NoError(t, err)
 	assert.NotContains(t, string(b), "retryBudget")
 
 	// A budget as large as the settings allow ends at the largest time,
 	// not a wrapped one.
 	st.MaxElapsedMs, st.RetryStarted = math.MaxInt64, start
-	assert.Equal(t, int64(math.MaxInt64), rpc.StateOf("s", m, st).RetryBudget.EndsAt)
+	assert.Equal(t, int64(math.MaxInt64), rpc.StateOf("s", m, st, nil).RetryBudget.EndsAt)
 }

@@ -88,13 +88,15 @@ type CompactionSize struct {
 }
 
 // StateOf is the get_state answer of the session id, talking to m, whose
-// status is st: the one place a State is made from a Status, for every
-// driver that answers get_state (the in-process server, the Temporal
-// workflow's query).
-func StateOf(id string, m policy.Model, st policy.Status) State {
+// status is st and whose latest compaction kept truncated the tool
+// results truncated (read with st): the one place a State is made from a
+// Status, for every driver that answers get_state (the in-process server,
+// the Temporal workflow's query).
+func StateOf(id string, m policy.Model, st policy.Status, truncated []transcript.Truncation) State {
 	var last *CompactionSize
 	if st.LastCompaction != "" {
-		last = &CompactionSize{Reason: st.LastCompaction, TokensBefore: st.CompactionTokensBefore, TokensAfter: st.CompactionTokensAfter}
+		last = &CompactionSize{Reason: st.LastCompaction, TokensBefore: st.CompactionTokensBefore, TokensAfter: st.CompactionTokensAfter,
+			Truncated: truncated}
 	}
 	var budget *RetryBudget
 	if st.MaxElapsedMs > 0 {
@@ -500,11 +502,7 @@ func init() {
 			s := srv.s
 			// One read of Status: the fields never contradict each other.
 			st, truncated := s.LastCompactionTruncated()
-			state := StateOf(s.ID(), s.Model(), st)
-			if state.LastCompaction != nil {
-				state.LastCompaction.Truncated = truncated
-			}
-			srv.ok(cmd, state)
+			srv.ok(cmd, StateOf(s.ID(), s.Model(), st, truncated))
 		}},
 		"get_messages": {nil, func(_ context.Context, srv *server, cmd command, _ map[string]json.RawMessage) {
 			msgs := srv.s.Messages()
