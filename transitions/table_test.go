@@ -241,11 +241,14 @@ var numbers = []struct {
 // most one rule applies, it is the one §5 names with the actions it names,
 // and in classifying exactly one applies. The facts that only one signal
 // reads vary with that signal (TestRandomFactsPickTheSpecRule varies them
-// all).
+// all). Under the race detector it checks one combination in
+// exhaustiveStride, and still takes every rule; .ci/run checks them all
+// without it.
 func TestExhaustive(t *testing.T) {
 	const nBools = 12
 	rules := tr.Table()
-	checked := 0
+	checked, seen := 0, 0
+	taken := map[tr.Trigger]bool{}
 	for _, s := range states.All() {
 		for _, sig := range tr.Signals() {
 			extra := 0
@@ -265,15 +268,23 @@ func TestExhaustive(t *testing.T) {
 				rows = numbers[:1]
 			}
 			for _, c := range tr.Classes() {
-				// The reset facts (issue 24) matter to a decision on a
-				// retryable error only: they vary there.
-				resets := 1
-				if s == states.Classifying && (sig == tr.RunEnded || sig == tr.CredentialAnswered) && (c == classify.Retryable || c == classify.UsageLimit) {
-					resets = 8
+				// Facts that matter to one kind of decision vary there only:
+				// the reset's (issue 24) on a retryable error, TooLarge on
+				// an overflow, the prompt's size (issue 23) before a prompt.
+				variants, vary := 1, func(*tr.Facts, int) {}
+				switch {
+				case s == states.Classifying && (sig == tr.RunEnded || sig == tr.CredentialAnswered) && (c == classify.Retryable || c == classify.UsageLimit):
+					variants, vary = 8, func(f *tr.Facts, r int) {
+						f.WaitForReset, f.ResetKnown, f.ResetWithin = r&1 != 0, r&2 != 0, r&4 != 0
+					}
+				case sig == tr.RunEnded && c == classify.Overflow:
+					variants, vary = 2, func(f *tr.Facts, r int) { f.TooLarge = r&1 != 0 }
+				case sig == tr.PromptCheck:
+					variants, vary = 4, func(f *tr.Facts, r int) { f.PromptTooLarge, f.PromptOverWindow = r&1 != 0, r&2 != 0 }
 				}
 				for bits := range 1 << (nBools + extra) {
 					for _, n := range rows {
-						for r := range resets {
+						for r := range variants {
 							more := bits >> nBools
 							f := tr.Facts{
 								Signal: sig, Class: c,
@@ -282,21 +293,34 @@ func TestExhaustive(t *testing.T) {
 								Stale: bits&64 != 0, EpisodeCompacted: bits&128 != 0, Compacted: bits&256 != 0,
 								WillRetry: bits&512 != 0, CurrentTimer: bits&1024 != 0, CredentialSwitched: bits&2048 != 0,
 								Started: more&1 != 0, UsageLimit: more&2 != 0, CredentialStore: more&4 != 0,
-								WaitForReset: r&1 != 0, ResetKnown: r&2 != 0, ResetWithin: r&4 != 0,
 								AlreadyCompacted: more&1 != 0, Committing: more&1 != 0,
 								Attempt: n.attempt, MaxRetries: n.maxRetries,
 								ElapsedMs: n.elapsed, DelayMs: n.delay, MaxElapsedMs: n.budget,
 								Tokens: n.tokens, ContextWindow: n.window, ReserveTokens: n.reserve,
 							}
+							vary(&f, r)
+							seen++
+							if seen%exhaustiveStride != 0 {
+								continue
+							}
 							checkAgainstSpec(t, rules, s, f)
 							checked++
+							if r, ok := rules.Next(s, f); ok {
+								taken[r.Trigger] = true
+							}
 						}
 					}
 				}
 			}
 		}
 	}
-	t.Logf("checked %d (state, facts) combinations", checked)
+	t.Logf("checked %d of %d (state, facts) combinations", checked, seen)
+	// One in exhaustiveStride still reaches every rule.
+	for _, r := range rules {
+		if !taken[r.Trigger] {
+			t.Errorf("no combination checked takes %s", r.Trigger)
+		}
+	}
 }
 
 // TestNextEveryStateAndTrigger walks every (state, trigger) pair of the table
