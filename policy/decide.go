@@ -18,7 +18,8 @@ type verdict struct {
 	// facts.TooLarge.
 	tooLarge *tooLargeError
 	// resetAt is when the limit of a message with a retry hint resets:
-	// the decision's time plus the hint, rounded up to a millisecond.
+	// the decision's time plus the hint, rounded up to a millisecond (no
+	// later than lastInstant).
 	resetAt time.Time
 }
 
@@ -63,10 +64,10 @@ func (e *Engine) facts(at time.Time, m *transcript.Message, sig transitions.Sign
 	f.Error = m.IsError()
 	f.Aborted = m.StopReason == transcript.StopReasonAborted
 	f.HintOverCap = hintOverCap(e.cfg.Retry, v.RetryAfter, v.HasRetryAfter)
-	f.DelayMs = retryDelay(e.cfg.Retry, e.attempt+1, draw, v.RetryAfter, v.HasRetryAfter).Milliseconds()
+	f.DelayMs = min(retryDelay(e.cfg.Retry, e.attempt+1, draw, v.RetryAfter, v.HasRetryAfter), untilLast(at)).Milliseconds()
 	f.WaitForReset = e.cfg.Retry.WaitForReset
 	if v.HasRetryAfter {
-		v.resetAt = at.Add(ceilMs(v.RetryAfter))
+		v.resetAt = at.Add(min(ceilMs(v.RetryAfter), untilLast(at)))
 		f.ResetKnown = true
 		f.ResetWithin = v.RetryAfter <= msToDuration(e.cfg.Retry.MaxResetWaitMs)
 	}
