@@ -66,9 +66,11 @@ func (e *Engine) facts(at time.Time, m *transcript.Message, sig transitions.Sign
 	f.HintOverCap = hintOverCap(e.cfg.Retry, v.RetryAfter, v.HasRetryAfter)
 	f.DelayMs = min(retryDelay(e.cfg.Retry, e.attempt+1, draw, v.RetryAfter, v.HasRetryAfter), untilLast(at)).Milliseconds()
 	f.WaitForReset = e.cfg.Retry.WaitForReset
+	f.ResetWaited = e.resetWaited
 	if v.HasRetryAfter {
-		v.resetAt = at.Add(min(ceilMs(v.RetryAfter), untilLast(at)))
-		f.ResetKnown = true
+		resetIn := min(ceilMs(v.RetryAfter), untilLast(at))
+		v.resetAt = at.Add(resetIn)
+		f.ResetKnown, f.ResetInMs = true, resetIn.Milliseconds()
 		f.ResetWithin = v.RetryAfter <= msToDuration(e.cfg.Retry.MaxResetWaitMs)
 	}
 	f.SameModel = m.Provider == e.model.Provider && m.Model == e.model.ID

@@ -124,3 +124,38 @@ func TestStoryChainStartingAtTheEpoch(t *testing.T) {
 
 // ms is d as a retry_start line writes its delay.
 func ms(d time.Duration) string { return strconv.FormatInt(d.Milliseconds(), 10) + "ms" }
+
+// TestStoryResetsThatKeepComingEndTheChain: with no count limit, a server
+// that answers every retry "usage limit reached, retry-after: 1" ends the
+// chain once the time budget, counted from the first reset, runs out. The
+// budget started afresh at every reset, so the chain went on for ever
+// (100,000 waits in 28 hours under a 30-minute budget).
+func TestStoryResetsThatKeepComingEndTheChain(t *testing.T) {
+	patient := func(s *policy.Setup) {
+		s.Config = policy.PatientConfig()
+		s.Config.Retry.MaxElapsedMs = 10_000
+		s.Config.Retry.WaitForReset = true
+	}
+	const text = "usage limit reached, retry-after: 1"
+	p := playAt(t, t0, patient)
+	waits := 0
+	for ; waits < 1000; waits++ {
+		lines := reply(errorAnswer(text))(p)
+		if p.turnDone {
+			assert.Contains(t, lines, "classifying>exhausted exhaust_elapsed")
+			assert.Contains(t, lines, "retry_end fail "+strconv.Itoa(waits)+" exhausted usage_limit \""+text+"\" limit=elapsed resetWait")
+			break
+		}
+		require.Contains(t, lines, "classifying>backoff wait_reset", "wait %d", waits+1)
+		fire()(p)
+	}
+	// The first wait ends at t0+1s, where the 10 s budget starts; each
+	// later wait takes 1 s: ten more fit.
+	assert.Equal(t, 11, waits)
+	var ex *policy.ExhaustedError
+	require.ErrorAs(t, p.turnErr, &ex)
+	assert.Equal(t, 10*time.Second, ex.Budget)
+	assert.Equal(t, 10*time.Second, ex.Elapsed)
+	assert.Equal(t, time.Second, ex.Delay, "the delay named is the time until the reset")
+	assert.Equal(t, states.Idle, p.e.Status().State)
+}

@@ -117,9 +117,14 @@ func (e *Engine) scheduleResetWait(s *step) {
 	reset := s.v.resetAt
 	delay := max(reset.Sub(s.at), 0)
 	e.attempt++
-	// The wait has its own bound (retry.maxResetWaitMs): the time budget
-	// of the retries after it counts from the reset.
-	e.chain, e.resetWaited = chainFrom(reset), true
+	// The chain's first wait has its own bound (retry.maxResetWaitMs): the
+	// time budget of the retries after it counts from the reset. A later
+	// wait of the same chain ended within that budget (resetWithinBudget):
+	// the budget still counts from the first reset, so resets that keep
+	// coming end the chain once it runs out.
+	if !e.resetWaited {
+		e.chain, e.resetWaited = chainFrom(reset), true
+	}
 	e.emit(events.AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: ceilMs(delay).Milliseconds(), ErrorMessage: m.ErrorMessage,
 		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential, ResetAt: reset})
 	e.startWait(reset)

@@ -58,6 +58,8 @@ func Draw(t *rapid.T, b Bounds) transitions.Facts {
 		WaitForReset:       rapid.Bool().Draw(t, "waitForReset"),
 		ResetKnown:         rapid.Bool().Draw(t, "resetKnown"),
 		ResetWithin:        rapid.Bool().Draw(t, "resetWithin"),
+		ResetInMs:          millis().Draw(t, "resetInMs"),
+		ResetWaited:        rapid.Bool().Draw(t, "resetWaited"),
 	}
 }
 
