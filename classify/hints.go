@@ -94,8 +94,9 @@ var textRules = [...]hintRule{
 //  10. "reset at", "resets at" or "resets" and a time of day ("3pm",
 //     "3:15 PM", "15:00"), with an IANA zone in parentheses or not ("3pm
 //     (America/New_York)"): the time until the next such time after now,
-//     in that zone, else in UTC; a zone this system does not know gives
-//     no hint;
+//     in that zone, else in UTC (a time the clocks skip, in the hour a
+//     change to summer time leaves out, is the instant they skip it); a
+//     zone this system does not know gives no hint;
 //  11. a "|" and ten digits after a word ("usage limit reached|1767225600"):
 //     an epoch in seconds.
 //
@@ -553,12 +554,36 @@ func timeOfDayHint(text string, now time.Time) (time.Duration, bool) {
 			}
 		}
 		local := now.In(loc)
-		next := time.Date(local.Year(), local.Month(), local.Day(), hour, minute, 0, 0, loc)
+		next := clockTime(local, 0, hour, minute, loc)
 		if !next.After(now) {
-			next = time.Date(local.Year(), local.Month(), local.Day()+1, hour, minute, 0, 0, loc)
+			next = clockTime(local, 1, hour, minute, loc)
 		}
-		return next.Sub(now), true
+		return max(next.Sub(now), 0), true
 	}
+}
+
+// clockTime is the instant the clock of loc reads hour:minute on the day
+// days after day's. On a day whose clocks skip that time (a change to
+// summer time: 2:30 does not exist in New York on 2026-03-08), it is the
+// instant they skip it, the change itself (3:00 EDT): time.Date would
+// normalize it to an hour before or after, and an hour before may be in
+// the past, which read as tomorrow's 2:30, a day too late.
+func clockTime(day time.Time, days, hour, minute int, loc *time.Location) time.Time {
+	t := time.Date(day.Year(), day.Month(), day.Day()+days, hour, minute, 0, 0, loc)
+	// The wall clocks asked for and got, compared as if in UTC (a change
+	// at midnight moves the day too).
+	want := time.Date(day.Year(), day.Month(), day.Day()+days, hour, minute, 0, 0, time.UTC)
+	got := time.Date(t.Year(), t.Month(), t.Day(), t.Hour(), t.Minute(), 0, 0, time.UTC)
+	start, end := t.ZoneBounds()
+	switch {
+	case got.Equal(want):
+		return t
+	case got.Before(want) && !end.IsZero():
+		return end // t is before the change, in the zone it ends
+	case got.After(want) && !start.IsZero():
+		return start
+	}
+	return t
 }
 
 // scanClock reads a time of day at s[i]: "3pm", "3 PM", "3:15pm", "12am",

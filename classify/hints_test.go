@@ -195,6 +195,30 @@ func TestTimeOfDayHintAcrossDST(t *testing.T) {
 	assert.Equal(t, 23*time.Hour, d)
 }
 
+// A time of day the clocks skip (the hour a change to summer time leaves
+// out) resets when they skip it, not a day later: at 01:30 EST in New York
+// on 2026-03-08, "2:30am" is the change at 3:00 EDT, half an hour on. It
+// read as the next day's 2:30, 24 hours on, past retry.maxResetWaitMs: the
+// turn failed instead of waiting half an hour. So too when the change is
+// at midnight (Santiago, 2026-09-06: 00:00 -04 becomes 01:00 -03).
+func TestTimeOfDayHintInASkippedHour(t *testing.T) {
+	at := time.Date(2026, 3, 8, 6, 30, 0, 0, time.UTC) // 01:30 EST
+	d, ok := classify.RetryAfter("usage limit reached, resets at 2:30am (America/New_York)", at)
+	assert.True(t, ok)
+	assert.Equal(t, 30*time.Minute, d)
+
+	at = time.Date(2026, 9, 6, 3, 50, 0, 0, time.UTC) // 23:50 -04 on the 5th
+	d, ok = classify.RetryAfter("usage limit reached, resets at 00:30 (America/Santiago)", at)
+	assert.True(t, ok)
+	assert.Equal(t, 10*time.Minute, d)
+
+	// After the change, the next 2:30 that exists is the next day's.
+	at = time.Date(2026, 3, 8, 7, 30, 0, 0, time.UTC) // 03:30 EDT
+	d, ok = classify.RetryAfter("usage limit reached, resets at 2:30am (America/New_York)", at)
+	assert.True(t, ok)
+	assert.Equal(t, 23*time.Hour, d)
+}
+
 // Issue 24: garbage in any hint is ignored or capped, never a panic, never
 // negative, whatever the clock says.
 func TestHintGarbage(t *testing.T) {

@@ -161,8 +161,12 @@ func failTurnExhausted(e *Engine, s *step) {
 func failTurnExhaustedElapsed(e *Engine, s *step) {
 	f := s.facts
 	delay := time.Duration(f.DelayMs) * time.Millisecond
-	if f.CredentialSwitched {
+	switch {
+	case f.CredentialSwitched:
 		delay = 0
+	case f.ResetWaited && f.WaitForReset && f.ResetKnown && (f.UsageLimit || f.HintOverCap):
+		// A further wait for a reset, past the budget.
+		delay = time.Duration(f.ResetInMs) * time.Millisecond
 	}
 	e.failTurnOn(&ExhaustedError{Attempts: f.Attempt, Last: s.msg.ErrorMessage, Err: s.msg.Err,
 		Budget: msToDuration(f.MaxElapsedMs), Elapsed: msToDuration(f.ElapsedMs), Delay: delay}, s.v.class())

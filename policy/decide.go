@@ -17,8 +17,10 @@ type verdict struct {
 	// tooLarge says why no compaction can make the context fit, with
 	// facts.TooLarge.
 	tooLarge *tooLargeError
-	// resetAt is when the limit of a message with a retry hint resets:
-	// the decision's time plus the hint, rounded up to a millisecond.
+	// resetAt is when the wait for the reset of the limit of a message
+	// with a retry hint ends: the decision's time plus the hint, rounded
+	// up to a millisecond, or plus the chain's own delay when that is
+	// longer (no later than lastInstant).
 	resetAt time.Time
 }
 
@@ -50,11 +52,16 @@ func (e *Engine) facts(at time.Time, m *transcript.Message, sig transitions.Sign
 	f.Error = m.IsError()
 	f.Aborted = m.StopReason == transcript.StopReasonAborted
 	f.HintOverCap = hintOverCap(e.cfg.Retry, v.RetryAfter, v.HasRetryAfter)
-	f.DelayMs = retryDelay(e.cfg.Retry, e.attempt+1, draw, v.RetryAfter, v.HasRetryAfter).Milliseconds()
+	f.DelayMs = min(retryDelay(e.cfg.Retry, e.attempt+1, draw, v.RetryAfter, v.HasRetryAfter), untilLast(at)).Milliseconds()
 	f.WaitForReset = e.cfg.Retry.WaitForReset
+	f.ResetWaited = e.resetWaited
 	if v.HasRetryAfter {
-		v.resetAt = at.Add(ceilMs(v.RetryAfter))
-		f.ResetKnown = true
+		// No sooner than the chain's own delay: a reset already passed (a
+		// clock behind the provider's) must not retry at once, again and
+		// again, as fast as runs fail.
+		resetIn := min(max(ceilMs(v.RetryAfter), time.Duration(f.DelayMs)*time.Millisecond), untilLast(at))
+		v.resetAt = at.Add(resetIn)
+		f.ResetKnown, f.ResetInMs = true, resetIn.Milliseconds()
 		f.ResetWithin = v.RetryAfter <= msToDuration(e.cfg.Retry.MaxResetWaitMs)
 	}
 	f.SameModel = m.Provider == e.model.Provider && m.Model == e.model.ID

@@ -12,7 +12,9 @@ import (
 // they never wrap. Every delay is a whole number of milliseconds no larger
 // than MaxDelay, so it converts to milliseconds and back (and to a float64,
 // or a JavaScript number) without loss, and the delayMs that
-// auto_retry_start reports is exactly the wait scheduled.
+// auto_retry_start reports is exactly the wait scheduled. No wait ends
+// after 2262-04-11T23:47:16.854Z, the last instant the engine keeps (as
+// Unix nanoseconds): a delay that would end later is shortened to end then.
 const MaxDelay = time.Duration(math.MaxInt64/int64(time.Millisecond)) * time.Millisecond
 
 // maxDelayMs is MaxDelay in milliseconds.

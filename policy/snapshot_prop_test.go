@@ -95,6 +95,10 @@ var walkAnswers = []transcript.Message{
 	answer(transcript.StopReasonError, "429 usage limit reached for this billing period"),
 	answer(transcript.StopReasonAborted, ""),
 	{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop, Content: transcript.TextContent("big"), Provider: "p", Model: "m", Usage: &transcript.Usage{Input: 190000}},
+	// A usage limit and a rate limit whose resets are known: waited for
+	// with retry.waitForReset.
+	answer(transcript.StopReasonError, "usage limit reached, retry-after: 7200"),
+	answer(transcript.StopReasonError, "429 Too Many Requests: rate limit exceeded, retry-after: 90"),
 }
 
 // step takes one input, chosen by pick among those that apply now.
@@ -281,7 +285,7 @@ var breakers = []struct {
 	{"backoff with attempt 0", "attempt", func(s *policy.Snapshot) bool { s.Attempt = 0; return s.State == "backoff" }},
 	{"an attempt above maxRetries", "attempt", func(s *policy.Snapshot) bool {
 		s.Attempt = s.Config.Retry.MaxRetries + 1
-		return true
+		return s.Config.Retry.MaxRetries >= 0 // -1: no count limit
 	}},
 	{"a negative attempt", "attempt", func(s *policy.Snapshot) bool { s.Attempt = -1; return true }},
 	{"fewer retries than the attempt", "attempt", func(s *policy.Snapshot) bool {
@@ -354,6 +358,11 @@ func TestEverySnapshotResumes(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		cfg := policy.DefaultConfig()
 		cfg.Retry.MaxRetries = rapid.IntRange(0, 3).Draw(t, "maxRetries")
+		cfg.Retry.MaxElapsedMs = rapid.SampledFrom([]int64{0, 20_000}).Draw(t, "maxElapsedMs")
+		if cfg.Retry.MaxElapsedMs > 0 && rapid.Bool().Draw(t, "noCountLimit") {
+			cfg.Retry.MaxRetries = -1
+		}
+		cfg.Retry.WaitForReset = rapid.Bool().Draw(t, "waitForReset")
 		cfg.Compaction.KeepRecentTokens = rapid.SampledFrom([]int{5, 20000}).Draw(t, "keepRecentTokens")
 		creds := rapid.Bool().Draw(t, "credentials")
 		e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: cfg, Credentials: creds})
@@ -368,6 +377,8 @@ func TestEverySnapshotResumes(t *testing.T) {
 		}
 		steps := rapid.IntRange(1, 40).Draw(t, "steps")
 		for i := range steps {
+			// The clock may jump, either way, between any two inputs.
+			w.at = w.at.Add(rapid.SampledFrom([]time.Duration{0, 0, 0, -2 * time.Hour, -time.Second, time.Hour, 6 * time.Hour}).Draw(t, fmt.Sprint("jump", i)))
 			if err := w.step(pick); err != nil {
 				t.Fatalf("step %d: %v", i, err)
 			}
@@ -389,6 +400,22 @@ func TestEverySnapshotResumes(t *testing.T) {
 			r, err := resume(snap)
 			if err != nil {
 				t.Fatalf("step %d: the engine's own snapshot %+v is refused: %v", i, snap, err)
+			}
+			// A restored wait keeps its absolute deadline (a reset its
+			// instant), its chain the start of its budget. (A snapshot
+			// with a run in flight resumes deciding on it anew.)
+			again := r.e.Snapshot()
+			waiting := snap.State == "backoff"
+			if waiting && snap.Deadline != nil {
+				if r.timer == 0 || !r.deadline.Equal(*snap.Deadline) || again.Deadline == nil || !again.Deadline.Equal(*snap.Deadline) {
+					t.Fatalf("step %d: the wait until %v resumes until %v (timer %d)", i, *snap.Deadline, r.deadline, r.timer)
+				}
+				if snap.ResetWait && !r.e.Status().ResetAt.Equal(*snap.Deadline) {
+					t.Fatalf("step %d: the wait for the reset at %v resumes reporting %v", i, *snap.Deadline, r.e.Status().ResetAt)
+				}
+			}
+			if waiting && snap.ChainStart != nil && (again.ChainStart == nil || !again.ChainStart.Equal(*snap.ChainStart)) {
+				t.Fatalf("step %d: the chain started at %v resumes started at %v", i, *snap.ChainStart, again.ChainStart)
 			}
 			if err := r.settle(); err != nil {
 				t.Fatalf("step %d: resumed from %+v: %v", i, snap, err)

@@ -223,6 +223,9 @@ func TestResetWaitNeverRunsBeforeTheReset(t *testing.T) {
 		cfg := policy.DefaultConfig()
 		cfg.Retry.WaitForReset = true
 		cfg.Retry.MaxResetWaitMs = rapid.Int64Range(0, 10*3600*1000).Draw(rt, "maxResetWaitMs")
+		// The wait is the hint, or the chain's own delay when longer: a
+		// first delay of 1 ms without jitter makes that 1 ms.
+		cfg.Retry.BaseDelayMs, cfg.Retry.Jitter = 1, 0
 		e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: cfg})
 		require.NoError(rt, err)
 		d := &driver{e: e}
@@ -232,7 +235,7 @@ func TestResetWaitNeverRunsBeforeTheReset(t *testing.T) {
 		hintMs := rapid.Int64Range(0, 12*3600*1000).Draw(rt, "hintMs")
 		now := t0
 		d.answerRun(now, errorAnswer("usage limit reached, retry-after-ms: "+itoa(hintMs)), 0)
-		reset := t0.Add(time.Duration(hintMs) * time.Millisecond)
+		reset := t0.Add(time.Duration(max(hintMs, 1)) * time.Millisecond)
 		if hintMs > cfg.Retry.MaxResetWaitMs {
 			require.True(rt, d.settled, "a reset beyond the bound fails the turn")
 			require.Zero(rt, d.timer)

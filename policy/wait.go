@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"math"
 	"time"
 
 	"github.com/agentfsm/agentfsm/events"
@@ -32,7 +33,33 @@ type chain struct {
 }
 
 // chainFrom is a chain whose budget starts at at.
-func chainFrom(at time.Time) chain { return chain{start: at.UnixNano()} }
+func chainFrom(at time.Time) chain { return chain{start: max(unixNano(at), 1)} }
+
+// lastInstant is the last instant the engine keeps, to the millisecond
+// (2262-04-11T23:47:16.854Z): a deadline, a reset and a chain's start are
+// kept as Unix nanoseconds, which go no further.
+var lastInstant = time.UnixMilli(math.MaxInt64 / int64(time.Millisecond))
+
+// untilLast is the time from at to lastInstant in whole milliseconds, 0
+// when at is past it: no wait the engine schedules ends later, so a delay
+// that would (MaxDelay from today ends in 2318) waits until then instead,
+// and the delayMs reported is still the wait scheduled.
+func untilLast(at time.Time) time.Duration {
+	return max(lastInstant.Sub(at), 0).Truncate(time.Millisecond)
+}
+
+// unixNano is t.UnixNano, saturated at int64's ends for a time outside
+// the years 1678 to 2262 (where UnixNano's result is undefined): a clock
+// that jumps beyond them still orders against the engine's deadlines.
+func unixNano(t time.Time) int64 {
+	switch {
+	case t.After(time.Unix(0, math.MaxInt64)):
+		return math.MaxInt64
+	case t.Before(time.Unix(0, math.MinInt64)):
+		return math.MinInt64
+	}
+	return t.UnixNano()
+}
 
 // started is when the chain's budget started, in UTC; the zero time when
 // unknown.
@@ -90,9 +117,14 @@ func (e *Engine) scheduleResetWait(s *step) {
 	reset := s.v.resetAt
 	delay := max(reset.Sub(s.at), 0)
 	e.attempt++
-	// The wait has its own bound (retry.maxResetWaitMs): the time budget
-	// of the retries after it counts from the reset.
-	e.chain, e.resetWaited = chainFrom(reset), true
+	// The chain's first wait has its own bound (retry.maxResetWaitMs): the
+	// time budget of the retries after it counts from the reset. A later
+	// wait of the same chain ended within that budget (resetWithinBudget):
+	// the budget still counts from the first reset, so resets that keep
+	// coming end the chain once it runs out.
+	if !e.resetWaited {
+		e.chain, e.resetWaited = chainFrom(reset), true
+	}
 	e.emit(events.AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: ceilMs(delay).Milliseconds(), ErrorMessage: m.ErrorMessage,
 		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential, ResetAt: reset})
 	e.startWait(reset)
@@ -101,7 +133,7 @@ func (e *Engine) scheduleResetWait(s *step) {
 
 // startWait arms the timer for a backoff ending at deadline.
 func (e *Engine) startWait(deadline time.Time) {
-	e.wait, e.resetWait = wait{timer: TimerID(e.ticket()), deadline: deadline.UnixNano()}, false
+	e.wait, e.resetWait = wait{timer: TimerID(e.ticket()), deadline: unixNano(deadline)}, false
 	e.effect(Effect{Kind: StartTimer, Timer: e.wait.timer, Deadline: deadline})
 }
 
@@ -111,7 +143,7 @@ func (e *Engine) startWait(deadline time.Time) {
 func (e *Engine) TimerFired(at time.Time, id TimerID) []Effect {
 	e.begin()
 	w := e.wait
-	current := w.pending() && w.timer == id && at.UnixNano() >= w.deadline
+	current := w.pending() && w.timer == id && unixNano(at) >= w.deadline
 	e.fire(&step{at: at, facts: transitions.Facts{Signal: transitions.TimerFired, CurrentTimer: current}})
 	return e.end(at)
 }

@@ -415,17 +415,9 @@ func (h *harness) retryStart(e events.AutoRetryStart) {
 		h.fail("§9.4: attempt %d exceeds maxRetries %d", e.Attempt, h.cfg.Retry.MaxRetries)
 	}
 	// §9.2: base × 2^(n−1), within the cap and the jitter; at least the
-	// hint when hints are honoured. A wait for a reset waits the hint
-	// exactly, whatever the cap (policy.md §3.8).
-	if !e.ResetAt.IsZero() {
-		if !h.cfg.Retry.WaitForReset || !cls.HasRetryAfter || e.DelayMs != cls.RetryAfter.Milliseconds() {
-			h.fail("§3.8: attempt %d waits %d ms for a reset (waitForReset %v, hint %v)", e.Attempt, e.DelayMs, h.cfg.Retry.WaitForReset, cls.RetryAfter)
-		}
-		h.chainOpen = true
-		h.attempt = e.Attempt
-		h.retried = h.last.ID
-		return
-	}
+	// hint when hints are honoured. A wait for a reset waits the hint,
+	// whatever the cap, or the chain's own delay when that is longer
+	// (policy.md §3.8).
 	full := h.cfg.Retry.BaseDelayMs
 	for i := 1; i < e.Attempt; i++ {
 		full = min(full*2, math.MaxInt64/4)
@@ -435,6 +427,20 @@ func (h *harness) retryStart(e events.AutoRetryStart) {
 	}
 	low := int64(float64(full)*(1-h.cfg.Retry.Jitter)) - 1
 	high := full
+	if !e.ResetAt.IsZero() {
+		hint := cls.RetryAfter.Milliseconds()
+		if h.cfg.Retry.HonorRetryAfter {
+			low, high = max(low, hint), max(high, hint)
+		}
+		if !h.cfg.Retry.WaitForReset || !cls.HasRetryAfter || !(e.DelayMs == hint || (e.DelayMs > hint && e.DelayMs >= low && e.DelayMs <= high)) {
+			h.fail("§3.8: attempt %d waits %d ms for a reset (waitForReset %v, hint %v, the chain's delay in [%d, %d])",
+				e.Attempt, e.DelayMs, h.cfg.Retry.WaitForReset, cls.RetryAfter, low, high)
+		}
+		h.chainOpen = true
+		h.attempt = e.Attempt
+		h.retried = h.last.ID
+		return
+	}
 	if h.cfg.Retry.HonorRetryAfter && cls.HasRetryAfter {
 		hint := cls.RetryAfter.Milliseconds()
 		low, high = max(low, hint), max(high, hint)

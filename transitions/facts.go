@@ -125,6 +125,14 @@ type Facts struct {
 	// ResetWithin reports that the reset is at most retry.maxResetWaitMs
 	// away.
 	ResetWithin bool
+	// ResetInMs is how long until the reset, in milliseconds (with
+	// ResetKnown).
+	ResetInMs int64
+	// ResetWaited reports that the chain in progress already waited for a
+	// reset: its time budget counts from that reset, and a further wait
+	// must end within the budget (resets that keep coming, with no count
+	// limit, would otherwise keep the chain going for ever).
+	ResetWaited bool
 
 	// CompactionEnabled is the compaction.enabled setting.
 	CompactionEnabled bool
@@ -254,6 +262,12 @@ func (f Facts) retryWithinBudget() bool {
 // promptTooLarge reports whether PromptTooLarge holds for the check before
 // a prompt, the one decision that reads it.
 func (f Facts) promptTooLarge() bool { return f.PromptTooLarge && f.Signal == PromptCheck }
+
+// resetWithinBudget reports whether a wait for the reset fits the time
+// budget: the chain's first wait has its own bound (retry.maxResetWaitMs)
+// and the budget counts from its reset; a later wait must end within the
+// budget, as any retry.
+func (f Facts) resetWithinBudget() bool { return !f.ResetWaited || f.withinBudget(f.ResetInMs) }
 
 // hintEndsChain reports whether the server's retry hint ends the chain: it
 // is above the delay cap and no credential switch made it moot.

@@ -153,9 +153,9 @@ var (
 	}
 	guardResetWithin = Guard{
 		Name: "resetWithin",
-		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no credential switch ∧ (a usage limit ∨ a retry hint above the delay cap) ∧ waitForReset ∧ the reset time known ∧ at most maxResetWaitMs away (∧ not the check before a prompt); the time budget does not apply: the wait has its own bound",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no credential switch ∧ (a usage limit ∨ a retry hint above the delay cap) ∧ waitForReset ∧ the reset time known ∧ at most maxResetWaitMs away ∧ (the chain's first wait for a reset, which has its own bound, ∨ elapsed + the time until the reset ≤ maxElapsedMs, or no budget) (∧ not the check before a prompt)",
 		Holds: func(from states.State, f Facts) bool {
-			return decides(from, f) && f.waitsForReset() && f.ResetWithin && !f.awaitingCredential()
+			return decides(from, f) && f.waitsForReset() && f.ResetWithin && f.resetWithinBudget() && !f.awaitingCredential()
 		},
 	}
 	guardResetTooFar = Guard{
@@ -174,10 +174,10 @@ var (
 	}
 	guardBudgetExhausted = Guard{
 		Name: "budgetExhausted",
-		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no retry hint above the delay cap that ends the chain ∧ no wait for a reset ∧ maxElapsedMs > 0 ∧ elapsed + the delay of the retry (0 after a credential switch) > maxElapsedMs (∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ maxElapsedMs > 0 ∧ (no retry hint above the delay cap that ends the chain ∧ no wait for a reset ∧ elapsed + the delay of the retry (0 after a credential switch) > maxElapsedMs ∨ a wait for a reset at most maxResetWaitMs away, not the chain's first, that would end past maxElapsedMs) (∧ not the check before a prompt)",
 		Holds: func(from states.State, f Facts) bool {
-			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.countLeft() && !f.hintEndsChain() && !f.retryWithinBudget() && !f.waitsForReset() &&
-				!f.awaitingCredential()
+			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.countLeft() && !f.awaitingCredential() &&
+				((!f.hintEndsChain() && !f.retryWithinBudget() && !f.waitsForReset()) || (f.waitsForReset() && f.ResetWithin && !f.resetWithinBudget()))
 		},
 	}
 	guardOverflowRecoverable = Guard{

@@ -93,15 +93,22 @@ func specNext(s states.State, f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 			if f.CredentialSwitched {
 				delay = 0 // the retry goes at once
 			}
-			inBudget := f.MaxElapsedMs <= 0 || new(big.Int).Add(big.NewInt(max(f.ElapsedMs, 0)), big.NewInt(max(delay, 0))).Cmp(big.NewInt(f.MaxElapsedMs)) <= 0
+			within := func(d int64) bool {
+				return f.MaxElapsedMs <= 0 || new(big.Int).Add(big.NewInt(max(f.ElapsedMs, 0)), big.NewInt(max(d, 0))).Cmp(big.NewInt(f.MaxElapsedMs)) <= 0
+			}
+			inBudget := within(delay)
 			// Issue 24 §2: a usage limit (or a hint over the cap) whose reset
 			// is known waits for it with waitForReset, or fails naming it
-			// when it is too far; a credential switch comes first, and the
-			// time budget does not apply to the wait (it has its own bound).
+			// when it is too far; a credential switch comes first. The
+			// chain's first wait has its own bound (maxResetWaitMs); a later
+			// one must also end within the time budget, or the budget ends
+			// the chain.
 			resetWait := countLeft && !f.CredentialSwitched && (f.UsageLimit || f.HintOverCap) && f.WaitForReset && f.ResetKnown
 			switch {
 			case countLeft && f.CredentialSwitched && inBudget:
 				return tr.RetryNow, []tr.Action{tr.ScheduleRetryNow, tr.RemoveFailed}, true
+			case resetWait && f.ResetWithin && f.ResetWaited && !within(f.ResetInMs):
+				return tr.ExhaustElapsed, []tr.Action{tr.EndChainExhaustedElapsed, tr.FailTurnExhaustedElapsed}, true
 			case resetWait && f.ResetWithin:
 				return tr.WaitReset, []tr.Action{tr.ScheduleResetWait, tr.RemoveFailed}, true
 			case resetWait:
@@ -274,8 +281,11 @@ func TestExhaustive(t *testing.T) {
 				variants, vary := 1, func(*tr.Facts, int) {}
 				switch {
 				case s == states.Classifying && (sig == tr.RunEnded || sig == tr.CredentialAnswered) && (c == classify.Retryable || c == classify.UsageLimit):
-					variants, vary = 8, func(f *tr.Facts, r int) {
-						f.WaitForReset, f.ResetKnown, f.ResetWithin = r&1 != 0, r&2 != 0, r&4 != 0
+					variants, vary = 32, func(f *tr.Facts, r int) {
+						f.WaitForReset, f.ResetKnown, f.ResetWithin, f.ResetWaited = r&1 != 0, r&2 != 0, r&4 != 0, r&8 != 0
+						if r&16 != 0 {
+							f.ResetInMs = 3_600_000 // past every budget of the rows but the largest
+						}
 					}
 				case sig == tr.RunEnded && c == classify.Overflow:
 					variants, vary = 2, func(f *tr.Facts, r int) { f.TooLarge = r&1 != 0 }

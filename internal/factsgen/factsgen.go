@@ -60,6 +60,8 @@ func Draw(t *rapid.T, b Bounds) transitions.Facts {
 		ResetWithin:        rapid.Bool().Draw(t, "resetWithin"),
 		PromptTooLarge:     rapid.Bool().Draw(t, "promptTooLarge"),
 		PromptOverWindow:   rapid.Bool().Draw(t, "promptOverWindow"),
+		ResetInMs:          millis().Draw(t, "resetInMs"),
+		ResetWaited:        rapid.Bool().Draw(t, "resetWaited"),
 	}
 }
 

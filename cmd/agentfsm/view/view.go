@@ -136,19 +136,31 @@ func (m *Model) Apply(ev events.Event, now time.Time) {
 // pending retry counts down: "Retrying (1/3) in 4s… (esc to cancel)"; a
 // wait for a usage limit's reset counts down to it, in hours, minutes and
 // seconds: "Usage limit: waiting for its reset at 15:00:00 UTC, in
-// 2h59m58s (1/3)… (esc to cancel)".
+// 2h59m58s (1/3)… (esc to cancel)". A chain with no count limit
+// (retry.maxRetries -1) shows its attempt out of ∞: "Retrying (5/∞) in
+// 60s… (esc to cancel)".
 func (m *Model) Spinner(now time.Time) string {
 	if m.retry && m.reset {
 		left := time.Duration(math.Round(max(m.until.Sub(now), 0).Seconds())) * time.Second
-		return fmt.Sprintf("Usage limit: waiting for its reset at %s, in %s (%d/%d)… (esc to cancel)",
-			m.until.UTC().Format("15:04:05 UTC"), left, m.attempt, m.maxAttempt)
+		return fmt.Sprintf("Usage limit: waiting for its reset at %s, in %s (%s)… (esc to cancel)",
+			m.until.UTC().Format("15:04:05 UTC"), left, m.attempts())
 	}
 	if m.retry {
 		left := max(m.until.Sub(now), 0)
 		secs := int(math.Round(left.Seconds()))
-		return fmt.Sprintf("Retrying (%d/%d) in %ds… (esc to cancel)", m.attempt, m.maxAttempt, secs)
+		return fmt.Sprintf("Retrying (%s) in %ds… (esc to cancel)", m.attempts(), secs)
 	}
 	return m.spinner
+}
+
+// attempts is the pending retry's attempt out of the chain's count limit,
+// "1/3"; "5/∞" for a chain with no count limit (maxAttempts -1, bounded
+// by its time budget).
+func (m *Model) attempts() string {
+	if m.maxAttempt < 0 {
+		return fmt.Sprintf("%d/∞", m.attempt)
+	}
+	return fmt.Sprintf("%d/%d", m.attempt, m.maxAttempt)
 }
 
 // Esc returns what the Esc key does now.

@@ -54,6 +54,24 @@ func TestResetWaitCountdown(t *testing.T) {
 	assert.Equal(t, "Retrying (2/3) in 4s… (esc to cancel)", m.Spinner(t0))
 }
 
+// A chain with no count limit (retry.maxRetries -1, the patient preset)
+// counts its attempt out of ∞, not out of -1, in a retry's countdown and
+// in a reset's; at and past its end the countdown reads 0, never less.
+func TestRetryCountdownWithoutCountLimit(t *testing.T) {
+	var m view.Model
+	m.Apply(events.AutoRetryStart{Attempt: 7, MaxAttempts: -1, DelayMs: 60_000, ErrorMessage: "529 overloaded"}, t0)
+	assert.Equal(t, "Retrying (7/∞) in 60s… (esc to cancel)", m.Spinner(t0))
+	assert.Equal(t, "Retrying (7/∞) in 0s… (esc to cancel)", m.Spinner(t0.Add(60*time.Second)))
+	assert.Equal(t, "Retrying (7/∞) in 0s… (esc to cancel)", m.Spinner(t0.Add(time.Hour)))
+	m.Apply(events.AgentStart{}, t0.Add(time.Minute))
+	m.Apply(events.AgentEnd{}, t0.Add(time.Minute))
+	m.Apply(events.AutoRetryStart{Attempt: 8, MaxAttempts: -1, DelayMs: 3000, ErrorMessage: "usage limit",
+		ResetAt: t0.Add(time.Minute + 3*time.Second)}, t0.Add(time.Minute))
+	assert.Equal(t, "Usage limit: waiting for its reset at 00:01:03 UTC, in 3s (8/∞)… (esc to cancel)", m.Spinner(t0.Add(time.Minute)))
+	assert.Equal(t, "Usage limit: waiting for its reset at 00:01:03 UTC, in 0s (8/∞)… (esc to cancel)", m.Spinner(t0.Add(time.Minute+3*time.Second)))
+	assert.Equal(t, "Usage limit: waiting for its reset at 00:01:03 UTC, in 0s (8/∞)… (esc to cancel)", m.Spinner(t0.Add(time.Hour)))
+}
+
 func TestRetryFailedLines(t *testing.T) {
 	var m view.Model
 	m.Apply(events.AutoRetryStart{Attempt: 3, MaxAttempts: 3, DelayMs: 8000}, t0)
