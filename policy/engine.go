@@ -38,6 +38,8 @@ type Engine struct {
 	// progress does (its deadline is the reset). They sit beside creds,
 	// in the room its alignment leaves.
 	resetWaited, resetWait bool
+	// recovery is Setup.Recovery, in the same room.
+	recovery bool
 
 	// machine holds the machine's state: the engine keeps no other copy.
 	machine *fsm.Machine
@@ -76,6 +78,12 @@ type Setup struct {
 	// Credentials tells the engine a credential store answers usage
 	// limits: it then asks (MarkUsageLimit) before deciding on one.
 	Credentials bool
+	// Recovery has the engine record in history what it does to recover
+	// (transcript.EntryRecovery: each retry, a retry chain's end, a failed
+	// automatic compaction, a failed turn), so that a history tells why the
+	// session did what it did. Off, the history holds what it held before
+	// recovery entries existed: messages, removals and compactions.
+	Recovery bool
 	// History is the session's history so far, oldest first: the engine
 	// rebuilds its runtime context from it. It may be the history's tail:
 	// see Before.
@@ -107,7 +115,7 @@ func New(s Setup) (*Engine, error) {
 	if s.Before < 0 {
 		return nil, fmt.Errorf("policy: negative Before %d", s.Before)
 	}
-	e := &Engine{id: s.SessionID, model: s.Model, cfg: s.Config, creds: s.Credentials, machine: fsm.Default()}
+	e := &Engine{id: s.SessionID, model: s.Model, cfg: s.Config, creds: s.Credentials, recovery: s.Recovery, machine: fsm.Default()}
 	if err := e.ctx.replay(s.Before, s.History); err != nil {
 		return nil, err
 	}
@@ -225,7 +233,7 @@ func (e *Engine) begin() {
 // the history's entries last.
 func (e *Engine) end(at time.Time) []Effect {
 	e.drain()
-	e.advanceTurn()
+	e.advanceTurn(at)
 	if len(e.entries) > 0 {
 		e.effect(Effect{Kind: Append, Entries: e.entries, Await: e.comp != nil && e.comp.committing})
 	}

@@ -78,6 +78,7 @@ func (e *Engine) scheduleRetry(s *step, delay time.Duration) {
 		ev.MaxElapsedMs, ev.ElapsedMs, ev.RemainingMs = budget, s.facts.ElapsedMs, budget-s.facts.ElapsedMs
 	}
 	e.emit(ev)
+	e.recordRetry(s, ev)
 	e.startWait(s.at.Add(delay))
 }
 
@@ -93,8 +94,10 @@ func (e *Engine) scheduleResetWait(s *step) {
 	// The wait has its own bound (retry.maxResetWaitMs): the time budget
 	// of the retries after it counts from the reset.
 	e.chain, e.resetWaited = chainFrom(reset), true
-	e.emit(events.AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: ceilMs(delay).Milliseconds(), ErrorMessage: m.ErrorMessage,
-		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential, ResetAt: reset})
+	ev := events.AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: ceilMs(delay).Milliseconds(), ErrorMessage: m.ErrorMessage,
+		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential, ResetAt: reset}
+	e.emit(ev)
+	e.recordRetry(s, ev)
 	e.startWait(reset)
 	e.resetWait = true
 }

@@ -121,7 +121,7 @@ func runChat(args []string, env *environment) int {
 			return fail(2, "--history: %v", err)
 		}
 		defer h.Close()
-		opts = append(opts, session.WithHistory(h))
+		opts = append(opts, session.WithHistory(h), session.WithRecoveryHistory(true))
 		waitPath = waitFile(*historyPath)
 		snap, ok, err := readWaitFile(waitPath)
 		if err != nil {
