@@ -18,7 +18,7 @@ import (
 // (the rule is WithObserver's: New fails). The values that cannot be nil
 // are listed; a new option with another argument type must say.
 func TestEveryOptionSaysWhatNilDoes(t *testing.T) {
-	valueTypes := map[string]bool{"int": true, "string": true, "policy.Config": true, "policy.Model": true, "policy.Snapshot": true}
+	valueTypes := map[string]bool{"bool": true, "int": true, "string": true, "policy.Config": true, "policy.Model": true, "policy.Snapshot": true}
 	fset := token.NewFileSet()
 	found := 0
 	err := filepath.WalkDir(".", func(path string, d fs.DirEntry, err error) error {

@@ -63,31 +63,33 @@ func dropDecision(e *Engine, _ *step) { e.pending = nil }
 
 func endChainFailed(e *Engine, s *step) {
 	if s.msg != nil {
-		e.endChain(s.msg.ErrorMessage, events.RetryFailed, s.v.class())
+		e.endChain(s.at, s.msg.ErrorMessage, events.RetryFailed, s.v.class())
 	} else {
-		e.endChain(s.err.Error(), events.RetryFailed, classify.None)
+		e.endChain(s.at, s.err.Error(), events.RetryFailed, classify.None)
 	}
 }
 
 func endChainExhausted(e *Engine, s *step) {
-	e.endChainAt(s.msg.ErrorMessage, events.RetryExhausted, s.v.class(), events.LimitRetries)
+	e.endChainAt(s.at, s.msg.ErrorMessage, events.RetryExhausted, s.v.class(), events.LimitRetries)
 }
 
 func endChainExhaustedElapsed(e *Engine, s *step) {
-	e.endChainAt(s.msg.ErrorMessage, events.RetryExhausted, s.v.class(), events.LimitElapsed)
+	e.endChainAt(s.at, s.msg.ErrorMessage, events.RetryExhausted, s.v.class(), events.LimitElapsed)
 }
 
 func endChainExhaustedReset(e *Engine, s *step) {
-	e.endChainAt(s.msg.ErrorMessage, events.RetryExhausted, s.v.class(), events.LimitReset)
+	e.endChainAt(s.at, s.msg.ErrorMessage, events.RetryExhausted, s.v.class(), events.LimitReset)
 }
 
-func endChainCancelled(e *Engine, _ *step) {
-	e.endChain("Retry cancelled", events.RetryCancelled, classify.None)
+func endChainCancelled(e *Engine, s *step) {
+	e.endChain(s.at, "Retry cancelled", events.RetryCancelled, classify.None)
 }
 
-func endChainRecovered(e *Engine, _ *step) {
+func endChainRecovered(e *Engine, s *step) {
 	if e.attempt > 0 {
-		e.emit(events.AutoRetryEnd{Success: true, Attempt: e.attempt, Outcome: events.RetryRecovered, ResetWait: e.resetWaited})
+		ev := events.AutoRetryEnd{Success: true, Attempt: e.attempt, Outcome: events.RetryRecovered, ResetWait: e.resetWaited}
+		e.emit(ev)
+		e.recordChainEnd(s.at, ev)
 		e.attempt, e.chain, e.resetWaited = 0, chain{}, false
 	}
 }
@@ -126,15 +128,18 @@ func stopCompaction(e *Engine, _ *step) {
 	}
 }
 
-func reportRefusal(e *Engine, _ *step) {
+func reportRefusal(e *Engine, s *step) {
 	const refused = "Context overflow recovery failed after one compact-and-retry attempt. Try reducing context or switching to a larger-context model."
 	e.emit(events.AutoCompactionStart{Reason: transcript.ReasonOverflow})
 	e.emit(events.AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: refused})
+	e.recordCompactionFailed(s.at, transcript.ReasonOverflow, refused)
 }
 
 func reportTooLarge(e *Engine, s *step) {
 	e.emit(events.AutoCompactionStart{Reason: transcript.ReasonOverflow})
-	e.emit(events.AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: "Context overflow recovery failed: " + s.v.tooLarge.Error()})
+	msg := "Context overflow recovery failed: " + s.v.tooLarge.Error()
+	e.emit(events.AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: msg})
+	e.recordCompactionFailed(s.at, transcript.ReasonOverflow, msg)
 }
 
 // The run and the turn.

@@ -153,13 +153,19 @@ type overflowCount struct {
 // overflow is the count of the latest overflow that stands, tokens 0 when
 // none.
 func (e *Engine) overflow() overflowCount {
-	return overflowCount{tokens: int(e.overflowTokens), window: e.window(), counted: e.overflowCounted}
+	n := e.overflowTokens
+	return overflowCount{tokens: int(max(n, -n)), window: e.window(), counted: n > 0}
 }
 
 // setOverflow keeps o as the count of the latest overflow (its window is
-// the model's), its tokens held at math.MaxInt32.
+// the model's), its tokens held at math.MaxInt32: negated when its text
+// gave no count, so that one int32 holds both.
 func (e *Engine) setOverflow(o overflowCount) {
-	e.overflowTokens, e.overflowCounted = int32(min(max(o.tokens, 0), math.MaxInt32)), o.counted
+	n := int32(min(max(o.tokens, 0), math.MaxInt32))
+	if !o.counted {
+		n = -n
+	}
+	e.overflowTokens = n
 }
 
 // overflowCut is the cut of a compaction while the provider's count of an

@@ -413,9 +413,13 @@ func (e *Engine) compactionFailed(at time.Time, c *compaction, err error) {
 	case c.manual:
 		e.effect(Effect{Kind: FinishCompact, Err: err})
 	case c.reason == transcript.ReasonOverflow:
-		e.emit(events.AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: "Context overflow recovery failed: " + err.Error()})
+		msg := "Context overflow recovery failed: " + err.Error()
+		e.emit(events.AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: msg})
+		e.recordCompactionFailed(at, c.reason, msg)
 	default:
-		e.emit(events.AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: "Auto-compaction failed: " + err.Error()})
+		msg := "Auto-compaction failed: " + err.Error()
+		e.emit(events.AutoCompactionEnd{Aborted: false, WillRetry: false, ErrorMessage: msg})
+		e.recordCompactionFailed(at, c.reason, msg)
 	}
 	e.raise(step{at: at, err: err, facts: transitions.Facts{Signal: transitions.CompactionEnded, WillRetry: c.willRetry}})
 }

@@ -112,6 +112,8 @@ func (c *runtimeContext) replay(before int, entries []transcript.Entry) error {
 			}
 		case transcript.EntryRemoval:
 			c.remove(e.ID)
+		case transcript.EntryRecovery:
+			// What the session did to recover changes no context.
 		case transcript.EntryCompaction:
 			c.compactionSeq = c.nextSeq
 			if seen != nil && !seen[e.Compaction.FirstKeptEntryID] {

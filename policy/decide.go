@@ -136,15 +136,17 @@ func (e *Engine) UsageLimitAnswered(at time.Time, switched bool) []Effect {
 // endChain ends an active chain that a run ended some other way than by a
 // retry or a success (docs/policy.md §3.5), with the class of the error
 // that ended it.
-func (e *Engine) endChain(finalError string, outcome events.RetryOutcome, class classify.Class) {
-	e.endChainAt(finalError, outcome, class, "")
+func (e *Engine) endChain(at time.Time, finalError string, outcome events.RetryOutcome, class classify.Class) {
+	e.endChainAt(at, finalError, outcome, class, "")
 }
 
 // endChainAt is endChain for a chain that a limit ended (exhausted):
 // limit names it.
-func (e *Engine) endChainAt(finalError string, outcome events.RetryOutcome, class classify.Class, limit events.RetryLimit) {
+func (e *Engine) endChainAt(at time.Time, finalError string, outcome events.RetryOutcome, class classify.Class, limit events.RetryLimit) {
 	if e.attempt > 0 {
-		e.emit(events.AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: finalError, Outcome: outcome, ErrorClass: class, Limit: limit, ResetWait: e.resetWaited})
+		ev := events.AutoRetryEnd{Success: false, Attempt: e.attempt, FinalError: finalError, Outcome: outcome, ErrorClass: class, Limit: limit, ResetWait: e.resetWaited}
+		e.emit(ev)
+		e.recordChainEnd(at, ev)
 		e.attempt, e.chain, e.resetWaited = 0, chain{}, false
 	}
 }

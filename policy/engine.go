@@ -38,14 +38,15 @@ type Engine struct {
 	// progress does (its deadline is the reset). They sit beside creds,
 	// in the room its alignment leaves.
 	resetWaited, resetWait bool
-	// overflowCounted and overflowTokens are the provider's count of the
-	// latest overflow, until a compaction or a call's usage supersedes it
-	// (see overflowCount; read and written through overflow and
-	// setOverflow). They sit in what creds leaves of a word, so the count
-	// costs an Engine no room: a count over math.MaxInt32 tokens is held
-	// there, which no window comes near.
-	overflowCounted bool
-	overflowTokens  int32
+	// recovery is Setup.Recovery, in the same room.
+	recovery bool
+	// overflowTokens is the provider's count of the latest overflow, until
+	// a compaction or a call's usage supersedes it, negated when its text
+	// gave no count (see overflowCount; read and written through overflow
+	// and setOverflow only). It takes the rest of the word the four flags
+	// above begin, so the count costs an Engine no room: a count over
+	// math.MaxInt32 tokens is held there, which no window comes near.
+	overflowTokens int32
 
 	// machine holds the machine's state: the engine keeps no other copy.
 	machine *fsm.Machine
@@ -84,6 +85,12 @@ type Setup struct {
 	// Credentials tells the engine a credential store answers usage
 	// limits: it then asks (MarkUsageLimit) before deciding on one.
 	Credentials bool
+	// Recovery has the engine record in history what it does to recover
+	// (transcript.EntryRecovery: each retry, a retry chain's end, a failed
+	// automatic compaction, a failed turn), so that a history tells why the
+	// session did what it did. Off, the history holds what it held before
+	// recovery entries existed: messages, removals and compactions.
+	Recovery bool
 	// History is the session's history so far, oldest first: the engine
 	// rebuilds its runtime context from it. It may be the history's tail:
 	// see Before.
@@ -115,7 +122,7 @@ func New(s Setup) (*Engine, error) {
 	if s.Before < 0 {
 		return nil, fmt.Errorf("policy: negative Before %d", s.Before)
 	}
-	e := &Engine{id: s.SessionID, model: s.Model, cfg: s.Config, creds: s.Credentials, machine: fsm.Default()}
+	e := &Engine{id: s.SessionID, model: s.Model, cfg: s.Config, creds: s.Credentials, recovery: s.Recovery, machine: fsm.Default()}
 	if err := e.ctx.replay(s.Before, s.History); err != nil {
 		return nil, err
 	}
@@ -238,7 +245,7 @@ func (e *Engine) begin() {
 // the history's entries last.
 func (e *Engine) end(at time.Time) []Effect {
 	e.drain()
-	e.advanceTurn()
+	e.advanceTurn(at)
 	if len(e.entries) > 0 {
 		e.effect(Effect{Kind: Append, Entries: e.entries, Await: e.comp != nil && e.comp.committing})
 	}

@@ -107,8 +107,8 @@ func (e *Engine) Snapshot() Snapshot {
 		Tickets:          e.tickets,
 		TokenRatio:       float64(e.calib),
 		ResetWaited:      e.resetWaited,
-		OverflowTokens:   int(e.overflowTokens),
-		OverflowCounted:  e.overflowCounted,
+		OverflowTokens:   e.overflow().tokens,
+		OverflowCounted:  e.overflow().counted,
 	}
 	if w := e.wait; w.pending() {
 		d := w.end()

@@ -117,7 +117,7 @@ func (e *Engine) failTurnOn(err error, class classify.Class) {
 // the machine rests: it sends the prompt waiting for the check before it,
 // or emits turn_settled and FinishTurn. A manual compaction is its
 // caller's, not the turn's: the turn does not wait for it.
-func (e *Engine) advanceTurn() {
+func (e *Engine) advanceTurn(at time.Time) {
 	t := e.turn
 	if t == nil {
 		return
@@ -132,6 +132,7 @@ func (e *Engine) advanceTurn() {
 	}
 	e.turn = nil
 	e.emit(events.TurnSettled{Err: t.err, ErrorClass: t.class})
+	e.recordTurnFailed(at, t.err, t.class)
 	e.effect(Effect{Kind: FinishTurn, Err: t.err})
 }
 

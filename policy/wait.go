@@ -105,6 +105,7 @@ func (e *Engine) scheduleRetry(s *step, delay time.Duration) {
 		ev.MaxElapsedMs, ev.ElapsedMs, ev.RemainingMs = budget, s.facts.ElapsedMs, budget-s.facts.ElapsedMs
 	}
 	e.emit(ev)
+	e.recordRetry(s, ev)
 	e.startWait(s.at.Add(delay))
 }
 
@@ -125,8 +126,10 @@ func (e *Engine) scheduleResetWait(s *step) {
 	if !e.resetWaited {
 		e.chain, e.resetWaited = chainFrom(reset), true
 	}
-	e.emit(events.AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: ceilMs(delay).Milliseconds(), ErrorMessage: m.ErrorMessage,
-		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential, ResetAt: reset})
+	ev := events.AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: ceilMs(delay).Milliseconds(), ErrorMessage: m.ErrorMessage,
+		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential, ResetAt: reset}
+	e.emit(ev)
+	e.recordRetry(s, ev)
 	e.startWait(reset)
 	e.resetWait = true
 }

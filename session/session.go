@@ -150,6 +150,19 @@ func WithHistory(h history.History) Option {
 	}
 }
 
+// WithRecoveryHistory has the session record in its history, when on,
+// what it does to recover: each retry (its attempt, delay, the failed
+// call's class and error, the credential and whether a usage limit
+// switched it), a retry chain's end (its outcome, and the limit that ended
+// an exhausted one), a failed automatic compaction and a failed turn, as
+// entries of type transcript.EntryRecovery (see policy.Setup.Recovery).
+// They change no runtime context; "agentfsm inspect" tells a session's
+// story from them. Off (the default), the history holds messages, removals
+// and compactions only.
+func WithRecoveryHistory(on bool) Option {
+	return func(s *Session) error { s.setup.Recovery = on; return nil }
+}
+
 // WithCredentials sets the credential store used for usage limits; without
 // one the usage-limit branch only waits. A nil c makes New fail (leave the
 // option out for a session without credentials), and so does a nil pointer

@@ -38,7 +38,7 @@ func runChat(args []string, env *environment) int {
 		"each one's environment variable: a usage limit switches to the next credential's key.")
 	be := addBackendFlags(fs, true)
 	settingsPath := fs.String("settings", "", settingsHelp)
-	historyPath := fs.String("history", "", "keep the conversation in this JSON-lines `file`, resuming what it holds")
+	historyPath := fs.String("history", "", "keep the conversation in this JSON-lines `file`, resuming what it holds, with what the session did to recover (agentfsm inspect FILE tells it)")
 	showEvents := fs.Bool("events", false, "write every session event to stderr as a JSON line (the RPC wire form)")
 	summarizer := fs.String("summarizer", "model", summarizerHelp)
 	withTools := fs.Bool("tools", false, "let the model read files and list directories under the working directory (read-only; a path outside it is refused)")
@@ -121,7 +121,7 @@ func runChat(args []string, env *environment) int {
 			return fail(2, "--history: %v", err)
 		}
 		defer h.Close()
-		opts = append(opts, session.WithHistory(h))
+		opts = append(opts, session.WithHistory(h), session.WithRecoveryHistory(true))
 		waitPath = waitFile(*historyPath)
 		snap, ok, err := readWaitFile(waitPath)
 		if err != nil {

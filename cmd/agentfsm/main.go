@@ -1,7 +1,8 @@
 // Command agentfsm shows the recovery machine at work and gives it to other
 // programs: a demo of its scenarios (the default), a chat with a real model
 // (Anthropic, or any OpenAI-compatible server), a JSON-lines RPC server, its
-// error classifier and its state diagram.
+// error classifier, its state diagram, and the recovery story of a
+// session's history file.
 //
 // Usage:
 //
@@ -47,6 +48,7 @@ func commands() []command {
 		{"rpc", "serve a session over JSON lines on stdin and stdout", runRPC},
 		{"classify", "classify error messages read from stdin, one JSON line out per line in", runClassify},
 		{"diagram", "print the state diagram built from the transition table", runDiagram},
+		{"inspect", "tell a session's recovery story from its history file (chat --history)", runInspect},
 	}
 }
 
