@@ -32,7 +32,7 @@ func runRPC(args []string, env *environment) int {
 	be := addBackendFlags(fs, false)
 	settingsPath := fs.String("settings", "", settingsHelp)
 	summarizer := fs.String("summarizer", "", summarizerHelp+" (default: model with --provider, digest without)")
-	mode := fs.String("mode", "rpc", "accepted for compatibility with the reference agent; only rpc")
+	mode := fs.String("mode", "rpc", "accepted for compatibility with the pi coding agent, spawned as --mode rpc; only rpc")
 	tel := addTelemetryFlags(fs)
 	if code := fs.parse(args, env); code >= 0 {
 		return code
