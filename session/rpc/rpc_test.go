@@ -728,3 +728,23 @@ func TestPolicyErrorsKeepTheirWireText(t *testing.T) {
 		assert.Equal(t, `{"type":"turn_settled","success":false,"error":"session: aborted","code":"aborted"}`, until(`{"type":"turn_settled"`))
 	})
 }
+
+// TestClientCloseAbortsTheTurn: a server lets the turn in flight settle at
+// the end of its input, so the client's Close aborts it first: Close
+// returns at once, though the turn waits an hour to retry. Issue 26
+// item 4.
+func TestClientCloseAbortsTheTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := policy.ReferenceConfig()
+		cfg.Retry.BaseDelayMs = 3_600_000
+		sv := serve(t, []scripted.Call{{StopReason: "error", ErrorMessage: "503 Service Unavailable"}}, session.WithConfig(cfg))
+		c := rpc.NewClient(sv.out, sv.in)
+		require.NoError(t, c.Prompt(context.Background(), "hi"))
+		time.Sleep(time.Second)
+		start := time.Now()
+		require.NoError(t, c.Close())
+		assert.NoError(t, <-sv.served)
+		sv.served <- nil // for the cleanup
+		assert.Less(t, time.Since(start), time.Minute, "Close did not wait for the retry")
+	})
+}
