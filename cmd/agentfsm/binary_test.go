@@ -226,7 +226,7 @@ func TestRPCBinaryRetryOffAndAbortRetry(t *testing.T) {
 }
 
 // TestRPCBinaryBadInput drives the binary over raw pipes with bad lines and
-// then closes stdin in the middle of a turn.
+// then closes stdin in the middle of a turn, which then settles.
 func TestRPCBinaryBadInput(t *testing.T) {
 	ctx := guard(t)
 	script := writeFile(t, "s.json", `{"calls":[{"stopReason":"error","errorMessage":"503 Service Unavailable"}]}`)
@@ -266,7 +266,8 @@ func TestRPCBinaryBadInput(t *testing.T) {
 		assert.Equal(t, "response", obj["type"], "line %d", i)
 		assert.Equal(t, ok, obj["success"], "line %d: %v", i, obj)
 	}
-	// A turn in flight, then stdin closes: the turn is aborted, exit 0.
+	// A turn in flight, then stdin closes: the turn settles (its retry,
+	// after the default 2 s, succeeds), its events go out, exit 0.
 	_, err = io.WriteString(stdin, `{"id":"p","type":"prompt","message":"hi"}`+"\n")
 	require.NoError(t, err)
 	for obj := next(); obj["type"] != "auto_retry_start"; obj = next() {
@@ -274,8 +275,8 @@ func TestRPCBinaryBadInput(t *testing.T) {
 	require.NoError(t, stdin.Close())
 	rest, err := io.ReadAll(out)
 	require.NoError(t, err)
-	assert.Contains(t, string(rest), `"finalError":"Retry cancelled"`)
-	assert.Contains(t, string(rest), `"type":"turn_settled"`)
+	assert.Contains(t, string(rest), `"outcome":"recovered"`)
+	assert.Contains(t, string(rest), `"type":"turn_settled","success":true`)
 	require.NoError(t, cmd.Wait(), "a clean exit 0; stderr: %s", stderr.String())
 	assert.NotContains(t, stderr.String(), "goroutine")
 }
@@ -518,4 +519,38 @@ func TestRPCBinaryExampleOverflowScript(t *testing.T) {
 	require.NoError(t, err)
 	require.NotNil(t, st.LastCompaction)
 	assert.Equal(t, transcript.ReasonOverflow, st.LastCompaction.Reason)
+}
+
+// TestRPCBinaryPipedFileSettles: a file of commands piped into rpc is
+// served to its end: the end of input lets the turn in flight settle, its
+// retry included, and its events go out before rpc exits 0. Issue 26
+// item 4.
+func TestRPCBinaryPipedFileSettles(t *testing.T) {
+	script := `{"calls":[{"stopReason":"error","errorMessage":"503 Service Unavailable"},{"stopReason":"stop","text":"answered after the retry","latencyMs":100}]}`
+	commands := writeFile(t, "commands.jsonl", `{"id":"1","type":"set_auto_retry","enabled":true}`+"\n"+`{"id":"2","type":"prompt","message":"hi"}`+"\n")
+	in, err := os.Open(commands)
+	require.NoError(t, err)
+	defer in.Close()
+	cmd := exec.CommandContext(guard(t), binary(t), "rpc", "--script", writeFile(t, "script.json", script),
+		"--settings", writeFile(t, "settings.json", `{"retry":{"baseDelayMs":200}}`))
+	cmd.Stdin = in
+	out, err := cmd.Output()
+	require.NoError(t, err, "exit 0")
+	var types []string
+	var settled map[string]any
+	for line := range strings.Lines(string(out)) {
+		var obj map[string]any
+		require.NoError(t, json.Unmarshal([]byte(line), &obj), line)
+		types = append(types, obj["type"].(string))
+		if obj["type"] == "turn_settled" {
+			settled = obj
+		}
+	}
+	joined := strings.Join(types, " ")
+	assert.Contains(t, joined, "auto_retry_start")
+	assert.Contains(t, joined, "auto_retry_end")
+	require.NotNil(t, settled, "the turn settled before rpc exited: %s", joined)
+	assert.Equal(t, true, settled["success"], "not aborted at the end of input: %v", settled)
+	assert.Equal(t, "turn_settled", types[len(types)-1], "its turn_settled is the last line")
+	assert.Contains(t, string(out), "answered after the retry")
 }

@@ -30,16 +30,21 @@ var errInterrupted = errors.New("interrupted")
 
 func runChat(args []string, env *environment) int {
 	fs := newFlagSet("chat", "agentfsm chat --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N] "+
-		"[--settings FILE|reference|patient] [--summarizer digest|model] [--history FILE] [--events] [--tools] [--timeout DURATION] [--log-level LEVEL] [PROMPT...]\n\n"+
+		"[--settings FILE|reference|patient] [--summarizer digest|model] [--history FILE] [--events | --quiet] [--tools] [--timeout DURATION] [--log-level LEVEL] [PROMPT...]\n\n"+
 		"With a prompt in the arguments (after the flags), runs one turn and prints the answer.\n"+
-		"Without one, each line of stdin is a prompt of one conversation, answered in turn;\n"+
-		"on a terminal, an interactive chat.\n\n"+
+		"Without one, each line of stdin is a prompt of one conversation, answered in turn\n"+
+		"(a turn that fails prints its error and the conversation goes on; the exit status\n"+
+		"is 1 if any turn failed); on a terminal, an interactive chat.\n\n"+
+		"Each retry, wait, compaction and credential switch is one line on stderr\n"+
+		"(\"agentfsm chat: retrying in 2s (attempt 1 of 3): 529 overloaded_error: Overloaded\"),\n"+
+		"counting down in place when stderr is a terminal.\n\n"+
 		"The key is ANTHROPIC_API_KEY or OPENAI_API_KEY, or, when the settings list \"credentials\",\n"+
 		"each one's environment variable: a usage limit switches to the next credential's key.")
 	be := addBackendFlags(fs, true)
 	settingsPath := fs.String("settings", "", settingsHelp)
 	historyPath := fs.String("history", "", "keep the conversation in this JSON-lines `file`, resuming what it holds, with what the session did to recover (agentfsm inspect FILE tells it)")
-	showEvents := fs.Bool("events", false, "write every session event to stderr as a JSON line (the RPC wire form)")
+	showEvents := fs.Bool("events", false, "write every session event to stderr as a JSON line (the RPC wire form), instead of the lines in words")
+	quiet := fs.Bool("quiet", false, "write no line in words about retries, waits, compactions and credential switches (errors still are)")
 	summarizer := fs.String("summarizer", "model", summarizerHelp)
 	withTools := fs.Bool("tools", false, "let the model read files and list directories under the working directory (read-only; a path outside it is refused)")
 	timeout := fs.Duration("timeout", 0, "end a turn that takes longer than this `duration` (such as 90s or 5m), retries included; 0: no limit")
@@ -47,6 +52,7 @@ func runChat(args []string, env *environment) int {
 	if code := fs.parseArgs(args, env); code >= 0 {
 		return code
 	}
+	words := !*showEvents && !*quiet
 	fail := func(code int, format string, a ...any) int {
 		// The text may hold what a server sent (a turn's error).
 		fmt.Fprintf(env.stderr, "agentfsm chat: %s\n", terminalSafe(fmt.Sprintf(format, a...), false))
@@ -153,9 +159,24 @@ func runChat(args []string, env *environment) int {
 	defer s.Close()
 	tel.attach(s)
 	var terminating atomic.Bool
-	// The interactive chat draws on the terminal stderr is: its view shows
-	// the wait instead.
-	defer keepResetWaits(s, env.stderr, !*showEvents && !tui, waitPath, terminating.Load)()
+	var narr *narrator
+	if tui {
+		// The interactive chat draws on the terminal stderr is: its view
+		// shows the waits and compactions instead.
+		var stop func()
+		narr, stop = keepResetWaits(s, env.stderr, waitPath, terminating.Load)
+		defer stop()
+	} else {
+		// A live countdown only where nothing else writes lines: not
+		// with --log-level's log on the same terminal.
+		width := 0
+		if isTerminal(env.stderr) && !tel.logsTo(env.stderr) {
+			width = terminalWidth(env.stderr)
+		}
+		var stop func()
+		narr, stop = narrate(s, env.stderr, words, width, waitPath, terminating.Load)
+		defer stop()
+	}
 	if *showEvents {
 		s.Subscribe(func(ev events.Event) {
 			if b, err := rpc.MarshalEvent(ev); err == nil {
@@ -164,7 +185,7 @@ func runChat(args []string, env *environment) int {
 		})
 	}
 	if tui {
-		return runChatTUI(s, env, *timeout)
+		return runChatTUI(s, env, *timeout, narr)
 	}
 	// SIGINT or SIGTERM aborts the turn in flight, which then ends as any
 	// failed turn does; a second signal kills.
@@ -185,19 +206,27 @@ func runChat(args []string, env *environment) int {
 		case <-ctx.Done():
 		}
 	}()
+	// A turn that fails is said on stderr and the conversation goes on
+	// with the next prompt; the exit status says that one failed. A
+	// signal ends the conversation after the turn it aborted.
+	failed := false
 	if resumed != nil && resumed.Turn {
-		err := resumeTurn(ctx, s, env, *resumed, !*showEvents)
+		err := resumeTurn(ctx, s, env, *resumed, words)
 		if !terminating.Load() {
 			os.Remove(waitPath) // the turn settled: nothing to resume
 		}
-		if err != nil {
+		if errors.Is(err, errWriting) {
 			return fail(1, "%v", err)
 		}
+		if err != nil {
+			fail(1, "%v", err)
+			failed = true
+		}
 	}
-	for {
+	for ctx.Err() == nil {
 		p, err := prompts(ctx)
 		if err == io.EOF {
-			return 0
+			break
 		}
 		if err != nil {
 			return fail(1, "%v", err)
@@ -205,13 +234,22 @@ func runChat(args []string, env *environment) int {
 		err = prompt(ctx, s, p, *timeout)
 		s.Flush() // the turn's events before its outcome
 		if err != nil {
-			return fail(1, "%v", err)
+			fail(1, "%s", turnError(err, *timeout, narr))
+			failed = true
+			continue
 		}
 		if _, err := fmt.Fprintln(env.stdout, answer(s.Messages())); err != nil {
 			return fail(1, "writing output: %v", err)
 		}
 	}
+	if failed || ctx.Err() != nil {
+		return 1
+	}
+	return 0
 }
+
+// errWriting marks a failure to write chat's output, which ends it.
+var errWriting = errors.New("writing output")
 
 // resumeTurn waits for the turn restored from snap, which waited for a
 // usage limit's reset when chat last stopped, to settle, and prints its
@@ -251,8 +289,10 @@ func resumeTurn(ctx context.Context, s *session.Session, env *environment, snap 
 	if err != nil {
 		return err
 	}
-	_, err = fmt.Fprintln(env.stdout, answer(s.Messages()))
-	return err
+	if _, err = fmt.Fprintln(env.stdout, answer(s.Messages())); err != nil {
+		return fmt.Errorf("%w: %w", errWriting, err)
+	}
+	return nil
 }
 
 // prompt runs one turn of s, ended by ctx or, when timeout is not 0,

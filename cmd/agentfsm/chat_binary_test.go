@@ -472,20 +472,6 @@ func TestChatBinaryStdoutFull(t *testing.T) {
 	assert.Equal(t, "agentfsm chat: writing output: write /dev/stdout: no space left on device\n", errOut.String())
 }
 
-// TestChatBinaryStopsAtFailedTurn: in a conversation from stdin, a turn
-// that fails ends it: the answers before it are printed, the prompts after
-// it are not sent, exit 1. Issue item 4.
-func TestChatBinaryStopsAtFailedTurn(t *testing.T) {
-	api := newFakeOpenAI(t)
-	api.srv.Push(api.ok("One."), api.badKey())
-	code, out, errOut := runChatCmd(t, api.chatCmd(t, guard(t)), "first\r\nsecond\nthird\n")
-	assert.Equal(t, 1, code)
-	assert.Equal(t, "One.\n", out)
-	assert.Regexp(t, "^agentfsm chat: policy: .*401", errOut)
-	assert.Len(t, api.srv.Requests(), 2)
-	assert.NotContains(t, string(api.srv.Requests()[0].Raw), `\r`, "a CRLF line is the prompt without its CR")
-}
-
 // TestInteractiveChatUnderTmux types a prompt into the interactive chat in
 // a real terminal: the server is overloaded once, the retry counts down,
 // the answer shows, and Ctrl-C quits. Issue item 4.

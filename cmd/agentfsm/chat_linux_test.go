@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -38,4 +39,42 @@ func TestInteractiveChatRefusesLogsOnItsTerminal(t *testing.T) {
 	assert.False(t, tel.logsTo(stderr), "a log elsewhere")
 	code := run([]string{"chat", "--provider", "anthropic", "--log-level", "info"}, env)
 	assert.Equal(t, 2, code)
+}
+
+// TestChatCountsDownOnATerminal: with stderr on a terminal, chat draws
+// the retry's line in place (to count it down) and leaves it whole when
+// the retry goes; stdout, a file, holds the answer alone. Issue 26 item 1.
+func TestChatCountsDownOnATerminal(t *testing.T) {
+	ptmx, pts := openPTYPair(t)
+	read := make(chan string)
+	go func() {
+		var b bytes.Buffer
+		buf := make([]byte, 4096)
+		for {
+			n, err := ptmx.Read(buf)
+			b.Write(buf[:n])
+			if err != nil || strings.Contains(b.String(), "Overloaded\r\n") {
+				read <- b.String()
+				return
+			}
+		}
+	}()
+	api := newFakeAnthropic(t)
+	api.srv.Push(api.transient(), api.ok("Counted."))
+	key := func(name string) (string, bool) { return "test-key", name == "ANTHROPIC_API_KEY" }
+	var out bytes.Buffer
+	env := &environment{stdin: strings.NewReader(""), stdout: &out, stderr: pts, now: time.Now, getenv: key}
+	code := run([]string{"chat", "--provider", "anthropic", "--base-url", api.baseURL,
+		"--settings", writeFile(t, "s.json", `{"retry":{"baseDelayMs":50}}`), "hi"}, env)
+	assert.Equal(t, 0, code)
+	assert.Equal(t, "Counted.\n", out.String())
+	select {
+	case text := <-read:
+		const line = "agentfsm chat: retrying in 50ms (attempt 1 of 3): 529 overloaded_error: Overloaded"
+		// A new pseudo-terminal has no size: the live line is cut to 80
+		// columns; the line left is whole.
+		assert.Equal(t, "\r\x1b[K"+line[:78]+"…\r\x1b[K"+line+"\r\n", text)
+	case <-guard(t).Done():
+		t.Fatal("nothing on the terminal")
+	}
 }

@@ -23,6 +23,7 @@ type turnDone struct{ err error }
 type chatModel struct {
 	s       *session.Session
 	timeout time.Duration // a turn's limit; 0: none
+	narr    *narrator     // what the turn was retrying when it ended
 	send    func(tea.Msg)
 	view    view.Model
 	log     []string
@@ -94,7 +95,7 @@ func (m *chatModel) Update(msg tea.Msg) (tea.Model, tea.Cmd) {
 	case turnDone:
 		m.busy, m.stream = false, ""
 		if msg.err != nil {
-			m.println("error: " + msg.err.Error())
+			m.println("error: " + turnError(msg.err, m.timeout, m.narr))
 		} else {
 			m.println("assistant> " + answer(m.s.Messages()))
 		}
@@ -122,8 +123,8 @@ func (m *chatModel) View() tea.View {
 
 // runChatTUI runs the interactive chat on s until Ctrl-C with no turn in
 // flight.
-func runChatTUI(s *session.Session, env *environment, timeout time.Duration) int {
-	m := &chatModel{s: s, timeout: timeout}
+func runChatTUI(s *session.Session, env *environment, timeout time.Duration, narr *narrator) int {
+	m := &chatModel{s: s, timeout: timeout, narr: narr}
 	m.println(fmt.Sprintf("agentfsm chat: %s %s. Enter sends; Esc cancels a retry or stops the answer; Ctrl-C quits.",
 		s.Model().Provider, s.Model().ID))
 	p := tea.NewProgram(m, tea.WithInput(env.stdin), tea.WithOutput(env.stdout))

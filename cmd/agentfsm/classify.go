@@ -45,8 +45,13 @@ type classifyOutput struct {
 var stopReasons = map[string]bool{"stop": true, "toolUse": true, "length": true, "error": true, "aborted": true}
 
 func runClassify(args []string, env *environment) int {
-	fs := newFlagSet("classify", "agentfsm classify [--rules extended|seed] [--context-window N] [--explain] < input")
-	rulesName := fs.String("rules", policy.DefaultConfig().Retry.Rules.String(), "rule `set`: extended (a new session's) or seed (the reference's rules, exactly)")
+	fs := newFlagSet("classify", "agentfsm classify [--rules extended|seed] [--context-window N] [--explain] < input\n\n"+
+		"Each line of stdin is an error: plain text, a JSON message ({\"stopReason\":…,\"errorMessage\":…}),\n"+
+		"or a provider's JSON error body (an array of them is read for its first body). Each gets one\n"+
+		"JSON line out: its verdict ({\"class\":\"retryable\"}), or why it was refused ({\"line\":3,\"error\":…}).\n"+
+		"The exit status is 1 when any line was refused, after every other verdict is printed.")
+	rulesName := fs.String("rules", policy.DefaultConfig().Retry.Rules.String(), "rule `set`: extended (a new session's) or seed (exactly the rules of the pi coding agent's\n"+
+		"AgentSession, whose retry and compaction policy agentfsm ports: docs/classification.md)")
 	window := fs.Int("context-window", 0, "the model's context window in `tokens`, for silent and truncated overflows (0: unknown)")
 	explain := fs.Bool("explain", false, "say, per input, how it was read and which rules decided (a \"why\" list)")
 	if code := fs.parse(args, env); code >= 0 {
@@ -62,6 +67,10 @@ func runClassify(args []string, env *environment) int {
 		return 2
 	}
 
+	// A line that cannot be classified gets an error object in its place,
+	// the lines after it are read as usual, and the exit status says that
+	// one was refused.
+	refused := false
 	lr := lines.NewReader(env.stdin, maxClassifyLine)
 	out := bufio.NewWriter(env.stdout)
 	enc := json.NewEncoder(out)
@@ -82,6 +91,7 @@ func runClassify(args []string, env *environment) int {
 		default:
 			res = classifyLine(line, n, rules, *window, *explain, env.now())
 		}
+		refused = refused || res.Error != ""
 		if err := enc.Encode(res); err != nil {
 			fmt.Fprintf(env.stderr, "agentfsm classify: writing output: %v\n", err)
 			return 1
@@ -95,6 +105,9 @@ func runClassify(args []string, env *environment) int {
 	}
 	if err := out.Flush(); err != nil {
 		fmt.Fprintf(env.stderr, "agentfsm classify: writing output: %v\n", err)
+		return 1
+	}
+	if refused {
 		return 1
 	}
 	return 0

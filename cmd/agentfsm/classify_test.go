@@ -106,7 +106,7 @@ func TestClassifyCommandBadInput(t *testing.T) {
 	}
 	input.WriteString("503 at the end, no newline")
 	code, out, errOut := runCmd(input.String(), "classify", "--rules", "seed")
-	assert.Equal(t, 0, code)
+	assert.Equal(t, 1, code, "lines were refused: exit 1, the other verdicts printed")
 	assert.Empty(t, errOut)
 	objs := outputLines(t, out)
 	require.Len(t, objs, len(cases)+1, "one output line per input line")
@@ -127,7 +127,7 @@ func TestClassifyCommandBadInput(t *testing.T) {
 
 	// --explain answers the same, and says why for every classified line.
 	code, out, errOut = runCmd(input.String(), "classify", "--rules", "seed", "--explain")
-	assert.Equal(t, 0, code)
+	assert.Equal(t, 1, code)
 	assert.Empty(t, errOut)
 	explained := outputLines(t, out)
 	require.Len(t, explained, len(objs))
@@ -262,4 +262,56 @@ func TestClassifyStreams(t *testing.T) {
 	}
 	inW.Close()
 	assert.Equal(t, 0, <-done)
+}
+
+// TestClassifyCommandExitStatus: classify exits 1 when any line was refused
+// (its error object in its place), after printing every other line's
+// verdict; 0 when every line was classified. Issue 26 item 5.
+func TestClassifyCommandExitStatus(t *testing.T) {
+	code, out, errOut := runCmd("503 Service Unavailable\nprompt is too long\n", "classify")
+	assert.Equal(t, 0, code, errOut)
+	assert.Equal(t, "{\"class\":\"retryable\"}\n{\"class\":\"overflow\"}\n", out)
+
+	for _, refused := range []string{`{"stopReason":"crashed"}`, `"503"`, `[1,2]`, ""} {
+		code, out, errOut = runCmd("503 Service Unavailable\n"+refused+"\nprompt is too long\n", "classify")
+		assert.Equal(t, 1, code, "%q refused: exit 1", refused)
+		assert.Empty(t, errOut, "the refusal is in the output, in the line's place")
+		objs := outputLines(t, out)
+		require.Len(t, objs, 3, refused)
+		assert.Equal(t, "retryable", objs[0]["class"])
+		assert.Equal(t, float64(2), objs[1]["line"], refused)
+		assert.NotEmpty(t, objs[1]["error"], refused)
+		assert.Equal(t, "overflow", objs[2]["class"], "the line after a refused one is classified")
+	}
+}
+
+// TestClassifyCommandArrays: a JSON array of error bodies, as Google's
+// APIs return, is read element by element for the first that is a body:
+// one verdict per input line (the filter's contract), the first body's,
+// whatever precedes it in the array; an array that holds none is refused.
+// Issue 26 item 5.
+func TestClassifyCommandArrays(t *testing.T) {
+	overloaded := `{"error":{"code":503,"message":"The model is overloaded.","status":"UNAVAILABLE"}}`
+	quota := `{"error":{"code":429,"message":"Quota exceeded for metric: generate_content_free_tier_requests, limit: 50 per day","status":"RESOURCE_EXHAUSTED"}}`
+	input := strings.Join([]string{
+		"[" + overloaded + "]",
+		"[" + quota + "," + overloaded + "]",
+		`[{"candidates":[{"content":{"parts":[{"text":"Hel"}]}}]},` + overloaded + "]",
+		"[[" + quota + "]]",
+		`[{"candidates":[]}]`,
+	}, "\n") + "\n"
+	code, out, errOut := runCmd(input, "classify", "--explain")
+	assert.Equal(t, 1, code, "the last array holds no body")
+	assert.Empty(t, errOut)
+	objs := outputLines(t, out)
+	require.Len(t, objs, 5, "one verdict per input line")
+	read := func(i int) any { w, _ := objs[i]["why"].([]any); return w[0] }
+	assert.Equal(t, "retryable", objs[0]["class"])
+	assert.Equal(t, `read as a provider error body: "503 UNAVAILABLE: The model is overloaded."`, read(0))
+	assert.Equal(t, "usage_limit", objs[1]["class"], "the first body decides")
+	assert.Equal(t, "retryable", objs[2]["class"], "a stream chunk before the error is passed over")
+	assert.Equal(t, `read as a provider error body: "503 UNAVAILABLE: The model is overloaded."`, read(2))
+	assert.Equal(t, "usage_limit", objs[3]["class"], "an array in an array")
+	assert.Equal(t, float64(5), objs[4]["line"])
+	assert.Equal(t, "JSON array holds no provider error body", objs[4]["error"])
 }

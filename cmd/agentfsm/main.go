@@ -46,7 +46,7 @@ func commands() []command {
 		{"demo", "play recovery scenarios on the scripted agent (the default)", runDemo},
 		{"chat", "talk to a real model (Anthropic or OpenAI-compatible) under the recovery policy", runChat},
 		{"rpc", "serve a session over JSON lines on stdin and stdout", runRPC},
-		{"classify", "classify error messages read from stdin, one JSON line out per line in", runClassify},
+		{"classify", "classify error messages read from stdin, one JSON line out per line in (exit 1 if one was refused)", runClassify},
 		{"diagram", "print the state diagram built from the transition table", runDiagram},
 		{"inspect", "tell a session's recovery story from its history file (chat --history)", runInspect},
 	}

@@ -151,3 +151,20 @@ func TestDiagramStdoutFails(t *testing.T) {
 		assert.Equal(t, "agentfsm diagram: writing the diagram: no space left on device\n", errOut.String(), format)
 	}
 }
+
+// TestHelpSaysWhatTheReferenceIs: the help texts that offer the
+// reference's policy or its seed rules say what they are; classify's says
+// its exit status. Issue 26 items 4 and 5.
+func TestHelpSaysWhatTheReferenceIs(t *testing.T) {
+	for _, sub := range []string{"chat", "rpc", "classify"} {
+		code, out, _ := runCmd("", sub, "-h")
+		require.Equal(t, 0, code)
+		text := strings.Join(strings.Fields(out), " ")
+		assert.Contains(t, text, "the pi coding agent's AgentSession", sub)
+		assert.Contains(t, text, "agentfsm ports", sub)
+	}
+	_, out, _ := runCmd("", "classify", "-h")
+	assert.Contains(t, out, "The exit status is 1 when any line was refused")
+	_, out, _ = runCmd("", "chat", "-h")
+	assert.Contains(t, out, "--quiet")
+}

@@ -4,15 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
-	"time"
 
-	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
-	"github.com/agentfsm/agentfsm/session"
-	"github.com/agentfsm/agentfsm/transitions"
 )
 
 // A turn that waits for a usage limit's reset (retry.waitForReset) may
@@ -67,51 +62,4 @@ func writeWaitFile(path string, snap policy.Snapshot) error {
 		os.Remove(tmp.Name())
 	}
 	return err
-}
-
-// keepResetWaits subscribes to s: when a wait for a reset starts, it says
-// so on stderr in words (unless words is false: with --events, stderr
-// holds event lines only, whose auto_retry_start says it); with a history (path not ""), it writes the
-// session's snapshot to path, and removes it when the turn settles, but
-// for a turn settled while the process is being stopped (keep reports
-// true): that one resumes when chat starts again. Errors writing it are
-// said on stderr and lose nothing else.
-func keepResetWaits(s *session.Session, stderr io.Writer, words bool, path string, keep func() bool) (unsubscribe func()) {
-	var start events.AutoRetryStart
-	return s.SubscribeSession(func(s *session.Session, ev events.Event) {
-		switch e := ev.(type) {
-		case events.AutoRetryStart:
-			start = e
-		case events.StateChange:
-			if e.Trigger != transitions.WaitReset {
-				break
-			}
-			// The snapshot first, the words after: once they are out,
-			// a restart resumes the wait.
-			if path != "" {
-				snap, err := s.Snapshot()
-				if err == nil {
-					err = writeWaitFile(path, snap)
-				}
-				if err != nil {
-					fmt.Fprintf(stderr, "agentfsm chat: --history: cannot keep the wait for a restart: %s\n", terminalSafe(err.Error(), false))
-				}
-			}
-			if !words {
-				break
-			}
-			fmt.Fprintf(stderr, "agentfsm chat: %s: waiting until %s (%s) for the limit to reset, then the turn goes on (Ctrl-C stops)\n",
-				start.ErrorClass, start.ResetAt.UTC().Format(time.RFC3339), time.Duration(start.DelayMs)*time.Millisecond)
-		case events.AutoRetryEnd:
-			if words && e.ResetWait && e.Success {
-				fmt.Fprintf(stderr, "agentfsm chat: the limit reset; the turn went on after waiting for it\n")
-			}
-		case events.TurnSettled:
-			if path != "" && !keep() {
-				if err := os.Remove(path); err != nil && !errors.Is(err, os.ErrNotExist) {
-					fmt.Fprintf(stderr, "agentfsm chat: --history: %s\n", terminalSafe(err.Error(), false))
-				}
-			}
-		}
-	})
 }

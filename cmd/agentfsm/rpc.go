@@ -22,12 +22,17 @@ const maxScriptSize = 64 << 20
 
 func runRPC(args []string, env *environment) int {
 	fs := newFlagSet("rpc", "agentfsm rpc [--script FILE | --provider anthropic|openai [--model ID] [--base-url URL] [--context-window N]] "+
-		"[--settings FILE|reference|patient] [--summarizer digest|model] [--log-level LEVEL]")
-	scriptPath := fs.String("script", "", "the scripted agent's `file` (default: every call succeeds)")
+		"[--settings FILE|reference|patient] [--summarizer digest|model] [--log-level LEVEL]\n\n"+
+		"Commands come in on stdin, one JSON object a line; responses and events go out on stdout\n"+
+		"(docs/rpc.md). At the end of stdin the turn in flight settles and its events go out before\n"+
+		"rpc exits; SIGINT or SIGTERM aborts it. Try:\n"+
+		"  echo '{\"type\":\"prompt\",\"message\":\"hi\"}' | agentfsm rpc --script docs/examples/overflow.script.json")
+	scriptPath := fs.String("script", "", "the scripted agent's `file`: {\"model\":{…},\"calls\":[{\"stopReason\":\"error\",\"errorMessage\":\"503\"},…]},\n"+
+		"one entry a model call (docs/rpc.md, \"The script\"; docs/examples/overflow.script.json) (default: every call succeeds)")
 	be := addBackendFlags(fs, false)
 	settingsPath := fs.String("settings", "", settingsHelp)
 	summarizer := fs.String("summarizer", "", summarizerHelp+" (default: model with --provider, digest without)")
-	mode := fs.String("mode", "rpc", "accepted for compatibility with the reference agent; only rpc")
+	mode := fs.String("mode", "rpc", "accepted for compatibility with the pi coding agent, spawned as --mode rpc; only rpc")
 	tel := addTelemetryFlags(fs)
 	if code := fs.parse(args, env); code >= 0 {
 		return code
@@ -106,8 +111,10 @@ func runRPC(args []string, env *environment) int {
 	}
 	defer s.Close()
 	tel.attach(s)
-	// SIGINT or SIGTERM ends the server as the end of stdin does: the turn
-	// in flight is aborted and its events go out. A second signal kills.
+	// The end of stdin lets the turn in flight settle (a file of
+	// commands piped in is served to its end); SIGINT or SIGTERM, then or
+	// before, aborts it and ends the server: its events go out. A second
+	// signal kills.
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	go func() {

@@ -288,6 +288,7 @@ func (s settings) store(provider string, lookup func(string) (string, bool)) (cr
 
 // settingsHelp is the --settings flag's help.
 const settingsHelp = "a settings `file`: {\"retry\":{…},\"compaction\":{…},\"credentials\":[{\"id\":\"a\",\"type\":\"api_key\",\"env\":\"KEY_A\"},…]} over the defaults,\n" +
-	"or reference: the reference agent's policy exactly; or patient: for unattended runs, retries without a count limit\n" +
+	"or reference: exactly the policy of the pi coding agent's AgentSession, which agentfsm ports (its seed classifier rules,\n" +
+	"hints not honoured, no cap on a delay); or patient: for unattended runs, retries without a count limit\n" +
 	"within 30 minutes of a chain's first failure, delays capped at 60 s; the credentials, when listed, are the keys a usage limit\n" +
 	"switches between, each read from its environment variable at each call"

@@ -28,6 +28,15 @@ func TestIsTerminalOnPTY(t *testing.T) {
 // sides are closed when the test ends.
 func openPTY(t *testing.T) *os.File {
 	t.Helper()
+	_, pts := openPTYPair(t)
+	return pts
+}
+
+// openPTYPair opens a pseudo-terminal and returns its controlling side
+// (which reads what is written to the terminal) and its terminal side;
+// both are closed when the test ends.
+func openPTYPair(t *testing.T) (ptmx, pts *os.File) {
+	t.Helper()
 	ptmx, err := os.OpenFile("/dev/ptmx", os.O_RDWR|syscall.O_NOCTTY, 0)
 	if err != nil {
 		t.Skipf("no pseudo-terminals here: %v", err)
@@ -36,10 +45,10 @@ func openPTY(t *testing.T) *os.File {
 	var unlock, n uint32
 	require.NoError(t, ioctl(ptmx, syscall.TIOCSPTLCK, unsafe.Pointer(&unlock)))
 	require.NoError(t, ioctl(ptmx, syscall.TIOCGPTN, unsafe.Pointer(&n)))
-	pts, err := os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
+	pts, err = os.OpenFile(fmt.Sprintf("/dev/pts/%d", n), os.O_RDWR|syscall.O_NOCTTY, 0)
 	require.NoError(t, err)
 	t.Cleanup(func() { pts.Close() })
-	return pts
+	return ptmx, pts
 }
 
 func ioctl(f *os.File, req uint, arg unsafe.Pointer) error {

@@ -104,18 +104,38 @@ func Start(path string, stderr io.Writer, args ...string) (*Client, error) {
 	return c, nil
 }
 
-// Close closes the server's input, which ends it, and waits for it to
-// exit when the client spawned it.
+// Close aborts the turn in flight, if any, closes the server's input,
+// which ends it, and waits for it to exit when the client spawned it. (A
+// server that reads the end of its input lets the turn in flight settle
+// first: the abort is what makes Close quick.)
 func (c *Client) Close() error {
 	c.mu.Lock()
 	already := c.closed
 	c.closed = true
+	inFlight := len(c.turns) > 0 || len(c.pending) > 0
 	c.mu.Unlock()
 	if already {
 		return nil
 	}
 	close(c.quit)
+	wrote := make(chan struct{})
+	go func() {
+		defer close(wrote)
+		if !inFlight {
+			return
+		}
+		c.writeMu.Lock()
+		defer c.writeMu.Unlock()
+		_, _ = io.WriteString(c.w, `{"type":"abort"}`+"\n") // a server gone fails it: Close goes on
+	}()
+	// A server whose output ended reads no more: closing its input ends
+	// the write.
+	select {
+	case <-wrote:
+	case <-c.done:
+	}
 	err := c.w.Close()
+	<-wrote
 	<-c.done
 	if c.cmd != nil {
 		if werr := c.cmd.Wait(); werr != nil {

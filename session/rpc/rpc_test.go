@@ -318,20 +318,58 @@ func TestOverflowRecoveryOverRPC(t *testing.T) {
 	})
 }
 
-// Input closed in the middle of a turn: the turn is aborted and Serve
-// returns nil.
+// Input closed in the middle of a turn (a file of commands read to its
+// end): the turn settles as it would have, its retry included, its events
+// all written, and Serve returns nil. Issue 26 item 4.
 func TestInputClosedMidTurn(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
-		sv := serve(t, []scripted.Call{{StopReason: "error", ErrorMessage: "503 Service Unavailable"}})
+		sv := serve(t, []scripted.Call{{StopReason: "error", ErrorMessage: "503 Service Unavailable"}, {StopReason: "stop", Text: "settled"}})
 		sv.send(t, `{"id":"p","type":"prompt","message":"hi"}`+"\n")
 		sv.next(t) // the acknowledgement
 		time.Sleep(500 * time.Millisecond)
 		sv.in.Close()
 		got := sv.until(t, "turn_settled")
-		assert.Equal(t, "auto_retry_end", got[len(got)-4]["type"])
+		assert.Equal(t, true, got[len(got)-1]["success"], "the turn was not aborted: %v", got[len(got)-1])
+		var types []string
+		for _, ev := range got {
+			types = append(types, ev["type"].(string))
+		}
+		assert.Contains(t, strings.Join(types, " "), "auto_retry_start")
+		assert.Contains(t, strings.Join(types, " "), `auto_retry_end`)
 		go io.Copy(io.Discard, sv.out)
 		assert.NoError(t, <-sv.served)
 		sv.served <- nil // for the cleanup
+		msgs := sv.s.Messages()
+		require.Len(t, msgs, 2)
+		assert.Equal(t, "settled", msgs[1].Text())
+	})
+}
+
+// Input closed in the middle of a turn, then the context ends (a signal)
+// before the turn settles: the turn is aborted then, its events written.
+func TestInputClosedThenContextEnds(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		agent := scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{{StopReason: "error", ErrorMessage: "503 Service Unavailable"}}})
+		cfg := policy.ReferenceConfig()
+		cfg.Retry.BaseDelayMs = 3_600_000
+		s, err := session.New(agent, session.WithConfig(cfg))
+		require.NoError(t, err)
+		defer s.Close()
+		ctx, cancel := context.WithCancel(context.Background())
+		var out bytes.Buffer
+		served := make(chan error, 1)
+		go func() { served <- rpc.Serve(ctx, s, strings.NewReader(`{"type":"prompt","message":"hi"}`+"\n"), &out) }()
+		time.Sleep(time.Minute)
+		synctest.Wait()
+		select {
+		case <-served:
+			t.Fatal("Serve returned while the turn waits to retry")
+		default:
+		}
+		cancel()
+		require.NoError(t, <-served)
+		assert.Contains(t, out.String(), `"type":"turn_settled","success":false`)
+		assert.Contains(t, out.String(), "aborted")
 	})
 }
 
@@ -688,5 +726,25 @@ func TestPolicyErrorsKeepTheirWireText(t *testing.T) {
 		until(`{"id":"6"`)
 		sv.send(t, `{"id":"7","type":"abort"}`+"\n")
 		assert.Equal(t, `{"type":"turn_settled","success":false,"error":"session: aborted","code":"aborted"}`, until(`{"type":"turn_settled"`))
+	})
+}
+
+// TestClientCloseAbortsTheTurn: a server lets the turn in flight settle at
+// the end of its input, so the client's Close aborts it first: Close
+// returns at once, though the turn waits an hour to retry. Issue 26
+// item 4.
+func TestClientCloseAbortsTheTurn(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := policy.ReferenceConfig()
+		cfg.Retry.BaseDelayMs = 3_600_000
+		sv := serve(t, []scripted.Call{{StopReason: "error", ErrorMessage: "503 Service Unavailable"}}, session.WithConfig(cfg))
+		c := rpc.NewClient(sv.out, sv.in)
+		require.NoError(t, c.Prompt(context.Background(), "hi"))
+		time.Sleep(time.Second)
+		start := time.Now()
+		require.NoError(t, c.Close())
+		assert.NoError(t, <-sv.served)
+		sv.served <- nil // for the cleanup
+		assert.Less(t, time.Since(start), time.Minute, "Close did not wait for the retry")
 	})
 }

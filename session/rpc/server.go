@@ -212,8 +212,12 @@ func (w *writer) turnStarted(ack response) {
 }
 
 // Serve speaks the protocol over in and out for s until in ends, ctx is
-// done or writing out fails: then it aborts a turn in flight, waits for the
-// commands it started and their events, and returns. It returns nil, or
+// done or writing out fails. When in ends (io.EOF: a file of commands was
+// read to its end, or the client closed its side), the turn in flight
+// settles as it would have (its retries and compactions included) and the
+// commands still running finish, their events and responses written;
+// when ctx is done or a write failed, meanwhile or before, the turn in
+// flight is aborted instead. Serve then returns. It returns nil, or
 // the write error (wrapped) when writing out failed; after a failed write
 // it runs no more commands. It does not wait for a read of in in progress:
 // the goroutine reading in ends when that read returns.
@@ -235,16 +239,32 @@ func Serve(ctx context.Context, s *session.Session, in io.Reader, out io.Writer)
 	stop := make(chan struct{})
 	go readLines(in, lines, stop)
 	defer close(stop)
+	var l lineOrErr
 	for {
-		l, ok := next(ctx, lines, w.failed)
+		var ok bool
+		l, ok = next(ctx, lines, w.failed)
 		if !ok {
 			break
 		}
 		srv.handle(ctx, l.line, l.tooLong)
 	}
+	finished := make(chan struct{})
+	go func() {
+		srv.wg.Wait()
+		close(finished)
+	}()
+	if errors.Is(l.err, io.EOF) {
+		// The input ended: the commands it gave run to their end, unless
+		// ctx ends or a write fails first.
+		select {
+		case <-finished:
+		case <-ctx.Done():
+		case <-w.failed:
+		}
+	}
 	// Stop the turn, let every command finish and its events out.
 	s.Abort()
-	srv.wg.Wait()
+	<-finished
 	s.Flush()
 	w.mu.Lock()
 	defer w.mu.Unlock()
