@@ -58,6 +58,12 @@ func Draw(t *rapid.T, b Bounds) transitions.Facts {
 		WaitForReset:       rapid.Bool().Draw(t, "waitForReset"),
 		ResetKnown:         rapid.Bool().Draw(t, "resetKnown"),
 		ResetWithin:        rapid.Bool().Draw(t, "resetWithin"),
+		FallbackAvailable:  rapid.Bool().Draw(t, "fallbackAvailable"),
+		FallbackOnOverload: rapid.Bool().Draw(t, "fallbackOnOverload"),
+		Overloaded:         rapid.Bool().Draw(t, "overloaded"),
+		FallbackTooSmall:   rapid.Bool().Draw(t, "fallbackTooSmall"),
+		OnFallback:         rapid.Bool().Draw(t, "onFallback"),
+		CooldownOver:       rapid.Bool().Draw(t, "cooldownOver"),
 	}
 }
 
