@@ -156,6 +156,9 @@ func runChat(args []string, env *environment) int {
 	// The interactive chat draws on the terminal stderr is: its view shows
 	// the wait instead.
 	defer keepResetWaits(s, env.stderr, !*showEvents && !tui, waitPath, terminating.Load)()
+	if !*showEvents && !tui {
+		defer sayFallbacks(s, env.stderr)()
+	}
 	if *showEvents {
 		s.Subscribe(func(ev events.Event) {
 			if b, err := rpc.MarshalEvent(ev); err == nil {
