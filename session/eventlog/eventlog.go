@@ -124,7 +124,7 @@ func levelOf(ev events.Event) slog.Level {
 		default:
 			return slog.LevelError
 		}
-	case events.AutoCompactionStart:
+	case events.AutoCompactionStart, events.ModelRevert:
 		return slog.LevelInfo
 	case events.AutoCompactionEnd:
 		if e.Result == nil && !e.Aborted {
