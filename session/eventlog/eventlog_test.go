@@ -10,8 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
-	"time"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
