@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"time"
@@ -271,8 +272,13 @@ func (e *Engine) switchModel(s *step) {
 	from := fb.models[fb.at]
 	fb.at++
 	e.model = fb.models[fb.at]
-	until := s.at.Add(fb.cooldown)
-	fb.until = until.UnixNano()
+	// The cooldown's end saturates at the latest instant the engine
+	// keeps: a longer one must not wrap to the past (and revert at once).
+	fb.until = math.MaxInt64
+	if now := s.at.UnixNano(); now < 0 || int64(fb.cooldown) <= math.MaxInt64-now {
+		fb.until = now + int64(fb.cooldown)
+	}
+	until := time.Unix(0, fb.until)
 	reason := events.FallbackExhausted
 	switch f := s.facts; {
 	case f.UsageLimit && !f.CredentialSwitched:

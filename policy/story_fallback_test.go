@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -343,4 +344,37 @@ func startedModel(t *testing.T, effects []policy.Effect) string {
 	}
 	t.Fatal("no run started")
 	return ""
+}
+
+// A cooldown too long for the engine's clock (fallback.cooldownMs at its
+// largest) saturates at the latest instant it keeps: the session stays on
+// the fallback, and its snapshot restores, rather than the end of the
+// cooldown wrapping to the past and reverting at once.
+func TestFallbackLongestCooldown(t *testing.T) {
+	setup := func(s *policy.Setup) {
+		onOverload("b")(s)
+		s.Config.Fallback.CooldownMs = math.MaxInt64
+	}
+	p := play(t, story{setup: setup, steps: []step{
+		{in: promptIn("hi"), want: []string{"start_run prompt user-1 context=[user-1]", "append message:user-1"}},
+		{in: reply(unnamed(errorAnswer(overloaded))), want: append(failedOn("msg-2", "m", overloaded, states.Idle),
+			"model_fallback m>b overloaded until="+time.Unix(0, math.MaxInt64).Sub(t0).String(),
+			"start_run continuation context=[user-1] model=b/200000",
+			"classifying>continuing fallback",
+			"append removal:msg-2",
+		)},
+		{in: reply(unnamed(okAnswer("done"))), want: []string{
+			"message msg-3 stop", "append message:msg-3", "agent_end [msg-3]", "continuing>classifying agent_end", "classifying>idle accept", "turn_settled ok", "finish_turn ok",
+		}},
+		{in: elapse(100 * 365 * 24 * time.Hour)},
+		{in: promptIn("later"), want: []string{"start_run prompt user-4 context=[user-1 msg-3 user-4] model=b/200000", "append message:user-4"}},
+	}})
+	snap := p.e.Snapshot()
+	require.NotNil(t, snap.FallbackUntil)
+	data, err := json.Marshal(snap)
+	require.NoError(t, err)
+	var back policy.Snapshot
+	require.NoError(t, json.Unmarshal(data, &back))
+	_, _, err = policy.Restore(policy.Setup{SessionID: "s", Model: testModel, History: p.history}, back, p.now, 0)
+	require.NoError(t, err)
 }
