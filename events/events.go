@@ -189,6 +189,40 @@ type (
 	EventsDropped struct {
 		Count int
 	}
+	// ModelFallback: the session moved from model From to model To, the
+	// next of its fallback list (docs/policy.md §3.9), for Reason; the
+	// turn goes on there, and so do the turns that start before Until,
+	// when the cooldown ends and the next turn goes back to the
+	// session's own model (ModelRevert).
+	ModelFallback struct {
+		From   string
+		To     string
+		Reason FallbackReason
+		Until  time.Time
+	}
+	// ModelRevert: a turn started after a fallback's cooldown, and the
+	// session went back from the fallback model From to its own model To.
+	ModelRevert struct {
+		From string
+		To   string
+	}
+)
+
+// FallbackReason is why a session moved to a fallback model
+// (ModelFallback.Reason).
+type FallbackReason string
+
+// The reasons of a model fallback.
+const (
+	// FallbackExhausted: the retry chain on a transient error would have
+	// ended (out of retries or of time, a hint above the cap, a reset too
+	// far, retries off).
+	FallbackExhausted FallbackReason = "exhausted"
+	// FallbackOverloaded: the model was overloaded, and fallback.after is
+	// "overloaded".
+	FallbackOverloaded FallbackReason = "overloaded"
+	// FallbackUsageLimit: a usage limit, with no credential to switch to.
+	FallbackUsageLimit FallbackReason = "usage_limit"
 )
 
 func (AgentStart) event()          {}
@@ -205,3 +239,5 @@ func (AutoCompactionEnd) event()   {}
 func (StateChange) event()         {}
 func (TurnSettled) event()         {}
 func (EventsDropped) event()       {}
+func (ModelFallback) event()       {}
+func (ModelRevert) event()         {}

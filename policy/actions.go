@@ -25,6 +25,7 @@ var actions = [...]func(e *Engine, s *step){
 	failTurnMessage, failTurnAborted, failTurnRetryCancelled, failTurnTooLarge,
 	endChainExhaustedElapsed, failTurnExhaustedElapsed,
 	scheduleResetWait, failTurnResetTooFar, endChainExhaustedReset,
+	switchModel, revertModel,
 }
 
 // act carries out the action a for the step s, and reports whether it
@@ -204,3 +205,9 @@ func failTurnResetTooFar(e *Engine, s *step) {
 func failTurnTooLarge(e *Engine, s *step) {
 	e.failTurnOn(fmt.Errorf("%w: %w", ErrOverflow, s.v.tooLarge), s.v.class())
 }
+
+// The model fallback.
+
+func switchModel(e *Engine, s *step) { e.switchModel(s) }
+
+func revertModel(e *Engine, _ *step) { e.revertModel() }

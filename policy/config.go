@@ -18,6 +18,10 @@ import (
 type Config struct {
 	Retry      RetryConfig      `json:"retry"`
 	Compaction CompactionConfig `json:"compaction"`
+	// Fallback is the model fallback chain (docs/policy.md §3.9); nil, the
+	// default and the reference's, for none. It is left out of the JSON
+	// when nil, so settings and snapshots without it read as before.
+	Fallback *FallbackConfig `json:"fallback,omitempty"`
 }
 
 // RetryConfig is the retry group of settings.
@@ -129,6 +133,8 @@ func PatientConfig() Config {
 
 // Validate reports the first invalid setting, naming its key: negative
 // numbers (but retry.maxRetries −1, no count limit), jitter outside 0..1,
+// a fallback with no model, more than 16, an empty or repeated model ID
+// or an unknown fallback.after,
 // an unknown rule set, a chain bound by neither limit (retry.maxRetries
 // −1 with retry.maxElapsedMs 0), and retries without a count limit that
 // would not wait (retry.maxRetries −1 with retry.baseDelayMs 0).
@@ -159,7 +165,7 @@ func (c Config) Validate() error {
 	case c.Compaction.KeepRecentTokens < 0:
 		return invalid("compaction.keepRecentTokens", "must not be negative, got %d", c.Compaction.KeepRecentTokens)
 	}
-	return nil
+	return validFallback(c.Fallback)
 }
 
 // ErrInvalidConfig matches every error Validate and ParseConfig return.
@@ -200,6 +206,9 @@ func ParseConfig(data []byte) (Config, error) {
 }
 
 func configDecodeError(err error) error {
+	if errors.Is(err, ErrInvalidConfig) {
+		return err // a fallback model's own, which names its key
+	}
 	var typeErr *json.UnmarshalTypeError
 	var syntaxErr *json.SyntaxError
 	switch {
@@ -275,6 +284,9 @@ func walkObject(dec *json.Decoder, prefix string, t reflect.Type) error {
 		}
 		if tok, err = dec.Token(); err != nil {
 			return configDecodeError(err)
+		}
+		if field.Kind() == reflect.Pointer {
+			field = field.Elem() // an optional group (fallback)
 		}
 		group := field.Kind() == reflect.Struct
 		switch {

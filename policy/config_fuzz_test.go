@@ -18,10 +18,19 @@ func settingsKeys() []string {
 	for g := range top.Fields() {
 		group, _, _ := strings.Cut(g.Tag.Get("json"), ",")
 		keys = append(keys, group)
-		for f := range g.Type.Fields() {
+		gt := g.Type
+		if gt.Kind() == reflect.Pointer {
+			gt = gt.Elem()
+		}
+		for f := range gt.Fields() {
 			name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
 			keys = append(keys, group+"."+name)
 		}
+	}
+	// fallback.models's own keys (issue 25).
+	for f := range reflect.TypeFor[policy.FallbackModel]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		keys = append(keys, "fallback.models."+name)
 	}
 	return keys
 }
@@ -44,6 +53,10 @@ func FuzzParseConfig(f *testing.F) {
 		`{"retry":{"maxRetries":1,"maxRetries":null}}`, `{"compaction":{"reserveTokens":-1}}`,
 		`{"retry":null,"retry":{}}`, `{"retry":{"maxRetries":null,"maxRetries":5}}`,
 		`{"retry":{"rules":"seed","rul\u0065s":"extended"}}`, `{"retry":{},"compaction":{},"retry":{}}`,
+		`{"fallback":{"models":["b",{"id":"c","contextWindow":1000}],"after":"overloaded","cooldownMs":1}}`,
+		`{"fallback":{"models":[]}}`, `{"fallback":{"models":["b","b"]}}`, `{"fallback":{"models":[{"id":"b","x":1}]}}`,
+		`{"fallback":{"models":[null]}}`, `{"fallback":{"models":[3]}}`, `{"fallback":{"after":"never","models":["b"]}}`,
+		`{"fallback":null}`, `{"fallback":{"models":[{"id":null}]}}`, `{"fallback":{"models":[{"contextWindow":-1,"id":"b"}]}}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -54,7 +67,7 @@ func FuzzParseConfig(f *testing.F) {
 			if !errors.Is(err, policy.ErrInvalidConfig) {
 				t.Fatalf("%q: error %v does not match ErrInvalidConfig", data, err)
 			}
-			if cfg != (policy.Config{}) {
+			if !reflect.DeepEqual(cfg, policy.Config{}) {
 				t.Fatalf("%q: error %v with settings %+v", data, err, cfg)
 			}
 			msg := err.Error()
@@ -85,7 +98,7 @@ func FuzzParseConfig(f *testing.F) {
 		if err != nil {
 			t.Fatalf("%q: accepted settings marshal to %s, which ParseConfig refuses: %v", data, out, err)
 		}
-		if back != cfg {
+		if !reflect.DeepEqual(back, cfg) {
 			t.Fatalf("%q: %+v came back as %+v through %s", data, cfg, back, out)
 		}
 	})

@@ -65,6 +65,9 @@ func (e *Engine) facts(at time.Time, m *transcript.Message, sig transitions.Sign
 		f.ResetWithin = v.RetryAfter <= msToDuration(e.cfg.Retry.MaxResetWaitMs)
 	}
 	f.SameModel = m.Provider == e.model.Provider && m.Model == e.model.ID
+	if sig != transitions.PromptCheck && (v.Class == classify.Retryable || v.Class == classify.UsageLimit) {
+		e.fallbackFacts(m, &f.FallbackAvailable, &f.FallbackOnOverload, &f.Overloaded, &f.FallbackTooSmall)
+	}
 	f.Stale = e.ctx.compactionSeq > 0 && e.ctx.seq[m.ID] <= e.ctx.compactionSeq
 	f.Tokens = contextTokens(m.Usage)
 	if sig == transitions.RunEnded && v.Class == classify.Overflow && !f.Stale {
@@ -104,6 +107,13 @@ func (e *Engine) settingsFacts(at time.Time, sig transitions.Signal) transitions
 func (e *Engine) decide(at time.Time, m *transcript.Message, sig transitions.Signal, draw float64, continuation bool) {
 	f, v := e.facts(at, m, sig, draw)
 	e.fire(&step{at: at, facts: f, msg: m, v: v, draw: draw, continuation: continuation})
+}
+
+// decideRun is decide at a run's end: credential is the ID of the
+// credential the run called its provider with.
+func (e *Engine) decideRun(at time.Time, m *transcript.Message, draw float64, continuation bool, credential string) {
+	f, v := e.facts(at, m, transitions.RunEnded, draw)
+	e.fire(&step{at: at, facts: f, msg: m, v: v, draw: draw, continuation: continuation, credential: credential})
 }
 
 // askCredentialStore tells the credential store about a usage limit and

@@ -27,7 +27,8 @@ const (
 	Emit
 	// StartRun: call the agent for run Run — the user's prompt when
 	// Prompt is set (already the last message of Context), else a
-	// continuation from Context. Report its events with RunEvent and its
+	// continuation from Context — on Model, the model the run calls (the
+	// session's own, or a fallback model). Report its events with RunEvent and its
 	// end with RunReturned. Context is the engine's runtime context
 	// itself, not a copy: it never changes afterwards, and must not be
 	// changed (appending to it copies: it has no room beyond its end).
@@ -86,6 +87,7 @@ type Effect struct {
 	Run     RunID
 	Prompt  *transcript.Message
 	Context []transcript.Message
+	Model   Model
 	Cause   error
 
 	Timer    TimerID

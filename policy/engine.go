@@ -54,9 +54,9 @@ type Engine struct {
 	attempt int
 	// chain is when the active chain started, for its time budget.
 	chain chain
-	// credential is the ID of the credential the last run that returned
-	// called its provider with.
-	credential string
+	// fb is the model fallback chain, nil without the setting; model is
+	// then the model in use, which may be a fallback model.
+	fb *fallback
 
 	ctx runtimeContext
 	// calib is the token ratio the provider's latest count gave.
@@ -123,6 +123,12 @@ func New(s Setup) (*Engine, error) {
 		return nil, fmt.Errorf("policy: negative Before %d", s.Before)
 	}
 	e := &Engine{id: s.SessionID, model: s.Model, cfg: s.Config, creds: s.Credentials, recovery: s.Recovery, machine: fsm.Default()}
+	e.cfg.Fallback = cloneFallback(s.Config.Fallback)
+	fb, err := newFallback(s.Model, e.cfg.Fallback)
+	if err != nil {
+		return nil, err
+	}
+	e.fb = fb
 	if err := e.ctx.replay(s.Before, s.History); err != nil {
 		return nil, err
 	}
@@ -166,6 +172,13 @@ type Status struct {
 	// (retry.waitForReset), when the limit resets and the retry goes: the
 	// backoff's deadline. Zero otherwise.
 	ResetAt time.Time `json:"resetAt,omitzero"`
+	// ActiveModel is, with the fallback setting, the ID of the model the
+	// session's runs call: its own or a fallback model; "" without the
+	// setting (the runs call the session's own). FallbackUntil is, on a
+	// fallback model, when its cooldown ends: the first turn that starts
+	// then goes back to the session's own model. Zero otherwise.
+	ActiveModel   string    `json:"activeModel,omitempty"`
+	FallbackUntil time.Time `json:"fallbackUntil,omitzero"`
 }
 
 // Status returns the engine's status.
@@ -191,6 +204,12 @@ func (e *Engine) Status() Status {
 	if budget := e.cfg.Retry.MaxElapsedMs; budget > 0 && e.attempt > 0 {
 		st.MaxElapsedMs, st.RetryStarted = budget, e.chain.started()
 	}
+	if fb := e.fb; fb != nil {
+		st.ActiveModel = e.model.ID
+		if fb.at > 0 {
+			st.FallbackUntil = time.Unix(0, fb.until).UTC()
+		}
+	}
 	return st
 }
 
@@ -206,10 +225,16 @@ func (e *Engine) LastCompactionTruncated() []transcript.Truncation {
 }
 
 // Config returns the settings.
-func (e *Engine) Config() Config { return e.cfg }
+func (e *Engine) Config() Config {
+	c := e.cfg
+	c.Fallback = cloneFallback(c.Fallback)
+	return c
+}
 
-// Model returns the model.
-func (e *Engine) Model() Model { return e.model }
+// Model returns the session's own model, the one it was made with, even
+// while a fallback model answers its runs (Status's ActiveModel names
+// that one, and each StartRun effect carries it).
+func (e *Engine) Model() Model { return e.primary() }
 
 // SessionID returns the session's identity.
 func (e *Engine) SessionID() string { return e.id }

@@ -55,7 +55,7 @@ var errNoAssistantMessage = errors.New("the run produced no assistant message")
 // continuation.
 func (e *Engine) startRun(prompt *transcript.Message) {
 	e.run = &run{id: RunID(e.ticket()), continuation: prompt == nil}
-	e.effect(Effect{Kind: StartRun, Run: e.run.id, Prompt: prompt, Context: e.ctx.share(0, len(e.ctx.msgs))})
+	e.effect(Effect{Kind: StartRun, Run: e.run.id, Prompt: prompt, Context: e.ctx.share(0, len(e.ctx.msgs)), Model: e.model})
 }
 
 // current returns the run in flight when it is id, and ended (or not) as
@@ -171,14 +171,14 @@ func (e *Engine) RunReturned(at time.Time, id RunID, ret RunReturn) []Effect {
 		return e.end(at)
 	}
 	e.run = nil
-	e.credential = wiretext.String(ret.Credential)
+	credential := wiretext.String(ret.Credential)
 	ret.Err = wiretext.Error(ret.Err)
 	if r.aborted {
 		e.endRun(r)
 	} else if err := e.closeRun(at, r, ret); err != nil {
 		e.fire(&step{at: at, err: err, continuation: r.continuation, facts: transitions.Facts{Signal: transitions.RunEnded}})
 	} else {
-		e.decide(at, r.last, transitions.RunEnded, ret.Draw, r.continuation)
+		e.decideRun(at, r.last, ret.Draw, r.continuation, credential)
 	}
 	// The run no longer holds the array it was handed.
 	e.ctx.outgrown = nil

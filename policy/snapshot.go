@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -88,6 +89,13 @@ type Snapshot struct {
 	// a snapshot written before it was recorded.
 	OverflowTokens  int  `json:"overflowTokens,omitempty"`
 	OverflowCounted bool `json:"overflowCounted,omitempty"`
+	// ActiveModel is, on a fallback model (docs/policy.md §3.9), its ID,
+	// one of Config.Fallback's models, and FallbackUntil when its
+	// cooldown ends: the restored engine stays there until then. Both are
+	// absent on the session's own model, and in a snapshot written before
+	// they were recorded.
+	ActiveModel   string     `json:"activeModel,omitempty"`
+	FallbackUntil *time.Time `json:"fallbackUntil,omitempty"`
 }
 
 // What a Snapshot's InFlight names.
@@ -118,6 +126,10 @@ func (e *Engine) Snapshot() Snapshot {
 	if e.attempt > 0 && e.chain.start != 0 {
 		c := e.chain.started()
 		s.ChainStart = &c
+	}
+	if fb := e.fb; fb != nil && fb.at > 0 {
+		u := time.Unix(0, fb.until).UTC()
+		s.ActiveModel, s.FallbackUntil = e.model.ID, &u
 	}
 	switch {
 	case e.pending != nil:
@@ -232,6 +244,14 @@ func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, [
 		e.chain = chainFrom(*snap.ChainStart)
 	}
 	e.resetWaited = snap.ResetWaited
+	if snap.ActiveModel != "" {
+		i := e.fb.index(snap.ActiveModel)
+		if i <= 0 {
+			return nil, nil, fmt.Errorf("%w: activeModel: %q is not one of fallback.models", ErrSnapshot, snap.ActiveModel)
+		}
+		e.fb.at, e.fb.from, e.fb.until = i, i, snap.FallbackUntil.UnixNano()
+		e.model = e.fb.models[i]
+	}
 	e.tickets = snap.Tickets
 	if snap.TokenRatio != 0 {
 		e.calib = calibration(snap.TokenRatio)
@@ -378,6 +398,18 @@ func (s Snapshot) check() error {
 	}
 	if s.ResetWaited && s.Attempt == 0 {
 		return errors.New("resetWaited: set with no retry chain active (attempt 0)")
+	}
+	if s.ActiveModel != "" && s.Config.Fallback == nil {
+		return fmt.Errorf("activeModel: %q with no fallback setting", s.ActiveModel)
+	}
+	if s.ActiveModel != "" && !slices.ContainsFunc(s.Config.Fallback.Models, func(m FallbackModel) bool { return m.ID == s.ActiveModel }) {
+		return fmt.Errorf("activeModel: %q is not one of fallback.models", s.ActiveModel)
+	}
+	if (s.ActiveModel == "") != (s.FallbackUntil == nil) {
+		return errors.New("fallbackUntil: set without activeModel, or activeModel without it (a fallback model has its cooldown)")
+	}
+	if s.FallbackUntil != nil && !nanoTime(*s.FallbackUntil) {
+		return fmt.Errorf("fallbackUntil: %s is outside the years 1678 to 2262, which the engine keeps", s.FallbackUntil.UTC().Format(time.RFC3339))
 	}
 	if s.EpisodeCompacted && !s.Turn {
 		return errors.New("episodeCompacted: set with no turn in flight (an overflow episode is a turn's)")

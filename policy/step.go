@@ -27,6 +27,9 @@ type step struct {
 	instructions string
 	// continuation: the run decided on was a continuation.
 	continuation bool
+	// credential is the ID of the credential the run decided on called
+	// its provider with: the retry it leads to names it.
+	credential string
 }
 
 // fire is the engine's one generic step: it takes the rule of the table

@@ -110,7 +110,12 @@ func (p *player) lines(effects []policy.Effect) []string {
 			if ef.Prompt != nil {
 				kind = "prompt " + ef.Prompt.ID
 			}
-			out = append(out, fmt.Sprintf("start_run %s context=%s", kind, ids(ef.Context)))
+			l := fmt.Sprintf("start_run %s context=%s", kind, ids(ef.Context))
+			if ef.Model != p.e.Model() {
+				// A fallback model's run (issue 25) names it.
+				l += fmt.Sprintf(" model=%s/%d", ef.Model.ID, ef.Model.ContextWindow)
+			}
+			out = append(out, l)
 		case policy.CancelRun:
 			out = append(out, fmt.Sprintf("cancel_run %v", ef.Cause))
 		case policy.StartTimer:
@@ -213,6 +218,10 @@ func (p *player) eventLine(ev events.Event) string {
 		return fmt.Sprintf("message %s %s", m.ID, m.StopReason)
 	case events.AgentEnd:
 		return fmt.Sprintf("agent_end %s", ids(ev.Messages))
+	case events.ModelFallback:
+		return fmt.Sprintf("model_fallback %s>%s %s until=%s", ev.From, ev.To, ev.Reason, ev.Until.Sub(p.now))
+	case events.ModelRevert:
+		return fmt.Sprintf("model_revert %s>%s", ev.From, ev.To)
 	}
 	// agent_start, message_start and message_update are the agent's own,
 	// passed through: left out.

@@ -41,6 +41,10 @@ func (e *Engine) Prompt(at time.Time, text string) ([]Effect, error) {
 	}
 	e.begin()
 	e.turn = &turn{prompt: &transcript.Message{ID: e.ctx.newID("user"), Role: transcript.RoleUser, Content: transcript.TextContent(wiretext.String(text)), Timestamp: at.UnixMilli()}}
+	if fb := e.fb; fb != nil {
+		e.fire(&step{at: at, facts: transitions.Facts{Signal: transitions.TurnStarted, OnFallback: fb.at > 0, CooldownOver: at.UnixNano() >= fb.until}})
+		fb.from = fb.at
+	}
 	e.checkPrompt(at)
 	return e.end(at), nil
 }
@@ -102,14 +106,14 @@ func (e *Engine) setEpisode(compacted bool) {
 // failTurn records why the turn in flight failed; the first reason wins.
 func (e *Engine) failTurn(err error) {
 	if t := e.turn; t != nil && t.err == nil {
-		t.err = err
+		t.err = e.withModelsTried(err)
 	}
 }
 
 // failTurnOn is failTurn for the error of a message of class class.
 func (e *Engine) failTurnOn(err error, class classify.Class) {
 	if t := e.turn; t != nil && t.err == nil {
-		t.err, t.class = err, class
+		t.err, t.class = e.withModelsTried(err), class
 	}
 }
 

@@ -100,7 +100,7 @@ func (e *Engine) scheduleRetry(s *step, delay time.Duration) {
 	}
 	e.attempt++
 	ev := events.AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: delay.Milliseconds(), ErrorMessage: m.ErrorMessage,
-		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential}
+		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: s.credential}
 	if budget := e.cfg.Retry.MaxElapsedMs; budget > 0 {
 		ev.MaxElapsedMs, ev.ElapsedMs, ev.RemainingMs = budget, s.facts.ElapsedMs, budget-s.facts.ElapsedMs
 	}
@@ -127,7 +127,7 @@ func (e *Engine) scheduleResetWait(s *step) {
 		e.chain, e.resetWaited = chainFrom(reset), true
 	}
 	ev := events.AutoRetryStart{Attempt: e.attempt, MaxAttempts: e.cfg.Retry.MaxRetries, DelayMs: ceilMs(delay).Milliseconds(), ErrorMessage: m.ErrorMessage,
-		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: e.credential, ResetAt: reset}
+		ErrorClass: s.v.class(), Provider: m.Provider, Model: m.Model, Credential: s.credential, ResetAt: reset}
 	e.emit(ev)
 	e.recordRetry(s, ev)
 	e.startWait(reset)

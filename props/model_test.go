@@ -675,6 +675,11 @@ func modelled(ev transitions.Trigger, from states.State) bool {
 	switch ev {
 	case transitions.RetryNow, transitions.Compact, transitions.CompactInBackoff, transitions.ExhaustElapsed:
 		return false
+	case transitions.Fallback, transitions.FallbackCompact:
+		// The model's sessions run without the fallback setting; its
+		// rules are played on a session in paths_test.go and driven at
+		// random on the engine by policy's TestFallbackProperties.
+		return false
 	case transitions.Cancel:
 		return from != states.Classifying
 	}

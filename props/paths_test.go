@@ -61,7 +61,9 @@ func shortestPaths() map[edge][]step {
 			}
 			// The check before a prompt and a manual compaction have no
 			// continuation to follow: a path goes no further through them.
-			if s == states.Idle && r.Trigger != transitions.AgentEnd {
+			// Nor does a model fallback: the paths of the other moves run
+			// without the setting.
+			if (s == states.Idle && r.Trigger != transitions.AgentEnd) || r.Trigger == transitions.Fallback || r.Trigger == transitions.FallbackCompact {
 				continue
 			}
 			if _, seen := toState[r.To]; !seen {
@@ -128,6 +130,11 @@ type scenario struct {
 	compact bool
 	// waitForReset: the path waits for a usage limit's reset.
 	waitForReset bool
+	// fallback: the session falls back at an overload, to a model of the
+	// primary's window, or (fallbackWindow) of a window the context does
+	// not fit.
+	fallback       bool
+	fallbackWindow int
 	// before is the call of a turn played with compaction disabled before
 	// the path's prompt, whose check then compacts it.
 	before  *scripted.Call
@@ -154,6 +161,8 @@ func callFor(next transitions.Trigger) scripted.Call {
 		return scripted.Call{StopReason: "error", ErrorMessage: "prompt is too long: 213462 tokens > 200000 maximum"}
 	case transitions.TooLarge:
 		return scripted.Call{StopReason: "error", ErrorMessage: overflowTexts[2]}
+	case transitions.Fallback, transitions.FallbackCompact:
+		return scripted.Call{StopReason: "error", ErrorMessage: "529 overloaded_error: Overloaded"}
 	case transitions.Threshold, transitions.CheckThreshold:
 		return scripted.Call{StopReason: "stop", Usage: &transcript.Usage{Input: 180000, TotalTokens: 180000}}
 	case transitions.CheckRoom:
@@ -200,6 +209,12 @@ func play(path []step) scenario {
 			sc.credentials = true
 		case transitions.WaitReset, transitions.ResetTooFar:
 			sc.waitForReset = true
+		case transitions.Fallback:
+			sc.fallback = true
+		case transitions.FallbackCompact:
+			// Below the default reserve: every context is over its
+			// threshold.
+			sc.fallback, sc.fallbackWindow = true, 1000
 		}
 		switch st.event {
 		case transitions.Retry, transitions.RetryNow, transitions.WaitReset:
@@ -221,7 +236,7 @@ func play(path []step) scenario {
 		case transitions.CompactInBackoff:
 			sc.actions = append(sc.actions, action{st.from, compactNow})
 			sc.slowSum = next == transitions.Cancel || next == transitions.CancelCompaction
-		case transitions.Elapsed, transitions.Resume:
+		case transitions.Elapsed, transitions.Resume, transitions.Fallback:
 			// The continuation's call: slow when the path leaves it by a
 			// cancel or ends in it, refused for a stall.
 			switch next {
@@ -265,6 +280,9 @@ func TestReplayEveryPath(t *testing.T) {
 				cfg.Retry.MaxRetries, cfg.Retry.MaxElapsedMs = sc.maxRetries, sc.maxElapsedMs
 				cfg.Compaction.KeepRecentTokens = 5
 				cfg.Retry.WaitForReset = sc.waitForReset
+				if sc.fallback {
+					cfg.Fallback = &policy.FallbackConfig{Models: []policy.FallbackModel{{ID: "scripted-2", ContextWindow: sc.fallbackWindow}}, After: "overloaded"}
+				}
 				agent := scripted.New(scripted.Script{Model: scripted.DefaultModel})
 				opts := []session.Option{session.WithConfig(cfg), session.WithModel(scripted.DefaultModel)}
 				switch {

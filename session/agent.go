@@ -58,7 +58,10 @@ type RunRequest struct {
 	// and the agent must not change its messages either. Appending to it
 	// is safe: it has no room beyond its end, so an append copies.
 	Context []transcript.Message
-	// Model is the session's model.
+	// Model is the model this run calls: the session's own, or with the
+	// fallback setting the model the session moved to (docs/policy.md
+	// §3.9). An agent calls it, and names it in its assistant messages
+	// (Provider and Model), so that history records which model answered.
 	Model policy.Model
 	// Credential is the credential to call the provider with, when the
 	// session has a credential store that knows one.

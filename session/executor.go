@@ -61,7 +61,7 @@ func (s *Session) apply(effects []policy.Effect) {
 			}
 			s.subs.emit(ef.Event)
 		case policy.StartRun:
-			s.startRun(ef.Run, ef.Prompt, ef.Context)
+			s.startRun(ef.Run, ef.Prompt, ef.Context, ef.Model)
 		case policy.CancelRun:
 			if x.runID == ef.Run && x.runCancel != nil {
 				x.runCancel(ef.Cause)
@@ -138,13 +138,13 @@ func (s *Session) append(entries []transcript.Entry) (err error) {
 	return nil
 }
 
-// startRun starts run id on its own goroutine: the user's (prompt set) or a
-// continuation. Its events and its end come back to the loop through post.
+// startRun starts run id on its own goroutine, on model: the user's
+// (prompt set) or a continuation. Its events and its end come back to the loop through post.
 //
 // The run's context has the values of the turn's, and those the observers
 // add.
-func (s *Session) startRun(id policy.RunID, prompt *transcript.Message, msgs []transcript.Message) {
-	req := RunRequest{SessionID: s.x.engine.SessionID(), Prompt: prompt, Context: msgs, Model: s.x.engine.Model()}
+func (s *Session) startRun(id policy.RunID, prompt *transcript.Message, msgs []transcript.Message, model policy.Model) {
+	req := RunRequest{SessionID: s.x.engine.SessionID(), Prompt: prompt, Context: msgs, Model: model}
 	if c, ok := s.currentCredential(); ok {
 		req.Credential = &c
 	}

@@ -121,7 +121,7 @@ func (d *driver) apply(ctx workflow.Context, effects []policy.Effect) {
 // newRunInput is the run activity's input for a StartRun effect: the one
 // place that reads the runtime context the effect carries.
 func newRunInput(e *policy.Engine, ef *policy.Effect) RunInput {
-	return RunInput{SessionID: e.SessionID(), Prompt: ef.Prompt, Context: ef.Context, Model: e.Model()}
+	return RunInput{SessionID: e.SessionID(), Prompt: ef.Prompt, Context: ef.Context, Model: ef.Model}
 }
 
 // startRun starts run id's activity. Temporal never retries it (the

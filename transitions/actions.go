@@ -54,6 +54,10 @@ const (
 	FailTurnResetTooFar      Action = "failTurn(resetTooFar)"
 	// EndChainExhaustedReset: the usage limit's reset is too far to wait for.
 	EndChainExhaustedReset Action = "endChain(exhausted, reset)"
+
+	// The model fallback.
+	SwitchModel Action = "switchModel"
+	RevertModel Action = "revertModel"
 )
 
 // actionDocs says what each action does: docs/state-machine.md lists them.
@@ -97,6 +101,9 @@ var actionDocs = map[Action]string{
 	FailTurnRetryCancelled:   "fails the turn with ErrRetryCancelled",
 	FailTurnTooLarge:         "fails the turn with ErrOverflow and why: \"the last message alone is N tokens, over the model's window of W\", N by the calibrated count",
 	FailTurnResetTooFar:      "fails the turn with an ExhaustedError that names the reset time (RFC 3339) and retry.maxResetWaitMs",
+
+	SwitchModel: "moves the session to the next model of fallback.models, for this run and the turns that follow until the cooldown is over, and emits `model_fallback` (from, to, why: overloaded, usage_limit or exhausted, and when the cooldown ends); a turn that fails later names every model it tried",
+	RevertModel: "moves the session back to its primary model and emits `model_revert`",
 }
 
 // Doc says what the action does, "" for an action the table does not know.
@@ -131,5 +138,6 @@ func Actions() []Action {
 		FailTurnMessage, FailTurnAborted, FailTurnRetryCancelled, FailTurnTooLarge,
 		EndChainExhaustedElapsed, FailTurnExhaustedElapsed,
 		ScheduleResetWait, FailTurnResetTooFar, EndChainExhaustedReset,
+		SwitchModel, RevertModel,
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/states"
 )
 
 // Signal says what just happened to the session: the outside occurrence that
@@ -43,12 +44,16 @@ const (
 	// Facts.CredentialSwitched says how, the other facts are the decision's
 	// that asked.
 	CredentialAnswered
+	// TurnStarted: Prompt starts a turn, before the check before it: a
+	// model fallback whose cooldown is over reverts to the primary here.
+	TurnStarted
 )
 
 var signalNames = [...]string{
 	NoSignal: "none", RunEnded: "run_ended", PromptCheck: "prompt_check", TimerFired: "timer_fired",
 	AbortRetryCalled: "abort_retry", AbortCalled: "abort", AbortCompactionCalled: "abort_compaction",
 	CompactionEnded: "compaction_ended", Replied: "replied", CompactCalled: "compact", CredentialAnswered: "credential_answered",
+	TurnStarted: "turn_started",
 }
 
 // Valid reports whether s is one of the signals above: ranging
@@ -186,6 +191,26 @@ type Facts struct {
 	// CurrentTimer reports, with TimerFired, that the timer belongs to the
 	// backoff in progress (not to an earlier, cancelled one).
 	CurrentTimer bool
+
+	// FallbackAvailable reports that the fallback setting lists a model
+	// after the one the session is on: a chain that would end can go on
+	// there instead.
+	FallbackAvailable bool
+	// FallbackOnOverload is fallback.after "overloaded": an overload
+	// switches at once, without waiting the chain out.
+	FallbackOnOverload bool
+	// Overloaded reports that M is an overload: HTTP 529, the error type
+	// overloaded_error, or a text that says "overloaded" (a 503 among them).
+	Overloaded bool
+	// FallbackTooSmall reports that the context, calibrated, is over the
+	// compaction threshold of the next model's window: the switch
+	// compacts first.
+	FallbackTooSmall bool
+	// OnFallback reports, with TurnStarted, that the session is on a
+	// fallback model, not its primary; CooldownOver, that fallback.cooldownMs
+	// has passed since it switched there.
+	OnFallback   bool
+	CooldownOver bool
 }
 
 // CompactionThreshold returns the token count above which a context of window tokens
@@ -283,6 +308,36 @@ func (f Facts) hintEndsChain() bool {
 func (f Facts) waitsForReset() bool {
 	return f.retryableError() && f.RetryEnabled && f.countLeft() && !f.CredentialSwitched &&
 		(f.UsageLimit || f.HintOverCap) && f.WaitForReset && f.ResetKnown
+}
+
+// fallbackDue reports whether the decision on M switches to the next model
+// of the fallback list (with one there to switch to): M is a retryable
+// error and an overload while fallback.after is "overloaded", a usage
+// limit no credential switch answered, or an error on which the chain
+// would end: retries off, or the limits of the exhaust, exhaust_elapsed
+// and reset_too_far rules.
+func (f Facts) fallbackDue(from states.State) bool {
+	if !decides(from, f) || !f.retryableError() || !f.FallbackAvailable || f.awaitingCredential() {
+		return false
+	}
+	return (f.Overloaded && f.FallbackOnOverload) || (f.UsageLimit && !f.CredentialSwitched) || !f.RetryEnabled ||
+		f.chainExhausted(from) || f.budgetExhausted(from) || f.resetTooFar(from)
+}
+
+// chainExhausted, budgetExhausted and resetTooFar are the conditions of
+// the guards retriesExhausted, budgetExhausted and resetTooFar, before a
+// fallback takes the decision over.
+func (f Facts) chainExhausted(from states.State) bool {
+	return decides(from, f) && f.retryableError() && f.RetryEnabled && (!f.countLeft() || (f.hintEndsChain() && !f.waitsForReset())) && !f.awaitingCredential()
+}
+
+func (f Facts) budgetExhausted(from states.State) bool {
+	return decides(from, f) && f.retryableError() && f.RetryEnabled && f.countLeft() && !f.awaitingCredential() &&
+		((!f.hintEndsChain() && !f.retryWithinBudget() && !f.waitsForReset()) || (f.waitsForReset() && f.ResetWithin && !f.resetWithinBudget()))
+}
+
+func (f Facts) resetTooFar(from states.State) bool {
+	return decides(from, f) && f.waitsForReset() && !f.ResetWithin && !f.awaitingCredential()
 }
 
 // successLike reports whether M is not an error: no error class, or a silent

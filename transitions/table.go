@@ -30,9 +30,18 @@ const (
 	// ResetTooFar: a usage limit whose reset is further away than
 	// retry.maxResetWaitMs ends the chain, naming the reset time.
 	ResetTooFar Trigger = "reset_too_far"
-	Overflow    Trigger = "overflow"
-	Threshold   Trigger = "threshold"
-	Refuse      Trigger = "refuse"
+	// Fallback: the decision goes on on the next model of fallback.models
+	// (a fresh chain there) instead of retrying or failing the turn.
+	Fallback Trigger = "fallback"
+	// FallbackCompact: as Fallback, when the context does not fit the
+	// next model: the switch compacts first, then continues.
+	FallbackCompact Trigger = "fallback_compact"
+	// Revert: a turn starts after fallback.cooldownMs on a fallback model:
+	// the session goes back to its primary model.
+	Revert    Trigger = "revert"
+	Overflow  Trigger = "overflow"
+	Threshold Trigger = "threshold"
+	Refuse    Trigger = "refuse"
 	// TooLarge: an overflow no compaction can make fit fails at once.
 	TooLarge    Trigger = "too_large"
 	Unrecovered Trigger = "unrecovered"
@@ -137,47 +146,46 @@ var (
 	}
 	guardRetryAfterSwitch = Guard{
 		Name: "retryAfterSwitch",
-		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ the credential store switched the session to a free credential ∧ elapsed ≤ maxElapsedMs (or no budget) (∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ the credential store switched the session to a free credential ∧ elapsed ≤ maxElapsedMs (or no budget) (∧ not the check before a prompt) ∧ no fallback due",
 		Holds: func(from states.State, f Facts) bool {
 			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.countLeft() && f.CredentialSwitched && f.retryWithinBudget() &&
-				!f.awaitingCredential()
+				!f.awaitingCredential() && !f.fallbackDue(from)
 		},
 	}
 	guardRetryAllowed = Guard{
 		Name: "retryAllowed",
-		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no credential switch ∧ no retry hint above the delay cap ∧ elapsed + the drawn delay ≤ maxElapsedMs (or no budget) ∧ no wait for a reset (∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no credential switch ∧ no retry hint above the delay cap ∧ elapsed + the drawn delay ≤ maxElapsedMs (or no budget) ∧ no wait for a reset (∧ not the check before a prompt) ∧ no fallback due",
 		Holds: func(from states.State, f Facts) bool {
 			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.countLeft() && !f.CredentialSwitched && !f.HintOverCap &&
-				f.retryWithinBudget() && !f.waitsForReset() && !f.awaitingCredential()
+				f.retryWithinBudget() && !f.waitsForReset() && !f.awaitingCredential() && !f.fallbackDue(from)
 		},
 	}
 	guardResetWithin = Guard{
 		Name: "resetWithin",
-		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no credential switch ∧ (a usage limit ∨ a retry hint above the delay cap) ∧ waitForReset ∧ the reset time known ∧ at most maxResetWaitMs away ∧ (the chain's first wait for a reset, which has its own bound, ∨ elapsed + the time until the reset ≤ maxElapsedMs, or no budget) (∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no credential switch ∧ (a usage limit ∨ a retry hint above the delay cap) ∧ waitForReset ∧ the reset time known ∧ at most maxResetWaitMs away ∧ (the chain's first wait for a reset, which has its own bound, ∨ elapsed + the time until the reset ≤ maxElapsedMs, or no budget) (∧ not the check before a prompt) ∧ no fallback due",
 		Holds: func(from states.State, f Facts) bool {
-			return decides(from, f) && f.waitsForReset() && f.ResetWithin && f.resetWithinBudget() && !f.awaitingCredential()
+			return decides(from, f) && f.waitsForReset() && f.ResetWithin && f.resetWithinBudget() && !f.awaitingCredential() && !f.fallbackDue(from)
 		},
 	}
 	guardResetTooFar = Guard{
 		Name: "resetTooFar",
-		Doc:  "as resetWithin, but the reset is more than maxResetWaitMs away",
+		Doc:  "as resetWithin, but the reset is more than maxResetWaitMs away ∧ no fallback due",
 		Holds: func(from states.State, f Facts) bool {
-			return decides(from, f) && f.waitsForReset() && !f.ResetWithin && !f.awaitingCredential()
+			return f.resetTooFar(from) && !f.fallbackDue(from)
 		},
 	}
 	guardRetriesExhausted = Guard{
 		Name: "retriesExhausted",
-		Doc:  "retryable error ∧ retry enabled ∧ (attempt ≥ maxRetries, not −1 ∨ a retry hint above the delay cap, no credential switch and no wait for a reset) (∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ (attempt ≥ maxRetries, not −1 ∨ a retry hint above the delay cap, no credential switch and no wait for a reset) (∧ not the check before a prompt) ∧ no fallback due",
 		Holds: func(from states.State, f Facts) bool {
-			return decides(from, f) && f.retryableError() && f.RetryEnabled && (!f.countLeft() || (f.hintEndsChain() && !f.waitsForReset())) && !f.awaitingCredential()
+			return f.chainExhausted(from) && !f.fallbackDue(from)
 		},
 	}
 	guardBudgetExhausted = Guard{
 		Name: "budgetExhausted",
-		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ maxElapsedMs > 0 ∧ (no retry hint above the delay cap that ends the chain ∧ no wait for a reset ∧ elapsed + the delay of the retry (0 after a credential switch) > maxElapsedMs ∨ a wait for a reset at most maxResetWaitMs away, not the chain's first, that would end past maxElapsedMs) (∧ not the check before a prompt)",
+		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ maxElapsedMs > 0 ∧ (no retry hint above the delay cap that ends the chain ∧ no wait for a reset ∧ elapsed + the delay of the retry (0 after a credential switch) > maxElapsedMs ∨ a wait for a reset at most maxResetWaitMs away, not the chain's first, that would end past maxElapsedMs) (∧ not the check before a prompt) ∧ no fallback due",
 		Holds: func(from states.State, f Facts) bool {
-			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.countLeft() && !f.awaitingCredential() &&
-				((!f.hintEndsChain() && !f.retryWithinBudget() && !f.waitsForReset()) || (f.waitsForReset() && f.ResetWithin && !f.resetWithinBudget()))
+			return f.budgetExhausted(from) && !f.fallbackDue(from)
 		},
 	}
 	guardOverflowRecoverable = Guard{
@@ -236,18 +244,39 @@ var (
 	}
 	guardNothingToDo = Guard{
 		Name: "nothingToDo",
-		Doc:  "a run's end or the credential store's answer, and none of awaitingCredential, retryAfterSwitch, retryAllowed, resetWithin, resetTooFar, retriesExhausted, budgetExhausted, overflowRecoverable, overflowTooLarge, overThreshold, overflowRepeated, overflowNotCompacted holds",
+		Doc:  "a run's end or the credential store's answer, and none of awaitingCredential, fallbackSwitch, fallbackCompact, retryAfterSwitch, retryAllowed, resetWithin, resetTooFar, retriesExhausted, budgetExhausted, overflowRecoverable, overflowTooLarge, overThreshold, overflowRepeated, overflowNotCompacted holds",
 		Holds: func(from states.State, f Facts) bool {
 			if !decides(from, f) {
 				return false
 			}
-			for _, g := range []*Guard{&guardAwaitingCredential, &guardRetryAfterSwitch, &guardRetryAllowed, &guardResetWithin, &guardResetTooFar, &guardRetriesExhausted, &guardBudgetExhausted,
+			for _, g := range []*Guard{&guardAwaitingCredential, &guardFallbackSwitch, &guardFallbackCompact, &guardRetryAfterSwitch, &guardRetryAllowed, &guardResetWithin, &guardResetTooFar, &guardRetriesExhausted, &guardBudgetExhausted,
 				&guardOverflowRecoverable, &guardOverflowTooLarge, &guardOverThreshold, &guardOverflowRepeated, &guardOverflowNotCompacted} {
 				if g.Holds(from, f) {
 					return false
 				}
 			}
 			return true
+		},
+	}
+	guardFallbackSwitch = Guard{
+		Name: "fallbackSwitch",
+		Doc:  "fallback due (retryable error ∧ a next model in fallback.models ∧ (an overload with fallback.after \"overloaded\" ∨ a usage limit no credential switch answered ∨ retry off ∨ the chain would end: retriesExhausted, budgetExhausted or resetTooFar before the fallback)) ∧ not (the context over the next model's compaction threshold ∧ compaction enabled)",
+		Holds: func(from states.State, f Facts) bool {
+			return f.fallbackDue(from) && !(f.FallbackTooSmall && f.CompactionEnabled)
+		},
+	}
+	guardFallbackCompact = Guard{
+		Name: "fallbackCompact",
+		Doc:  "fallback due ∧ the context, calibrated, over the next model's compaction threshold ∧ compaction enabled",
+		Holds: func(from states.State, f Facts) bool {
+			return f.fallbackDue(from) && f.FallbackTooSmall && f.CompactionEnabled
+		},
+	}
+	guardCooldownOver = Guard{
+		Name: "cooldownOver",
+		Doc:  "a turn starts ∧ the session is on a fallback model ∧ fallback.cooldownMs has passed since it switched there",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.Signal == TurnStarted && f.OnFallback && f.CooldownOver
 		},
 	}
 	guardCurrentTimerFired = Guard{
@@ -355,6 +384,8 @@ var table = Rules{
 	{AskCredentials, from(classifying), Stay, guardAwaitingCredential, do(AskCredentialStore)},
 	{Retry, from(classifying), backoff, guardRetryAllowed, do(ScheduleBackoff, RemoveFailed)},
 	{RetryNow, from(classifying), backoff, guardRetryAfterSwitch, do(ScheduleRetryNow, RemoveFailed)},
+	{Fallback, from(classifying), continuing, guardFallbackSwitch, do(EndChainFailed, RemoveFailed, SwitchModel, StartContinuation)},
+	{FallbackCompact, from(classifying), compacting, guardFallbackCompact, do(EndChainFailed, RemoveFailed, SwitchModel, StartOverflowRecovery)},
 	{Exhaust, from(classifying), exhausted, guardRetriesExhausted, do(EndChainExhausted, FailTurnExhausted)},
 	{ExhaustElapsed, from(classifying), exhausted, guardBudgetExhausted, do(EndChainExhaustedElapsed, FailTurnExhaustedElapsed)},
 	{WaitReset, from(classifying), backoff, guardResetWithin, do(ScheduleResetWait, RemoveFailed)},
@@ -365,6 +396,10 @@ var table = Rules{
 	{Refuse, from(classifying), idle, guardOverflowRepeated, do(EndChainFailed, ReportRefusal, FailTurnOverflow)},
 	{Unrecovered, from(classifying), idle, guardOverflowNotCompacted, do(EndChainFailed, FailTurnOverflow)},
 	{Accept, from(classifying), idle, guardNothingToDo, do(EndChainFailed, FailTurnMessage)},
+
+	// A turn starts: a fallback whose cooldown is over goes back to the
+	// primary model.
+	{Revert, from(idle), Stay, guardCooldownOver, do(RevertModel)},
 
 	// The check before a prompt.
 	{CheckOverflow, from(idle), compacting, guardOverflowRecoverable, do(RemoveFailed, StartCheckOverflowCompaction)},

@@ -44,6 +44,12 @@ func specNext(s states.State, f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 			if s == states.Idle {
 				return compact(f)
 			}
+		case tr.TurnStarted:
+			// Issue 25 §1: a turn that starts on a fallback model after
+			// its cooldown goes back to the primary.
+			if s == states.Idle && f.OnFallback && f.CooldownOver {
+				return tr.Revert, []tr.Action{tr.RevertModel}, true
+			}
 		case tr.PromptCheck:
 			if s != states.Idle {
 				break
@@ -81,6 +87,29 @@ func specNext(s states.State, f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 		// §3.6: a usage limit asks the credential store first.
 		if f.Signal == tr.RunEnded && f.UsageLimit && f.CredentialStore {
 			return tr.AskCredentials, []tr.Action{tr.AskCredentialStore}, true
+		}
+		// Issue 25 §1: with a next model in the fallback list, a retryable
+		// error switches to it where the chain would end (retries off, out
+		// of retries, of budget, a hint over the cap, a reset too far), at a
+		// usage limit no credential switch answered, and at an overload
+		// with fallback.after "overloaded". The switch compacts first when
+		// the context is over the next model's threshold.
+		if retryable && f.FallbackAvailable {
+			countLeft := f.MaxRetries < 0 || f.Attempt < f.MaxRetries
+			delay := f.DelayMs
+			if f.CredentialSwitched {
+				delay = 0
+			}
+			inBudget := f.MaxElapsedMs <= 0 || new(big.Int).Add(big.NewInt(max(f.ElapsedMs, 0)), big.NewInt(max(delay, 0))).Cmp(big.NewInt(f.MaxElapsedMs)) <= 0
+			resetWait := countLeft && !f.CredentialSwitched && (f.UsageLimit || f.HintOverCap) && f.WaitForReset && f.ResetKnown
+			ends := !f.RetryEnabled || !countLeft || (resetWait && !f.ResetWithin) ||
+				(!resetWait && ((f.HintOverCap && !f.CredentialSwitched) || !inBudget))
+			if ends || (f.UsageLimit && !f.CredentialSwitched) || (f.Overloaded && f.FallbackOnOverload) {
+				if f.FallbackTooSmall && f.CompactionEnabled {
+					return tr.FallbackCompact, []tr.Action{tr.EndChainFailed, tr.RemoveFailed, tr.SwitchModel, tr.StartOverflowRecovery}, true
+				}
+				return tr.Fallback, []tr.Action{tr.EndChainFailed, tr.RemoveFailed, tr.SwitchModel, tr.StartContinuation}, true
+			}
 		}
 		// §1 step 1: a retryable error with a retry scheduled (or the chain
 		// running out) stops here.
@@ -276,21 +305,30 @@ func TestExhaustive(t *testing.T) {
 			}
 			for _, c := range tr.Classes() {
 				// Facts that matter to one kind of decision vary there only:
-				// the reset's (issue 24) on a retryable error, TooLarge on
-				// an overflow, the prompt's size (issue 23) before a prompt.
+				// the reset's (issue 24) and FallbackAvailable (issue 25) on a
+				// retryable error, TooLarge on an overflow, the prompt's size
+				// (issue 23) before a prompt, the fallback's cooldown at a
+				// turn's start. The other facts of the fallback take facts a
+				// decision on a retryable error does not read (SameModel,
+				// Stale, EpisodeCompacted): TestRandomFactsPickTheSpecRule
+				// draws them all independently.
 				variants, vary := 1, func(*tr.Facts, int) {}
 				switch {
 				case s == states.Classifying && (sig == tr.RunEnded || sig == tr.CredentialAnswered) && (c == classify.Retryable || c == classify.UsageLimit):
-					variants, vary = 32, func(f *tr.Facts, r int) {
+					variants, vary = 64, func(f *tr.Facts, r int) {
 						f.WaitForReset, f.ResetKnown, f.ResetWithin, f.ResetWaited = r&1 != 0, r&2 != 0, r&4 != 0, r&8 != 0
 						if r&16 != 0 {
 							f.ResetInMs = 3_600_000 // past every budget of the rows but the largest
 						}
+						fa := r&32 != 0
+						f.FallbackAvailable, f.FallbackOnOverload, f.Overloaded, f.FallbackTooSmall = fa, fa && f.SameModel, fa && f.Stale, fa && f.EpisodeCompacted
 					}
 				case sig == tr.RunEnded && c == classify.Overflow:
 					variants, vary = 2, func(f *tr.Facts, r int) { f.TooLarge = r&1 != 0 }
 				case sig == tr.PromptCheck:
 					variants, vary = 4, func(f *tr.Facts, r int) { f.PromptTooLarge, f.PromptOverWindow = r&1 != 0, r&2 != 0 }
+				case sig == tr.TurnStarted:
+					variants, vary = 4, func(f *tr.Facts, r int) { f.OnFallback, f.CooldownOver = r&1 != 0, r&2 != 0 }
 				}
 				for bits := range 1 << (nBools + extra) {
 					for _, n := range rows {
@@ -413,6 +451,54 @@ func TestNextEveryStateAndTrigger(t *testing.T) {
 			f.Class, f.Error, f.UsageLimit, f.WaitForReset, f.ResetKnown, f.ResetWithin, f.Attempt = classify.UsageLimit, true, true, true, true, true, 3
 		}), tr.Exhaust, states.Exhausted},
 		{"retryable, retry off", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.RetryEnabled = classify.Retryable, true, false }), tr.Accept, states.Idle},
+		{"overload, fallback after overloaded", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.Overloaded, f.FallbackOnOverload, f.FallbackAvailable = classify.Retryable, true, true, true, true
+		}), tr.Fallback, states.Continuing},
+		{"overload, fallback after exhausted: the chain goes on", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.Overloaded, f.FallbackAvailable = classify.Retryable, true, true, true
+		}), tr.Retry, states.Backoff},
+		{"overload, fallback after overloaded, the end of the list", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.Overloaded, f.FallbackOnOverload = classify.Retryable, true, true, true
+		}), tr.Retry, states.Backoff},
+		{"retryable, no attempts left, a fallback", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.Attempt, f.FallbackAvailable = classify.Retryable, true, 3, true
+		}), tr.Fallback, states.Continuing},
+		{"retryable, no attempts left, a fallback too small", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.Attempt, f.FallbackAvailable, f.FallbackTooSmall = classify.Retryable, true, 3, true, true
+		}), tr.FallbackCompact, states.Compacting},
+		{"retryable, no attempts left, a fallback too small, compaction off", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.Attempt, f.FallbackAvailable, f.FallbackTooSmall, f.CompactionEnabled = classify.Retryable, true, 3, true, true, false
+		}), tr.Fallback, states.Continuing},
+		{"retryable, past the budget, a fallback", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.Attempt, f.MaxRetries, f.ElapsedMs, f.DelayMs, f.MaxElapsedMs, f.FallbackAvailable = classify.Retryable, true, 40, -1, 1001, 59000, 60000, true
+		}), tr.Fallback, states.Continuing},
+		{"retryable, hint over the cap, a fallback", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.HintOverCap, f.FallbackAvailable = classify.Retryable, true, true, true
+		}), tr.Fallback, states.Continuing},
+		{"usage limit, its reset too far, a fallback", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.UsageLimit, f.WaitForReset, f.ResetKnown, f.FallbackAvailable = classify.UsageLimit, true, true, true, true, true
+		}), tr.Fallback, states.Continuing},
+		{"usage limit, no store, a fallback", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.UsageLimit, f.FallbackAvailable = classify.UsageLimit, true, true, true
+		}), tr.Fallback, states.Continuing},
+		{"usage limit, the store switched nothing, a fallback", states.Classifying, with(func(f *tr.Facts) {
+			f.Signal, f.Class, f.Error, f.UsageLimit, f.CredentialStore, f.FallbackAvailable = tr.CredentialAnswered, classify.UsageLimit, true, true, true, true
+		}), tr.Fallback, states.Continuing},
+		{"usage limit, the store switched, a fallback: the key first", states.Classifying, with(func(f *tr.Facts) {
+			f.Signal, f.Class, f.Error, f.UsageLimit, f.CredentialStore, f.CredentialSwitched, f.FallbackAvailable = tr.CredentialAnswered, classify.UsageLimit, true, true, true, true, true
+		}), tr.RetryNow, states.Backoff},
+		{"usage limit, a store not asked yet, a fallback: ask first", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.UsageLimit, f.CredentialStore, f.FallbackAvailable = classify.UsageLimit, true, true, true, true
+		}), tr.AskCredentials, states.Classifying},
+		{"retryable, retry off, a fallback", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.RetryEnabled, f.FallbackAvailable = classify.Retryable, true, false, true
+		}), tr.Fallback, states.Continuing},
+		{"fatal, a fallback: nothing falls back", states.Classifying, ended(func(f *tr.Facts) {
+			f.Class, f.Error, f.FallbackAvailable, f.Overloaded, f.FallbackOnOverload = classify.Fatal, true, true, true, true
+		}), tr.Accept, states.Idle},
+		{"a turn starts on a fallback, its cooldown over", states.Idle, with(func(f *tr.Facts) { f.Signal, f.OnFallback, f.CooldownOver = tr.TurnStarted, true, true }), tr.Revert, states.Idle},
+		{"a turn starts on a fallback, its cooldown not over", states.Idle, with(func(f *tr.Facts) { f.Signal, f.OnFallback = tr.TurnStarted, true }), "", ""},
+		{"a turn starts on the primary", states.Idle, with(func(f *tr.Facts) { f.Signal, f.CooldownOver = tr.TurnStarted, true }), "", ""},
 		{"overflow", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error = classify.Overflow, true }), tr.Overflow, states.Compacting},
 		{"silent overflow", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Tokens = classify.Overflow, 250000 }), tr.Overflow, states.Compacting},
 		{"overflow too large to fit", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.TooLarge = classify.Overflow, true, true }), tr.TooLarge, states.Idle},
@@ -494,6 +580,9 @@ func TestTableMatchesSpec(t *testing.T) {
 		tr.Reply:            {[]states.State{idle, continuing}, tr.Stay, "replySucceeded"},
 		tr.AskCredentials:   {[]states.State{classifying}, tr.Stay, "awaitingCredential"},
 		tr.RetryNow:         {[]states.State{classifying}, backoff, "retryAfterSwitch"},
+		tr.Fallback:         {[]states.State{classifying}, continuing, "fallbackSwitch"},
+		tr.FallbackCompact:  {[]states.State{classifying}, compacting, "fallbackCompact"},
+		tr.Revert:           {[]states.State{idle}, tr.Stay, "cooldownOver"},
 		tr.Retry:            {[]states.State{classifying}, backoff, "retryAllowed"},
 		tr.Exhaust:          {[]states.State{classifying}, exhausted, "retriesExhausted"},
 		tr.ExhaustElapsed:   {[]states.State{classifying}, exhausted, "budgetExhausted"},

@@ -176,6 +176,9 @@ func runChat(args []string, env *environment) int {
 		var stop func()
 		narr, stop = narrate(s, env.stderr, words, width, waitPath, terminating.Load)
 		defer stop()
+		if words {
+			defer sayFallbacks(s, env.stderr)()
+		}
 	}
 	if *showEvents {
 		s.Subscribe(func(ev events.Event) {

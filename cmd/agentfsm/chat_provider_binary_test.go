@@ -350,3 +350,78 @@ func TestChatBinaryBudgetEndsTheChain(t *testing.T) {
 	assert.Contains(t, errOut, "would end past the time budget of 500ms")
 	assert.LessOrEqual(t, len(api.srv.Requests()), 3)
 }
+
+// TestChatBinaryModelFallback: issue 25 §1. A model that answers only 529
+// (Anthropic's overloaded_error, OpenAI's 503 "overloaded") and a fallback
+// model that answers: the turn succeeds on the fallback, whose request
+// names it, with a model_fallback event, and stderr says so in words
+// without --events; with fallback.after "overloaded" at the first
+// overload; without the fallback setting the turn fails as before.
+func TestChatBinaryModelFallback(t *testing.T) {
+	for _, api := range fakeAPIs(t) {
+		t.Run(api.name, func(t *testing.T) {
+			modelOf := func(r providertest.Request) string { s, _ := r.Body["model"].(string); return s }
+			// After exhaustion: the primary's chain (one try, two retries)
+			// then the fallback.
+			for range 3 {
+				api.srv.Push(api.transient())
+			}
+			api.srv.Push(api.ok("From the fallback."))
+			settings := `{"retry":{"baseDelayMs":1,"maxRetries":2},"fallback":{"models":["fallback-model"]}}`
+			code, out, errOut := runChatCmd(t, api.chatCmdWith(t, guard(t), settings, "--events", "hi"), "")
+			require.Equal(t, 0, code, errOut)
+			assert.Equal(t, "From the fallback.\n", out)
+			reqs := api.srv.Requests()
+			require.Len(t, reqs, 4)
+			primary := modelOf(reqs[0])
+			require.NotEmpty(t, primary)
+			for _, r := range reqs[:3] {
+				assert.Equal(t, primary, modelOf(r), "the chain runs on the primary")
+			}
+			assert.Equal(t, "fallback-model", modelOf(reqs[3]), "the request after the switch names the fallback")
+			var fallback *events.ModelFallback
+			var answered string
+			for _, ev := range eventLines(t, errOut) {
+				v, err := ev.Value()
+				require.NoError(t, err)
+				switch e := v.(type) {
+				case events.ModelFallback:
+					fallback = &e
+				case events.MessageEnd:
+					if e.Message.StopReason == "stop" {
+						answered = e.Message.Model
+					}
+				}
+			}
+			require.NotNil(t, fallback, errOut)
+			assert.Equal(t, primary, fallback.From)
+			assert.Equal(t, "fallback-model", fallback.To)
+			assert.Equal(t, events.FallbackExhausted, fallback.Reason)
+			assert.False(t, fallback.Until.IsZero())
+			assert.Equal(t, "fallback-model", answered, "the answer names the model that gave it")
+
+			// After the first overload, said in words.
+			before := len(api.srv.Requests())
+			api.srv.Push(api.transient(), api.ok("From the fallback."))
+			settings = `{"retry":{"baseDelayMs":1},"fallback":{"models":["fallback-model"],"after":"overloaded"}}`
+			code, out, errOut = runChatCmd(t, api.chatCmdWith(t, guard(t), settings, "hi"), "")
+			require.Equal(t, 0, code, errOut)
+			assert.Equal(t, "From the fallback.\n", out)
+			reqs = api.srv.Requests()[before:]
+			require.Len(t, reqs, 2)
+			assert.Equal(t, "fallback-model", modelOf(reqs[1]))
+			assert.Contains(t, errOut, "agentfsm chat: Model "+primary+" is overloaded: switching to fallback-model until ")
+
+			// Without the setting: the turn fails as it did.
+			before = len(api.srv.Requests())
+			for range 3 {
+				api.srv.Push(api.transient())
+			}
+			code, _, errOut = runChatCmd(t, api.chatCmdWith(t, guard(t), `{"retry":{"baseDelayMs":1,"maxRetries":2}}`, "--events", "hi"), "")
+			assert.NotEqual(t, 0, code)
+			assert.Len(t, api.srv.Requests(), before+3)
+			assert.Contains(t, errOut, "retries exhausted after 2 attempts")
+			assert.NotContains(t, errOut, "model_fallback")
+		})
+	}
+}

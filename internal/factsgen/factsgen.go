@@ -62,6 +62,12 @@ func Draw(t *rapid.T, b Bounds) transitions.Facts {
 		PromptOverWindow:   rapid.Bool().Draw(t, "promptOverWindow"),
 		ResetInMs:          millis().Draw(t, "resetInMs"),
 		ResetWaited:        rapid.Bool().Draw(t, "resetWaited"),
+		FallbackAvailable:  rapid.Bool().Draw(t, "fallbackAvailable"),
+		FallbackOnOverload: rapid.Bool().Draw(t, "fallbackOnOverload"),
+		Overloaded:         rapid.Bool().Draw(t, "overloaded"),
+		FallbackTooSmall:   rapid.Bool().Draw(t, "fallbackTooSmall"),
+		OnFallback:         rapid.Bool().Draw(t, "onFallback"),
+		CooldownOver:       rapid.Bool().Draw(t, "cooldownOver"),
 	}
 }
 

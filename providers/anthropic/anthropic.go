@@ -89,7 +89,9 @@ type Tool struct {
 
 // Options configure an Agent.
 type Options struct {
-	// Model is the model ID; DefaultModel when empty.
+	// Model is the model ID; DefaultModel when empty. A run whose
+	// RunRequest.Model is Anthropic's and names a model calls that one
+	// instead: the session's fallback model (docs/policy.md §3.9).
 	Model string
 	// MaxTokens is the output limit of one call; DefaultMaxTokens when 0.
 	MaxTokens int64

@@ -828,3 +828,25 @@ func TestToolRoundsUncapped(t *testing.T) {
 		assert.Equal(t, "done", lastText(s))
 	})
 }
+
+// Issue 25 §1: a run calls the model its request names (a session's
+// fallback model), and its messages name it.
+func TestRunCallsTheRequestsModel(t *testing.T) {
+	srv := providertest.NewAnthropic(t)
+	srv.Push(providertest.AnthropicMessage{Content: []providertest.AnthropicBlock{providertest.AnthropicText("a")}}.Reply())
+	a := newAgent(srv)
+	fallback := a.Model()
+	fallback.ID = "claude-haiku-4-5"
+	var last transcript.Message
+	err := a.Run(t.Context(), session.RunRequest{Context: []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("hi")}}, Model: fallback},
+		func(ev events.Event) {
+			if e, ok := ev.(events.MessageEnd); ok {
+				last = e.Message
+			}
+		})
+	require.NoError(t, err)
+	assert.Equal(t, "claude-haiku-4-5", last.Model)
+	reqs := srv.Requests()
+	require.Len(t, reqs, 1)
+	assert.Equal(t, "claude-haiku-4-5", reqs[0].Body["model"])
+}

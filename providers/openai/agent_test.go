@@ -302,3 +302,32 @@ func TestOpenAIReasoningGoesBackToItsModel(t *testing.T) {
 		})
 	}
 }
+
+// Issue 25 §1: a run calls the model its request names when it is of the
+// agent's provider (a session's fallback model), whatever Options.Model
+// says, and its messages name it; another provider's model leaves
+// Options.Model in place.
+func TestOpenAIRunCallsTheRequestsModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		fake := providertest.NewOpenAI(t)
+		fake.Push(providertest.OpenAICompletion{Content: "a"}.Reply(), providertest.OpenAICompletion{Content: "b"}.Reply())
+		agent := openai.New(openai.Options{Model: "gpt-4o", BaseURL: fake.BaseURL(), HTTPClient: fake.Client(), Secrets: credentials.EnvSecrets{Lookup: lookup}})
+		ctx := []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("hi")}}
+		var last transcript.Message
+		emit := func(ev events.Event) {
+			if e, ok := ev.(events.MessageEnd); ok {
+				last = e.Message
+			}
+		}
+		fallback := agent.Model()
+		fallback.ID = "gpt-4o-mini"
+		require.NoError(t, agent.Run(context.Background(), session.RunRequest{Context: ctx, Model: fallback}, emit))
+		assert.Equal(t, "gpt-4o-mini", last.Model)
+		require.NoError(t, agent.Run(context.Background(), session.RunRequest{Context: ctx, Model: policy.Model{Provider: "elsewhere", ID: "x"}}, emit))
+		assert.Equal(t, "gpt-4o", last.Model)
+		reqs := fake.Requests()
+		require.Len(t, reqs, 2)
+		assert.Equal(t, "gpt-4o-mini", reqs[0].Body["model"])
+		assert.Equal(t, "gpt-4o", reqs[1].Body["model"])
+	})
+}

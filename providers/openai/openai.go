@@ -39,7 +39,9 @@ const DefaultProvider = "openai"
 type Options struct {
 	// Model is the model ID sent with each request (such as
 	// "gpt-4o-mini", or "llama3.2" on Ollama); empty means the session's
-	// model (RunRequest.Model.ID).
+	// model (RunRequest.Model.ID). A run whose RunRequest.Model is of this
+	// agent's Provider and names a model calls that one instead: the
+	// session's fallback model (docs/policy.md §3.9).
 	Model string
 	// MaxTokens bounds each answer (max_completion_tokens); 0 leaves it to
 	// the server.
@@ -206,7 +208,7 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(event
 		return err
 	}
 	model := a.opts.Model
-	if model == "" {
+	if model == "" || (req.Model.Provider == a.opts.Provider && req.Model.ID != "") {
 		model = req.Model.ID
 	}
 	if model == "" {

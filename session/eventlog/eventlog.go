@@ -49,6 +49,12 @@ const (
 	KeyDeltaIndex  = "delta.index"
 	KeyDeltaText   = "delta.text"
 	KeyDropped     = "dropped.count"
+	// The model fallback's (model_fallback, model_revert): the model left,
+	// the model taken, why, and when the cooldown ends.
+	KeyFallbackFrom   = "fallback.from"
+	KeyFallbackTo     = "fallback.to"
+	KeyFallbackReason = "fallback.reason"
+	KeyFallbackUntil  = "fallback.until"
 )
 
 // Option configures Subscribe.
@@ -105,7 +111,7 @@ func levelOf(ev events.Event) slog.Level {
 	switch e := ev.(type) {
 	case events.MessageUpdate:
 		return LevelTrace
-	case events.AutoRetryStart, events.EventsDropped:
+	case events.AutoRetryStart, events.EventsDropped, events.ModelFallback:
 		return slog.LevelWarn
 	case events.AutoRetryEnd:
 		switch {
@@ -118,7 +124,7 @@ func levelOf(ev events.Event) slog.Level {
 		default:
 			return slog.LevelError
 		}
-	case events.AutoCompactionStart:
+	case events.AutoCompactionStart, events.ModelRevert:
 		return slog.LevelInfo
 	case events.AutoCompactionEnd:
 		if e.Result == nil && !e.Aborted {
@@ -207,6 +213,11 @@ func (lg *logger) attrs(ev events.Event) []slog.Attr {
 		add(slog.Int(KeyMessages, len(e.Messages)))
 	case events.EventsDropped:
 		add(slog.Int(KeyDropped, e.Count))
+	case events.ModelFallback:
+		add(slog.String(KeyFallbackFrom, e.From), slog.String(KeyFallbackTo, e.To), slog.String(KeyFallbackReason, string(e.Reason)),
+			slog.Time(KeyFallbackUntil, e.Until))
+	case events.ModelRevert:
+		add(slog.String(KeyFallbackFrom, e.From), slog.String(KeyFallbackTo, e.To))
 	}
 	return a
 }

@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 	"testing/synctest"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -324,4 +325,22 @@ func TestDeltasAtTraceLevel(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestModelFallback: a switch to a fallback model is a warning naming both
+// models, why and until when (issue 25 §1); its revert is info.
+func TestModelFallback(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, out := logger(slog.LevelInfo)
+		cfg := policy.DefaultConfig()
+		cfg.Fallback = &policy.FallbackConfig{Models: []policy.FallbackModel{{ID: "scripted-2"}}, After: "overloaded", CooldownMs: 1000}
+		s := newSession(t, []scripted.Call{fail("529 overloaded_error: Overloaded"), ok("fine"), ok("again")}, session.WithConfig(cfg))
+		eventlog.Subscribe(s, l)
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		time.Sleep(time.Second)
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		got := lines(t, out)
+		assert.Contains(t, got, "WARN model_fallback fallback.from=scripted-1 fallback.reason=overloaded fallback.to=scripted-2 fallback.until=2000-01-01T00:00:01Z")
+		assert.Contains(t, got, "INFO model_revert fallback.from=scripted-2 fallback.to=scripted-1")
+	})
 }

@@ -46,12 +46,16 @@ func EventType(ev events.Event) string {
 		return "turn_settled"
 	case events.EventsDropped:
 		return "events_dropped"
+	case events.ModelFallback:
+		return "model_fallback"
+	case events.ModelRevert:
+		return "model_revert"
 	}
 	return ""
 }
 
 // The events' wire forms (docs/rpc.md). Each but auto_retry_start's,
-// auto_retry_end's, auto_compaction_end's and turn_settled's has the fields of its session event, in the same order,
+// auto_retry_end's, auto_compaction_end's, model_fallback's and turn_settled's has the fields of its session event, in the same order,
 // so that a conversion turns one into the other; "type" is added in front.
 type (
 	messageEvent struct {
@@ -121,6 +125,19 @@ type (
 	}
 	eventsDropped struct {
 		Count int `json:"count"`
+	}
+	// modelFallback's until is RFC 3339 in UTC to the millisecond, and
+	// untilMs the same in Unix milliseconds.
+	modelFallback struct {
+		From    string                `json:"from"`
+		To      string                `json:"to"`
+		Reason  events.FallbackReason `json:"reason"`
+		Until   string                `json:"until"`
+		UntilMs int64                 `json:"untilMs"`
+	}
+	modelRevert struct {
+		From string `json:"from"`
+		To   string `json:"to"`
 	}
 )
 
@@ -303,6 +320,12 @@ func marshalEvent(ev events.Event) ([]byte, error) {
 		body = w
 	case events.EventsDropped:
 		body = eventsDropped(e)
+	case events.ModelFallback:
+		w := modelFallback{From: e.From, To: e.To, Reason: e.Reason}
+		w.Until, w.UntilMs = wireTime(e.Until)
+		body = w
+	case events.ModelRevert:
+		body = modelRevert(e)
 	default:
 		return nil, fmt.Errorf("rpc: not a session event: %T", ev)
 	}
@@ -404,6 +427,14 @@ func (e Event) Value() (events.Event, error) {
 		var w eventsDropped
 		decode(&w)
 		ev = events.EventsDropped(w)
+	case "model_fallback":
+		var w modelFallback
+		decode(&w)
+		ev = events.ModelFallback{From: w.From, To: w.To, Reason: w.Reason, Until: timeOfWire(w.UntilMs)}
+	case "model_revert":
+		var w modelRevert
+		decode(&w)
+		ev = events.ModelRevert(w)
 	default:
 		return nil, fmt.Errorf("rpc: unknown event type %q", e.Type)
 	}

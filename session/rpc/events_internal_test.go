@@ -62,6 +62,9 @@ func TestEventWireForms(t *testing.T) {
 		{events.StateChange{From: "classifying", To: "backoff", Trigger: "retry"}, `{"type":"state_change","from":"classifying","to":"backoff","event":"retry"}`},
 		{events.TurnSettled{}, `{"type":"turn_settled","success":true}`},
 		{events.EventsDropped{Count: 4}, `{"type":"events_dropped","count":4}`},
+		{events.ModelFallback{From: "claude-opus-4-5", To: "claude-sonnet-4-5", Reason: events.FallbackOverloaded, Until: time.Date(2026, 12, 1, 15, 5, 0, 0, time.UTC)},
+			`{"type":"model_fallback","from":"claude-opus-4-5","to":"claude-sonnet-4-5","reason":"overloaded","until":"2026-12-01T15:05:00.000Z","untilMs":1796137500000}`},
+		{events.ModelRevert{From: "claude-sonnet-4-5", To: "claude-opus-4-5"}, `{"type":"model_revert","from":"claude-sonnet-4-5","to":"claude-opus-4-5"}`},
 	}
 	for _, c := range cases {
 		b, err := marshalEvent(c.ev)

@@ -62,6 +62,14 @@ type State struct {
 	// absent otherwise.
 	ResetAt   string `json:"resetAt,omitempty"`
 	ResetAtMs int64  `json:"resetAtMs,omitempty"`
+	// ActiveModel is, with the fallback setting, the ID of the model the
+	// session's runs call (Model's, or a fallback model's); absent
+	// without the setting. FallbackUntil and FallbackUntilMs are, on a
+	// fallback model, when its cooldown ends and the next turn goes back
+	// to Model; absent otherwise. Not in the reference's get_state.
+	ActiveModel     string `json:"activeModel,omitempty"`
+	FallbackUntil   string `json:"fallbackUntil,omitempty"`
+	FallbackUntilMs int64  `json:"fallbackUntilMs,omitempty"`
 }
 
 // RetryBudget is the time budget of a retry chain in progress (see
@@ -110,6 +118,8 @@ func StateOf(id string, m policy.Model, st policy.Status, truncated []transcript
 		LastCompaction: last, RetryBudget: budget,
 	}
 	out.ResetAt, out.ResetAtMs = wireTime(st.ResetAt)
+	out.ActiveModel = st.ActiveModel
+	out.FallbackUntil, out.FallbackUntilMs = wireTime(st.FallbackUntil)
 	return out
 }
 

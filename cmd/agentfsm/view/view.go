@@ -127,9 +127,32 @@ func (m *Model) Apply(ev events.Event, now time.Time) {
 		default:
 			m.say("Auto-compaction failed: nothing to compact")
 		}
+	case events.ModelFallback:
+		m.say(FallbackWords(e))
+	case events.ModelRevert:
+		m.say(RevertWords(e))
 	case events.TurnSettled:
 		*m = Model{lines: m.lines}
 	}
+}
+
+// FallbackWords says a model fallback in words: "Model claude-opus-4-5 is
+// overloaded: switching to claude-sonnet-4-5 until 15:05:00 UTC".
+func FallbackWords(e events.ModelFallback) string {
+	why := "keeps failing"
+	switch e.Reason {
+	case events.FallbackOverloaded:
+		why = "is overloaded"
+	case events.FallbackUsageLimit:
+		why = "hit a usage limit"
+	}
+	return fmt.Sprintf("Model %s %s: switching to %s until %s UTC", e.From, why, e.To, e.Until.UTC().Format(time.TimeOnly))
+}
+
+// RevertWords says the end of a fallback in words: "Back to model
+// claude-opus-4-5 (from claude-sonnet-4-5)".
+func RevertWords(e events.ModelRevert) string {
+	return fmt.Sprintf("Back to model %s (from %s)", e.To, e.From)
 }
 
 // Spinner returns the spinner's text at now, "" when there is none. A
