@@ -57,8 +57,11 @@ type Engine struct {
 	run     *run
 	pending *step // a decision waiting for the credential store's answer
 	wait    wait
-	comp    *compaction
-	turn    *turn
+	// shared is the shared limit the backoff in progress waits out
+	// (wait_shared); nil for any other backoff.
+	shared *sharedWait
+	comp   *compaction
+	turn   *turn
 
 	out     []Effect
 	entries []transcript.Entry // recorded by the input in progress
@@ -147,6 +150,13 @@ type Status struct {
 	LastCompaction         transcript.CompactionReason `json:"lastCompaction,omitempty"`
 	CompactionTokensBefore int                         `json:"compactionTokensBefore,omitempty"`
 	CompactionTokensAfter  int                         `json:"compactionTokensAfter,omitempty"`
+	// SharedLimitKey, SharedLimitReason and SharedLimitUntil are set
+	// while the session waits on a limit shared by the sessions of its
+	// process (rule wait_shared): the key it holds (provider and
+	// credential), why, and until when; empty otherwise.
+	SharedLimitKey    string    `json:"sharedLimitKey,omitempty"`
+	SharedLimitReason string    `json:"sharedLimitReason,omitempty"`
+	SharedLimitUntil  time.Time `json:"sharedLimitUntil,omitzero"`
 	// ResetAt is, while the backoff waits for a usage limit's reset
 	// (retry.waitForReset), when the limit resets and the retry goes: the
 	// backoff's deadline. Zero otherwise.
@@ -172,6 +182,9 @@ func (e *Engine) Status() Status {
 		CompactionTokensBefore: last.before,
 		CompactionTokensAfter:  last.after,
 		ResetAt:                e.resetAt(),
+	}
+	if sh := e.shared; sh != nil && e.wait.pending() {
+		st.SharedLimitKey, st.SharedLimitReason, st.SharedLimitUntil = sh.key, sh.reason, e.wait.end()
 	}
 	if budget := e.cfg.Retry.MaxElapsedMs; budget > 0 && e.attempt > 0 {
 		st.MaxElapsedMs, st.RetryStarted = budget, e.chain.started()

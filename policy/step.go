@@ -27,6 +27,8 @@ type step struct {
 	instructions string
 	// continuation: the run decided on was a continuation.
 	continuation bool
+	// hold is the shared limit that held the run (SharedHoldMs).
+	hold *sharedWait
 }
 
 // fire is the engine's one generic step: it takes the rule of the table

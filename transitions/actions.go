@@ -54,6 +54,8 @@ const (
 	FailTurnResetTooFar      Action = "failTurn(resetTooFar)"
 	// EndChainExhaustedReset: the usage limit's reset is too far to wait for.
 	EndChainExhaustedReset Action = "endChain(exhausted, reset)"
+	// ScheduleSharedWait: a limit shared by sessions holds the run's key.
+	ScheduleSharedWait Action = "scheduleSharedWait"
 )
 
 // actionDocs says what each action does: docs/state-machine.md lists them.
@@ -97,6 +99,7 @@ var actionDocs = map[Action]string{
 	FailTurnRetryCancelled:   "fails the turn with ErrRetryCancelled",
 	FailTurnTooLarge:         "fails the turn with ErrOverflow and why: \"the last message alone is N tokens, over the model's window of W\", N by the calibrated count",
 	FailTurnResetTooFar:      "fails the turn with an ExhaustedError that names the reset time (RFC 3339) and retry.maxResetWaitMs",
+	ScheduleSharedWait:       "emits `shared_limit_wait` (the key, the deadline, the reason) and arms the backoff timer for the shared limit's deadline; no attempt is counted and no message is removed (the run made no call); when the wait ends a continuation starts, which asks the limit again",
 }
 
 // Doc says what the action does, "" for an action the table does not know.
@@ -131,5 +134,6 @@ func Actions() []Action {
 		FailTurnMessage, FailTurnAborted, FailTurnRetryCancelled, FailTurnTooLarge,
 		EndChainExhaustedElapsed, FailTurnExhaustedElapsed,
 		ScheduleResetWait, FailTurnResetTooFar, EndChainExhaustedReset,
+		ScheduleSharedWait,
 	}
 }

@@ -167,6 +167,13 @@ type Facts struct {
 	// CurrentTimer reports, with TimerFired, that the timer belongs to the
 	// backoff in progress (not to an earlier, cancelled one).
 	CurrentTimer bool
+
+	// SharedHoldMs is, with RunEnded, how long a limit shared by the
+	// sessions of a process (session.WithLimiter) holds the key of the
+	// run's provider and credential, in milliseconds from now: above 0,
+	// the run was held there and made no call; 0 when no shared limit
+	// held it.
+	SharedHoldMs int64
 }
 
 // CompactionThreshold returns the token count above which a context of window tokens
@@ -255,6 +262,10 @@ func (f Facts) waitsForReset() bool {
 	return f.retryableError() && f.RetryEnabled && f.countLeft() && !f.CredentialSwitched &&
 		(f.UsageLimit || f.HintOverCap) && f.WaitForReset && f.ResetKnown
 }
+
+// sharedHold reports whether a shared limit held the run that ended: it
+// made no call, and the session waits out the limit's deadline.
+func (f Facts) sharedHold() bool { return f.Signal == RunEnded && f.SharedHoldMs > 0 }
 
 // successLike reports whether M is not an error: no error class, or a silent
 // or truncated overflow (Class Overflow without stopReason "error").

@@ -27,6 +27,10 @@ func specNext(s states.State, f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 	case states.Idle, states.Continuing:
 		switch f.Signal {
 		case tr.RunEnded:
+			// Issue 25 §2: a shared limit held the run; it made no call.
+			if f.SharedHoldMs > 0 {
+				return tr.WaitShared, []tr.Action{tr.ScheduleSharedWait}, true
+			}
 			if !f.Started {
 				return tr.StartFailed, []tr.Action{tr.EndChainFailed, tr.FailTurnStartFailed}, true
 			}
@@ -381,6 +385,8 @@ func TestNextEveryStateAndTrigger(t *testing.T) {
 		{"fatal error", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Tokens = classify.Fatal, true, 170001 }), tr.Accept, states.Idle},
 		{"success", states.Classifying, ended(func(*tr.Facts) {}), tr.Accept, states.Idle},
 		{"Abort while the store is asked", states.Classifying, with(func(f *tr.Facts) { f.Signal = tr.AbortCalled }), tr.Cancel, states.Cancelled},
+		{"a shared limit holds the user's run", states.Idle, with(func(f *tr.Facts) { f.Signal, f.SharedHoldMs = tr.RunEnded, 1 }), tr.WaitShared, states.Backoff},
+		{"a shared limit holds a continuation", states.Continuing, with(func(f *tr.Facts) { f.Signal, f.Started, f.SharedHoldMs = tr.RunEnded, true, 2000 }), tr.WaitShared, states.Backoff},
 		{"the wait ends", states.Backoff, with(func(f *tr.Facts) { f.Signal, f.CurrentTimer = tr.TimerFired, true }), tr.Elapsed, states.Continuing},
 		{"an earlier backoff's timer", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.TimerFired }), "", ""},
 		{"AbortRetry in backoff", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.AbortRetryCalled }), tr.CancelRetry, states.Cancelled},
@@ -438,6 +444,7 @@ func TestTableMatchesSpec(t *testing.T) {
 		tr.AgentEnd:         {[]states.State{idle, continuing}, classifying, "runEnded"},
 		tr.StartFailed:      {[]states.State{idle, continuing}, idle, "startFailed"},
 		tr.Reply:            {[]states.State{idle, continuing}, tr.Stay, "replySucceeded"},
+		tr.WaitShared:       {[]states.State{idle, continuing}, backoff, "sharedLimitHolds"},
 		tr.AskCredentials:   {[]states.State{classifying}, tr.Stay, "awaitingCredential"},
 		tr.RetryNow:         {[]states.State{classifying}, backoff, "retryAfterSwitch"},
 		tr.Retry:            {[]states.State{classifying}, backoff, "retryAllowed"},

@@ -58,6 +58,7 @@ func Draw(t *rapid.T, b Bounds) transitions.Facts {
 		WaitForReset:       rapid.Bool().Draw(t, "waitForReset"),
 		ResetKnown:         rapid.Bool().Draw(t, "resetKnown"),
 		ResetWithin:        rapid.Bool().Draw(t, "resetWithin"),
+		SharedHoldMs:       millis().Draw(t, "sharedHoldMs"),
 	}
 }
 

@@ -46,6 +46,8 @@ func EventType(ev events.Event) string {
 		return "turn_settled"
 	case events.EventsDropped:
 		return "events_dropped"
+	case events.SharedLimitWait:
+		return "shared_limit_wait"
 	}
 	return ""
 }
@@ -121,6 +123,15 @@ type (
 	}
 	eventsDropped struct {
 		Count int `json:"count"`
+	}
+	// sharedLimitWait carries Until as RFC 3339 (in UTC, to the
+	// millisecond) and as Unix milliseconds, as auto_retry_start carries
+	// resetAt.
+	sharedLimitWait struct {
+		Key     string `json:"key"`
+		Until   string `json:"until"`
+		UntilMs int64  `json:"untilMs"`
+		Reason  string `json:"reason"`
 	}
 )
 
@@ -300,6 +311,10 @@ func marshalEvent(ev events.Event) ([]byte, error) {
 		body = w
 	case events.EventsDropped:
 		body = eventsDropped(e)
+	case events.SharedLimitWait:
+		w := sharedLimitWait{Key: wireText(e.Key), Reason: wireText(e.Reason)}
+		w.Until, w.UntilMs = wireTime(e.Until)
+		body = w
 	default:
 		return nil, fmt.Errorf("rpc: not a session event: %T", ev)
 	}
@@ -401,6 +416,10 @@ func (e Event) Value() (events.Event, error) {
 		var w eventsDropped
 		decode(&w)
 		ev = events.EventsDropped(w)
+	case "shared_limit_wait":
+		var w sharedLimitWait
+		decode(&w)
+		ev = events.SharedLimitWait{Key: w.Key, Until: timeOfWire(w.UntilMs), Reason: w.Reason}
 	default:
 		return nil, fmt.Errorf("rpc: unknown event type %q", e.Type)
 	}

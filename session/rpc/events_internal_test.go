@@ -62,6 +62,8 @@ func TestEventWireForms(t *testing.T) {
 		{events.StateChange{From: "classifying", To: "backoff", Trigger: "retry"}, `{"type":"state_change","from":"classifying","to":"backoff","event":"retry"}`},
 		{events.TurnSettled{}, `{"type":"turn_settled","success":true}`},
 		{events.EventsDropped{Count: 4}, `{"type":"events_dropped","count":4}`},
+		{events.SharedLimitWait{Key: "anthropic/work", Until: time.UnixMilli(1767225602000).UTC(), Reason: "rate_limited"},
+			`{"type":"shared_limit_wait","key":"anthropic/work","until":"2026-01-01T00:00:02.000Z","untilMs":1767225602000,"reason":"rate_limited"}`},
 	}
 	for _, c := range cases {
 		b, err := marshalEvent(c.ev)
