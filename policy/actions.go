@@ -54,7 +54,8 @@ func scheduleSharedWait(e *Engine, s *step) { e.scheduleSharedWait(s) }
 func removeFailed(e *Engine, s *step) { e.removeMessage(s.at, s.msg.ID) }
 
 func startContinuation(e *Engine, _ *step) {
-	e.wait, e.resetWait, e.shared = wait{}, false, nil
+	e.wait, e.resetWait = wait{}, false
+	e.setShared(nil)
 	e.startRun(nil)
 }
 

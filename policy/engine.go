@@ -57,10 +57,7 @@ type Engine struct {
 	run     *run
 	pending *step // a decision waiting for the credential store's answer
 	wait    wait
-	// shared is the shared limit the backoff in progress waits out
-	// (wait_shared); nil for any other backoff.
-	shared *sharedWait
-	comp   *compaction
+	comp    *compaction
 	turn   *turn
 
 	out     []Effect
@@ -183,7 +180,7 @@ func (e *Engine) Status() Status {
 		CompactionTokensAfter:  last.after,
 		ResetAt:                e.resetAt(),
 	}
-	if sh := e.shared; sh != nil && e.wait.pending() {
+	if sh := e.sharedWait(); sh != nil {
 		st.SharedLimitKey, st.SharedLimitReason, st.SharedLimitUntil = sh.key, sh.reason, e.wait.end()
 	}
 	if budget := e.cfg.Retry.MaxElapsedMs; budget > 0 && e.attempt > 0 {

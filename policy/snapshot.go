@@ -114,7 +114,7 @@ func (e *Engine) Snapshot() Snapshot {
 		d := w.end()
 		s.Deadline = &d
 		s.ResetWait = e.resetWait
-		if sh := e.shared; sh != nil {
+		if sh := e.sharedWait(); sh != nil {
 			s.SharedWait, s.SharedLimitKey, s.SharedLimitReason = true, sh.key, sh.reason
 		}
 	}
@@ -272,7 +272,7 @@ func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, [
 		e.startWait(*snap.Deadline)
 		e.resetWait = snap.ResetWait
 		if snap.SharedWait {
-			e.shared = &sharedWait{key: snap.SharedLimitKey, reason: snap.SharedLimitReason}
+			e.setShared(&sharedWait{key: snap.SharedLimitKey, reason: snap.SharedLimitReason})
 		}
 	}
 	return e, e.end(at), nil
@@ -357,6 +357,9 @@ func (s Snapshot) check() error {
 	}
 	if s.SharedWait && s.State != states.Backoff {
 		return fmt.Errorf("sharedWait: set in state %q (a wait on a shared limit is a backoff)", s.State)
+	}
+	if s.SharedWait && !s.Turn {
+		return errors.New("sharedWait: set with no turn in flight (a shared limit holds a turn's run)")
 	}
 	if s.SharedWait && s.ResetWait {
 		return errors.New("sharedWait: set with resetWait (a backoff waits for one deadline)")

@@ -213,6 +213,8 @@ func (p *player) eventLine(ev events.Event) string {
 		return fmt.Sprintf("message %s %s", m.ID, m.StopReason)
 	case events.AgentEnd:
 		return fmt.Sprintf("agent_end %s", ids(ev.Messages))
+	case events.SharedLimitWait:
+		return fmt.Sprintf("shared_limit_wait %s %s until=%s", ev.Key, ev.Reason, ev.Until.Sub(p.now))
 	}
 	// agent_start, message_start and message_update are the agent's own,
 	// passed through: left out.

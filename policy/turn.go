@@ -27,6 +27,9 @@ type turn struct {
 	// for the compaction that recovers from it in the same input (see
 	// overflowCut).
 	overflow overflowCount
+	// shared is the limit shared by sessions that the backoff in
+	// progress waits out (wait_shared); nil for any other backoff.
+	shared *sharedWait
 }
 
 // busy reports whether a turn, a run or a compaction is in flight.

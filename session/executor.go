@@ -21,12 +21,12 @@ type executor struct {
 	timer   *time.Timer
 	timerID policy.TimerID
 
-	runID      policy.RunID
-	runCancel  context.CancelCauseFunc
+	runID     policy.RunID
+	runCancel context.CancelCauseFunc
 	// limited is the run the limiter admitted and has not been told the
 	// end of (WithLimiter): its provider and credential, and its last
 	// assistant message so far.
-	limited *limitedRun
+	limited    *limitedRun
 	compID     policy.CompactionID
 	compCancel context.CancelCauseFunc
 
