@@ -58,7 +58,7 @@ type Engine struct {
 	pending *step // a decision waiting for the credential store's answer
 	wait    wait
 	comp    *compaction
-	turn   *turn
+	turn    *turn
 
 	out     []Effect
 	entries []transcript.Entry // recorded by the input in progress

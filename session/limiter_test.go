@@ -1,8 +1,10 @@
 package session_test
 
 import (
+	"bytes"
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"testing"
 	"testing/synctest"
@@ -286,4 +288,69 @@ func TestSharedDeadlineNeverRunThrough(t *testing.T) {
 			}
 		})
 	})
+}
+
+// panickingLimiter panics in both of its methods.
+type panickingLimiter struct{}
+
+func (panickingLimiter) Admit(string, string) (time.Time, string, string) { panic("admit exploded") }
+func (panickingLimiter) Done(string, string, *transcript.Message)         { panic("done exploded") }
+
+// heldForEver holds every run for an hour, with a key and reason that are
+// not UTF-8.
+type heldForEver struct{}
+
+func (heldForEver) Admit(string, string) (time.Time, string, string) {
+	return time.Now().Add(time.Hour), "key\xff", "why\xfe"
+}
+func (heldForEver) Done(string, string, *transcript.Message) {}
+
+// TestHostileLimiters: a limiter that panics is logged and admits the run;
+// one that holds every run for ever is waited on until Abort, which
+// returns at once; text that is not UTF-8 is cleaned.
+func TestHostileLimiters(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		var buf safeBuffer
+		s, _, _ := newSession(t, []scripted.Call{ok("fine")}, session.WithLimiter(panickingLimiter{}),
+			session.WithLogger(slog.New(slog.NewTextHandler(&buf, nil))))
+		require.NoError(t, s.Prompt(context.Background(), "hi"))
+		s.Flush()
+		assert.Contains(t, buf.String(), "in=limiter panic=\"admit exploded\"")
+		assert.Contains(t, buf.String(), "in=limiter panic=\"done exploded\"")
+	})
+	bubble(t, func(t *testing.T) {
+		s, agent, rec := newSession(t, []scripted.Call{ok("never")}, session.WithLimiter(heldForEver{}))
+		done := promptAsync(s, "hi")
+		time.Sleep(3 * time.Hour)
+		synctest.Wait()
+		st := s.Status()
+		assert.Equal(t, states.Backoff, st.State)
+		assert.Equal(t, "key\uFFFD", st.SharedLimitKey)
+		assert.Equal(t, "why\uFFFD", st.SharedLimitReason)
+		assert.Equal(t, 1, agent.Remaining(), "no call in three hours")
+		assert.Equal(t, 4, count(rec.lines(), "shared_limit_wait"), "asked again at each deadline")
+		start := time.Now()
+		s.Abort()
+		require.ErrorIs(t, <-done, policy.ErrAborted)
+		assert.Zero(t, time.Since(start))
+		assert.Equal(t, states.Idle, s.Status().State)
+	})
+}
+
+// safeBuffer is a bytes.Buffer safe for concurrent use.
+type safeBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *safeBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *safeBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -42,10 +42,6 @@ const (
 	CheckOverflow  Trigger = "check_overflow"
 	CheckThreshold Trigger = "check_threshold"
 	Elapsed        Trigger = "elapsed"
-	// WaitShared: a limit shared by the sessions of a process holds the
-	// key of the run about to start: the session waits in backoff until
-	// the limit's deadline instead of calling.
-	WaitShared Trigger = "wait_shared"
 	Compact        Trigger = "compact"
 	// CompactInBackoff: Compact during a backoff ends the chain first.
 	CompactInBackoff Trigger = "compact_in_backoff"
@@ -59,6 +55,12 @@ const (
 	// CancelCompaction: AbortCompaction stopped the compaction in flight.
 	CancelCompaction Trigger = "cancel_compaction"
 	Reset            Trigger = "reset"
+
+	// WaitShared (after reply in the table): a limit shared by the
+	// sessions of a process holds the key of the run about to start: the
+	// session waits in backoff until the limit's deadline instead of
+	// calling.
+	WaitShared Trigger = "wait_shared"
 )
 
 // String returns the trigger's name.
