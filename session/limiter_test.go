@@ -156,12 +156,11 @@ type standIn struct {
 	// hint is the retry-after of each 429, in seconds.
 	hint string
 
-	mu       sync.Mutex
-	during   int
-	after    int
-	calls    []time.Time
-	limited  []time.Time // when each 429 was answered
-	provider string
+	mu      sync.Mutex
+	during  int
+	after   int
+	calls   []time.Time
+	limited []time.Time // when each 429 was answered
 }
 
 func (a *standIn) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {

@@ -76,10 +76,7 @@ func TestSharedLimitOnTheWorker(t *testing.T) {
 	require.Len(t, lim.done, 1, "told the end of the run it admitted")
 	assert.Equal(t, transcript.StopReasonStop, lim.done[0].StopReason)
 	until := start.Add(2 * time.Second)
-	var lines []string
-	for _, l := range snk.all() {
-		lines = append(lines, l)
-	}
+	lines := snk.all()
 	assert.Contains(t, lines, `{"type":"shared_limit_wait","key":"scripted/","until":"`+until.Format("2006-01-02T15:04:05.000Z07:00")+`","untilMs":`+strconv.FormatInt(until.UnixMilli(), 10)+`,"reason":"rate_limited"}`)
 	assert.Contains(t, lines, `{"type":"state_change","from":"idle","to":"backoff","event":"wait_shared"}`)
 }
