@@ -6,6 +6,7 @@ require (
 	charm.land/bubbletea/v2 v2.1.1
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0
 	github.com/charmbracelet/x/term v0.2.2
+	github.com/failsafe-go/failsafe-go v0.9.8
 	github.com/goccy/go-graphviz v0.2.10
 	github.com/looplab/fsm v1.0.3
 	github.com/openai/openai-go/v3 v3.98.0
@@ -25,6 +26,7 @@ require (
 
 require (
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
+	github.com/bits-and-blooms/bitset v1.24.6 // indirect
 	github.com/buger/jsonparser v1.1.2 // indirect
 	github.com/cenkalti/backoff/v5 v5.0.3 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect

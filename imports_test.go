@@ -46,6 +46,7 @@ var layers = map[string]int{
 	"policy":                6,
 	"history":               7,
 	"credentials":           7,
+	"limiter":               7,
 	"session":               8,
 	"session/scripted":      9,
 	"session/rpc":           9,

@@ -184,6 +184,20 @@ type (
 		Err        error
 		ErrorClass classify.Class
 	}
+	// SharedLimitWait: a limit shared by the sessions of a process
+	// (session.WithLimiter) holds Key, the session's provider and
+	// credential, until Until: the run about to start made no call, and
+	// the session waits in backoff until then before it asks again.
+	// Reason says why the key is held: "rate_limited" or "overloaded" (a
+	// session on the key was told to wait, by a 429 or a 529 with a retry
+	// hint), "circuit_open" (overload failures on the key opened its
+	// circuit) or "probe" (the circuit is half-open and another session's
+	// run is its one probe).
+	SharedLimitWait struct {
+		Key    string
+		Until  time.Time
+		Reason string
+	}
 	// EventsDropped: a subscriber with a bounded buffer fell behind and
 	// Count events were not delivered to it. Only that subscriber sees it.
 	EventsDropped struct {
@@ -241,3 +255,4 @@ func (TurnSettled) event()         {}
 func (EventsDropped) event()       {}
 func (ModelFallback) event()       {}
 func (ModelRevert) event()         {}
+func (SharedLimitWait) event()     {}

@@ -26,7 +26,7 @@ var all = []events.Event{
 	events.MessageEnd{}, events.CallEnd{}, events.AgentEnd{}, events.AutoRetryStart{},
 	events.AutoRetryEnd{Outcome: events.RetryRecovered}, events.AutoCompactionStart{}, events.AutoCompactionEnd{},
 	events.StateChange{From: states.Idle, To: states.Classifying, Trigger: transitions.AgentEnd}, events.TurnSettled{}, events.EventsDropped{},
-	events.ModelFallback{}, events.ModelRevert{},
+	events.ModelFallback{}, events.ModelRevert{}, events.SharedLimitWait{},
 }
 
 // eventTypes returns, by name, the doc comment of every type of the package

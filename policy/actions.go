@@ -25,7 +25,7 @@ var actions = [...]func(e *Engine, s *step){
 	failTurnMessage, failTurnAborted, failTurnRetryCancelled, failTurnTooLarge,
 	endChainExhaustedElapsed, failTurnExhaustedElapsed,
 	scheduleResetWait, failTurnResetTooFar, endChainExhaustedReset,
-	switchModel, revertModel,
+	switchModel, revertModel, scheduleSharedWait,
 }
 
 // act carries out the action a for the step s, and reports whether it
@@ -49,10 +49,13 @@ func scheduleRetryNow(e *Engine, s *step) { e.scheduleRetry(s, 0) }
 
 func scheduleResetWait(e *Engine, s *step) { e.scheduleResetWait(s) }
 
+func scheduleSharedWait(e *Engine, s *step) { e.scheduleSharedWait(s) }
+
 func removeFailed(e *Engine, s *step) { e.removeMessage(s.at, s.msg.ID) }
 
 func startContinuation(e *Engine, _ *step) {
 	e.wait, e.resetWait = wait{}, false
+	e.setShared(nil)
 	e.startRun(nil)
 }
 

@@ -168,6 +168,13 @@ type Status struct {
 	LastCompaction         transcript.CompactionReason `json:"lastCompaction,omitempty"`
 	CompactionTokensBefore int                         `json:"compactionTokensBefore,omitempty"`
 	CompactionTokensAfter  int                         `json:"compactionTokensAfter,omitempty"`
+	// SharedLimitKey, SharedLimitReason and SharedLimitUntil are set
+	// while the session waits on a limit shared by the sessions of its
+	// process (rule wait_shared): the key it holds (provider and
+	// credential), why, and until when; empty otherwise.
+	SharedLimitKey    string    `json:"sharedLimitKey,omitempty"`
+	SharedLimitReason string    `json:"sharedLimitReason,omitempty"`
+	SharedLimitUntil  time.Time `json:"sharedLimitUntil,omitzero"`
 	// ResetAt is, while the backoff waits for a usage limit's reset
 	// (retry.waitForReset), when the limit resets and the retry goes: the
 	// backoff's deadline. Zero otherwise.
@@ -200,6 +207,9 @@ func (e *Engine) Status() Status {
 		CompactionTokensBefore: last.before,
 		CompactionTokensAfter:  last.after,
 		ResetAt:                e.resetAt(),
+	}
+	if sh := e.sharedWait(); sh != nil {
+		st.SharedLimitKey, st.SharedLimitReason, st.SharedLimitUntil = sh.key, sh.reason, e.wait.end()
 	}
 	if budget := e.cfg.Retry.MaxElapsedMs; budget > 0 && e.attempt > 0 {
 		st.MaxElapsedMs, st.RetryStarted = budget, e.chain.started()

@@ -45,7 +45,24 @@ type RunReturn struct {
 	// Credential is the ID of the credential the run called its provider
 	// with, "" for none: the retry it leads to names it.
 	Credential string
+	// HeldUntil is set when the driver did not start the run because a
+	// limit shared by the sessions of a process (session.WithLimiter)
+	// holds the key of its provider and credential until then: the run
+	// made no call, and the session waits in backoff until HeldUntil
+	// (rule wait_shared) before it asks again. HeldKey names the key and
+	// HeldReason why it is held, as the shared_limit_wait event reports
+	// them. A HeldUntil at or before the run's end waits 1 ms; one more
+	// than a day away waits a day, then asks again.
+	HeldUntil  time.Time
+	HeldKey    string
+	HeldReason string
 }
+
+// maxSharedHold is the longest a shared limit holds a run in one wait: a
+// HeldUntil further away waits this long and asks again, so that no
+// deadline leaves the years an Engine keeps (a limiter's clock or
+// arithmetic gone wrong must not make one).
+const maxSharedHold = 24 * time.Hour
 
 // errNoAssistantMessage is the error of a run that returned without making
 // a model call and without an error of its own.
@@ -175,6 +192,10 @@ func (e *Engine) RunReturned(at time.Time, id RunID, ret RunReturn) []Effect {
 	ret.Err = wiretext.Error(ret.Err)
 	if r.aborted {
 		e.endRun(r)
+	} else if !ret.HeldUntil.IsZero() && !r.emitted {
+		hold := &sharedWait{key: wiretext.String(ret.HeldKey), reason: wiretext.String(ret.HeldReason)}
+		wait := min(max(ceilMs(ret.HeldUntil.Sub(at)), time.Millisecond), maxSharedHold)
+		e.fire(&step{at: at, hold: hold, continuation: r.continuation, facts: transitions.Facts{Signal: transitions.RunEnded, SharedHoldMs: wait.Milliseconds()}})
 	} else if err := e.closeRun(at, r, ret); err != nil {
 		e.fire(&step{at: at, err: err, continuation: r.continuation, facts: transitions.Facts{Signal: transitions.RunEnded}})
 	} else {

@@ -96,6 +96,15 @@ type Snapshot struct {
 	// they were recorded.
 	ActiveModel   string     `json:"activeModel,omitempty"`
 	FallbackUntil *time.Time `json:"fallbackUntil,omitempty"`
+	// SharedWait reports that the backoff in progress waits out a limit
+	// shared by the sessions of a process (rule wait_shared): Deadline is
+	// the limit's, SharedLimitKey and SharedLimitReason what held it. Such
+	// a backoff may wait with no retry chain active (attempt 0): it held
+	// the user's run. The restored engine waits to the same instant, then
+	// asks its driver's limiter again.
+	SharedWait        bool   `json:"sharedWait,omitempty"`
+	SharedLimitKey    string `json:"sharedLimitKey,omitempty"`
+	SharedLimitReason string `json:"sharedLimitReason,omitempty"`
 }
 
 // What a Snapshot's InFlight names.
@@ -122,6 +131,9 @@ func (e *Engine) Snapshot() Snapshot {
 		d := w.end()
 		s.Deadline = &d
 		s.ResetWait = e.resetWait
+		if sh := e.sharedWait(); sh != nil {
+			s.SharedWait, s.SharedLimitKey, s.SharedLimitReason = true, sh.key, sh.reason
+		}
 	}
 	if e.attempt > 0 && e.chain.start != 0 {
 		c := e.chain.started()
@@ -291,6 +303,9 @@ func Restore(setup Setup, snap Snapshot, at time.Time, draw float64) (*Engine, [
 	if snap.Deadline != nil {
 		e.startWait(*snap.Deadline)
 		e.resetWait = snap.ResetWait
+		if snap.SharedWait {
+			e.setShared(&sharedWait{key: snap.SharedLimitKey, reason: snap.SharedLimitReason})
+		}
 	}
 	return e, e.end(at), nil
 }
@@ -372,8 +387,23 @@ func (s Snapshot) check() error {
 	if s.Attempt != 0 && (s.State == states.Idle || s.State == states.Compacting) {
 		return fmt.Errorf("attempt: %d in state %q (a retry chain is active only in backoff or continuing)", s.Attempt, s.State)
 	}
-	if s.Attempt == 0 && s.State == states.Backoff {
-		return errors.New("attempt: 0 in state backoff (a backoff waits for a retry, attempt 1 or more)")
+	if s.Attempt == 0 && s.State == states.Backoff && !s.SharedWait {
+		return errors.New("attempt: 0 in state backoff (a backoff waits for a retry, attempt 1 or more, or out a shared limit)")
+	}
+	if s.SharedWait && s.State != states.Backoff {
+		return fmt.Errorf("sharedWait: set in state %q (a wait on a shared limit is a backoff)", s.State)
+	}
+	if s.SharedWait && !s.Turn {
+		return errors.New("sharedWait: set with no turn in flight (a shared limit holds a turn's run)")
+	}
+	if s.SharedWait && s.ResetWait {
+		return errors.New("sharedWait: set with resetWait (a backoff waits for one deadline)")
+	}
+	if !utf8.ValidString(s.SharedLimitKey) || !utf8.ValidString(s.SharedLimitReason) {
+		return errors.New("sharedLimitKey, sharedLimitReason: not valid UTF-8")
+	}
+	if !s.SharedWait && (s.SharedLimitKey != "" || s.SharedLimitReason != "") {
+		return errors.New("sharedLimitKey, sharedLimitReason: set with no wait on a shared limit (sharedWait)")
 	}
 	if s.ChainStart != nil && s.ChainStart.IsZero() {
 		return errors.New("chainStart: the zero time (a chain starts at its first failure's time)")

@@ -30,6 +30,8 @@ type step struct {
 	// credential is the ID of the credential the run decided on called
 	// its provider with: the retry it leads to names it.
 	credential string
+	// hold is the shared limit that held the run (SharedHoldMs).
+	hold *sharedWait
 }
 
 // fire is the engine's one generic step: it takes the rule of the table

@@ -222,6 +222,8 @@ func (p *player) eventLine(ev events.Event) string {
 		return fmt.Sprintf("model_fallback %s>%s %s until=%s", ev.From, ev.To, ev.Reason, ev.Until.Sub(p.now))
 	case events.ModelRevert:
 		return fmt.Sprintf("model_revert %s>%s", ev.From, ev.To)
+	case events.SharedLimitWait:
+		return fmt.Sprintf("shared_limit_wait %s %s until=%s", ev.Key, ev.Reason, ev.Until.Sub(p.now))
 	}
 	// agent_start, message_start and message_update are the agent's own,
 	// passed through: left out.

@@ -23,6 +23,9 @@ type turn struct {
 	// episodeCompacted marks the turn's overflow episode as compacted
 	// once: each turn starts a new episode.
 	episodeCompacted bool
+	// shared is the limit shared by sessions that the backoff in
+	// progress waits out (wait_shared); nil for any other backoff.
+	shared *sharedWait
 }
 
 // busy reports whether a turn, a run or a compaction is in flight.

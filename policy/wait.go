@@ -137,7 +137,43 @@ func (e *Engine) scheduleResetWait(s *step) {
 // startWait arms the timer for a backoff ending at deadline.
 func (e *Engine) startWait(deadline time.Time) {
 	e.wait, e.resetWait = wait{timer: TimerID(e.ticket()), deadline: unixNano(deadline)}, false
+	e.setShared(nil)
 	e.effect(Effect{Kind: StartTimer, Timer: e.wait.timer, Deadline: deadline})
+}
+
+// sharedWait is a limit shared by the sessions of a process that holds
+// the key of the session's provider and credential: the key and why, as
+// the driver's limiter named them.
+type sharedWait struct {
+	key, reason string
+}
+
+// scheduleSharedWait waits out the shared limit that held the run about to
+// start (docs/policy.md §3.9): it reports the wait and arms the timer for
+// the limit's deadline. No attempt is counted: the run made no call.
+func (e *Engine) scheduleSharedWait(s *step) {
+	until := s.at.Add(time.Duration(s.facts.SharedHoldMs) * time.Millisecond)
+	e.emit(events.SharedLimitWait{Key: s.hold.key, Until: until.UTC(), Reason: s.hold.reason})
+	e.startWait(until)
+	e.setShared(s.hold)
+}
+
+// setShared records the shared limit the backoff in progress waits out,
+// nil for none. It is kept on the turn (an Engine keeps no room for it:
+// TestEngineSize), which every run, and so every shared wait, belongs to.
+func (e *Engine) setShared(sh *sharedWait) {
+	if t := e.turn; t != nil {
+		t.shared = sh
+	}
+}
+
+// sharedWait is the shared limit the backoff in progress waits out, nil
+// when it waits for none.
+func (e *Engine) sharedWait() *sharedWait {
+	if t := e.turn; t != nil && e.wait.pending() {
+		return t.shared
+	}
+	return nil
 }
 
 // TimerFired is the firing of timer id. A firing that is not the backoff's
@@ -155,6 +191,7 @@ func (e *Engine) TimerFired(at time.Time, id TimerID) []Effect {
 func (e *Engine) stopWait() {
 	if e.wait.pending() {
 		e.wait, e.resetWait = wait{}, false
+		e.setShared(nil)
 		e.effect(Effect{Kind: StopTimer})
 	}
 }

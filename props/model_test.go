@@ -666,14 +666,16 @@ func (h *harness) Check(t *rapid.T) {
 }
 
 // modelled reports whether the model's actions can take a move: every move
-// but those that need a credential store, Compact or a time budget (the
+// but those that need a credential store, Compact, a time budget (the
 // model knows a jittered delay only within its range, and a budget's
-// decision turns on the exact one), which TestReplayEveryPath takes, and
-// policy's TestRetryChainNeverExceedsItsBounds for the budget. Internal
+// decision turns on the exact one) or a limiter shared by sessions, which
+// TestReplayEveryPath takes, and policy's
+// TestRetryChainNeverExceedsItsBounds for the budget, session's
+// TestSharedDeadlineNeverRunThrough for the shared limit. Internal
 // rules emit no state_change and are not counted.
 func modelled(ev transitions.Trigger, from states.State) bool {
 	switch ev {
-	case transitions.RetryNow, transitions.Compact, transitions.CompactInBackoff, transitions.ExhaustElapsed:
+	case transitions.RetryNow, transitions.Compact, transitions.CompactInBackoff, transitions.ExhaustElapsed, transitions.WaitShared:
 		return false
 	case transitions.Fallback, transitions.FallbackCompact:
 		// The model's sessions run without the fallback setting; its

@@ -135,6 +135,9 @@ type scenario struct {
 	// not fit.
 	fallback       bool
 	fallbackWindow int
+	// holdRun: the path's run number holdRun (from 1) is held by a limit
+	// shared by sessions, for a second; 0: no limiter.
+	holdRun int
 	// before is the call of a turn played with compaction disabled before
 	// the path's prompt, whose check then compacts it.
 	before  *scripted.Call
@@ -182,7 +185,7 @@ func compactNow(s *session.Session) {
 // play turns a path into a scenario.
 func play(path []step) scenario {
 	sc := scenario{maxRetries: 3}
-	retries := 0
+	retries, runs := 0, 0
 	// elapsed is the time the chain has run, its runs taking none: the
 	// sum of its delays under DefaultConfig (no jitter, capped at 60 s).
 	var elapsed int64
@@ -215,6 +218,11 @@ func play(path []step) scenario {
 			// Below the default reserve: every context is over its
 			// threshold.
 			sc.fallback, sc.fallbackWindow = true, 1000
+		case transitions.WaitShared:
+			sc.holdRun = runs + 1
+		}
+		if st.event == transitions.AgentEnd || st.event == transitions.StartFailed {
+			runs++ // a run ended
 		}
 		switch st.event {
 		case transitions.Retry, transitions.RetryNow, transitions.WaitReset:
@@ -262,6 +270,31 @@ func play(path []step) scenario {
 	return sc
 }
 
+// holdRun is a limit shared by sessions that, once armed, holds the
+// n-th run asked for, for a second, and admits every other.
+type holdRun struct {
+	mu       sync.Mutex
+	n, asked int
+}
+
+func (h *holdRun) arm(n int) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.n, h.asked = n, 0
+}
+
+func (h *holdRun) Admit(provider, _ string) (time.Time, string, string) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.asked++
+	if h.n > 0 && h.asked == h.n {
+		return time.Now().Add(time.Second), provider, "rate_limited"
+	}
+	return time.Time{}, "", ""
+}
+
+func (*holdRun) Done(string, string, *transcript.Message) {}
+
 // failingSummarizer always fails.
 type failingSummarizer struct{}
 
@@ -290,6 +323,10 @@ func TestReplayEveryPath(t *testing.T) {
 					opts = append(opts, session.WithSummarizer(slowSummarizer{}))
 				case sc.failSum:
 					opts = append(opts, session.WithSummarizer(failingSummarizer{}))
+				}
+				lim := &holdRun{}
+				if sc.holdRun > 0 {
+					opts = append(opts, session.WithLimiter(lim))
 				}
 				if sc.credentials {
 					store, err := credentials.NewMemoryCredentials(nil,
@@ -324,6 +361,7 @@ func TestReplayEveryPath(t *testing.T) {
 					}
 				})
 				agent.Append(sc.calls...)
+				lim.arm(sc.holdRun)
 				done := make(chan error, 1)
 				if sc.compact {
 					go func() { _, err := s.Compact(context.Background(), ""); done <- err }()

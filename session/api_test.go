@@ -16,7 +16,7 @@ var allEvents = []events.Event{
 	events.AgentStart{}, events.CallStart{}, events.MessageStart{}, events.MessageEnd{}, events.CallEnd{},
 	events.AgentEnd{}, events.AutoRetryStart{}, events.AutoRetryEnd{}, events.AutoCompactionStart{},
 	events.AutoCompactionEnd{}, events.StateChange{}, events.TurnSettled{}, events.EventsDropped{},
-	events.ModelFallback{}, events.ModelRevert{},
+	events.ModelFallback{}, events.ModelRevert{}, events.SharedLimitWait{},
 }
 
 // TestEventsArePlainValues: events are plain Go values, with no method and

@@ -21,8 +21,12 @@ type executor struct {
 	timer   *time.Timer
 	timerID policy.TimerID
 
-	runID      policy.RunID
-	runCancel  context.CancelCauseFunc
+	runID     policy.RunID
+	runCancel context.CancelCauseFunc
+	// limited is the run the limiter admitted and has not been told the
+	// end of (WithLimiter): its provider and credential, and its last
+	// assistant message so far.
+	limited    *limitedRun
 	compID     policy.CompactionID
 	compCancel context.CancelCauseFunc
 
@@ -56,12 +60,25 @@ func (s *Session) apply(effects []policy.Effect) {
 		ef := &effects[i]
 		switch ef.Kind {
 		case policy.Emit:
+			if l := x.limited; l != nil {
+				l.note(ef.Event)
+			}
 			if len(s.observers) > 0 {
 				s.observe(ef.Event)
 			}
 			s.subs.emit(ef.Event)
 		case policy.StartRun:
-			s.startRun(ef.Run, ef.Prompt, ef.Context, ef.Model)
+			cred, hasCred := s.currentCredential()
+			if until, key, reason := s.admit(cred.ID); !until.IsZero() {
+				// The shared limit holds the run's key: it makes no
+				// call, and the engine's table decides the wait.
+				id, credID := ef.Run, cred.ID
+				feedback = append(feedback, func() []policy.Effect {
+					return x.engine.RunReturned(time.Now(), id, policy.RunReturn{Credential: credID, HeldUntil: until, HeldKey: key, HeldReason: reason})
+				})
+				continue
+			}
+			s.startRun(ef.Run, ef.Prompt, ef.Context, ef.Model, cred, hasCred)
 		case policy.CancelRun:
 			if x.runID == ef.Run && x.runCancel != nil {
 				x.runCancel(ef.Cause)
@@ -143,10 +160,13 @@ func (s *Session) append(entries []transcript.Entry) (err error) {
 //
 // The run's context has the values of the turn's, and those the observers
 // add.
-func (s *Session) startRun(id policy.RunID, prompt *transcript.Message, msgs []transcript.Message, model policy.Model) {
+func (s *Session) startRun(id policy.RunID, prompt *transcript.Message, msgs []transcript.Message, model policy.Model, c policy.Credential, hasCred bool) {
 	req := RunRequest{SessionID: s.x.engine.SessionID(), Prompt: prompt, Context: msgs, Model: model}
-	if c, ok := s.currentCredential(); ok {
+	if hasCred {
 		req.Credential = &c
+	}
+	if s.limiter != nil {
+		s.x.limited = &limitedRun{id: id, credential: c.ID}
 	}
 	base, end := s.startObservedRun(req)
 	ctx, cancel := context.WithCancelCause(s.secrets.with(base))
@@ -189,7 +209,20 @@ func (s *Session) runReturned(id policy.RunID, req RunRequest, cancel context.Ca
 			}
 			end(err)
 		}
-		s.apply(s.x.engine.RunReturned(time.Now(), id, ret))
+		effects := s.x.engine.RunReturned(time.Now(), id, ret)
+		if l := s.x.limited; l != nil && l.id == id {
+			// The limiter learns how the run ended before anything the
+			// decision starts: an error the engine made of the run's
+			// return is among the effects.
+			for i := range effects {
+				if effects[i].Kind == policy.Emit {
+					l.note(effects[i].Event)
+				}
+			}
+			s.x.limited = nil
+			s.limitDone(l)
+		}
+		s.apply(effects)
 	})
 }
 
@@ -279,6 +312,50 @@ func (s *Session) currentCredential() (c policy.Credential, ok bool) {
 		}
 	}()
 	return s.creds.Current(s.x.engine.Model().Provider, s.x.engine.SessionID())
+}
+
+// limitedRun is a run the limiter admitted (WithLimiter): what Done is
+// told when it ends.
+type limitedRun struct {
+	id         policy.RunID
+	credential string
+	last       *transcript.Message
+}
+
+// note keeps the run's last assistant message.
+func (l *limitedRun) note(ev events.Event) {
+	if me, ok := ev.(events.MessageEnd); ok && me.Message.Role == transcript.RoleAssistant {
+		m := me.Message
+		l.last = &m
+	}
+}
+
+// admit asks the limiter whether the next run, on the session's provider
+// and credential, may start: the zero time when it may (or there is no
+// limiter), else until when its key is held, the key and why. A limiter
+// that panics is logged and admits the run.
+func (s *Session) admit(credential string) (until time.Time, key, reason string) {
+	if s.limiter == nil {
+		return time.Time{}, "", ""
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			s.logPanic("limiter", r)
+			until, key, reason = time.Time{}, "", ""
+		}
+	}()
+	return s.limiter.Admit(s.x.engine.Model().Provider, credential)
+}
+
+// limitDone tells the limiter how the run it admitted ended. A limiter that
+// panics is logged.
+func (s *Session) limitDone(l *limitedRun) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.logPanic("limiter", r)
+		}
+	}()
+	s.limiter.Done(s.x.engine.Model().Provider, l.credential, l.last)
 }
 
 // markUsageLimit tells the credential store of a usage limit. A store that

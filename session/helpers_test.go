@@ -85,6 +85,20 @@ func (r *recorder) recovery() []string {
 	return out
 }
 
+// timesOf returns when each event described as prefix arrived.
+func (r *recorder) timesOf(prefix string) []time.Duration {
+	synctest.Wait()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []time.Duration
+	for i, ev := range r.evs {
+		if strings.HasPrefix(describe(ev), prefix) {
+			out = append(out, r.at[i])
+		}
+	}
+	return out
+}
+
 // timeOf returns when the first event described as prefix arrived.
 func (r *recorder) timeOf(prefix string) time.Duration {
 	synctest.Wait()
@@ -137,6 +151,8 @@ func describe(ev events.Event) string {
 		return fmt.Sprintf("%s>%s %s", e.From, e.To, e.Trigger)
 	case events.EventsDropped:
 		return fmt.Sprintf("dropped %d", e.Count)
+	case events.SharedLimitWait:
+		return fmt.Sprintf("shared_limit_wait %s %s %s", e.Key, e.Reason, e.Until.Format("15:04:05.000"))
 	}
 	return ""
 }

@@ -20,6 +20,7 @@ func TestNilOptionsAreRefused(t *testing.T) {
 	}{
 		{session.WithHistory(nil), "session: nil History"},
 		{session.WithCredentials(nil), "session: nil CredentialStore"},
+		{session.WithLimiter(nil), "session: nil Limiter"},
 		{session.WithSummarizer(nil), "session: nil Summarizer"},
 		{session.WithRandom(nil), "session: nil random source (WithRandom)"},
 		{session.WithLogger(nil), "session: nil Logger"},

@@ -10,6 +10,7 @@ import (
 	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/limiter"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -31,6 +32,7 @@ func TestTypedNilOptionsAreRefused(t *testing.T) {
 		{agent, session.WithHistory((*history.FileHistory)(nil)), "session: nil History (*history.FileHistory)"},
 		{agent, session.WithHistory((*history.MemoryHistory)(nil)), "session: nil History (*history.MemoryHistory)"},
 		{agent, session.WithCredentials((*credentials.MemoryCredentials)(nil)), "session: nil CredentialStore (*credentials.MemoryCredentials)"},
+		{agent, session.WithLimiter((*limiter.Limiter)(nil)), "session: nil Limiter (*limiter.Limiter)"},
 		{agent, session.WithSummarizer((*session.AgentSummarizer)(nil)), "session: nil Summarizer (*session.AgentSummarizer)"},
 		{agent, session.WithObserver((*nopObserver)(nil)), "session: nil Observer (*session_test.nopObserver)"},
 		{agent, session.WithLogger(slog.New((*slog.TextHandler)(nil))), "session: Logger with a nil Handler (*slog.TextHandler)"},

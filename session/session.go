@@ -58,6 +58,7 @@ type core struct {
 	agent      Agent
 	history    history.History
 	creds      credentials.CredentialStore
+	limiter    Limiter
 	summarizer Summarizer
 	random     func() float64
 	logger     *slog.Logger
@@ -173,6 +174,35 @@ func WithCredentials(c credentials.CredentialStore) Option {
 			return err
 		}
 		s.creds = c
+		return nil
+	}
+}
+
+// Limiter is a limit shared by the sessions of a process, keyed by
+// provider and credential (docs/policy.md §3.10); package limiter's
+// *Limiter is one. A session consults it before each run (Admit) and, for
+// each run it admitted, tells it how the run ended (Done, once): last is
+// the run's last assistant message, nil when it made none. A non-zero
+// until from Admit holds the run: it makes no call, and the session waits
+// in backoff until then (rule wait_shared, event shared_limit_wait naming
+// key and reason) before it asks again. Both are called on the session's
+// goroutine and must not block; one that panics is logged and admits the
+// run.
+type Limiter interface {
+	Admit(provider, credential string) (until time.Time, key, reason string)
+	Done(provider, credential string, last *transcript.Message)
+}
+
+// WithLimiter makes the session consult l, a limit it shares with the
+// other sessions of the process given the same l, before each run. A nil
+// l makes New fail (leave the option out for a session of its own), and
+// so does a nil pointer or func in it.
+func WithLimiter(l Limiter) Option {
+	return func(s *Session) error {
+		if err := refuseNil(l, "Limiter"); err != nil {
+			return err
+		}
+		s.limiter = l
 		return nil
 	}
 }

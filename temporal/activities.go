@@ -48,6 +48,14 @@ type Activities struct {
 	// agent streams it, on the run's activity: fragments decide nothing
 	// and are not kept in the workflow.
 	Stream func(sessionID string, ev events.MessageUpdate)
+	// Limiter, when set, is a limit the sessions whose runs this worker
+	// executes share (session.WithLimiter; a *limiter.Limiter): the run
+	// activity asks it before calling the agent, and a run it holds makes
+	// no call and returns Held, which the workflow waits out on a durable
+	// timer. It is the worker's: sessions whose runs go to another worker
+	// share another's, and a restarted worker starts with a new one
+	// (docs/temporal.md).
+	Limiter session.Limiter
 }
 
 // ActivityRegistry is where activities are registered: a worker.Worker or
@@ -84,6 +92,17 @@ type RunResult struct {
 	// Credential is the ID of the credential the run called its provider
 	// with (never its secret); empty when the store offered none.
 	Credential string `json:"credential,omitempty"`
+	// Held is set when the worker's Limiter held the run: it made no
+	// call, and the session waits until Held.Until.
+	Held *Held `json:"held,omitempty"`
+}
+
+// Held is a run the worker's Limiter held (see events.SharedLimitWait):
+// until when, the key (provider and credential) and why.
+type Held struct {
+	Until  time.Time `json:"until"`
+	Key    string    `json:"key"`
+	Reason string    `json:"reason"`
 }
 
 // AgentEvent is one of the agent's events in a RunResult.
@@ -151,13 +170,19 @@ func (a *Activities) Run(ctx context.Context, in RunInput) (RunResult, error) {
 			req.Credential = &c
 		}
 	}
-	stop := heartbeat(ctx)
-	defer stop()
-	var mu sync.Mutex
 	var res RunResult
 	if req.Credential != nil {
 		res.Credential = req.Credential.ID
 	}
+	if a.Limiter != nil {
+		if until, key, reason := a.Limiter.Admit(in.Model.Provider, res.Credential); !until.IsZero() {
+			res.Held = &Held{Until: until, Key: key, Reason: reason}
+			return res, nil
+		}
+	}
+	stop := heartbeat(ctx)
+	defer stop()
+	var mu sync.Mutex
 	emit := func(ev events.Event) {
 		activity.RecordHeartbeat(ctx) // the SDK sends at most one per interval
 		if u, ok := ev.(events.MessageUpdate); ok {
@@ -175,11 +200,25 @@ func (a *Activities) Run(ctx context.Context, in RunInput) (RunResult, error) {
 	panicked, err := a.call(ctx, req, emit)
 	mu.Lock()
 	defer mu.Unlock()
+	if a.Limiter != nil {
+		a.Limiter.Done(in.Model.Provider, res.Credential, lastAssistant(res.Events))
+	}
 	if err != nil {
 		res.Err = err.Error()
 	}
 	res.Panic = panicked
 	return res, nil
+}
+
+// lastAssistant returns the last assistant message of a run's events, nil
+// when it made none.
+func lastAssistant(evs []AgentEvent) *transcript.Message {
+	for i := len(evs) - 1; i >= 0; i-- {
+		if e := evs[i]; e.Type == "message_end" && e.Message != nil && e.Message.Role == transcript.RoleAssistant {
+			return e.Message
+		}
+	}
+	return nil
 }
 
 // call runs the agent, recovering a panic as its text.

@@ -171,6 +171,9 @@ func (d *driver) startRun(id policy.RunID, in RunInput) {
 			ret.Panic = res.Panic
 		}
 		ret.Credential = res.Credential
+		if h := res.Held; h != nil {
+			ret.HeldUntil, ret.HeldKey, ret.HeldReason = h.Until, h.Key, h.Reason
+		}
 		ret.Draw = d.draw(ctx)
 		d.feed(ctx, func(at time.Time) []policy.Effect { return d.engine.RunReturned(at, id, ret) })
 	})

@@ -58,6 +58,8 @@ const (
 	// The model fallback.
 	SwitchModel Action = "switchModel"
 	RevertModel Action = "revertModel"
+	// ScheduleSharedWait: a limit shared by sessions holds the run's key.
+	ScheduleSharedWait Action = "scheduleSharedWait"
 )
 
 // actionDocs says what each action does: docs/state-machine.md lists them.
@@ -102,8 +104,9 @@ var actionDocs = map[Action]string{
 	FailTurnTooLarge:         "fails the turn with ErrOverflow and why: \"the last message alone is N tokens, over the model's window of W\", N by the calibrated count",
 	FailTurnResetTooFar:      "fails the turn with an ExhaustedError that names the reset time (RFC 3339) and retry.maxResetWaitMs",
 
-	SwitchModel: "moves the session to the next model of fallback.models, for this run and the turns that follow until the cooldown is over, and emits `model_fallback` (from, to, why: overloaded, usage_limit or exhausted, and when the cooldown ends); a turn that fails later names every model it tried",
-	RevertModel: "moves the session back to its primary model and emits `model_revert`",
+	SwitchModel:        "moves the session to the next model of fallback.models, for this run and the turns that follow until the cooldown is over, and emits `model_fallback` (from, to, why: overloaded, usage_limit or exhausted, and when the cooldown ends); a turn that fails later names every model it tried",
+	RevertModel:        "moves the session back to its primary model and emits `model_revert`",
+	ScheduleSharedWait: "emits `shared_limit_wait` (the key, the deadline, the reason) and arms the backoff timer for the shared limit's deadline; no attempt is counted and no message is removed (the run made no call); when the wait ends a continuation starts, which asks the limit again",
 }
 
 // Doc says what the action does, "" for an action the table does not know.
@@ -139,5 +142,6 @@ func Actions() []Action {
 		EndChainExhaustedElapsed, FailTurnExhaustedElapsed,
 		ScheduleResetWait, FailTurnResetTooFar, EndChainExhaustedReset,
 		SwitchModel, RevertModel,
+		ScheduleSharedWait,
 	}
 }

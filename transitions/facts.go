@@ -211,6 +211,12 @@ type Facts struct {
 	// has passed since it switched there.
 	OnFallback   bool
 	CooldownOver bool
+	// SharedHoldMs is, with RunEnded, how long a limit shared by the
+	// sessions of a process (session.WithLimiter) holds the key of the
+	// run's provider and credential, in milliseconds from now: above 0,
+	// the run was held there and made no call; 0 when no shared limit
+	// held it.
+	SharedHoldMs int64
 }
 
 // CompactionThreshold returns the token count above which a context of window tokens
@@ -339,6 +345,10 @@ func (f Facts) budgetExhausted(from states.State) bool {
 func (f Facts) resetTooFar(from states.State) bool {
 	return decides(from, f) && f.waitsForReset() && !f.ResetWithin && !f.awaitingCredential()
 }
+
+// sharedHold reports whether a shared limit held the run that ended: it
+// made no call, and the session waits out the limit's deadline.
+func (f Facts) sharedHold() bool { return f.Signal == RunEnded && f.SharedHoldMs > 0 }
 
 // successLike reports whether M is not an error: no error class, or a silent
 // or truncated overflow (Class Overflow without stopReason "error").

@@ -66,6 +66,12 @@ const (
 	// CancelCompaction: AbortCompaction stopped the compaction in flight.
 	CancelCompaction Trigger = "cancel_compaction"
 	Reset            Trigger = "reset"
+
+	// WaitShared (after reply in the table): a limit shared by the
+	// sessions of a process holds the key of the run about to start: the
+	// session waits in backoff until the limit's deadline instead of
+	// calling.
+	WaitShared Trigger = "wait_shared"
 )
 
 // String returns the trigger's name.
@@ -120,14 +126,21 @@ var (
 		Name: "runEnded",
 		Doc:  "a run ended having produced an assistant message to decide on",
 		Holds: func(_ states.State, f Facts) bool {
-			return f.Signal == RunEnded && f.Started
+			return f.Signal == RunEnded && f.Started && !f.sharedHold()
 		},
 	}
 	guardStartFailed = Guard{
 		Name: "startFailed",
-		Doc:  "a run ended without producing an assistant message: it could not start",
+		Doc:  "a run ended without producing an assistant message, and no shared limit held it: it could not start",
 		Holds: func(_ states.State, f Facts) bool {
-			return f.Signal == RunEnded && !f.Started
+			return f.Signal == RunEnded && !f.Started && !f.sharedHold()
+		},
+	}
+	guardSharedLimitHolds = Guard{
+		Name: "sharedLimitHolds",
+		Doc:  "a limit shared by the sessions of a process holds the key (provider and credential) of the run about to start until a deadline still ahead (sharedHoldMs > 0): the run made no call",
+		Holds: func(_ states.State, f Facts) bool {
+			return f.sharedHold()
 		},
 	}
 	guardReplySucceeded = Guard{
@@ -379,6 +392,7 @@ var table = Rules{
 	{AgentEnd, from(idle, continuing), classifying, guardRunEnded, nil},
 	{StartFailed, from(idle, continuing), idle, guardStartFailed, do(EndChainFailed, FailTurnStartFailed)},
 	{Reply, from(idle, continuing), Stay, guardReplySucceeded, do(ClearEpisode, EndChainRecovered)},
+	{WaitShared, from(idle, continuing), backoff, guardSharedLimitHolds, do(ScheduleSharedWait)},
 
 	// The decision at agent_end.
 	{AskCredentials, from(classifying), Stay, guardAwaitingCredential, do(AskCredentialStore)},

@@ -27,6 +27,10 @@ func specNext(s states.State, f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 	case states.Idle, states.Continuing:
 		switch f.Signal {
 		case tr.RunEnded:
+			// Issue 25 §2: a shared limit held the run; it made no call.
+			if f.SharedHoldMs > 0 {
+				return tr.WaitShared, []tr.Action{tr.ScheduleSharedWait}, true
+			}
 			if !f.Started {
 				return tr.StartFailed, []tr.Action{tr.EndChainFailed, tr.FailTurnStartFailed}, true
 			}
@@ -102,7 +106,11 @@ func specNext(s states.State, f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 			}
 			inBudget := f.MaxElapsedMs <= 0 || new(big.Int).Add(big.NewInt(max(f.ElapsedMs, 0)), big.NewInt(max(delay, 0))).Cmp(big.NewInt(f.MaxElapsedMs)) <= 0
 			resetWait := countLeft && !f.CredentialSwitched && (f.UsageLimit || f.HintOverCap) && f.WaitForReset && f.ResetKnown
-			ends := !f.RetryEnabled || !countLeft || (resetWait && !f.ResetWithin) ||
+			// A later wait for a reset that would end past the budget ends
+			// the chain too (issue 24 §2).
+			resetPastBudget := f.ResetWaited && f.MaxElapsedMs > 0 &&
+				new(big.Int).Add(big.NewInt(max(f.ElapsedMs, 0)), big.NewInt(max(f.ResetInMs, 0))).Cmp(big.NewInt(f.MaxElapsedMs)) > 0
+			ends := !f.RetryEnabled || !countLeft || (resetWait && (!f.ResetWithin || resetPastBudget)) ||
 				(!resetWait && ((f.HintOverCap && !f.CredentialSwitched) || !inBudget))
 			if ends || (f.UsageLimit && !f.CredentialSwitched) || (f.Overloaded && f.FallbackOnOverload) {
 				if f.FallbackTooSmall && f.CompactionEnabled {
@@ -308,7 +316,8 @@ func TestExhaustive(t *testing.T) {
 				// the reset's (issue 24) and FallbackAvailable (issue 25) on a
 				// retryable error, TooLarge on an overflow, the prompt's size
 				// (issue 23) before a prompt, the fallback's cooldown at a
-				// turn's start. The other facts of the fallback take facts a
+				// turn's start, the shared limit's hold on a run that made
+				// no call. The other facts of the fallback take facts a
 				// decision on a retryable error does not read (SameModel,
 				// Stale, EpisodeCompacted): TestRandomFactsPickTheSpecRule
 				// draws them all independently.
@@ -325,6 +334,9 @@ func TestExhaustive(t *testing.T) {
 					}
 				case sig == tr.RunEnded && c == classify.Overflow:
 					variants, vary = 2, func(f *tr.Facts, r int) { f.TooLarge = r&1 != 0 }
+				case sig == tr.RunEnded && c == classify.None:
+					// A run a shared limit held (issue 25 §2) made no call.
+					variants, vary = 2, func(f *tr.Facts, r int) { f.SharedHoldMs = int64(r) * 2000 }
 				case sig == tr.PromptCheck:
 					variants, vary = 4, func(f *tr.Facts, r int) { f.PromptTooLarge, f.PromptOverWindow = r&1 != 0, r&2 != 0 }
 				case sig == tr.TurnStarted:
@@ -521,6 +533,8 @@ func TestNextEveryStateAndTrigger(t *testing.T) {
 		{"fatal error", states.Classifying, ended(func(f *tr.Facts) { f.Class, f.Error, f.Tokens = classify.Fatal, true, 170001 }), tr.Accept, states.Idle},
 		{"success", states.Classifying, ended(func(*tr.Facts) {}), tr.Accept, states.Idle},
 		{"Abort while the store is asked", states.Classifying, with(func(f *tr.Facts) { f.Signal = tr.AbortCalled }), tr.Cancel, states.Cancelled},
+		{"a shared limit holds the user's run", states.Idle, with(func(f *tr.Facts) { f.Signal, f.SharedHoldMs = tr.RunEnded, 1 }), tr.WaitShared, states.Backoff},
+		{"a shared limit holds a continuation", states.Continuing, with(func(f *tr.Facts) { f.Signal, f.Started, f.SharedHoldMs = tr.RunEnded, true, 2000 }), tr.WaitShared, states.Backoff},
 		{"the wait ends", states.Backoff, with(func(f *tr.Facts) { f.Signal, f.CurrentTimer = tr.TimerFired, true }), tr.Elapsed, states.Continuing},
 		{"an earlier backoff's timer", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.TimerFired }), "", ""},
 		{"AbortRetry in backoff", states.Backoff, with(func(f *tr.Facts) { f.Signal = tr.AbortRetryCalled }), tr.CancelRetry, states.Cancelled},
@@ -578,6 +592,7 @@ func TestTableMatchesSpec(t *testing.T) {
 		tr.AgentEnd:         {[]states.State{idle, continuing}, classifying, "runEnded"},
 		tr.StartFailed:      {[]states.State{idle, continuing}, idle, "startFailed"},
 		tr.Reply:            {[]states.State{idle, continuing}, tr.Stay, "replySucceeded"},
+		tr.WaitShared:       {[]states.State{idle, continuing}, backoff, "sharedLimitHolds"},
 		tr.AskCredentials:   {[]states.State{classifying}, tr.Stay, "awaitingCredential"},
 		tr.RetryNow:         {[]states.State{classifying}, backoff, "retryAfterSwitch"},
 		tr.Fallback:         {[]states.State{classifying}, continuing, "fallbackSwitch"},

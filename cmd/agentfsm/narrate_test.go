@@ -99,7 +99,7 @@ func TestNarratorInAPipe(t *testing.T) {
 		n.apply(nil, events.AutoCompactionEnd{ErrorMessage: "the summarizer failed:\n\x1b[31mboom"})
 		assert.Equal(t, "agentfsm chat: retrying in 1.5s (attempt 1, no count limit, 9m50s of the 10m0s budget left): 529 overloaded_error: Overloaded\n"+
 			"agentfsm chat: compacting the conversation: the context nears the model's window\n"+
-			`agentfsm chat: the compaction failed: the summarizer failed:\n\x1b[31mboom`+"\n", out.String())
+			`agentfsm chat: the compaction failed: the summarizer failed: \x1b[31mboom`+"\n", out.String())
 
 		var quiet syncBuffer
 		n = liveNarrator(&quiet, 200)

@@ -68,6 +68,7 @@ func Draw(t *rapid.T, b Bounds) transitions.Facts {
 		FallbackTooSmall:   rapid.Bool().Draw(t, "fallbackTooSmall"),
 		OnFallback:         rapid.Bool().Draw(t, "onFallback"),
 		CooldownOver:       rapid.Bool().Draw(t, "cooldownOver"),
+		SharedHoldMs:       millis().Draw(t, "sharedHoldMs"),
 	}
 }
 

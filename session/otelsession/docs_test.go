@@ -19,7 +19,7 @@ func TestDocsListEverything(t *testing.T) {
 	names := []string{
 		otelsession.SpanTurn, otelsession.SpanRun, otelsession.SpanBackoff, otelsession.SpanCompaction,
 		otelsession.MetricRetries, otelsession.MetricRetryChains, otelsession.MetricBackoffDuration,
-		otelsession.MetricCompactions, otelsession.MetricTokenUsage,
+		otelsession.MetricCompactions, otelsession.MetricTokenUsage, otelsession.MetricSharedLimitWaits,
 	}
 	for _, k := range []attribute.Key{
 		otelsession.KeyConversation, otelsession.KeySystem, otelsession.KeyProviderName, otelsession.KeyOperation,
@@ -28,6 +28,7 @@ func TestDocsListEverything(t *testing.T) {
 		otelsession.KeyTurnOutcome, otelsession.KeyContinuation, otelsession.KeyAttempt, otelsession.KeyMaxAttempts,
 		otelsession.KeyDelay, otelsession.KeyRetryOutcome, otelsession.KeyCredential, otelsession.KeyBackoffOutcome,
 		otelsession.KeyReason, otelsession.KeyCompactOutcome, otelsession.KeyTokensBefore, otelsession.KeyTokensAfter, otelsession.KeyCompactWillRetry,
+		otelsession.KeySharedLimitKey, otelsession.KeySharedLimitWhy,
 	} {
 		names = append(names, string(k))
 	}

@@ -40,6 +40,9 @@ const (
 	MetricBackoffDuration = "agentfsm.backoff.duration"
 	MetricCompactions     = "agentfsm.compactions"
 	MetricTokenUsage      = "gen_ai.client.token.usage"
+	// MetricSharedLimitWaits counts the waits on a limit shared by
+	// sessions (shared_limit_wait), by key and reason.
+	MetricSharedLimitWaits = "agentfsm.shared_limit.waits"
 )
 
 // The attribute keys: the semantic conventions' where they apply, this
@@ -70,6 +73,8 @@ const (
 	KeyTokensBefore     = attribute.Key("agentfsm.compaction.tokens_before")
 	KeyTokensAfter      = attribute.Key("agentfsm.compaction.tokens_after")
 	KeyCompactWillRetry = attribute.Key("agentfsm.compaction.will_retry")
+	KeySharedLimitKey   = attribute.Key("agentfsm.shared_limit.key")
+	KeySharedLimitWhy   = attribute.Key("agentfsm.shared_limit.reason")
 )
 
 // Observer is a session.Observer that makes spans and metrics. One
@@ -83,6 +88,7 @@ type Observer struct {
 	backoff     metric.Float64Histogram
 	compactions metric.Int64Counter
 	tokens      metric.Int64Histogram
+	sharedWaits metric.Int64Counter
 }
 
 var _ session.Observer = (*Observer)(nil)
@@ -170,6 +176,11 @@ func New(opts ...Option) (*Observer, error) {
 		metric.WithDescription("Automatic compactions ended, by reason and outcome.")); err != nil {
 		otel.Handle(err)
 		obs.compactions = noop.Int64Counter{}
+	}
+	if obs.sharedWaits, err = meter.Int64Counter(MetricSharedLimitWaits, metric.WithUnit("{wait}"),
+		metric.WithDescription("Waits on a limit shared by the sessions of a process, by key (provider and credential) and reason.")); err != nil {
+		otel.Handle(err)
+		obs.sharedWaits = noop.Int64Counter{}
 	}
 	if obs.tokens, err = meter.Int64Histogram(MetricTokenUsage, metric.WithUnit("{token}"),
 		metric.WithDescription("Tokens used per model call, by token type (input, output)."),
@@ -284,6 +295,8 @@ func (o *Observer) Observe(ctx context.Context, ev events.Event) {
 		o.compactionEnd(ctx, t, e)
 	case events.TurnSettled:
 		o.settled(t, e)
+	case events.SharedLimitWait:
+		o.sharedWaits.Add(ctx, 1, metric.WithAttributes(KeySharedLimitKey.String(e.Key), KeySharedLimitWhy.String(e.Reason)))
 	}
 }
 

@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/limiter"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/otelsession"
@@ -606,5 +607,27 @@ func TestRunErrorIsValidUTF8(t *testing.T) {
 			seen = seen || strings.Contains(st.Status.Description, "dial tcp: \uFFFD")
 		}
 		assert.True(t, seen, "a span says why the run failed")
+	})
+}
+
+// TestSharedLimitWaitIsCounted: a wait on a limit shared by sessions
+// counts one agentfsm.shared_limit.waits point, by key and reason.
+func TestSharedLimitWaitIsCounted(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		l, err := limiter.New(limiter.Config{})
+		require.NoError(t, err)
+		limited := scripted.Call{StopReason: "error", ErrorMessage: "429 rate limit exceeded", Status: 429, Headers: map[string]string{"retry-after": "2"}}
+		other, err := session.New(scripted.New(scripted.Script{Model: scripted.DefaultModel, Calls: []scripted.Call{limited, {StopReason: "stop", Text: "ok"}}}),
+			session.WithModel(scripted.DefaultModel), session.WithLimiter(l))
+		require.NoError(t, err)
+		defer other.Close()
+		done := make(chan error, 1)
+		go func() { done <- other.Prompt(context.Background(), "hi") }()
+		synctest.Wait()
+		r := newRig(t, []scripted.Call{{StopReason: "stop", Text: "ok"}}, session.WithLimiter(l))
+		require.NoError(t, r.prompt("hi"))
+		require.NoError(t, <-done)
+		r.s.Flush()
+		assert.Contains(t, r.metricLines(), sorted("agentfsm.shared_limit.waits{agentfsm.shared_limit.key=" + scripted.DefaultModel.Provider + " agentfsm.shared_limit.reason=rate_limited} = 1")[0])
 	})
 }

@@ -50,6 +50,8 @@ func EventType(ev events.Event) string {
 		return "model_fallback"
 	case events.ModelRevert:
 		return "model_revert"
+	case events.SharedLimitWait:
+		return "shared_limit_wait"
 	}
 	return ""
 }
@@ -138,6 +140,15 @@ type (
 	modelRevert struct {
 		From string `json:"from"`
 		To   string `json:"to"`
+	}
+	// sharedLimitWait carries Until as RFC 3339 (in UTC, to the
+	// millisecond) and as Unix milliseconds, as auto_retry_start carries
+	// resetAt.
+	sharedLimitWait struct {
+		Key     string `json:"key"`
+		Until   string `json:"until"`
+		UntilMs int64  `json:"untilMs"`
+		Reason  string `json:"reason"`
 	}
 )
 
@@ -326,6 +337,10 @@ func marshalEvent(ev events.Event) ([]byte, error) {
 		body = w
 	case events.ModelRevert:
 		body = modelRevert(e)
+	case events.SharedLimitWait:
+		w := sharedLimitWait{Key: wireText(e.Key), Reason: wireText(e.Reason)}
+		w.Until, w.UntilMs = wireTime(e.Until)
+		body = w
 	default:
 		return nil, fmt.Errorf("rpc: not a session event: %T", ev)
 	}
@@ -435,6 +450,10 @@ func (e Event) Value() (events.Event, error) {
 		var w modelRevert
 		decode(&w)
 		ev = events.ModelRevert(w)
+	case "shared_limit_wait":
+		var w sharedLimitWait
+		decode(&w)
+		ev = events.SharedLimitWait{Key: w.Key, Until: timeOfWire(w.UntilMs), Reason: w.Reason}
 	default:
 		return nil, fmt.Errorf("rpc: unknown event type %q", e.Type)
 	}

@@ -65,6 +65,8 @@ func TestEventWireForms(t *testing.T) {
 		{events.ModelFallback{From: "claude-opus-4-5", To: "claude-sonnet-4-5", Reason: events.FallbackOverloaded, Until: time.Date(2026, 12, 1, 15, 5, 0, 0, time.UTC)},
 			`{"type":"model_fallback","from":"claude-opus-4-5","to":"claude-sonnet-4-5","reason":"overloaded","until":"2026-12-01T15:05:00.000Z","untilMs":1796137500000}`},
 		{events.ModelRevert{From: "claude-sonnet-4-5", To: "claude-opus-4-5"}, `{"type":"model_revert","from":"claude-sonnet-4-5","to":"claude-opus-4-5"}`},
+		{events.SharedLimitWait{Key: "anthropic/work", Until: time.UnixMilli(1767225602000).UTC(), Reason: "rate_limited"},
+			`{"type":"shared_limit_wait","key":"anthropic/work","until":"2026-01-01T00:00:02.000Z","untilMs":1767225602000,"reason":"rate_limited"}`},
 	}
 	for _, c := range cases {
 		b, err := marshalEvent(c.ev)

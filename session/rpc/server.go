@@ -70,6 +70,21 @@ type State struct {
 	ActiveModel     string `json:"activeModel,omitempty"`
 	FallbackUntil   string `json:"fallbackUntil,omitempty"`
 	FallbackUntilMs int64  `json:"fallbackUntilMs,omitempty"`
+	// SharedLimit is, while the session waits on a limit shared by the
+	// sessions of its process (session.WithLimiter), what holds it, as
+	// the shared_limit_wait event said; absent otherwise.
+	SharedLimit *SharedLimit `json:"sharedLimit,omitempty"`
+}
+
+// SharedLimit is a limit shared by sessions that holds a session's key
+// (see events.SharedLimitWait): the key (provider and credential), why,
+// and until when (RFC 3339, UTC, to the millisecond, and Unix
+// milliseconds).
+type SharedLimit struct {
+	Key     string `json:"key"`
+	Reason  string `json:"reason"`
+	Until   string `json:"until"`
+	UntilMs int64  `json:"untilMs"`
 }
 
 // RetryBudget is the time budget of a retry chain in progress (see
@@ -120,6 +135,11 @@ func StateOf(id string, m policy.Model, st policy.Status, truncated []transcript
 	out.ResetAt, out.ResetAtMs = wireTime(st.ResetAt)
 	out.ActiveModel = st.ActiveModel
 	out.FallbackUntil, out.FallbackUntilMs = wireTime(st.FallbackUntil)
+	if !st.SharedLimitUntil.IsZero() {
+		sl := SharedLimit{Key: st.SharedLimitKey, Reason: st.SharedLimitReason}
+		sl.Until, sl.UntilMs = wireTime(st.SharedLimitUntil)
+		out.SharedLimit = &sl
+	}
 	return out
 }
 
