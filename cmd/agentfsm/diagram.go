@@ -21,7 +21,7 @@ var errNoSVG = errors.New("--format svg is not in this build (it would carry Gra
 // SVG (diagram_nosvg.go).
 func runDiagram(args []string, env *environment) int {
 	fs := newFlagSet("diagram", "agentfsm diagram [--format mermaid|dot|svg]")
-	format := fs.String("format", "mermaid", "output `format`: mermaid, dot or svg")
+	format := fs.String("format", "mermaid", "output `format`: mermaid, dot or svg (svg in a command built with -tags svg)")
 	if code := fs.parse(args, env); code >= 0 {
 		return code
 	}
