@@ -20,7 +20,7 @@ import (
 	"github.com/agentfsm/agentfsm/transcript"
 )
 
-var cjkTurns = flag.Int("cjk-turns", 10_000, "how many turns TestCJKSessionLong plays")
+var cjkTurns = flag.Int("cjk-turns", cjkTurnsDefault, "how many turns TestCJKSessionLong plays")
 
 // tokenizer counts a request the way a provider whose tokens are far
 // smaller than chars/4 does, from the request alone: a CJK character (3
@@ -269,8 +269,9 @@ func cjkSession(t testing.TB, turns int) (*cjkAgent, map[transcript.CompactionRe
 // fits, a threshold compaction finds "nothing to compact", and the
 // continuation after an overflow overflows again (issue 23).
 //
-// It plays 10,000 turns (-cjk-turns), about 25 s under -race on two
-// cores; -short plays 1,000.
+// It plays 10,000 turns (-cjk-turns), about 5 s on two cores; under -race,
+// where they took about 25 s, 2,000 (race_on_test.go), and .ci/run plays
+// the 10,000 without it; -short plays 1,000.
 func TestCJKSessionLong(t *testing.T) {
 	turns := *cjkTurns
 	if testing.Short() {

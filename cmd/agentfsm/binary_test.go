@@ -43,13 +43,27 @@ func binary(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(dir, "agentfsm")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-tags", buildTags(), "-o", binPath, ".").CombinedOutput()
 		if err != nil {
 			buildErr = &buildError{err, string(out)}
 		}
 	})
 	require.NoError(t, buildErr)
 	return binPath
+}
+
+// buildTags are the build tags of this test binary that change the
+// command, so that the binary under test is built as the test was: go test
+// -tags svg,otlp tests the full command, go test the default one.
+func buildTags() string {
+	var tags []string
+	if svgBuilt {
+		tags = append(tags, "svg")
+	}
+	if otlpBuilt {
+		tags = append(tags, "otlp")
+	}
+	return strings.Join(tags, ",")
 }
 
 type buildError struct {

@@ -57,10 +57,27 @@ func TestDiagramFormats(t *testing.T) {
 	assert.Equal(t, 0, code)
 	assert.Equal(t, fsm.DOT(rules), out)
 
-	code, out, _ = runCmd("", "diagram", "-format", "svg")
-	assert.Equal(t, 0, code)
-	assert.Contains(t, out, "<svg")
-	assert.Contains(t, out, "</svg>")
+	checkSVGDiagram(t, func() (int, string, string) { return runCmd("", "diagram", "-format", "svg") })
+}
+
+// checkSVGDiagram runs diagram --format svg: built with the tag svg, it
+// prints the SVG; without it, it prints nothing on stdout, exits 1 and
+// says on stderr, in one line, the two ways to get the SVG.
+func checkSVGDiagram(t *testing.T, run func() (code int, stdout, stderr string)) {
+	t.Helper()
+	code, out, errOut := run()
+	if svgBuilt {
+		assert.Equal(t, 0, code, errOut)
+		assert.Contains(t, out, "<svg")
+		assert.Contains(t, out, "</svg>")
+		assert.Empty(t, errOut)
+		return
+	}
+	assert.Equal(t, 1, code)
+	assert.Empty(t, out)
+	assert.Equal(t, "agentfsm diagram: "+errNoSVG.Error()+"\n", errOut)
+	assert.Contains(t, errOut, "agentfsm diagram --format dot | dot -Tsvg")
+	assert.Contains(t, errOut, "go build -tags svg ./cmd/agentfsm")
 }
 
 func TestDiagramBadInput(t *testing.T) {

@@ -1,36 +1,28 @@
 package main
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"os"
 	"strings"
-	"time"
-
-	"go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/exporters/otlp/otlpmetric/otlpmetrichttp"
-	"go.opentelemetry.io/otel/exporters/otlp/otlptrace/otlptracehttp"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/resource"
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/eventlog"
-	"github.com/agentfsm/agentfsm/session/otelsession"
 )
 
 // telemetry is a subcommand's logs and OpenTelemetry export: --log-level
 // logs the session's events on stderr (package eventlog), and the standard
 // OTEL_EXPORTER_OTLP_* environment variables export traces and metrics
-// over OTLP/HTTP (package otelsession).
+// over OTLP/HTTP (package otelsession) in a binary built with the build
+// tag otlp (telemetry_otlp.go). The exporters import gRPC and its
+// generated code even for HTTP, about a third of a build from empty
+// caches, so the default binary leaves them out and says so when the
+// environment asks for an export (telemetry_nootlp.go).
 type telemetry struct {
 	level *string
 
 	logger    *slog.Logger // nil with --log-level off
-	tp        *sdktrace.TracerProvider
-	mp        *sdkmetric.MeterProvider
+	stop      func()       // flushes and ends the export; nil without one
 	observers []session.Option
 }
 
@@ -72,46 +64,26 @@ func (t *telemetry) start(env *environment, service string) error {
 	if !exportWanted(os.LookupEnv) {
 		return nil
 	}
-	ctx := context.Background()
-	res, err := resource.New(ctx, resource.WithAttributes(attribute.String("service.name", service)),
-		resource.WithFromEnv(), resource.WithTelemetrySDK())
-	if err != nil {
-		return fmt.Errorf("OpenTelemetry resource: %w", err)
-	}
-	spans, err := otlptracehttp.New(ctx)
-	if err != nil {
-		return fmt.Errorf("OTLP trace exporter: %w", err)
-	}
-	metrics, err := otlpmetrichttp.New(ctx)
-	if err != nil {
-		return fmt.Errorf("OTLP metric exporter: %w", err)
-	}
-	otel.SetErrorHandler(otel.ErrorHandlerFunc(func(err error) {
-		fmt.Fprintf(env.stderr, "agentfsm: OpenTelemetry: %v\n", err)
-	}))
-	t.tp = sdktrace.NewTracerProvider(sdktrace.WithBatcher(spans), sdktrace.WithResource(res))
-	t.mp = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewPeriodicReader(metrics)), sdkmetric.WithResource(res))
-	obs, err := otelsession.New(otelsession.WithTracerProvider(t.tp), otelsession.WithMeterProvider(t.mp))
-	if err != nil {
-		return err
-	}
-	t.observers = []session.Option{session.WithObserver(obs)}
-	return nil
+	return t.startExport(env, service)
 }
 
 // exportWanted reports whether the environment asks for an OTLP export and
 // does not turn the SDK off. It reads the process's environment, which the
 // exporters read (a test's stand-in environment is for provider keys).
-func exportWanted(lookup func(string) (string, bool)) bool {
+func exportWanted(lookup func(string) (string, bool)) bool { return wantedBy(lookup) != "" }
+
+// wantedBy is the first of otlpEndpoints that asks for an export, or ""
+// when none does or OTEL_SDK_DISABLED is true.
+func wantedBy(lookup func(string) (string, bool)) string {
 	if v, _ := lookup("OTEL_SDK_DISABLED"); strings.EqualFold(v, "true") {
-		return false
+		return ""
 	}
 	for _, name := range otlpEndpoints {
 		if v, ok := lookup(name); ok && v != "" {
-			return true
+			return name
 		}
 	}
-	return false
+	return ""
 }
 
 // logsTo reports whether the event log is on and w is a terminal.
@@ -137,15 +109,7 @@ func (t *telemetry) attach(s *session.Session) {
 // shutdown exports what is left, waiting at most a few seconds for the
 // collector.
 func (t *telemetry) shutdown() {
-	if t.tp == nil {
-		return
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if err := t.tp.Shutdown(ctx); err != nil {
-		otel.Handle(err)
-	}
-	if err := t.mp.Shutdown(ctx); err != nil {
-		otel.Handle(err)
+	if t.stop != nil {
+		t.stop()
 	}
 }
