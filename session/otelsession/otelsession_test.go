@@ -631,3 +631,26 @@ func TestSharedLimitWaitIsCounted(t *testing.T) {
 		assert.Contains(t, r.metricLines(), sorted("agentfsm.shared_limit.waits{agentfsm.shared_limit.key=" + scripted.DefaultModel.Provider + " agentfsm.shared_limit.reason=rate_limited} = 1")[0])
 	})
 }
+
+// TestRunSpanNamesTheFallbackModel: after a switch to a fallback model
+// (docs/policy.md §3.9), the run's span names the model it called.
+func TestRunSpanNamesTheFallbackModel(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		cfg := policy.DefaultConfig()
+		cfg.Fallback = &policy.FallbackConfig{Models: []policy.FallbackModel{{ID: "fallback-model"}}, After: "overloaded"}
+		r := newRig(t, []scripted.Call{fail("529 overloaded_error: Overloaded"), ok("done")}, session.WithConfig(cfg))
+		require.NoError(t, r.prompt("hi"))
+		var models []string
+		for _, s := range r.spans.GetSpans() {
+			if s.Name != "agentfsm.run" {
+				continue
+			}
+			for _, kv := range s.Attributes {
+				if kv.Key == otelsession.KeyRequestModel {
+					models = append(models, kv.Value.AsString())
+				}
+			}
+		}
+		assert.Equal(t, []string{"scripted-1", "fallback-model"}, models)
+	})
+}
