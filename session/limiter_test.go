@@ -120,8 +120,12 @@ func TestSharedCircuit(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		l := newLimiter(t, limiter.Config{FailureThreshold: 2, Window: time.Minute, OpenFor: 10 * time.Second})
 		overloaded := scripted.Call{StopReason: "error", ErrorMessage: "529 overloaded", Status: 529, ErrorType: "overloaded_error"}
-		a, _, recA := newSession(t, []scripted.Call{overloaded, overloaded, ok("a done")}, session.WithLimiter(l), session.WithSessionID("a"))
-		b, _, recB := newSession(t, []scripted.Call{ok("b done")}, session.WithLimiter(l), session.WithSessionID("b"))
+		// The probe's answer takes 500 ms: the other session asks while it
+		// is in flight, whichever of the two wakes first at 12 s, and is
+		// not let through at that same instant by a probe already over.
+		slow := func(text string) scripted.Call { c := ok(text); c.LatencyMs = 500; return c }
+		a, _, recA := newSession(t, []scripted.Call{overloaded, overloaded, slow("a done")}, session.WithLimiter(l), session.WithSessionID("a"))
+		b, _, recB := newSession(t, []scripted.Call{slow("b done")}, session.WithLimiter(l), session.WithSessionID("b"))
 		aDone := promptAsync(a, "hi") // 529 at 0 s and at 2 s: the circuit opens at 2 s until 12 s
 		time.Sleep(3 * time.Second)
 		bDone := promptAsync(b, "hi")
