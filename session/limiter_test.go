@@ -89,6 +89,7 @@ func TestSharedLimitHoldsARetry(t *testing.T) {
 		rec := record(a)
 		start := time.Now()
 		aDone := promptAsync(a, "hi") // fails at 0.1 s, retries at 2.1 s
+		synctest.Wait()               // a's run is admitted before b's 429 holds the key
 		bDone := promptAsync(b, "hi") // 429 at 0 s: the key is held until 5 s
 		require.NoError(t, <-aDone)
 		require.NoError(t, <-bDone)
