@@ -115,6 +115,9 @@ func (n *narrator) apply(s *session.Session, ev events.Event) {
 			n.say(fmt.Sprintf("%s%s: switching to the next credential, retrying now (%s): %s",
 				strings.ReplaceAll(n.start.ErrorClass.String(), "_", " "), cred, attempt(n.start), oneLine(n.start.ErrorMessage)))
 		}
+	case events.SharedLimitWait:
+		n.say(fmt.Sprintf("the shared limit on %s (%s) holds this session: waiting until %s UTC, in %s",
+			oneLine(e.Key), oneLine(e.Reason), e.Until.UTC().Format(time.TimeOnly), roundDelay(max(e.Until.Sub(n.now()), 0))))
 	case events.AutoRetryEnd:
 		if e.Success {
 			n.mu.Lock()

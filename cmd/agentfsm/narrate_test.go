@@ -133,3 +133,15 @@ func TestTurnErrorNamesTheRetriedError(t *testing.T) {
 	assert.Equal(t, "the turn ran past --timeout 3s; policy: aborted: context deadline exceeded", turnError(deadline, 3*time.Second, n))
 	assert.Equal(t, "policy: aborted: context deadline exceeded", turnError(deadline, 0, n), "no --timeout: a deadline of the caller's")
 }
+
+// A wait on a limit shared by sessions is one line in words, naming the
+// key, why and until when.
+func TestNarratorSaysASharedLimitWait(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out syncBuffer
+		n := liveNarrator(&out, 0)
+		n.apply(nil, events.SharedLimitWait{Key: "anthropic/work", Until: time.Now().Add(2 * time.Second), Reason: "rate_limited"})
+		until := time.Now().Add(2 * time.Second).UTC().Format(time.TimeOnly)
+		assert.Equal(t, "agentfsm chat: the shared limit on anthropic/work (rate_limited) holds this session: waiting until "+until+" UTC, in 2s\n", out.String())
+	})
+}

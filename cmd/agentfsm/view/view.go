@@ -43,7 +43,10 @@ type Model struct {
 	maxAttempt int
 	until      time.Time
 	// reset: the pending retry waits for a usage limit's reset, at until.
-	reset   bool
+	reset bool
+	// shared is the key a limit shared by sessions holds, the wait being
+	// for its deadline (until); "" for a retry of the session's own.
+	shared, sharedWhy string
 	working bool
 	// cancelled is the attempt count of the chain the last "Retry
 	// cancelled" ended, for the aborted message that may follow.
@@ -81,8 +84,17 @@ func (m *Model) Apply(ev events.Event, now time.Time) {
 			}
 			m.cancelled = 0
 		}
+	case events.SharedLimitWait:
+		if !m.retry {
+			m.push(EscAbortRetry)
+		}
+		m.retry, m.reset = true, false
+		m.shared, m.sharedWhy, m.until = e.Key, e.Reason, e.Until
 	case events.AutoRetryStart:
-		m.retry = true
+		if m.retry {
+			m.pop() // a shared wait that a retry of its own follows
+		}
+		m.retry, m.shared = true, ""
 		m.attempt, m.maxAttempt = e.Attempt, e.MaxAttempts
 		m.until = now.Add(time.Duration(e.DelayMs) * time.Millisecond)
 		m.reset = !e.ResetAt.IsZero()
@@ -161,8 +173,15 @@ func RevertWords(e events.ModelRevert) string {
 // seconds: "Usage limit: waiting for its reset at 15:00:00 UTC, in
 // 2h59m58s (1/3)… (esc to cancel)". A chain with no count limit
 // (retry.maxRetries -1) shows its attempt out of ∞: "Retrying (5/∞) in
-// 60s… (esc to cancel)".
+// 60s… (esc to cancel)". A wait on a limit shared by sessions counts down
+// to its deadline: "Shared limit on anthropic/work (rate_limited): waiting
+// until 15:00:02 UTC, in 2s… (esc to cancel)".
 func (m *Model) Spinner(now time.Time) string {
+	if m.retry && m.shared != "" {
+		left := time.Duration(math.Round(max(m.until.Sub(now), 0).Seconds())) * time.Second
+		return fmt.Sprintf("Shared limit on %s (%s): waiting until %s, in %s… (esc to cancel)",
+			m.shared, m.sharedWhy, m.until.UTC().Format("15:04:05 UTC"), left)
+	}
 	if m.retry && m.reset {
 		left := time.Duration(math.Round(max(m.until.Sub(now), 0).Seconds())) * time.Second
 		return fmt.Sprintf("Usage limit: waiting for its reset at %s, in %s (%s)… (esc to cancel)",

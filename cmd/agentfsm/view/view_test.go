@@ -131,3 +131,29 @@ func TestCompactionTooLarge(t *testing.T) {
 	m.Apply(events.TurnSettled{}, t0)
 	assert.Empty(t, m.TakeLines())
 }
+
+// A wait on a limit shared by sessions (shared_limit_wait) counts down to
+// the shared deadline, naming the key and why; Esc cancels it as a retry's
+// wait; a retry of the session's own held by it keeps one Esc; the run at
+// the deadline shows the working spinner.
+func TestSharedLimitWaitCountdown(t *testing.T) {
+	var m view.Model
+	m.Apply(events.SharedLimitWait{Key: "anthropic/work", Until: t0.Add(2 * time.Second), Reason: "rate_limited"}, t0)
+	assert.Equal(t, view.EscAbortRetry, m.Esc())
+	assert.Equal(t, "Shared limit on anthropic/work (rate_limited): waiting until 00:00:02 UTC, in 2s… (esc to cancel)", m.Spinner(t0))
+	assert.Equal(t, "Shared limit on anthropic/work (rate_limited): waiting until 00:00:02 UTC, in 0s… (esc to cancel)", m.Spinner(t0.Add(time.Hour)))
+	m.Apply(events.AgentStart{}, t0.Add(2*time.Second))
+	assert.Equal(t, "Working…", m.Spinner(t0.Add(2*time.Second)))
+	assert.Equal(t, view.EscAbort, m.Esc())
+	m.Apply(events.AgentEnd{}, t0.Add(2*time.Second))
+	assert.Equal(t, view.EscNothing, m.Esc())
+
+	// A retry whose continuation the shared limit then holds: one wait,
+	// one Esc, the countdown to the shared deadline.
+	m.Apply(events.AutoRetryStart{Attempt: 1, MaxAttempts: 3, DelayMs: 2000, ErrorMessage: "503"}, t0)
+	m.Apply(events.SharedLimitWait{Key: "anthropic/work", Until: t0.Add(5 * time.Second), Reason: "rate_limited"}, t0.Add(2*time.Second))
+	assert.Equal(t, "Shared limit on anthropic/work (rate_limited): waiting until 00:00:05 UTC, in 3s… (esc to cancel)", m.Spinner(t0.Add(2*time.Second)))
+	m.Apply(events.AgentStart{}, t0.Add(5*time.Second))
+	m.Apply(events.AgentEnd{}, t0.Add(5*time.Second))
+	assert.Equal(t, view.EscNothing, m.Esc())
+}
