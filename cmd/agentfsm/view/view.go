@@ -47,7 +47,7 @@ type Model struct {
 	// shared is the key a limit shared by sessions holds, the wait being
 	// for its deadline (until); "" for a retry of the session's own.
 	shared, sharedWhy string
-	working bool
+	working           bool
 	// cancelled is the attempt count of the chain the last "Retry
 	// cancelled" ended, for the aborted message that may follow.
 	cancelled int
