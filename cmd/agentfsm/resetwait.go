@@ -27,6 +27,11 @@ const maxWaitFileSize = 1 << 20
 // readWaitFile reads the snapshot kept at path; ok is false when there is
 // none. An unreadable or invalid file is an error that says so.
 func readWaitFile(path string) (snap policy.Snapshot, ok bool, err error) {
+	// Only a regular file: opening a FIFO left at that path would block
+	// chat before it starts.
+	if fi, err := os.Stat(path); err == nil && !fi.Mode().IsRegular() {
+		return policy.Snapshot{}, false, fmt.Errorf("%s: not a regular file (%s)", path, fi.Mode().Type())
+	}
 	data, err := readBounded(path, maxWaitFileSize, "snapshot of a turn waiting for a reset")
 	if errors.Is(err, os.ErrNotExist) {
 		return policy.Snapshot{}, false, nil
