@@ -66,12 +66,21 @@ type Config struct {
 
 // Limiter is a limit shared by the sessions of a process, keyed by
 // provider and credential ID. It is safe for concurrent use. Its clock is
-// the process's (time.Now), as the sessions' is.
+// the process's (time.Now), as the sessions' is. It forgets a key once
+// the key holds nothing (no hint left, its circuit closed, no failure
+// within Window), so a process that meets a new credential per user keeps
+// only the keys that matter.
 type Limiter struct {
 	cfg  Config
 	mu   sync.Mutex
 	keys map[string]*key
+	// sweepAt is how many keys the map holds when the next new key
+	// first sweeps out the quiet ones (see get).
+	sweepAt int
 }
+
+// minSweep is the fewest keys a Limiter holds before it sweeps.
+const minSweep = 64
 
 // key is what the limiter knows of one provider and credential.
 type key struct {
@@ -79,6 +88,9 @@ type key struct {
 	// gave runs out, and reason which it was.
 	until  time.Time
 	reason string
+	// lastFailure is when the latest overload failure was counted:
+	// within Window of it the key's count still matters.
+	lastFailure time.Time
 	// breaker is the key's circuit; nil without one.
 	breaker circuitbreaker.CircuitBreaker[any]
 }
@@ -101,7 +113,7 @@ func New(cfg Config) (*Limiter, error) {
 	if cfg.FailureThreshold == 0 {
 		cfg.FailureThreshold = 5
 	}
-	return &Limiter{cfg: cfg, keys: map[string]*key{}}, nil
+	return &Limiter{cfg: cfg, keys: map[string]*key{}, sweepAt: minSweep}, nil
 }
 
 // Key is the name of the key of provider and credential, as events name
@@ -114,9 +126,24 @@ func Key(provider, credential string) string {
 }
 
 // get returns the key named k, made on first use. l.mu is held.
-func (l *Limiter) get(k string) *key {
+//
+// A process whose sessions use many credentials over its life (one per
+// user, say) must not keep every key it ever saw: before a new key joins a
+// map that has grown to sweepAt keys, the quiet ones go, and sweepAt
+// becomes twice what is left (at least minSweep). So the map holds at
+// most about twice the keys that hold something, and a sweep costs
+// nothing spread over the keys that grew the map.
+func (l *Limiter) get(k string, now time.Time) *key {
 	st := l.keys[k]
 	if st == nil {
+		if len(l.keys) >= l.sweepAt {
+			for name, old := range l.keys {
+				if l.quiet(old, now) {
+					delete(l.keys, name)
+				}
+			}
+			l.sweepAt = max(minSweep, 2*len(l.keys))
+		}
 		st = &key{}
 		if l.cfg.FailureThreshold > 0 {
 			st.breaker = circuitbreaker.NewBuilder[any]().
@@ -130,6 +157,16 @@ func (l *Limiter) get(k string) *key {
 	return st
 }
 
+// quiet reports whether st knows nothing a new key would not: no hold,
+// and its circuit (if any) closed with no overload failure within Window.
+// A quiet key can be forgotten.
+func (l *Limiter) quiet(st *key, now time.Time) bool {
+	if now.Before(st.until) {
+		return false
+	}
+	return st.breaker == nil || st.breaker.IsClosed() && now.Sub(st.lastFailure) >= l.cfg.Window
+}
+
 // Admit asks whether a run on provider and credential may start now. It
 // returns the zero time when it may: the run then holds a permit, and
 // Done must follow, once, when it ends. Otherwise it returns until when
@@ -141,7 +178,7 @@ func (l *Limiter) Admit(provider, credential string) (until time.Time, name, rea
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
-	st := l.get(name)
+	st := l.get(name, now)
 	if now.Before(st.until) {
 		return st.until, name, st.reason
 	}
@@ -167,7 +204,7 @@ func (l *Limiter) Done(provider, credential string, last *transcript.Message) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := time.Now()
-	st := l.get(name)
+	st := l.get(name, now)
 	switch kind, hint := l.judge(last, now); kind {
 	case success:
 		if st.breaker != nil {
@@ -184,6 +221,7 @@ func (l *Limiter) Done(provider, credential string, last *transcript.Message) {
 		}
 		if kind == overload && st.breaker != nil {
 			st.breaker.RecordFailure()
+			st.lastFailure = now
 		} else {
 			release(st.breaker)
 		}
