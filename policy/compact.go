@@ -5,8 +5,10 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
+	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
@@ -50,21 +52,44 @@ type SummaryRequest struct {
 	// A summarizer that calls the model retries a call that fails on a
 	// transient error (an overloaded or unavailable server, a network
 	// failure: the class Retryable under Retry.Rules) within them, as the
-	// session retries a run: at most MaxRetries times, waiting
-	// Retry.Delay(n, hint) before retry n, and never once its context
-	// ends. The zero value (Enabled false) retries nothing.
+	// session retries a run: as Retry.Next says, and never once its
+	// context ends. The zero value (Enabled false) retries nothing.
 	Retry RetryConfig
 }
 
-// Delay is the wait before retry attempt n (from 1) under c, as a retry
-// chain waits (docs/policy.md §3.2): BaseDelayMs×2^(n−1), at most
-// MaxDelayMs when set, and with HonorRetryAfter at least hint (the
-// server's retry hint, 0 for none). No jitter: a caller without the
-// session's random draws waits the longest delay jitter allows. Each step
-// saturates at MaxDelay.
-func (c RetryConfig) Delay(n int, hint time.Duration) time.Duration {
-	return retryDelay(c, n, 0, hint, hint > 0)
+// Next says whether a call that failed with failure is retried under c,
+// and after how long: the transition table's decision on a run that ended
+// so as retry n (from 1), elapsed after the first failure, for a caller
+// with no credential store, fallback model or wait for a reset (a
+// summarizer's call, say). The call is retried when the table's rule
+// leads to backoff (rule retry); it is not when the rule ends the chain
+// (exhaust, exhaust_elapsed, the retry hint over the cap) or does not
+// retry the class at all. The delay is the chain's (docs/policy.md §3.2):
+// BaseDelayMs×2^(n−1), at most MaxDelayMs when set, and with
+// HonorRetryAfter at least the server's hint. No jitter: a caller without
+// the session's random draws waits the longest delay jitter allows.
+func (c RetryConfig) Next(n int, elapsed time.Duration, failure classify.Result) (delay time.Duration, retry bool) {
+	delay = retryDelay(c, n, 0, failure.RetryAfter, failure.HasRetryAfter)
+	f := transitions.Facts{
+		Signal:       transitions.RunEnded,
+		Started:      true,
+		Error:        true,
+		Class:        verdict{Result: failure}.class(),
+		UsageLimit:   failure.UsageLimit,
+		RetryEnabled: c.Enabled,
+		Attempt:      n - 1,
+		MaxRetries:   c.MaxRetries,
+		MaxElapsedMs: c.MaxElapsedMs,
+		ElapsedMs:    elapsed.Milliseconds(),
+		HintOverCap:  hintOverCap(c, failure.RetryAfter, failure.HasRetryAfter),
+		DelayMs:      delay.Milliseconds(),
+	}
+	r, ok := nextRetryRules.Next(states.Classifying, f)
+	return delay, ok && r.Target(states.Classifying) == states.Backoff
 }
+
+// nextRetryRules is the table RetryConfig.Next consults.
+var nextRetryRules = transitions.Table()
 
 // Summary is a Summarizer's answer.
 type Summary struct {

@@ -64,9 +64,8 @@ import (
 // flight, and no run starts after. A run that fails on a transient error
 // (the class Retryable under the request's Retry.Rules: 529 overloaded,
 // 503, a network failure) is retried within the request's Retry, the
-// session's retry settings, as a retry chain retries a run: at most
-// MaxRetries times, after Retry.Delay(n, hint), on a timer ctx's end stops
-// at once. Summarize fails, and the compaction with it, when a run cannot
+// session's retry settings, as a retry chain retries a run: as Retry.Next
+// says, on a timer ctx's end stops at once. Summarize fails, and the compaction with it, when a run cannot
 // start, returns an error, ends in an error or aborted message (past its
 // retries, naming them, for a transient one), or gives no text. A summary
 // longer than the bound is cut (its start kept), with the file lists
@@ -194,14 +193,11 @@ func (a AgentSummarizer) ask(ctx context.Context, model policy.Model, cred *poli
 	return text, failure, false, nil
 }
 
-// askRetrying is ask, with a call that fails on a transient error (the
-// class Retryable under retry.Rules: an overloaded or unavailable server,
-// a network failure) retried within the session's retry settings, as a
-// retry chain retries a run: at most retry.MaxRetries times, after
-// retry.Delay(n, hint), waiting on a timer that ctx's end (AbortCompaction,
-// Abort) stops at once. A hint over retry.MaxDelayMs, with
-// retry.HonorRetryAfter, ends the retries as it ends a chain. The last
-// error fails the summary, with the retries made.
+// askRetrying is ask, with a call that fails retried as retry.Next says
+// (the transition table's decision on a run that failed so: a transient
+// error within the retry settings' count, time budget and delay cap),
+// waiting on a timer that ctx's end (AbortCompaction, Abort) stops at
+// once. The last error fails the summary, with the retries made.
 func (a AgentSummarizer) askRetrying(ctx context.Context, retry policy.RetryConfig, model policy.Model, cred *policy.Credential, prompt transcript.Message) (string, error) {
 	var first time.Time // the first failure: the time budget counts from it
 	for n := 1; ; n++ {
@@ -212,15 +208,8 @@ func (a AgentSummarizer) askRetrying(ctx context.Context, retry policy.RetryConf
 		if n == 1 {
 			first = time.Now()
 		}
-		var hint time.Duration
-		if failure.HasRetryAfter {
-			hint = failure.RetryAfter
-		}
-		delay := retry.Delay(n, hint)
-		overCap := retry.HonorRetryAfter && retry.MaxDelayMs > 0 && hint > time.Duration(min(retry.MaxDelayMs, int64(policy.MaxDelay/time.Millisecond)))*time.Millisecond
-		countOut := retry.MaxRetries >= 0 && n > retry.MaxRetries
-		budgetOut := retry.MaxElapsedMs > 0 && time.Since(first)+delay > time.Duration(min(retry.MaxElapsedMs, int64(policy.MaxDelay/time.Millisecond)))*time.Millisecond
-		if !failed || failure.Class != classify.Retryable || !retry.Enabled || countOut || budgetOut || overCap {
+		delay, again := retry.Next(n, time.Since(first), failure)
+		if !failed || !again {
 			if n > 1 {
 				err = fmt.Errorf("%w (after %d %s)", err, n-1, plural(n-1, "retry", "retries"))
 			}
