@@ -122,7 +122,7 @@ func TestMalformedEvents(t *testing.T) {
 		"block out of order": {"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"content\":[]}}\n\nevent: content_block_start\ndata: {\"index\":2,\"content_block\":{\"type\":\"text\"}}\n\n",
 			"content block 2 started after 0"},
 		"message_start without message": {"event: message_start\ndata: {}\n\n", "a message_start without its message"},
-		"error event not JSON": {"event: error\ndata: upstream exploded\n\n", "upstream exploded"},
+		"error event not JSON":          {"event: error\ndata: upstream exploded\n\n", "upstream exploded"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
