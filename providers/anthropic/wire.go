@@ -211,10 +211,7 @@ func post(ctx context.Context, client *http.Client, base, key string, body []byt
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("X-Api-Key", key)
 	req.Header.Set("Anthropic-Version", apiVersion)
-	if client == nil {
-		client = http.DefaultClient
-	}
-	resp, err := client.Do(req)
+	resp, err := keyless(client).Do(req)
 	if err != nil {
 		return nil, err
 	}
@@ -283,4 +280,29 @@ func typeName(t string) string {
 		return "nameless"
 	}
 	return t
+}
+
+// keyless returns client (http.DefaultClient when nil) made to drop the
+// x-api-key header from a redirect to another host. Go's client drops
+// Authorization there, as a credential, but not a header it does not know:
+// without this, a redirect to any host would carry the key along.
+func keyless(client *http.Client) *http.Client {
+	if client == nil {
+		client = http.DefaultClient
+	}
+	c := *client
+	check := client.CheckRedirect
+	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
+		if len(via) > 0 && !strings.EqualFold(req.URL.Host, via[0].URL.Host) {
+			req.Header.Del("X-Api-Key")
+		}
+		if check != nil {
+			return check(req, via)
+		}
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		return nil
+	}
+	return &c
 }

@@ -166,3 +166,46 @@ func TestCancelMidStream(t *testing.T) {
 		synctest.Wait()
 	})
 }
+
+// A redirect to another host does not carry the key along (Go's client
+// drops Authorization there, not x-api-key); one on the same host does, and
+// the embedder's own CheckRedirect still decides.
+func TestRedirectElsewhereDropsTheKey(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		keys := map[string]string{}
+		handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			keys[r.Host+r.URL.Path] = r.Header.Get("X-Api-Key")
+			switch r.Host + r.URL.Path {
+			case "anthropic.test/v1/messages":
+				http.Redirect(w, r, "http://anthropic.test/moved", http.StatusTemporaryRedirect)
+			case "anthropic.test/moved":
+				http.Redirect(w, r, "http://elsewhere.test/v1/messages", http.StatusPermanentRedirect)
+			default:
+				_, _ = w.Write([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"content\":[]}}\n\n" +
+					"event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n"))
+			}
+		})
+		msg := rawRunAgent(t, rawAgent(handler))
+		assert.Equal(t, transcript.StopReasonStop, msg.StopReason, msg.ErrorMessage)
+		assert.Equal(t, map[string]string{"anthropic.test/v1/messages": keyA, "anthropic.test/moved": keyA, "elsewhere.test/v1/messages": ""}, keys)
+
+		var checked int
+		client := providertest.Client(handler)
+		client.CheckRedirect = func(*http.Request, []*http.Request) error { checked++; return http.ErrUseLastResponse }
+		a := anthropic.New(anthropic.Options{BaseURL: "http://anthropic.test", HTTPClient: client, Secrets: credentials.EnvSecrets{Lookup: lookup}})
+		msg = rawRunAgent(t, a)
+		assert.Equal(t, 1, checked)
+		assert.Equal(t, transcript.StopReasonError, msg.StopReason)
+		assert.Equal(t, http.ErrUseLastResponse, client.CheckRedirect(nil, nil), "the embedder's client is left as it was")
+	})
+}
+
+// rawRunAgent runs a once, outside a session, and returns its last message.
+func rawRunAgent(t *testing.T, a *anthropic.Agent) transcript.Message {
+	t.Helper()
+	var evs []events.Event
+	require.NoError(t, a.Run(context.Background(), session.RunRequest{Context: []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("hi")}}, Model: a.Model()},
+		func(e events.Event) { evs = append(evs, e) }))
+	ms := evs[len(evs)-1].(events.AgentEnd).Messages
+	return ms[len(ms)-1]
+}
