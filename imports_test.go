@@ -51,6 +51,7 @@ var layers = map[string]int{
 	"session/scripted":      9,
 	"session/rpc":           9,
 	"internal/providertest": 9,
+	"internal/sse":          9,
 	"props":                 10,
 	"session/eventlog":      10,
 	"session/otelsession":   10,

@@ -209,7 +209,7 @@ type limitedBody struct {
 
 // ClipError returns err, or, when its text is longer than MaxErrorMessage
 // bytes, a plain error of that text cut as FailedMessage cuts
-// ErrorMessage: a huge error (an SDK's holding a whole body) is not kept
+// ErrorMessage: a huge error (a client's holding a whole body) is not kept
 // alive in a message, at the price of what errors.Is and errors.As
 // reached through it.
 func ClipError(err error) error {

@@ -11,7 +11,7 @@ import (
 // MaxStreamEvent is the most bytes of one server-sent event that the
 // adapters of this module read (LimitEventStream): an event's lines up to
 // the blank line that ends it. A real event is one chunk of an answer
-// (kilobytes; a whole tool call's arguments at most); the SDKs hold an
+// (kilobytes; a whole tool call's arguments at most); a reader holds an
 // event's data lines in memory until its blank line, so a server that never
 // sends one would otherwise grow them without bound.
 const MaxStreamEvent = 8 << 20

@@ -57,3 +57,25 @@ func TestDefaultBuildLeavesOutHeavyParts(t *testing.T) {
 		assert.True(t, imports(deps(tag), prefix), "the build with the tag %s does not import %s", tag, prefix)
 	}
 }
+
+// sdks are the provider SDKs the adapters used to link: the two endpoints
+// they need are spoken over net/http (providers/anthropic, providers/openai),
+// so no build of the command imports them, whatever its tags.
+var sdks = []string{"github.com/anthropics/anthropic-sdk-go", "github.com/openai/openai-go"}
+
+// TestNoBuildLinksAProviderSDK: neither the default build nor the one with
+// every tag imports a provider SDK, though both import the adapters.
+func TestNoBuildLinksAProviderSDK(t *testing.T) {
+	for _, tags := range []string{"", "svg,otlp"} {
+		out, err := exec.Command("go", "list", "-tags", tags, "-deps", ".").Output()
+		require.NoError(t, err)
+		deps := strings.Fields(string(out))
+		require.Contains(t, deps, "github.com/agentfsm/agentfsm/providers/anthropic")
+		require.Contains(t, deps, "github.com/agentfsm/agentfsm/providers/openai")
+		for _, d := range deps {
+			for _, sdk := range sdks {
+				assert.False(t, strings.HasPrefix(d, sdk), "the build with tags %q imports %s", tags, d)
+			}
+		}
+	}
+}

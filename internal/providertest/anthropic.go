@@ -359,7 +359,7 @@ func anthropicErrorBody(typ, message, code, requestID string) []byte {
 // and the same id in the request-id header. The documented pairs are 400
 // invalid_request_error, 401 authentication_error, 402 billing_error, 403
 // permission_error, 404 not_found_error, 413 request_too_large, 429
-// rate_limit_error, 500 api_error and 529 overloaded_error (the SDK also
+// rate_limit_error, 500 api_error and 529 overloaded_error (Anthropic's SDK also
 // knows 504 timeout_error).
 func AnthropicError(status int, typ, message string) Reply {
 	return anthropicError(status, typ, message, "")

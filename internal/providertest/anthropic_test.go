@@ -12,51 +12,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/internal/providertest"
 )
-
-// anthropicClient is the SDK's client pointed at srv, with key and without
-// the SDK's own retries (the session owns retrying).
-func anthropicClient(srv *providertest.Server, key string) *anthropic.Client {
-	c := anthropic.NewClient(
-		option.WithoutEnvironmentDefaults(),
-		option.WithAPIKey(key),
-		option.WithBaseURL(srv.BaseURL()),
-		option.WithHTTPClient(srv.Client()),
-		option.WithMaxRetries(0),
-	)
-	return &c
-}
-
-func anthropicParams() anthropic.MessageNewParams {
-	return anthropic.MessageNewParams{
-		Model:     anthropic.Model(providertest.AnthropicModel),
-		MaxTokens: 1024,
-		Messages:  []anthropic.MessageParam{anthropic.NewUserMessage(anthropic.NewTextBlock("What is in main.go?"))},
-	}
-}
-
-// anthropicStream reads a whole stream into one message, as an adapter
-// does, and returns it with the stream's error and the events' types.
-func anthropicStream(ctx context.Context, c *anthropic.Client) (anthropic.Message, []string, error) {
-	stream := c.Messages.NewStreaming(ctx, anthropicParams())
-	defer stream.Close()
-	var msg anthropic.Message
-	var types []string
-	for stream.Next() {
-		ev := stream.Current()
-		types = append(types, ev.Type)
-		if err := msg.Accumulate(ev); err != nil {
-			return msg, types, err
-		}
-	}
-	return msg, types, stream.Err()
-}
 
 // richMessage has a block of each kind an agent meets, and usage with
 // cache tokens.
@@ -69,7 +29,7 @@ var richMessage = providertest.AnthropicMessage{
 	Usage: providertest.AnthropicUsage{InputTokens: 2095, OutputTokens: 503, CacheCreationInputTokens: 1200, CacheReadInputTokens: 800},
 }
 
-func checkRichMessage(t *testing.T, msg anthropic.Message) {
+func checkRichMessage(t *testing.T, msg anthMessage) {
 	t.Helper()
 	require.Len(t, msg.Content, 3)
 	assert.Equal(t, "thinking", msg.Content[0].Type)
@@ -77,12 +37,12 @@ func checkRichMessage(t *testing.T, msg anthropic.Message) {
 	assert.Equal(t, "EqQBCgIYAhIM1gbcDa9GJwZA2b3hGgxBdjrkzLoky3dl1pkiMOYds", msg.Content[0].Signature)
 	assert.Equal(t, "text", msg.Content[1].Type)
 	assert.Equal(t, "I'll read main.go — it's <short>.", msg.Content[1].Text)
-	tool := msg.Content[2].AsToolUse()
-	assert.Equal(t, "tool_use", string(tool.Type))
+	tool := msg.Content[2]
+	assert.Equal(t, "tool_use", tool.Type)
 	assert.Equal(t, "toolu_01A09q90qw90lq917835lq9", tool.ID)
 	assert.Equal(t, "read", tool.Name)
 	assert.JSONEq(t, `{"path":"main.go","limit":200}`, string(tool.Input))
-	assert.Equal(t, anthropic.StopReasonToolUse, msg.StopReason)
+	assert.Equal(t, "tool_use", msg.StopReason)
 	assert.Equal(t, int64(2095), msg.Usage.InputTokens)
 	assert.Equal(t, int64(503), msg.Usage.OutputTokens)
 	assert.Equal(t, int64(1200), msg.Usage.CacheCreationInputTokens)
@@ -105,7 +65,7 @@ func TestAnthropicStreamAccumulates(t *testing.T) {
 	assert.Equal(t, "POST", r.Method)
 	assert.Equal(t, "/v1/messages", r.Path)
 	assert.Equal(t, "sk-ant-first", r.Key())
-	assert.Equal(t, "Bearer sk-ant-first", r.Header.Get("Authorization"), "SDK v2 sends an API key as a bearer token")
+	assert.Equal(t, "sk-ant-first", r.Header.Get("X-Api-Key"))
 	assert.NotEmpty(t, r.Header.Get("Anthropic-Version"))
 	assert.True(t, r.Stream)
 	assert.Equal(t, providertest.AnthropicModel, r.Body["model"])
@@ -117,7 +77,7 @@ func TestAnthropicStreamAccumulates(t *testing.T) {
 func TestAnthropicJSONMessage(t *testing.T) {
 	srv := providertest.NewAnthropic(t)
 	srv.Push(richMessage.Reply())
-	msg, err := anthropicClient(srv, "sk-ant-first").Messages.New(t.Context(), anthropicParams())
+	msg, err := anthropicNew(t.Context(), anthropicClient(srv, "sk-ant-first"))
 	require.NoError(t, err)
 	checkRichMessage(t, *msg)
 	assert.False(t, srv.Settled()[0].Stream)
@@ -173,16 +133,15 @@ func TestAnthropicStopReasonContextWindowExceeded(t *testing.T) {
 	c := anthropicClient(srv, "k")
 	msg, _, err := anthropicStream(t.Context(), c)
 	require.NoError(t, err)
-	assert.Equal(t, anthropic.StopReasonModelContextWindowExceeded, msg.StopReason)
-	whole, err := c.Messages.New(t.Context(), anthropicParams())
+	assert.Equal(t, "model_context_window_exceeded", msg.StopReason)
+	whole, err := anthropicNew(t.Context(), c)
 	require.NoError(t, err)
-	assert.Equal(t, anthropic.StopReasonModelContextWindowExceeded, whole.StopReason)
+	assert.Equal(t, "model_context_window_exceeded", whole.StopReason)
 }
 
-// TestAnthropicErrors sends each documented error to the SDK, once as the
-// answer to a plain request and once to a streaming one: each becomes an
-// *anthropic.Error with the status, the body's type and message, and the
-// request id.
+// TestAnthropicErrors sends each documented error to a client, once as the
+// answer to a plain request and once to a streaming one: each comes with
+// the status, the body's type and message, and the request id.
 func TestAnthropicErrors(t *testing.T) {
 	now := time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 	cases := []struct {
@@ -228,26 +187,26 @@ func TestAnthropicErrors(t *testing.T) {
 			srv := providertest.NewAnthropic(t)
 			srv.Push(tc.reply, tc.reply)
 			c := anthropicClient(srv, "k")
-			_, plainErr := c.Messages.New(t.Context(), anthropicParams())
+			_, plainErr := anthropicNew(t.Context(), c)
 			_, _, streamErr := anthropicStream(t.Context(), c)
 			for _, err := range []error{plainErr, streamErr} {
-				var apiErr *anthropic.Error
+				var apiErr *apiError
 				require.ErrorAs(t, err, &apiErr)
 				assert.Equal(t, tc.status, apiErr.StatusCode)
-				assert.Equal(t, anthropic.ErrorType(tc.typ), apiErr.Type())
+				assert.Equal(t, tc.typ, apiErr.Type)
 				if tc.message != "" {
 					assert.Equal(t, tc.message, apiErr.Message)
 				}
-				assert.Equal(t, tc.code, string(apiErr.ErrorCode()))
+				assert.Equal(t, tc.code, apiErr.Code)
 				assert.Equal(t, tc.reply.Header.Get("Request-Id"), apiErr.RequestID)
 				assert.True(t, strings.HasPrefix(apiErr.RequestID, "req_"), apiErr.RequestID)
 				var body struct {
 					RequestID string `json:"request_id"`
 				}
-				require.NoError(t, json.Unmarshal([]byte(apiErr.RawJSON()), &body))
+				require.NoError(t, json.Unmarshal(apiErr.Body, &body))
 				assert.Equal(t, apiErr.RequestID, body.RequestID)
 				for name, value := range tc.headers {
-					assert.Equal(t, value, apiErr.Response.Header.Get(name), name)
+					assert.Equal(t, value, apiErr.Header.Get(name), name)
 				}
 			}
 		})
@@ -255,26 +214,26 @@ func TestAnthropicErrors(t *testing.T) {
 }
 
 // TestAnthropicStreamErrorEvent: an error after the 200 status comes as an
-// error event; the SDK makes it an *anthropic.Error whose StatusCode is the
-// stream's 200, so only its type tells an overload.
+// error event: the stream's status is 200, so only its type tells an
+// overload.
 func TestAnthropicStreamErrorEvent(t *testing.T) {
 	srv := providertest.NewAnthropic(t)
 	events := richMessage.Events()[:4]
 	srv.Push(providertest.Reply{Events: append(events, providertest.AnthropicErrorEvent("overloaded_error", "Overloaded"))})
 	msg, _, err := anthropicStream(t.Context(), anthropicClient(srv, "k"))
-	var apiErr *anthropic.Error
+	var apiErr *apiError
 	require.ErrorAs(t, err, &apiErr)
 	assert.Equal(t, http.StatusOK, apiErr.StatusCode)
-	assert.Equal(t, anthropic.ErrorTypeOverloadedError, apiErr.Type())
+	assert.Equal(t, "overloaded_error", apiErr.Type)
 	assert.Equal(t, "Overloaded", apiErr.Message)
 	assert.NotEmpty(t, apiErr.RequestID)
 	require.Len(t, msg.Content, 1)
 	assert.Equal(t, "The ", msg.Content[0].Thinking)
 }
 
-// TestAnthropicCutStream: a stream cut mid-way is an error of the SDK's
-// read, a connection reset by default; cut cleanly (io.EOF), the SDK sees a
-// stream that just ends, without message_stop.
+// TestAnthropicCutStream: a stream cut mid-way is an error of the client's
+// read, a connection reset by default; cut cleanly (io.EOF), the client
+// sees a stream that just ends, without message_stop.
 func TestAnthropicCutStream(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -296,7 +255,7 @@ func TestAnthropicCutStream(t *testing.T) {
 			} else {
 				require.ErrorIs(t, err, tc.want)
 			}
-			assert.Len(t, types, 4, "the ping is not an event of the SDK's stream")
+			assert.Len(t, types, 4, "the ping is not counted")
 			assert.NotContains(t, types, "message_stop")
 			assert.Equal(t, "The user ", msg.Content[0].Thinking)
 			r := srv.Settled()[0]
@@ -307,16 +266,16 @@ func TestAnthropicCutStream(t *testing.T) {
 }
 
 // TestAnthropicResetBeforeHeaders: a connection reset before any response
-// is the SDK's error as the transport gave it, not an *anthropic.Error.
+// is the error the transport gave, not an *apiError.
 func TestAnthropicResetBeforeHeaders(t *testing.T) {
 	srv := providertest.NewAnthropic(t)
 	reply := richMessage.Reply()
 	reply.Break = &providertest.Break{NoHeaders: true}
 	srv.Push(reply, reply)
 	c := anthropicClient(srv, "k")
-	_, err := c.Messages.New(t.Context(), anthropicParams())
+	_, err := anthropicNew(t.Context(), c)
 	require.ErrorIs(t, err, syscall.ECONNRESET)
-	var apiErr *anthropic.Error
+	var apiErr *apiError
 	assert.False(t, errors.As(err, &apiErr))
 	_, _, err = anthropicStream(t.Context(), c)
 	require.ErrorIs(t, err, syscall.ECONNRESET)
@@ -328,12 +287,12 @@ func TestAnthropicCutBody(t *testing.T) {
 	reply := richMessage.Reply()
 	reply.Break = &providertest.Break{After: 40}
 	srv.Push(reply)
-	_, err := anthropicClient(srv, "k").Messages.New(t.Context(), anthropicParams())
+	_, err := anthropicNew(t.Context(), anthropicClient(srv, "k"))
 	require.ErrorIs(t, err, syscall.ECONNRESET)
 }
 
 // TestAnthropicStallUntilDeadline runs in fake time: a stream that stops
-// sending holds the SDK until the caller's deadline, and the fake records
+// sending holds the client until the caller's deadline, and the fake records
 // the request as cancelled.
 func TestAnthropicStallUntilDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -377,13 +336,8 @@ func TestAnthropicAbortMidStream(t *testing.T) {
 	srv := providertest.NewAnthropic(t)
 	srv.Push(richMessage.Reply())
 	ctx, cancel := context.WithCancel(t.Context())
-	stream := anthropicClient(srv, "k").Messages.NewStreaming(ctx, anthropicParams())
-	require.True(t, stream.Next())
-	cancel()
-	for stream.Next() {
-	}
-	require.ErrorIs(t, stream.Err(), context.Canceled)
-	stream.Close()
+	_, _, err := anthropicStreamEach(ctx, anthropicClient(srv, "k"), func(string) { cancel() })
+	require.ErrorIs(t, err, context.Canceled)
 	r := srv.Settled()[0]
 	assert.True(t, r.Cancelled)
 	assert.False(t, r.Complete)
@@ -394,19 +348,19 @@ func TestAnthropicAbortMidStream(t *testing.T) {
 func TestAnthropicKeys(t *testing.T) {
 	srv := providertest.NewAnthropic(t)
 	srv.Push(providertest.AnthropicSpendLimit(), richMessage.Reply())
-	_, err := anthropicClient(srv, "sk-ant-first").Messages.New(t.Context(), anthropicParams())
+	_, err := anthropicNew(t.Context(), anthropicClient(srv, "sk-ant-first"))
 	require.Error(t, err)
-	_, err = anthropicClient(srv, "sk-ant-second").Messages.New(t.Context(), anthropicParams())
+	_, err = anthropicNew(t.Context(), anthropicClient(srv, "sk-ant-second"))
 	require.NoError(t, err)
 	reqs := srv.Settled()
 	require.Len(t, reqs, 2)
 	assert.Equal(t, "sk-ant-first", reqs[0].Key())
 	assert.Equal(t, "sk-ant-second", reqs[1].Key())
 
-	token := anthropic.NewClient(option.WithoutEnvironmentDefaults(), option.WithAuthToken("oauth-token"),
-		option.WithBaseURL(srv.BaseURL()), option.WithHTTPClient(srv.Client()), option.WithMaxRetries(0))
+	token := anthropicClient(srv, "oauth-token")
+	token.bearer = true
 	srv.Push(richMessage.Reply())
-	_, err = token.Messages.New(t.Context(), anthropicParams())
+	_, err = anthropicNew(t.Context(), token)
 	require.NoError(t, err)
 	assert.Equal(t, "oauth-token", srv.Settled()[2].Key())
 }
@@ -464,16 +418,16 @@ func TestAnthropicScriptMistakes(t *testing.T) {
 	rec := &recorder{TB: t}
 	srv := providertest.NewAnthropic(rec)
 	c := anthropicClient(srv, "k")
-	_, err := c.Messages.New(t.Context(), anthropicParams())
-	var apiErr *anthropic.Error
+	_, err := anthropicNew(t.Context(), c)
+	var apiErr *apiError
 	require.ErrorAs(t, err, &apiErr)
 	assert.Equal(t, 500, apiErr.StatusCode)
-	assert.Equal(t, anthropic.ErrorTypeAPIError, apiErr.Type())
+	assert.Equal(t, "api_error", apiErr.Type)
 
-	_, err = c.Models.Get(t.Context(), "claude-sonnet-4-5", anthropic.ModelGetParams{})
+	_, err = c.do(t.Context(), http.MethodGet, "v1/models/claude-sonnet-4-5", nil)
 	require.ErrorAs(t, err, &apiErr)
 	assert.Equal(t, 404, apiErr.StatusCode)
-	assert.Equal(t, anthropic.ErrorTypeNotFoundError, apiErr.Type())
+	assert.Equal(t, "not_found_error", apiErr.Type)
 
 	srv.Settled()
 	reported := rec.reported()

@@ -11,51 +11,11 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/internal/providertest"
 )
-
-// openAIClient is the SDK's client pointed at srv, with key and without the
-// SDK's own retries.
-func openAIClient(srv *providertest.Server, key string) *openai.Client {
-	c := openai.NewClient(
-		option.WithAPIKey(key),
-		option.WithBaseURL(srv.BaseURL()),
-		option.WithHTTPClient(srv.Client()),
-		option.WithMaxRetries(0),
-	)
-	return &c
-}
-
-func openAIParams(includeUsage bool) openai.ChatCompletionNewParams {
-	p := openai.ChatCompletionNewParams{
-		Model:    openai.ChatModel(providertest.OpenAIModel),
-		Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage("What is in main.go?")},
-	}
-	if includeUsage {
-		p.StreamOptions.IncludeUsage = openai.Bool(true)
-	}
-	return p
-}
-
-// openAIStream reads a whole stream into one completion, as an adapter
-// does, and returns it with the stream's error and the number of chunks.
-func openAIStream(ctx context.Context, c *openai.Client, includeUsage bool) (openai.ChatCompletionAccumulator, int, error) {
-	stream := c.Chat.Completions.NewStreaming(ctx, openAIParams(includeUsage))
-	defer stream.Close()
-	var acc openai.ChatCompletionAccumulator
-	n := 0
-	for stream.Next() {
-		n++
-		acc.AddChunk(stream.Current())
-	}
-	return acc, n, stream.Err()
-}
 
 var openAIToolCompletion = providertest.OpenAICompletion{
 	Content: "I'll read main.go — it's <short>.",
@@ -66,7 +26,7 @@ var openAIToolCompletion = providertest.OpenAICompletion{
 	Usage: providertest.OpenAIUsage{PromptTokens: 2095, CompletionTokens: 503, CachedTokens: 1024, ReasoningTokens: 64},
 }
 
-func checkToolCompletion(t *testing.T, c openai.ChatCompletion, withUsage bool) {
+func checkToolCompletion(t *testing.T, c oaCompletion, withUsage bool) {
 	t.Helper()
 	require.Len(t, c.Choices, 1)
 	ch := c.Choices[0]
@@ -94,7 +54,7 @@ func TestOpenAIStreamAccumulates(t *testing.T) {
 	srv.Push(openAIToolCompletion.Reply())
 	acc, _, err := openAIStream(t.Context(), openAIClient(srv, "sk-first"), true)
 	require.NoError(t, err)
-	checkToolCompletion(t, acc.ChatCompletion, true)
+	checkToolCompletion(t, acc, true)
 
 	reqs := srv.Settled()
 	require.Len(t, reqs, 1)
@@ -116,10 +76,10 @@ func TestOpenAIStreamUsageOnlyWhenAsked(t *testing.T) {
 	c := openAIClient(srv, "k")
 	without, n, err := openAIStream(t.Context(), c, false)
 	require.NoError(t, err)
-	checkToolCompletion(t, without.ChatCompletion, false)
+	checkToolCompletion(t, without, false)
 	with, m, err := openAIStream(t.Context(), c, true)
 	require.NoError(t, err)
-	checkToolCompletion(t, with.ChatCompletion, true)
+	checkToolCompletion(t, with, true)
 	assert.Equal(t, n+1, m, "the usage chunk is the one difference")
 }
 
@@ -127,10 +87,10 @@ func TestOpenAIJSONCompletion(t *testing.T) {
 	srv := providertest.NewOpenAI(t)
 	srv.Push(openAIToolCompletion.Reply(), providertest.OpenAICompletion{Content: "Hello there"}.Reply())
 	c := openAIClient(srv, "k")
-	got, err := c.Chat.Completions.New(t.Context(), openAIParams(false))
+	got, err := openAINew(t.Context(), c)
 	require.NoError(t, err)
 	checkToolCompletion(t, *got, true)
-	got, err = c.Chat.Completions.New(t.Context(), openAIParams(false))
+	got, err = openAINew(t.Context(), c)
 	require.NoError(t, err)
 	assert.Equal(t, "Hello there", got.Choices[0].Message.Content)
 	assert.Equal(t, "stop", got.Choices[0].FinishReason)
@@ -163,9 +123,9 @@ data: [DONE]
 	assert.Equal(t, want, b.String())
 }
 
-// TestOpenAIErrors sends each error to the SDK, once as the answer to a
-// plain request and once to a streaming one: each becomes an *openai.Error
-// with the status and the body's type, code, param and message.
+// TestOpenAIErrors sends each error to a client, once as the answer to a
+// plain request and once to a streaming one: each comes with the status and
+// the body's type, code, param and message.
 func TestOpenAIErrors(t *testing.T) {
 	cases := []struct {
 		name             string
@@ -199,10 +159,10 @@ func TestOpenAIErrors(t *testing.T) {
 			srv := providertest.NewOpenAI(t)
 			srv.Push(tc.reply, tc.reply)
 			c := openAIClient(srv, "k")
-			_, plainErr := c.Chat.Completions.New(t.Context(), openAIParams(false))
+			_, plainErr := openAINew(t.Context(), c)
 			_, _, streamErr := openAIStream(t.Context(), c, true)
 			for _, err := range []error{plainErr, streamErr} {
-				var apiErr *openai.Error
+				var apiErr *apiError
 				require.ErrorAs(t, err, &apiErr)
 				assert.Equal(t, tc.status, apiErr.StatusCode)
 				assert.Equal(t, tc.typ, apiErr.Type)
@@ -211,35 +171,34 @@ func TestOpenAIErrors(t *testing.T) {
 				if tc.message != "" {
 					assert.Equal(t, tc.message, apiErr.Message)
 				}
-				assert.NotContains(t, apiErr.Error(), "{", "the SDK's Error() is the status line only")
-				assert.Equal(t, tc.reply.Header.Get("X-Request-Id"), apiErr.Response.Header.Get("x-request-id"))
+				assert.Equal(t, tc.reply.Header.Get("X-Request-Id"), apiErr.Header.Get("x-request-id"))
 				for name, value := range tc.headers {
-					assert.Equal(t, value, apiErr.Response.Header.Get(name), name)
+					assert.Equal(t, value, apiErr.Header.Get(name), name)
 				}
 			}
 		})
 	}
 }
 
-// TestOpenAIStreamErrorEvent: an error in a stream is an
-// *ssestream.StreamError carrying the event, not an *openai.Error.
+// TestOpenAIStreamErrorEvent: an error in a stream is a chunk holding
+// "error" after the 200, not an error status.
 func TestOpenAIStreamErrorEvent(t *testing.T) {
 	srv := providertest.NewOpenAI(t)
 	events := openAIToolCompletion.Events()[:3]
 	srv.Push(providertest.Reply{Events: append(events, providertest.OpenAIErrorEvent("server_error", "", "The server had an error while processing your request."))})
 	acc, n, err := openAIStream(t.Context(), openAIClient(srv, "k"), true)
 	assert.Equal(t, 3, n)
-	var streamErr *ssestream.StreamError
+	var streamErr *streamError
 	require.ErrorAs(t, err, &streamErr)
-	var apiErr *openai.Error
+	var apiErr *apiError
 	assert.False(t, errors.As(err, &apiErr))
-	assert.Contains(t, string(streamErr.Event.Data), `"type":"server_error"`)
+	assert.Contains(t, string(streamErr.Data), `"type":"server_error"`)
 	assert.Equal(t, "I'll read ", acc.Choices[0].Message.Content)
 }
 
-// TestOpenAICutStream: a stream cut mid-way is an error of the SDK's read;
-// cut cleanly (io.EOF), the SDK sees a stream that just ends, without a
-// finish reason or [DONE].
+// TestOpenAICutStream: a stream cut mid-way is an error of the client's
+// read; cut cleanly (io.EOF), the client sees a stream that just ends,
+// without a finish reason or [DONE].
 func TestOpenAICutStream(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -270,7 +229,8 @@ func TestOpenAICutStream(t *testing.T) {
 }
 
 // TestOpenAIStallUntilDeadline runs in fake time: a stalled stream holds
-// the SDK until the caller's deadline; the fake records the cancellation.
+// the client until the caller's deadline; the fake records the
+// cancellation.
 func TestOpenAIStallUntilDeadline(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		srv := providertest.NewOpenAI(t)
@@ -334,9 +294,9 @@ func TestOpenAIRefusesLikeTheAPI(t *testing.T) {
 func TestOpenAIKeys(t *testing.T) {
 	srv := providertest.NewOpenAI(t)
 	srv.Push(providertest.OpenAIInsufficientQuota(), providertest.OpenAICompletion{Content: "ok"}.Reply())
-	_, err := openAIClient(srv, "sk-first").Chat.Completions.New(t.Context(), openAIParams(false))
+	_, err := openAINew(t.Context(), openAIClient(srv, "sk-first"))
 	require.Error(t, err)
-	_, err = openAIClient(srv, "sk-second").Chat.Completions.New(t.Context(), openAIParams(false))
+	_, err = openAINew(t.Context(), openAIClient(srv, "sk-second"))
 	require.NoError(t, err)
 	reqs := srv.Settled()
 	assert.Equal(t, "sk-first", reqs[0].Key())
@@ -351,10 +311,10 @@ func TestRequestReceived(t *testing.T) {
 		srv.Push(providertest.OpenAICompletion{Content: "one"}.Reply(), providertest.OpenAICompletion{Content: "two"}.Reply())
 		c := openAIClient(srv, "k")
 		start := time.Now()
-		_, err := c.Chat.Completions.New(t.Context(), openAIParams(false))
+		_, err := openAINew(t.Context(), c)
 		require.NoError(t, err)
 		time.Sleep(1500 * time.Millisecond)
-		_, err = c.Chat.Completions.New(t.Context(), openAIParams(false))
+		_, err = openAINew(t.Context(), c)
 		require.NoError(t, err)
 		reqs := srv.Requests()
 		require.Len(t, reqs, 2)

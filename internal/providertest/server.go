@@ -49,9 +49,9 @@ type Break struct {
 	Stall bool
 	// Err is what the client's round trip or read fails with at a break that
 	// does not stall: ErrConnectionReset when nil. io.EOF ends the body
-	// early but cleanly: a stream without its last events, which both SDKs
-	// take for a complete one. On a real server (httptest) the connection is
-	// closed whatever Err says.
+	// early but cleanly: a stream without its last events, which an SSE
+	// reader takes for one that ended between events. On a real server
+	// (httptest) the connection is closed whatever Err says.
 	Err error
 }
 
@@ -209,7 +209,7 @@ func (s *Server) Settled() []Request {
 	}
 }
 
-// BaseURL returns the base URL to give the provider's SDK with Client (a
+// BaseURL returns the base URL to give the provider's client with Client (a
 // host that resolves nowhere: only Client reaches it).
 func (s *Server) BaseURL() string { return s.p.baseURL }
 

@@ -14,8 +14,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -123,8 +121,8 @@ func TestEventDataLines(t *testing.T) {
 
 // TestBreakOutOfRange: a negative After breaks before anything is sent; one
 // past the end breaks after everything, before the end of the body. The
-// OpenAI SDK stops reading at [DONE], so it never sees such a break; the
-// Anthropic SDK reads on after message_stop, so it reports the break of a
+// OpenAI client stops reading at [DONE], so it never sees such a break; the
+// Anthropic client reads on after message_stop, so it reports the break of a
 // message that was complete.
 func TestBreakOutOfRange(t *testing.T) {
 	openAI := providertest.NewOpenAI(t)
@@ -136,7 +134,7 @@ func TestBreakOutOfRange(t *testing.T) {
 		reply.Break = &providertest.Break{After: after}
 		openAI.Push(reply, reply)
 		_, n, err := openAIStream(t.Context(), oc, true)
-		_, plainErr := oc.Chat.Completions.New(t.Context(), openAIParams(false))
+		_, plainErr := openAINew(t.Context(), oc)
 		require.ErrorIs(t, plainErr, syscall.ECONNRESET, "the body is read to its end")
 		if after < 0 {
 			require.ErrorIs(t, err, syscall.ECONNRESET)
@@ -178,7 +176,7 @@ func TestConcurrentRequests(t *testing.T) {
 				got <- msg.Content[0].Text
 				return
 			}
-			msg, err := c.Messages.New(t.Context(), anthropicParams())
+			msg, err := anthropicNew(t.Context(), c)
 			assert.NoError(t, err)
 			got <- msg.Content[0].Text
 		})
@@ -207,7 +205,9 @@ func TestOverRealTCP(t *testing.T) {
 	stalled := richMessage.Reply()
 	stalled.Break = &providertest.Break{After: 2, Stall: true}
 	srv.Push(richMessage.Reply(), cut, stalled)
-	c := anthropic.NewClient(option.WithoutEnvironmentDefaults(), option.WithAPIKey("k"), option.WithBaseURL(ts.URL), option.WithMaxRetries(0))
+	hc := &http.Client{Transport: &http.Transport{}}
+	defer hc.CloseIdleConnections()
+	c := apiClient{anthropic: true, base: ts.URL, key: "k", hc: hc}
 
 	msg, _, err := anthropicStream(t.Context(), &c)
 	require.NoError(t, err)

@@ -1,10 +1,12 @@
 // Package anthropic is a session.Agent over Anthropic's Messages API,
-// through the official Go SDK (github.com/anthropics/anthropic-sdk-go/v2).
+// spoken over net/http (POST /v1/messages, streamed as server-sent
+// events): no SDK is linked, so a program that imports the package builds
+// in seconds.
 //
 // An Agent streams each model call, reports text, thinking and tool-call
 // fragments as MessageUpdate events, runs the tools the embedder registered
 // and loops model call → tool calls → tool results → model call until the
-// model stops. The SDK's own retries are off: the session owns retrying. A
+// model stops. It never retries a call: the session owns retrying. A
 // failed call is an assistant message with the typed facts the classifier
 // reads (docs/providers.md, "The Anthropic adapter").
 //
@@ -23,9 +25,6 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	sdk "github.com/anthropics/anthropic-sdk-go/v2"
-	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
@@ -97,9 +96,10 @@ type Options struct {
 	MaxTokens int64
 	// System is the system prompt, when not empty.
 	System string
-	// BaseURL is the API's base URL; the SDK's default when empty.
+	// BaseURL is the API's base URL, the requests going to its
+	// v1/messages; DefaultBaseURL when empty.
 	BaseURL string
-	// HTTPClient makes the requests; the SDK's default when nil.
+	// HTTPClient makes the requests; http.DefaultClient when nil.
 	HTTPClient *http.Client
 	// Secrets turns a credential into its API key at call time;
 	// credentials.EnvSecrets{} (ANTHROPIC_API_KEY, or the credential's
@@ -226,20 +226,6 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(event
 	if req.Model.Provider == Provider && req.Model.ID != "" {
 		model = req.Model.ID
 	}
-	opts := []option.RequestOption{
-		option.WithoutEnvironmentDefaults(),
-		option.WithAPIKey(key),
-		option.WithMaxRetries(0),
-		option.WithMiddleware(limitBody),
-	}
-	if a.opts.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(a.opts.BaseURL))
-	}
-	if a.opts.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(a.opts.HTTPClient))
-	}
-	client := sdk.NewClient(opts...)
-
 	emit(events.AgentStart{})
 	var made []transcript.Message
 	for rounds := 0; ; rounds++ {
@@ -256,11 +242,11 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(event
 			msg.Provider, msg.Model, msg.Timestamp = Provider, model, time.Now().UnixMilli()
 			emit(events.MessageStart{Message: msg})
 		} else {
-			params := sdk.MessageNewParams{Model: sdk.Model(model), MaxTokens: a.opts.MaxTokens, Messages: msgs, Tools: tools}
+			params := request{Model: model, MaxTokens: a.opts.MaxTokens, Messages: msgs, Tools: tools, Stream: true}
 			if a.opts.System != "" {
-				params.System = []sdk.TextBlockParam{{Text: a.opts.System}}
+				params.System = []textParam{newText(a.opts.System)}
 			}
-			msg = a.call(ctx, &client, params, model, emit)
+			msg = a.call(ctx, key, params, model, emit)
 		}
 		emit(events.MessageEnd{Message: msg})
 		made = append(made, msg)
@@ -328,7 +314,7 @@ func (a *Agent) runTool(ctx context.Context, b transcript.Block) transcript.Mess
 
 // call makes one streaming model call and returns its assistant message,
 // emitting MessageStart and the deltas.
-func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.MessageNewParams, model string, emit func(events.Event)) transcript.Message {
+func (a *Agent) call(ctx context.Context, key string, params request, model string, emit func(events.Event)) transcript.Message {
 	head := transcript.Message{Role: transcript.RoleAssistant, Provider: Provider, Model: model, Timestamp: time.Now().UnixMilli()}
 	emit(events.MessageStart{Message: head})
 
@@ -340,54 +326,58 @@ func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.Message
 		defer idle.Stop()
 		alive = func() { idle.Reset(d) }
 	}
-	stream := client.Messages.NewStreaming(callCtx, params)
-	defer stream.Close()
-	var acc sdk.Message
-	// The text and thinking deltas of each block, by its index: the SDK's
-	// Accumulate appends each to a string, copying the text so far, which
-	// makes an answer of many deltas cost the square of its length.
+	var acc message
+	// The text and thinking deltas of each block, by its index: appending
+	// each to a string would copy the text so far, which makes an answer
+	// of many deltas cost the square of its length.
 	var texts, thoughts []strings.Builder
+	var inputs [][]byte // the tool calls' partial JSON, by block
+	var header http.Header
 	started, stopped := false, false
-	var accErr error
-	for stream.Next() {
+	err := func() error {
+		body, err := json.Marshal(params)
+		if err != nil {
+			return fmt.Errorf("anthropic: encoding the request: %w", err)
+		}
+		resp, err := post(callCtx, a.opts.HTTPClient, a.opts.BaseURL, key, body)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		header = resp.Header
 		alive()
-		ev := stream.Current()
-		if ev.Type == "content_block_delta" && (ev.Delta.Type == "text_delta" || ev.Delta.Type == "thinking_delta") {
-			if ev.Index < 0 || ev.Index >= int64(len(acc.Content)) {
-				accErr = fmt.Errorf("anthropic: reading the stream: a %s for content block %d, of %d started", ev.Delta.Type, ev.Index, len(acc.Content))
-				break
+		var accErr error
+		err = readEvents(resp.Body, func(ev event) bool {
+			alive()
+			if accErr = accumulate(&acc, &texts, &thoughts, &inputs, ev); accErr != nil {
+				return false
 			}
-			if n := len(acc.Content); len(texts) < n {
-				texts = append(texts, make([]strings.Builder, n-len(texts))...)
-				thoughts = append(thoughts, make([]strings.Builder, n-len(thoughts))...)
+			switch ev.Type {
+			case "message_start":
+				started = true
+			case "message_stop":
+				stopped = true
+				return false
+			case "content_block_delta":
+				if d, ok := delta(ev); ok {
+					emit(events.MessageUpdate{Message: head, Delta: d})
+				}
 			}
-			if ev.Delta.Type == "text_delta" {
-				texts[ev.Index].WriteString(ev.Delta.Text)
-			} else {
-				thoughts[ev.Index].WriteString(ev.Delta.Thinking)
-			}
-		} else if err := acc.Accumulate(ev); err != nil {
-			accErr = fmt.Errorf("anthropic: reading the stream: %w", err)
-			break
+			return true
+		})
+		if err == nil {
+			err = accErr
 		}
-		switch ev.Type {
-		case "message_start":
-			started = true
-		case "message_stop":
-			stopped = true
-		case "content_block_delta":
-			if d, ok := delta(ev); ok {
-				emit(events.MessageUpdate{Message: head, Delta: d})
-			}
+		return err
+	}()
+	for i := range acc.Content {
+		if i < len(texts) {
+			acc.Content[i].Text += texts[i].String()
+			acc.Content[i].Thinking += thoughts[i].String()
 		}
-	}
-	for i := range texts {
-		acc.Content[i].Text += texts[i].String()
-		acc.Content[i].Thinking += thoughts[i].String()
-	}
-	err := stream.Err()
-	if err == nil {
-		err = accErr
+		if i < len(inputs) && inputs[i] != nil {
+			acc.Content[i].Input = inputs[i]
+		}
 	}
 	var idle *idleError
 	if !stopped && ctx.Err() == nil && errors.As(context.Cause(callCtx), &idle) {
@@ -412,7 +402,7 @@ func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.Message
 			msg.Usage = usage(acc.Usage)
 		}
 	case err != nil:
-		msg = failed(err)
+		msg = failed(header, err)
 	default:
 		msg = session.FailedMessage(0, nil, nil,
 			fmt.Errorf("anthropic: the stream ended before message_stop: %w", io.ErrUnexpectedEOF))
@@ -421,74 +411,95 @@ func (a *Agent) call(ctx context.Context, client *sdk.Client, params sdk.Message
 	return msg
 }
 
-// limitBody is the middleware that bounds a response's body before the
-// SDK reads it: an error body to session.MaxErrorBody bytes (the SDK reads
-// it whole), a stream's events to session.MaxStreamEvent bytes each and
-// the whole stream to session.MaxStreamBody.
-func limitBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	resp, err := next(req)
-	session.LimitErrorBody(resp, session.MaxErrorBody)
-	session.LimitEventStream(resp, session.MaxStreamEvent, session.MaxStreamBody)
-	return resp, err
+// accumulate applies the event ev to the message acc, the text and
+// thinking deltas to texts and thoughts and the tool calls' partial JSON to
+// inputs (by block index), or returns why it cannot.
+func accumulate(acc *message, texts, thoughts *[]strings.Builder, inputs *[][]byte, ev event) error {
+	switch ev.Type {
+	case "message_start":
+		if ev.Message == nil {
+			return errors.New("anthropic: reading the stream: a message_start without its message")
+		}
+		*acc = *ev.Message
+		*texts, *thoughts, *inputs = nil, nil, nil
+	case "message_delta":
+		if ev.Delta.StopReason != "" {
+			acc.StopReason = ev.Delta.StopReason
+		}
+		if ev.Usage != nil {
+			ev.Usage.apply(&acc.Usage)
+		}
+	case "content_block_start":
+		if ev.ContentBlock == nil {
+			return errors.New("anthropic: reading the stream: a content_block_start without its block")
+		}
+		if ev.Index != int64(len(acc.Content)) {
+			return fmt.Errorf("anthropic: reading the stream: content block %d started after %d", ev.Index, len(acc.Content))
+		}
+		acc.Content = append(acc.Content, *ev.ContentBlock)
+	case "content_block_delta":
+		if ev.Index < 0 || ev.Index >= int64(len(acc.Content)) {
+			return fmt.Errorf("anthropic: reading the stream: a %s for content block %d, of %d started", ev.Delta.Type, ev.Index, len(acc.Content))
+		}
+		if n := len(acc.Content); len(*texts) < n {
+			*texts = append(*texts, make([]strings.Builder, n-len(*texts))...)
+			*thoughts = append(*thoughts, make([]strings.Builder, n-len(*thoughts))...)
+			*inputs = append(*inputs, make([][]byte, n-len(*inputs))...)
+		}
+		i := ev.Index
+		switch ev.Delta.Type {
+		case "text_delta":
+			(*texts)[i].WriteString(ev.Delta.Text)
+		case "thinking_delta":
+			(*thoughts)[i].WriteString(ev.Delta.Thinking)
+		case "signature_delta":
+			acc.Content[i].Signature += ev.Delta.Signature
+		case "input_json_delta":
+			if (*inputs)[i] == nil {
+				(*inputs)[i] = []byte{}
+			}
+			(*inputs)[i] = append((*inputs)[i], ev.Delta.PartialJSON...)
+		}
+	}
+	return nil
 }
 
 // failed is the message of a call that failed with err: an HTTP error, an
-// error event in the stream, or the transport's error.
+// error event in the stream, or the transport's error; header is the
+// stream's, when one came.
 //
-// The message's Err is never the SDK's error: that one holds the request,
-// whose header holds the key, and the whole body. It is an error of the
-// same text less the body (which ErrorMessage sums up), the request's URL
-// with any password masked.
-func failed(err error) transcript.Message {
-	var apiErr *sdk.Error
-	if !errors.As(err, &apiErr) {
-		// A stream error event whose data is not JSON comes back as an
-		// error holding all of it: ClipError bounds it.
-		return session.FailedMessage(0, nil, nil, session.ClipError(err))
-	}
-	var header http.Header
-	if apiErr.Response != nil {
-		header = apiErr.Response.Header
-	}
-	status := apiErr.StatusCode
-	if status == http.StatusOK {
+// The message's Err holds nothing of the request (whose header holds the
+// key) or of the body (which ErrorMessage sums up): an error status's is
+// the method, the URL with any password masked, the status and the
+// request id.
+func failed(header http.Header, err error) transcript.Message {
+	var httpErr *httpError
+	var streamErr *streamError
+	switch {
+	case errors.As(err, &httpErr):
+		// The body's error.details.error_code, when there is one, is the
+		// message's error type: it tells a spend limit from a rate limit.
+		return session.FailedMessage(httpErr.status, httpErr.header, httpErr.body, errors.New(httpErr.text))
+	case errors.As(err, &streamErr):
 		// An error event after the 200: the body's type and message say
 		// what failed, the status does not.
-		status = 0
+		return session.FailedMessage(0, header, streamErr.data, errors.New(streamErr.Error()))
 	}
-	// The body's error.details.error_code, when there is one, is the
-	// message's error type: it tells a spend limit from a rate limit.
-	return session.FailedMessage(status, header, []byte(apiErr.RawJSON()), safeAPIError(apiErr))
-}
-
-// safeAPIError is the text of the SDK's error without the body, holding
-// nothing of the request or the response.
-func safeAPIError(e *sdk.Error) error {
-	if e.StatusCode == http.StatusOK {
-		return errors.New("anthropic: an error event in the stream")
-	}
-	msg := strings.TrimSpace(fmt.Sprintf("%d %s", e.StatusCode, http.StatusText(e.StatusCode)))
-	if e.Request != nil && e.Request.URL != nil {
-		msg = fmt.Sprintf("%s %q: %s", e.Request.Method, e.Request.URL.Redacted(), msg)
-	}
-	if e.RequestID != "" {
-		msg += fmt.Sprintf(" (Request-ID: %s)", e.RequestID)
-	}
-	return session.ClipError(errors.New("anthropic: " + msg))
+	return session.FailedMessage(0, nil, nil, session.ClipError(err))
 }
 
 // stopReason maps the API's stop reason to the session's, with the error
 // type and message of one that is a failure.
-func stopReason(r sdk.StopReason) (transcript.StopReason, string, string) {
+func stopReason(r string) (transcript.StopReason, string, string) {
 	switch r {
-	case sdk.StopReasonToolUse:
+	case "tool_use":
 		return transcript.StopReasonToolUse, "", ""
-	case sdk.StopReasonMaxTokens:
+	case "max_tokens":
 		return transcript.StopReasonLength, "", ""
-	case sdk.StopReasonModelContextWindowExceeded:
+	case "model_context_window_exceeded":
 		return transcript.StopReasonError, "model_context_window_exceeded",
 			"model_context_window_exceeded: the response filled the model's context window"
-	case sdk.StopReasonRefusal:
+	case "refusal":
 		return transcript.StopReasonError, "refusal", "refusal: the model declined to answer"
 	}
 	// end_turn, stop_sequence, pause_turn and any newer reason.
@@ -496,7 +507,7 @@ func stopReason(r sdk.StopReason) (transcript.StopReason, string, string) {
 }
 
 // delta is the session's delta of a content_block_delta event.
-func delta(ev sdk.MessageStreamEventUnion) (events.Delta, bool) {
+func delta(ev event) (events.Delta, bool) {
 	d := events.Delta{Index: int(ev.Index)}
 	switch ev.Delta.Type {
 	case "text_delta":
@@ -514,7 +525,7 @@ func delta(ev sdk.MessageStreamEventUnion) (events.Delta, bool) {
 // content is the session's blocks of the accumulated message; when not
 // complete (an aborted call), a tool call whose arguments are not yet a
 // whole JSON object is left out.
-func content(m sdk.Message, complete bool) []transcript.Block {
+func content(m message, complete bool) []transcript.Block {
 	var out []transcript.Block
 	for _, b := range m.Content {
 		switch b.Type {
@@ -548,7 +559,7 @@ func isObject(raw json.RawMessage) bool {
 
 // usage is the session's usage of the API's: a negative count (which no
 // server should send) is 0, and the total saturates at math.MaxInt.
-func usage(u sdk.Usage) *transcript.Usage {
+func usage(u usageWire) *transcript.Usage {
 	out := &transcript.Usage{
 		Input:      count(u.InputTokens),
 		Output:     count(u.OutputTokens),

@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 
-	sdk "github.com/anthropics/anthropic-sdk-go/v2"
-
 	"github.com/agentfsm/agentfsm/transcript"
 )
 
@@ -26,14 +24,14 @@ const summaryPrefix = "The conversation before this point was compacted into the
 //     left out;
 //   - a tool call whose result is missing gets an error result, so the
 //     request stays valid after a run stopped between the two.
-func messageParams(ms []transcript.Message) ([]sdk.MessageParam, error) {
+func messageParams(ms []transcript.Message) ([]messageParam, error) {
 	type turn struct {
 		user   bool
-		blocks []sdk.ContentBlockParamUnion
+		blocks []any
 	}
 	var turns []turn
 	var pending []transcript.Block // tool calls of the last assistant turn without a result yet
-	add := func(user bool, blocks ...sdk.ContentBlockParamUnion) {
+	add := func(user bool, blocks ...any) {
 		if len(blocks) == 0 {
 			return
 		}
@@ -45,7 +43,7 @@ func messageParams(ms []transcript.Message) ([]sdk.MessageParam, error) {
 	}
 	flush := func() {
 		for _, c := range pending {
-			add(true, sdk.NewToolResultBlock(c.ID, "No result was provided.", true))
+			add(true, toolResultParam{Type: "tool_result", ToolUseID: c.ID, IsError: true, Content: []any{newText("No result was provided.")}})
 		}
 		pending = nil
 	}
@@ -88,19 +86,18 @@ func messageParams(ms []transcript.Message) ([]sdk.MessageParam, error) {
 		}
 	}
 	flush()
-	out := make([]sdk.MessageParam, len(turns))
+	out := make([]messageParam, len(turns))
 	for i, t := range turns {
+		out[i] = messageParam{Role: "assistant", Content: t.blocks}
 		if t.user {
-			out[i] = sdk.NewUserMessage(t.blocks...)
-		} else {
-			out[i] = sdk.NewAssistantMessage(t.blocks...)
+			out[i].Role = "user"
 		}
 	}
 	return out, nil
 }
 
-func userBlocks(m transcript.Message) ([]sdk.ContentBlockParamUnion, error) {
-	var out []sdk.ContentBlockParamUnion
+func userBlocks(m transcript.Message) ([]any, error) {
+	var out []any
 	for _, b := range m.Content {
 		switch b.Type {
 		case transcript.BlockText:
@@ -109,10 +106,10 @@ func userBlocks(m transcript.Message) ([]sdk.ContentBlockParamUnion, error) {
 				text = summaryPrefix + text
 			}
 			if text != "" {
-				out = append(out, sdk.NewTextBlock(text))
+				out = append(out, newText(text))
 			}
 		case transcript.BlockImage:
-			out = append(out, sdk.NewImageBlockBase64(b.MimeType, b.Data))
+			out = append(out, newImage(b.MimeType, b.Data))
 		default:
 			return nil, fmt.Errorf("a %s message cannot hold a block of type %q", m.Role, b.Type)
 		}
@@ -120,24 +117,24 @@ func userBlocks(m transcript.Message) ([]sdk.ContentBlockParamUnion, error) {
 	return out, nil
 }
 
-func assistantBlocks(m transcript.Message) (blocks []sdk.ContentBlockParamUnion, calls []transcript.Block, err error) {
+func assistantBlocks(m transcript.Message) (blocks []any, calls []transcript.Block, err error) {
 	// A message with no provider is taken as this one's.
 	own := m.Provider == "" || m.Provider == Provider
 	for _, b := range m.Content {
 		switch b.Type {
 		case transcript.BlockText:
 			if b.Text != "" {
-				blocks = append(blocks, sdk.NewTextBlock(b.Text))
+				blocks = append(blocks, newText(b.Text))
 			}
 		case transcript.BlockThinking:
 			switch {
 			case b.Redacted && own:
-				blocks = append(blocks, sdk.NewRedactedThinkingBlock(b.Thinking))
+				blocks = append(blocks, redactedThinkingParam{Type: "redacted_thinking", Data: b.Thinking})
 			case b.Redacted:
 			case b.ThinkingSignature != "" && own:
-				blocks = append(blocks, sdk.NewThinkingBlock(b.ThinkingSignature, b.Thinking))
+				blocks = append(blocks, thinkingParam{Type: "thinking", Thinking: b.Thinking, Signature: b.ThinkingSignature})
 			case b.Thinking != "":
-				blocks = append(blocks, sdk.NewTextBlock(b.Thinking))
+				blocks = append(blocks, newText(b.Thinking))
 			}
 		case transcript.BlockToolCall:
 			args := b.Arguments
@@ -147,7 +144,7 @@ func assistantBlocks(m transcript.Message) (blocks []sdk.ContentBlockParamUnion,
 			if !isObject(args) {
 				return nil, nil, fmt.Errorf("tool call %q: arguments are not a JSON object", b.ID)
 			}
-			blocks = append(blocks, sdk.NewToolUseBlock(b.ID, args, b.Name))
+			blocks = append(blocks, toolUseParam{Type: "tool_use", ID: b.ID, Name: b.Name, Input: args})
 			calls = append(calls, b)
 		default:
 			return nil, nil, fmt.Errorf("an assistant message cannot hold a block of type %q", b.Type)
@@ -156,30 +153,26 @@ func assistantBlocks(m transcript.Message) (blocks []sdk.ContentBlockParamUnion,
 	return blocks, calls, nil
 }
 
-func toolResult(m transcript.Message) (sdk.ContentBlockParamUnion, error) {
-	r := sdk.ToolResultBlockParam{ToolUseID: m.ToolCallID}
-	if m.ToolError {
-		r.IsError = sdk.Bool(true)
-	}
+func toolResult(m transcript.Message) (any, error) {
+	r := toolResultParam{Type: "tool_result", ToolUseID: m.ToolCallID, IsError: m.ToolError}
 	for _, b := range m.Content {
 		switch b.Type {
 		case transcript.BlockText:
 			if b.Text != "" {
-				r.Content = append(r.Content, sdk.ToolResultBlockParamContentUnion{OfText: &sdk.TextBlockParam{Text: b.Text}})
+				r.Content = append(r.Content, newText(b.Text))
 			}
 		case transcript.BlockImage:
-			img := sdk.NewImageBlockBase64(b.MimeType, b.Data)
-			r.Content = append(r.Content, sdk.ToolResultBlockParamContentUnion{OfImage: img.OfImage})
+			r.Content = append(r.Content, newImage(b.MimeType, b.Data))
 		default:
-			return sdk.ContentBlockParamUnion{}, fmt.Errorf("a tool result cannot hold a block of type %q", b.Type)
+			return nil, fmt.Errorf("a tool result cannot hold a block of type %q", b.Type)
 		}
 	}
-	return sdk.ContentBlockParamUnion{OfToolResult: &r}, nil
+	return r, nil
 }
 
 // toolParams are the registered tools as the API takes them.
-func (a *Agent) toolParams() ([]sdk.ToolUnionParam, error) {
-	var out []sdk.ToolUnionParam
+func (a *Agent) toolParams() ([]toolParam, error) {
+	var out []toolParam
 	seen := map[string]bool{}
 	for _, t := range a.opts.Tools {
 		if t.Name == "" {
@@ -189,9 +182,9 @@ func (a *Agent) toolParams() ([]sdk.ToolUnionParam, error) {
 			return nil, fmt.Errorf("anthropic: two tools are named %q", t.Name)
 		}
 		seen[t.Name] = true
-		// An empty properties object keeps input_schema, which the API
-		// requires, from being left out as a zero value.
-		schema := sdk.ToolInputSchemaParam{Properties: map[string]any{}}
+		// The schema is an object schema: its type is "object" whatever
+		// it said, its properties {} when it has none.
+		schema := map[string]any{"type": "object", "properties": map[string]any{}}
 		if len(t.Schema) > 0 {
 			var fields map[string]json.RawMessage
 			if err := json.Unmarshal(t.Schema, &fields); err != nil || fields == nil {
@@ -200,25 +193,18 @@ func (a *Agent) toolParams() ([]sdk.ToolUnionParam, error) {
 			for k, v := range fields {
 				switch k {
 				case "type":
-				case "properties":
-					schema.Properties = v
 				case "required":
-					if err := json.Unmarshal(v, &schema.Required); err != nil {
+					var names []string
+					if err := json.Unmarshal(v, &names); err != nil {
 						return nil, fmt.Errorf("anthropic: tool %q: the schema's required is not a list of names", t.Name)
 					}
+					schema[k] = names
 				default:
-					if schema.ExtraFields == nil {
-						schema.ExtraFields = map[string]any{}
-					}
-					schema.ExtraFields[k] = v
+					schema[k] = v
 				}
 			}
 		}
-		tool := sdk.ToolParam{Name: t.Name, InputSchema: schema}
-		if t.Description != "" {
-			tool.Description = sdk.String(t.Description)
-		}
-		out = append(out, sdk.ToolUnionParam{OfTool: &tool})
+		out = append(out, toolParam{Name: t.Name, Description: t.Description, InputSchema: schema})
 	}
 	return out, nil
 }

@@ -1,9 +1,10 @@
 // Package openai is a session.Agent over OpenAI's Chat Completions API,
-// through the official SDK (github.com/openai/openai-go/v3). It works with
+// spoken over net/http (POST chat/completions, streamed as server-sent
+// events): no SDK is linked. It works with
 // any server that speaks that API at a base URL: OpenAI, Ollama, vLLM,
 // llama.cpp, OpenRouter, Together, Groq.
 //
-// The session owns retrying: the SDK's own retries are off, and a failed
+// The session owns retrying: the agent never retries a call, and a failed
 // call is reported as an assistant message with stop reason "error" whose
 // typed fields (HTTP status, error type, hint headers, request id, Go
 // error) the session's classifier reads (docs/providers.md, "OpenAI").
@@ -21,9 +22,6 @@ import (
 	"strings"
 	"time"
 
-	sdk "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-
 	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
@@ -34,8 +32,11 @@ import (
 // DefaultProvider is the provider name of an Agent whose Options name none.
 const DefaultProvider = "openai"
 
-// Options configure an Agent. Set options win over the OPENAI_*
-// environment variables the SDK reads (OPENAI_BASE_URL, OPENAI_API_KEY).
+// Options configure an Agent. Of the OPENAI_* environment variables the
+// official SDKs read, the agent reads OPENAI_BASE_URL (when BaseURL is
+// empty), OPENAI_ORG_ID and OPENAI_PROJECT_ID (sent as the
+// OpenAI-Organization and OpenAI-Project headers); the key is the one
+// Secrets resolves, never OPENAI_API_KEY unless the resolver reads it.
 type Options struct {
 	// Model is the model ID sent with each request (such as
 	// "gpt-4o-mini", or "llama3.2" on Ollama); empty means the session's
@@ -47,10 +48,10 @@ type Options struct {
 	// the server.
 	MaxTokens int64
 	// BaseURL is the API's base URL, ending in /v1/ (such as
-	// "http://localhost:11434/v1/" for Ollama); empty means the SDK's
-	// (OPENAI_BASE_URL, else https://api.openai.com/v1/).
+	// "http://localhost:11434/v1/" for Ollama), the requests going to its
+	// chat/completions; empty means OPENAI_BASE_URL, else DefaultBaseURL.
 	BaseURL string
-	// HTTPClient makes the requests; nil means the SDK's default client.
+	// HTTPClient makes the requests; nil means http.DefaultClient.
 	HTTPClient *http.Client
 	// Provider names the provider in the session's model, its messages and
 	// the credential looked up when the session hands none; empty means
@@ -60,7 +61,7 @@ type Options struct {
 	// Secrets turns the run's credential into the API key; nil means
 	// credentials.EnvSecrets{} (a credential's "env:NAME", or OPENAI_API_KEY
 	// for provider "openai"). A server that needs no key still needs a
-	// resolver that returns some string: the SDK always sends a key.
+	// resolver that returns some string: the agent always sends a key.
 	Secrets credentials.SecretResolver
 	// Tools are the tools the model may call.
 	Tools []Tool
@@ -217,17 +218,15 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(event
 	if err := context.Cause(ctx); ctx.Err() != nil {
 		return err
 	}
-	params := sdk.ChatCompletionNewParams{
-		Model:         model,
-		Messages:      messages(req.Context, a.opts.Provider, model),
-		Tools:         tools,
-		StreamOptions: sdk.ChatCompletionStreamOptionsParam{IncludeUsage: sdk.Bool(true)},
+	params := request{
+		Model:               model,
+		Messages:            messages(req.Context, a.opts.Provider, model),
+		Tools:               tools,
+		MaxCompletionTokens: max(a.opts.MaxTokens, 0),
+		Stream:              true,
+		StreamOptions:       streamOptions{IncludeUsage: true},
 	}
-	if a.opts.MaxTokens > 0 {
-		params.MaxCompletionTokens = sdk.Int(a.opts.MaxTokens)
-	}
-	client := sdk.NewClient(a.clientOptions(key)...)
-	c := call{agent: a, client: &client, model: model, emit: emit}
+	c := call{agent: a, key: key, model: model, emit: emit}
 
 	emit(events.AgentStart{})
 	var made []transcript.Message
@@ -260,33 +259,9 @@ func (a *Agent) Run(ctx context.Context, req session.RunRequest, emit func(event
 	return nil
 }
 
-// clientOptions are the SDK's options for a run with key: the set
-// options after the environment's, so they win.
-func (a *Agent) clientOptions(key string) []option.RequestOption {
-	opts := []option.RequestOption{option.WithMaxRetries(0), option.WithAPIKey(key), option.WithMiddleware(limitBody)}
-	if a.opts.BaseURL != "" {
-		opts = append(opts, option.WithBaseURL(a.opts.BaseURL))
-	}
-	if a.opts.HTTPClient != nil {
-		opts = append(opts, option.WithHTTPClient(a.opts.HTTPClient))
-	}
-	return opts
-}
-
-// limitBody is the middleware that bounds a response's body before the
-// SDK reads it: an error body to session.MaxErrorBody bytes (the SDK reads
-// it whole), a stream's events to session.MaxStreamEvent bytes each and
-// the whole stream to session.MaxStreamBody.
-func limitBody(req *http.Request, next option.MiddlewareNext) (*http.Response, error) {
-	resp, err := next(req)
-	session.LimitErrorBody(resp, session.MaxErrorBody)
-	session.LimitEventStream(resp, session.MaxStreamEvent, session.MaxStreamBody)
-	return resp, err
-}
-
 // toolParams are the tools as the API takes them.
-func (a *Agent) toolParams() ([]sdk.ChatCompletionToolUnionParam, error) {
-	var out []sdk.ChatCompletionToolUnionParam
+func (a *Agent) toolParams() ([]toolParam, error) {
+	var out []toolParam
 	for _, t := range a.opts.Tools {
 		if t.Name == "" || t.Run == nil {
 			return nil, fmt.Errorf("openai: tool %q: a tool needs a name and a Run function", t.Name)
@@ -298,11 +273,7 @@ func (a *Agent) toolParams() ([]sdk.ChatCompletionToolUnionParam, error) {
 				return nil, fmt.Errorf("openai: tool %q: the schema is not a JSON object", t.Name)
 			}
 		}
-		def := sdk.FunctionDefinitionParam{Name: t.Name, Parameters: schema}
-		if t.Description != "" {
-			def.Description = sdk.String(t.Description)
-		}
-		out = append(out, sdk.ChatCompletionFunctionTool(def))
+		out = append(out, toolParam{Type: "function", Function: functionDef{Name: t.Name, Description: t.Description, Parameters: schema}})
 	}
 	return out, nil
 }

@@ -13,10 +13,6 @@ import (
 	"strings"
 	"time"
 
-	sdk "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-	"github.com/openai/openai-go/v3/packages/ssestream"
-
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -42,10 +38,10 @@ func now() int64 { return time.Now().UnixMilli() }
 
 // call makes the model calls of one run.
 type call struct {
-	agent  *Agent
-	client *sdk.Client
-	model  string
-	emit   func(events.Event)
+	agent *Agent
+	key   string
+	model string
+	emit  func(events.Event)
 }
 
 // toolCall is a tool call as it streams in.
@@ -58,7 +54,7 @@ type toolCall struct {
 
 // do makes one streaming call and returns its assistant message, having
 // emitted MessageStart and the deltas (not MessageEnd).
-func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) transcript.Message {
+func (c *call) do(ctx context.Context, params request) transcript.Message {
 	head := transcript.Message{Role: transcript.RoleAssistant, Provider: c.agent.opts.Provider, Model: c.model, Timestamp: now()}
 	c.emit(events.MessageStart{Message: head})
 
@@ -70,10 +66,6 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) trans
 		defer idle.Stop()
 		alive = func() { idle.Reset(d) }
 	}
-
-	var resp *http.Response
-	stream := c.client.Chat.Completions.NewStreaming(callCtx, params, option.WithResponseInto(&resp))
-	defer stream.Close()
 
 	// The text and thinking are built apart and set in content at the end:
 	// appending each delta to a block's string would copy the text so far,
@@ -91,17 +83,17 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) trans
 	update := func(kind string, index int, s string) {
 		c.emit(events.MessageUpdate{Message: head, Delta: events.Delta{Kind: kind, Index: index, Text: s}})
 	}
-	for stream.Next() {
+	var header http.Header
+	read := func(chunk chunk) bool {
 		alive()
-		chunk := stream.Current()
-		if chunk.JSON.Usage.Valid() && chunk.Usage.JSON.PromptTokens.Valid() {
-			usage = usageOf(chunk.Usage)
+		if chunk.Usage != nil && chunk.Usage.PromptTokens != nil {
+			usage = usageOf(*chunk.Usage)
 		}
 		// The usage chunk has no choice; a server may send others. Only
 		// the first choice is read (the request asks for one).
-		i := slices.IndexFunc(chunk.Choices, func(c sdk.ChatCompletionChunkChoice) bool { return c.Index == 0 })
+		i := slices.IndexFunc(chunk.Choices, func(c chunkChoice) bool { return c.Index == 0 })
 		if i < 0 {
-			continue
+			return true
 		}
 		choice := chunk.Choices[i]
 		d := choice.Delta
@@ -115,13 +107,13 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) trans
 			thoughts.WriteString(r)
 			update("thinking", thinking, r)
 		}
-		if d.Content != "" {
+		if d.Content != nil && *d.Content != "" {
 			if text < 0 {
 				content = append(content, transcript.TextBlock(""))
 				text = len(content) - 1
 			}
-			texts.WriteString(d.Content)
-			update("text", text, d.Content)
+			texts.WriteString(*d.Content)
+			update("text", text, *d.Content)
 		}
 		for _, tc := range d.ToolCalls {
 			t := calls[tc.Index]
@@ -141,17 +133,31 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) trans
 				update("toolCall", t.block, tc.Function.Arguments)
 			}
 		}
-		if choice.FinishReason != "" {
-			finish = choice.FinishReason
+		if choice.FinishReason != nil && *choice.FinishReason != "" {
+			finish = *choice.FinishReason
 		}
+		return true
 	}
+	err := func() error {
+		body, err := json.Marshal(params)
+		if err != nil {
+			return fmt.Errorf("openai: encoding the request: %w", err)
+		}
+		resp, err := post(callCtx, c.agent.opts.HTTPClient, c.agent.opts.BaseURL, c.key, body)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		header = resp.Header
+		alive()
+		return readChunks(resp.Body, read)
+	}()
 	if text >= 0 {
 		content[text].Text = texts.String()
 	}
 	if thinking >= 0 {
 		content[thinking].Thinking = thoughts.String()
 	}
-	err := stream.Err()
 	if err == nil && finish == "" {
 		err = ErrIncompleteStream
 	}
@@ -169,7 +175,7 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) trans
 		m.Timestamp = now()
 		return m
 	case err != nil:
-		m := failed(resp, err)
+		m := failed(header, err)
 		m.Provider, m.Model, m.Timestamp = head.Provider, head.Model, now()
 		return m
 	}
@@ -201,46 +207,28 @@ func (c *call) do(ctx context.Context, params sdk.ChatCompletionNewParams) trans
 	return m
 }
 
-// failed is the message of a call that failed with err; resp is the
-// response, when one came.
-func failed(resp *http.Response, err error) transcript.Message {
-	var apiErr *sdk.Error
-	var streamErr *ssestream.StreamError
+// failed is the message of a call that failed with err; header is the
+// stream's, when one came.
+//
+// The message's Err holds nothing of the request (whose header holds the
+// key) or of the body (which ErrorMessage sums up): an error status's is
+// the method, the URL with any password masked, the status and the
+// request id.
+func failed(header http.Header, err error) transcript.Message {
+	var httpErr *httpError
+	var streamErr *streamError
 	var idle *idleError
 	switch {
 	case errors.As(err, &idle):
-		return session.FailedMessage(0, headerOf(resp), nil, err)
-	case errors.As(err, &apiErr):
-		var body []byte
-		if apiErr.Response != nil && apiErr.Response.Body != nil {
-			body, _ = io.ReadAll(io.LimitReader(apiErr.Response.Body, session.MaxErrorBody))
-		}
-		if len(bytes.TrimSpace(body)) == 0 && apiErr.RawJSON() != "" {
-			body = []byte(`{"error":` + apiErr.RawJSON() + `}`)
-		}
-		// The SDK's error holds the request, and with it the key: keep
-		// only its safe summary.
-		return session.FailedMessage(apiErr.StatusCode, headerOf(apiErr.Response), body, errors.New("openai: "+apiErr.Error()))
-	case resp != nil && resp.StatusCode >= 400:
-		// An error body the SDK cannot read as OpenAI's (Ollama's
-		// {"error":"…"}, a proxy's HTML): the SDK returns its decoding
-		// error, and the response holds the rest.
-		var body []byte
-		if resp.Body != nil {
-			body, _ = io.ReadAll(io.LimitReader(resp.Body, session.MaxErrorBody))
-		}
-		return session.FailedMessage(resp.StatusCode, resp.Header, body, fmt.Errorf("openai: HTTP %d", resp.StatusCode))
+		return session.FailedMessage(0, header, nil, err)
+	case errors.As(err, &httpErr):
+		// The body may be OpenAI's {"error":{…}}, a compatible server's
+		// {"error":"…"} or a proxy's HTML: FailedMessage reads each.
+		return session.FailedMessage(httpErr.status, httpErr.header, httpErr.body, errors.New(httpErr.text))
 	case errors.As(err, &streamErr):
-		return session.FailedMessage(0, headerOf(resp), streamErr.Event.Data, errors.New("openai: an error event in the stream"))
+		return session.FailedMessage(0, header, streamErr.data, errors.New(streamErr.Error()))
 	}
-	return session.FailedMessage(0, headerOf(resp), nil, session.ClipError(fmt.Errorf("openai: reading the stream: %w", err)))
-}
-
-func headerOf(resp *http.Response) http.Header {
-	if resp == nil {
-		return nil
-	}
-	return resp.Header
+	return session.FailedMessage(0, header, nil, session.ClipError(fmt.Errorf("openai: reading the stream: %w", err)))
 }
 
 // partial is the content of a call cut short: its text and thinking (a
@@ -278,13 +266,10 @@ func arguments(s string) json.RawMessage {
 var reasoningFields = []string{"reasoning_content", "reasoning"}
 
 // reasoning is the reasoning text of a delta and the field it came in.
-func reasoning(d sdk.ChatCompletionChunkChoiceDelta) (text, field string) {
-	for _, name := range reasoningFields {
-		if f, ok := d.JSON.ExtraFields[name]; ok {
-			var s string
-			if json.Unmarshal([]byte(f.Raw()), &s) == nil && s != "" {
-				return s, name
-			}
+func reasoning(d chunkDelta) (text, field string) {
+	for i, f := range []*string{d.ReasoningContent, d.Reasoning} {
+		if f != nil && *f != "" {
+			return *f, reasoningFields[i]
 		}
 	}
 	return "", ""
@@ -294,8 +279,8 @@ func reasoning(d sdk.ChatCompletionChunkChoiceDelta) (text, field string) {
 // reads, the rest input. A negative count (which no server should send)
 // is 0; the total, when the server sends none, is the prompt and
 // completion tokens, saturating at math.MaxInt.
-func usageOf(u sdk.CompletionUsage) *transcript.Usage {
-	prompt, cached := count(u.PromptTokens), count(u.PromptTokensDetails.CachedTokens)
+func usageOf(u usageWire) *transcript.Usage {
+	prompt, cached := count(*u.PromptTokens), count(u.PromptTokensDetails.CachedTokens)
 	out := &transcript.Usage{
 		Input:       max(prompt-cached, 0),
 		Output:      count(u.CompletionTokens),
@@ -331,19 +316,19 @@ const summaryPrefix = "The conversation before this point was compacted into thi
 // text; its images follow in a user message, as a tool message holds text
 // only. A tool call without a result, and a result without its call, are
 // left out: the API refuses either.
-func messages(ctx []transcript.Message, provider, model string) []sdk.ChatCompletionMessageParamUnion {
+func messages(ctx []transcript.Message, provider, model string) []messageParam {
 	answered, called := map[string]bool{}, map[string]bool{}
 	for _, m := range ctx {
 		if m.Role == transcript.RoleToolResult {
 			answered[m.ToolCallID] = true
 		}
 	}
-	var out []sdk.ChatCompletionMessageParamUnion
-	var images []sdk.ChatCompletionContentPartUnionParam
+	var out []messageParam
+	var images []any
 	flush := func() {
 		if len(images) > 0 {
-			parts := append([]sdk.ChatCompletionContentPartUnionParam{sdk.TextContentPart("The images the tools returned:")}, images...)
-			out = append(out, sdk.UserMessage(parts))
+			parts := append([]any{textPart{Type: "text", Text: "The images the tools returned:"}}, images...)
+			out = append(out, messageParam{Role: "user", Content: parts})
 			images = nil
 		}
 	}
@@ -355,7 +340,7 @@ func messages(ctx []transcript.Message, provider, model string) []sdk.ChatComple
 		case transcript.RoleUser:
 			out = append(out, userMessage(m))
 		case transcript.RoleSummary:
-			out = append(out, sdk.UserMessage(summaryPrefix+texts(m.Content)))
+			out = append(out, messageParam{Role: "user", Content: summaryPrefix + texts(m.Content)})
 		case transcript.RoleAssistant:
 			if msg, ok := assistantMessage(m, answered, called, m.Provider == provider && m.Model == model); ok {
 				out = append(out, msg)
@@ -367,48 +352,48 @@ func messages(ctx []transcript.Message, provider, model string) []sdk.ChatComple
 			text := texts(m.Content)
 			for _, b := range m.Content {
 				if b.Type == transcript.BlockImage {
-					images = append(images, imagePart(b))
+					images = append(images, imageOf(b))
 				}
 			}
-			out = append(out, sdk.ToolMessage(text, m.ToolCallID))
+			out = append(out, messageParam{Role: "tool", Content: text, ToolCallID: m.ToolCallID})
 		}
 	}
 	flush()
 	return out
 }
 
-func userMessage(m transcript.Message) sdk.ChatCompletionMessageParamUnion {
+func userMessage(m transcript.Message) messageParam {
 	hasImage := false
 	for _, b := range m.Content {
 		hasImage = hasImage || b.Type == transcript.BlockImage
 	}
 	if !hasImage {
-		return sdk.UserMessage(texts(m.Content))
+		return messageParam{Role: "user", Content: texts(m.Content)}
 	}
-	var parts []sdk.ChatCompletionContentPartUnionParam
+	var parts []any
 	for _, b := range m.Content {
 		switch b.Type {
 		case transcript.BlockText:
-			parts = append(parts, sdk.TextContentPart(b.Text))
+			parts = append(parts, textPart{Type: "text", Text: b.Text})
 		case transcript.BlockImage:
-			parts = append(parts, imagePart(b))
+			parts = append(parts, imageOf(b))
 		}
 	}
-	return sdk.UserMessage(parts)
+	return messageParam{Role: "user", Content: parts}
 }
 
-func imagePart(b transcript.Block) sdk.ChatCompletionContentPartUnionParam {
-	return sdk.ImageContentPart(sdk.ChatCompletionContentPartImageImageURLParam{URL: "data:" + b.MimeType + ";base64," + b.Data})
+func imageOf(b transcript.Block) imagePart {
+	return imagePart{Type: "image_url", ImageURL: imageURL{URL: "data:" + b.MimeType + ";base64," + b.Data}}
 }
 
 // assistantMessage converts an assistant message, with its reasoning when
 // own (the model that wrote it is the one called); false when there is
 // nothing to send.
-func assistantMessage(m transcript.Message, answered, called map[string]bool, own bool) (sdk.ChatCompletionMessageParamUnion, bool) {
+func assistantMessage(m transcript.Message, answered, called map[string]bool, own bool) (messageParam, bool) {
 	if m.StopReason == transcript.StopReasonError || m.StopReason == transcript.StopReasonAborted {
-		return sdk.ChatCompletionMessageParamUnion{}, false
+		return messageParam{}, false
 	}
-	var p sdk.ChatCompletionAssistantMessageParam
+	p := messageParam{Role: "assistant"}
 	text := texts(m.Content)
 	for _, b := range m.Content {
 		if b.Type != transcript.BlockToolCall || !answered[b.ID] {
@@ -419,26 +404,21 @@ func assistantMessage(m transcript.Message, answered, called map[string]bool, ow
 		if args == "" {
 			args = "{}"
 		}
-		p.ToolCalls = append(p.ToolCalls, sdk.ChatCompletionMessageToolCallUnionParam{
-			OfFunction: &sdk.ChatCompletionMessageFunctionToolCallParam{
-				ID:       b.ID,
-				Function: sdk.ChatCompletionMessageFunctionToolCallFunctionParam{Name: b.Name, Arguments: args},
-			},
-		})
+		p.ToolCalls = append(p.ToolCalls, toolCallParam{ID: b.ID, Type: "function", Function: functionCall{Name: b.Name, Arguments: args}})
 	}
 	if text == "" && len(p.ToolCalls) == 0 {
 		// Reasoning alone is no message: the API wants content or calls.
-		return sdk.ChatCompletionMessageParamUnion{}, false
+		return messageParam{}, false
 	}
 	if text != "" {
-		p.Content.OfString = sdk.String(text)
+		p.Content = text
 	}
 	if own {
 		if field, thought := ownReasoning(m.Content); thought != "" {
-			p.SetExtraFields(map[string]any{field: thought})
+			p.ReasoningField, p.Reasoning = field, thought
 		}
 	}
-	return sdk.ChatCompletionMessageParamUnion{OfAssistant: &p}, true
+	return p, true
 }
 
 // ownReasoning is the reasoning of content to send back: the thinking
