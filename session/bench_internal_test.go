@@ -17,8 +17,8 @@ import (
 func benchSession(b *testing.B) (*Session, policy.RunID) {
 	cfg := policy.DefaultConfig()
 	cfg.Retry.BaseDelayMs = 3_600_000 // no wait ends during the benchmark
-	s := &Session{core: &core{history: &history.MemoryHistory{}, summarizer: policy.DigestSummarizer{}, random: func() float64 { return 0 },
-		logger: discardLogger, done: make(chan struct{})}}
+	s := &Session{core: &core{history: &history.MemoryHistory{}, settings: &settings{summarizer: policy.DigestSummarizer{}, random: func() float64 { return 0 },
+		logger: discardLogger}, done: make(chan struct{})}}
 	var err error
 	if s.x.engine, err = policy.New(policy.Setup{SessionID: "bench", Model: policy.Model{Provider: "p", ID: "m", ContextWindow: 200000}, Config: cfg}); err != nil {
 		b.Fatal(err)

@@ -62,7 +62,8 @@ func WithObserver(o Observer) Option {
 		if err := refuseNil(o, "Observer"); err != nil {
 			return err
 		}
-		s.observers = append(s.observers, o)
+		set := s.own()
+		set.observers = append(set.observers, o)
 		return nil
 	}
 }
