@@ -140,19 +140,33 @@ type building struct {
 // An option given nil (a nil history.History, credentials.CredentialStore,
 // Summarizer, random source, slog.Logger or Observer) is refused like any
 // invalid option: New fails with an error that names it. To keep a default, leave the option
-// out.
+// out. An option applies only in New: called on a session New already
+// returned, it returns an error that names it and changes nothing.
 type Option func(*Session) error
+
+// option is the Option named name that sets what set sets: an option
+// applies only while New makes a session, so one called on a session New
+// already returned (or on a nil one) fails with an error that names it,
+// and changes nothing.
+func option(name string, set func(*Session) error) Option {
+	return func(s *Session) error {
+		if s == nil || s.core == nil || s.building == nil {
+			return fmt.Errorf("session: %s applies only in New, not to a session already made", name)
+		}
+		return set(s)
+	}
+}
 
 // WithConfig sets the settings; the default is DefaultConfig. An invalid
 // Config makes New fail.
 func WithConfig(cfg policy.Config) Option {
-	return func(s *Session) error {
+	return option("WithConfig", func(s *Session) error {
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
 		s.setup.Config = cfg
 		return nil
-	}
+	})
 }
 
 // WithModel sets the model the session talks to: its provider and ID (so a
@@ -160,19 +174,19 @@ func WithConfig(cfg policy.Config) Option {
 // current model's) and its context window. A provider, ID or base URL
 // that is not valid UTF-8 makes New fail.
 func WithModel(m policy.Model) Option {
-	return func(s *Session) error { s.setup.Model = m; return nil }
+	return option("WithModel", func(s *Session) error { s.setup.Model = m; return nil })
 }
 
 // WithSessionID sets the session's identity; the default is random. An ID
 // that is empty or not valid UTF-8 makes New fail.
 func WithSessionID(id string) Option {
-	return func(s *Session) error {
+	return option("WithSessionID", func(s *Session) error {
 		if id == "" {
 			return errors.New("session: empty session ID")
 		}
 		s.setup.SessionID = id
 		return nil
-	}
+	})
 }
 
 // WithHistory sets where the session's history is kept; the default is a
@@ -184,13 +198,13 @@ func WithSessionID(id string) Option {
 // entry there has. A nil h makes New fail, and so does a nil pointer or
 // func in it, such as the *FileHistory of a history.OpenFileHistory that failed.
 func WithHistory(h history.History) Option {
-	return func(s *Session) error {
+	return option("WithHistory", func(s *Session) error {
 		if err := refuseNil(h, "History"); err != nil {
 			return err
 		}
 		s.history = h
 		return nil
-	}
+	})
 }
 
 // WithRecoveryHistory has the session record in its history, when on,
@@ -203,7 +217,7 @@ func WithHistory(h history.History) Option {
 // story from them. Off (the default), the history holds messages, removals
 // and compactions only.
 func WithRecoveryHistory(on bool) Option {
-	return func(s *Session) error { s.setup.Recovery = on; return nil }
+	return option("WithRecoveryHistory", func(s *Session) error { s.setup.Recovery = on; return nil })
 }
 
 // WithCredentials sets the credential store used for usage limits; without
@@ -211,13 +225,13 @@ func WithRecoveryHistory(on bool) Option {
 // option out for a session without credentials), and so does a nil pointer
 // or func in it.
 func WithCredentials(c credentials.CredentialStore) Option {
-	return func(s *Session) error {
+	return option("WithCredentials", func(s *Session) error {
 		if err := refuseNil(c, "CredentialStore"); err != nil {
 			return err
 		}
 		s.own().creds = c
 		return nil
-	}
+	})
 }
 
 // Limiter is a limit shared by the sessions of a process, keyed by
@@ -240,26 +254,26 @@ type Limiter interface {
 // l makes New fail (leave the option out for a session of its own), and
 // so does a nil pointer or func in it.
 func WithLimiter(l Limiter) Option {
-	return func(s *Session) error {
+	return option("WithLimiter", func(s *Session) error {
 		if err := refuseNil(l, "Limiter"); err != nil {
 			return err
 		}
 		s.own().limiter = l
 		return nil
-	}
+	})
 }
 
 // WithSummarizer sets the summarizer compactions use; the default is
 // policy.DigestSummarizer{}. A nil sum makes New fail, and so does a nil pointer
 // or func in it.
 func WithSummarizer(sum Summarizer) Option {
-	return func(s *Session) error {
+	return option("WithSummarizer", func(s *Session) error {
 		if err := refuseNil(sum, "Summarizer"); err != nil {
 			return err
 		}
 		s.own().summarizer = sum
 		return nil
-	}
+	})
 }
 
 // WithRandom sets the source of the retry jitter: a function returning
@@ -267,13 +281,13 @@ func WithSummarizer(sum Summarizer) Option {
 // New fail. f is called on the session's goroutine; one that panics is
 // recovered and logged (WithLogger), and that draw is 0.
 func WithRandom(f func() float64) Option {
-	return func(s *Session) error {
+	return option("WithRandom", func(s *Session) error {
 		if f == nil {
 			return errors.New("session: nil random source (WithRandom)")
 		}
 		s.own().random = f
 		return nil
-	}
+	})
 }
 
 // WithLogger sets where the session reports what it cannot return as an
@@ -296,7 +310,7 @@ func WithRandom(f func() float64) Option {
 // ErrObserverCall or do nothing. Called on any other value, such as the
 // one New returned, those methods may wait for ever.
 func WithLogger(l *slog.Logger) Option {
-	return func(s *Session) error {
+	return option("WithLogger", func(s *Session) error {
 		if l == nil {
 			return errors.New("session: nil Logger")
 		}
@@ -308,7 +322,7 @@ func WithLogger(l *slog.Logger) Option {
 		}
 		s.own().logger = l
 		return nil
-	}
+	})
 }
 
 // WithSnapshot makes New restore the session a Snapshot was taken of, on its
@@ -317,7 +331,7 @@ func WithLogger(l *slog.Logger) Option {
 // flight is taken as interrupted). The snapshot's settings and session
 // ID win over WithConfig and WithSessionID.
 func WithSnapshot(snap policy.Snapshot) Option {
-	return func(s *Session) error { s.restore = &snap; return nil }
+	return option("WithSnapshot", func(s *Session) error { s.restore = &snap; return nil })
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)
