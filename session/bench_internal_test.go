@@ -16,9 +16,14 @@ import (
 // its engine itself, as the loop goroutine would, and starts no run.
 func benchSession(b *testing.B) (*Session, policy.RunID) {
 	cfg := policy.DefaultConfig()
-	cfg.Retry.BaseDelayMs = 3_600_000 // no wait ends during the benchmark
-	s := &Session{core: &core{history: &history.MemoryHistory{}, summarizer: policy.DigestSummarizer{}, random: func() float64 { return 0 },
-		logger: discardLogger, done: make(chan struct{})}}
+	// No wait ends during the benchmark, however long it runs: the
+	// decisions are made at the loop's start (its now), and a delay capped
+	// at the default minute would fire the timers of the sessions waiting
+	// in the pool a minute into a long run, and start runs of an agent
+	// they do not have.
+	cfg.Retry.BaseDelayMs, cfg.Retry.MaxDelayMs = 3_600_000, 3_600_000
+	s := &Session{core: &core{history: &history.MemoryHistory{}, settings: &settings{summarizer: policy.DigestSummarizer{}, random: func() float64 { return 0 },
+		logger: discardLogger}, done: make(chan struct{})}}
 	var err error
 	if s.x.engine, err = policy.New(policy.Setup{SessionID: "bench", Model: policy.Model{Provider: "p", ID: "m", ContextWindow: 200000}, Config: cfg}); err != nil {
 		b.Fatal(err)
@@ -26,7 +31,14 @@ func benchSession(b *testing.B) (*Session, policy.RunID) {
 	s.Subscribe(func(events.Event) {})
 	// One decision and its cancellation first, so that what a session
 	// makes once (its timer, its buffers) is made outside the measurement.
-	s.apply(s.x.engine.RunReturned(time.Now(), s.ended(b), policy.RunReturn{}))
+	now := time.Now()
+	effects := s.x.engine.RunReturned(now, s.ended(b), policy.RunReturn{})
+	for _, ef := range effects {
+		if ef.Kind == policy.StartTimer && ef.Deadline.Sub(now) < time.Hour {
+			b.Fatalf("the backoff ends in %v, within the benchmark's run", ef.Deadline.Sub(now))
+		}
+	}
+	s.apply(effects)
 	s.subs.wake()
 	s.applyBut(s.x.engine.AbortRetry(time.Now()), policy.StartRun)
 	s.Flush()

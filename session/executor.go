@@ -36,9 +36,9 @@ type executor struct {
 	// outside a turn.
 	turnCtx context.Context
 	compact func(transcript.Compaction, error)
-	// quiet are the channels of Abort's callers, closed once nothing is
-	// in flight.
-	quiet []chan struct{}
+	// quiet is the channel Abort's callers wait on, closed once nothing
+	// is in flight; nil when none waits.
+	quiet chan struct{}
 }
 
 // errCompactionAborted is the cause a cancelled summarizer's context

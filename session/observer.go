@@ -58,13 +58,14 @@ type Observer interface {
 // ErrObserverCall (see Observer). A nil o makes New fail, and so does a
 // nil pointer or func in it.
 func WithObserver(o Observer) Option {
-	return func(s *Session) error {
+	return option("WithObserver", func(s *Session) error {
 		if err := refuseNil(o, "Observer"); err != nil {
 			return err
 		}
-		s.observers = append(s.observers, o)
+		set := s.own()
+		set.observers = append(set.observers, o)
 		return nil
-	}
+	})
 }
 
 // startTurn begins the observed turn: the turn's context is ctx's values,

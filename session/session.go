@@ -45,40 +45,45 @@ import (
 type Session struct {
 	*core
 	// from is the subscriber whose calls this value makes
-	// (SubscribeSession), nil for any other value.
+	// (SubscribeSession); loopCaller for the value observers and log
+	// handlers on the session's own goroutine are handed (FromContext),
+	// whose calls cannot wait for that goroutine (see onLoop); nil for any
+	// other value.
 	from *subscriber
-	// loop marks the value observers and log handlers on the session's
-	// own goroutine are handed (FromContext): its calls cannot wait for
-	// that goroutine.
-	loop bool
 }
 
-// core is a session's state, which every value calling it shares.
+// loopCaller is the from of the value a session hands its observers and
+// log handlers: a mark, never a subscription.
+var loopCaller = new(subscriber)
+
+// onLoop reports whether s is the value observers and log handlers on the
+// session's own goroutine are handed (FromContext).
+func (s *Session) onLoop() bool { return s.from == loopCaller }
+
+// core is a session's state, which every value calling it shares. It is
+// kept within 512 bytes, a size class of Go's allocator, since each
+// session waiting out a backoff keeps one (TestCoreSize).
 type core struct {
-	agent      Agent
-	history    history.History
-	creds      credentials.CredentialStore
-	limiter    Limiter
-	summarizer Summarizer
-	random     func() float64
-	logger     *slog.Logger
-	observers  []Observer
+	agent   Agent
+	history history.History
+	// settings are what the options chose that most sessions leave at
+	// their defaults (shared by those sessions).
+	*settings
 	// secrets are the secrets the session's runs noted (NoteSecret).
 	secrets *redactor
-	// setup and restore are what the options chose, until New has made the
-	// engine from them.
-	setup   *policy.Setup
-	restore *policy.Snapshot
+	// building is what the options chose for the engine, until New has
+	// made the engine from it.
+	*building
 
 	// The loop: closures queued for the one goroutine that runs them. A
 	// goroutine runs the queue only while it is not empty, so a session
 	// that waits (for a prompt, or out a backoff on its timer) holds none.
 	qmu       sync.Mutex
 	queue     []func()
-	running   bool
-	closed    bool
 	done      chan struct{} // closed by Close, once the loop is stopped
 	closeOnce sync.Once
+	running   bool
+	closed    bool
 	// loopView is the value handed to the observers and to the log
 	// handlers that the loop, the agent or the summarizer waits for (see
 	// FromContext). It is held here, not made apart: one allocation less
@@ -93,24 +98,75 @@ type core struct {
 	x executor // owned by the goroutine running the loop's queue
 }
 
+// settings are the options a session keeps that most sessions leave at
+// their defaults: every such session shares defaultSettings, and one
+// whose options change a setting gets a copy of its own (own). They are
+// set only while New applies the options, and read-only afterwards.
+type settings struct {
+	creds      credentials.CredentialStore
+	limiter    Limiter
+	summarizer Summarizer
+	random     func() float64
+	logger     *slog.Logger
+	observers  []Observer
+}
+
+// defaultSettings are the settings of a session given none of the options
+// that change them. Never written: own copies it first.
+var defaultSettings = settings{
+	summarizer: policy.DigestSummarizer{},
+	random:     mrand.Float64,
+	logger:     discardLogger,
+}
+
+// own returns s's settings to write to, copying the shared defaults first.
+func (s *Session) own() *settings {
+	if s.settings == &defaultSettings {
+		c := defaultSettings
+		s.settings = &c
+	}
+	return s.settings
+}
+
+// building is what New makes the engine from: the setup the options
+// chose, and the snapshot to restore (WithSnapshot), nil for none.
+type building struct {
+	setup   policy.Setup
+	restore *policy.Snapshot
+}
+
 // Option configures New.
 //
 // An option given nil (a nil history.History, credentials.CredentialStore,
 // Summarizer, random source, slog.Logger or Observer) is refused like any
 // invalid option: New fails with an error that names it. To keep a default, leave the option
-// out.
+// out. An option applies only in New: called on a session New already
+// returned, it returns an error that names it and changes nothing.
 type Option func(*Session) error
+
+// option is the Option named name that sets what set sets: an option
+// applies only while New makes a session, so one called on a session New
+// already returned (or on a nil one) fails with an error that names it,
+// and changes nothing.
+func option(name string, set func(*Session) error) Option {
+	return func(s *Session) error {
+		if s == nil || s.core == nil || s.building == nil {
+			return fmt.Errorf("session: %s applies only in New, not to a session already made", name)
+		}
+		return set(s)
+	}
+}
 
 // WithConfig sets the settings; the default is DefaultConfig. An invalid
 // Config makes New fail.
 func WithConfig(cfg policy.Config) Option {
-	return func(s *Session) error {
+	return option("WithConfig", func(s *Session) error {
 		if err := cfg.Validate(); err != nil {
 			return err
 		}
 		s.setup.Config = cfg
 		return nil
-	}
+	})
 }
 
 // WithModel sets the model the session talks to: its provider and ID (so a
@@ -118,19 +174,19 @@ func WithConfig(cfg policy.Config) Option {
 // current model's) and its context window. A provider, ID or base URL
 // that is not valid UTF-8 makes New fail.
 func WithModel(m policy.Model) Option {
-	return func(s *Session) error { s.setup.Model = m; return nil }
+	return option("WithModel", func(s *Session) error { s.setup.Model = m; return nil })
 }
 
 // WithSessionID sets the session's identity; the default is random. An ID
 // that is empty or not valid UTF-8 makes New fail.
 func WithSessionID(id string) Option {
-	return func(s *Session) error {
+	return option("WithSessionID", func(s *Session) error {
 		if id == "" {
 			return errors.New("session: empty session ID")
 		}
 		s.setup.SessionID = id
 		return nil
-	}
+	})
 }
 
 // WithHistory sets where the session's history is kept; the default is a
@@ -142,13 +198,13 @@ func WithSessionID(id string) Option {
 // entry there has. A nil h makes New fail, and so does a nil pointer or
 // func in it, such as the *FileHistory of a history.OpenFileHistory that failed.
 func WithHistory(h history.History) Option {
-	return func(s *Session) error {
+	return option("WithHistory", func(s *Session) error {
 		if err := refuseNil(h, "History"); err != nil {
 			return err
 		}
 		s.history = h
 		return nil
-	}
+	})
 }
 
 // WithRecoveryHistory has the session record in its history, when on,
@@ -161,7 +217,7 @@ func WithHistory(h history.History) Option {
 // story from them. Off (the default), the history holds messages, removals
 // and compactions only.
 func WithRecoveryHistory(on bool) Option {
-	return func(s *Session) error { s.setup.Recovery = on; return nil }
+	return option("WithRecoveryHistory", func(s *Session) error { s.setup.Recovery = on; return nil })
 }
 
 // WithCredentials sets the credential store used for usage limits; without
@@ -169,13 +225,13 @@ func WithRecoveryHistory(on bool) Option {
 // option out for a session without credentials), and so does a nil pointer
 // or func in it.
 func WithCredentials(c credentials.CredentialStore) Option {
-	return func(s *Session) error {
+	return option("WithCredentials", func(s *Session) error {
 		if err := refuseNil(c, "CredentialStore"); err != nil {
 			return err
 		}
-		s.creds = c
+		s.own().creds = c
 		return nil
-	}
+	})
 }
 
 // Limiter is a limit shared by the sessions of a process, keyed by
@@ -198,26 +254,26 @@ type Limiter interface {
 // l makes New fail (leave the option out for a session of its own), and
 // so does a nil pointer or func in it.
 func WithLimiter(l Limiter) Option {
-	return func(s *Session) error {
+	return option("WithLimiter", func(s *Session) error {
 		if err := refuseNil(l, "Limiter"); err != nil {
 			return err
 		}
-		s.limiter = l
+		s.own().limiter = l
 		return nil
-	}
+	})
 }
 
 // WithSummarizer sets the summarizer compactions use; the default is
 // policy.DigestSummarizer{}. A nil sum makes New fail, and so does a nil pointer
 // or func in it.
 func WithSummarizer(sum Summarizer) Option {
-	return func(s *Session) error {
+	return option("WithSummarizer", func(s *Session) error {
 		if err := refuseNil(sum, "Summarizer"); err != nil {
 			return err
 		}
-		s.summarizer = sum
+		s.own().summarizer = sum
 		return nil
-	}
+	})
 }
 
 // WithRandom sets the source of the retry jitter: a function returning
@@ -225,13 +281,13 @@ func WithSummarizer(sum Summarizer) Option {
 // New fail. f is called on the session's goroutine; one that panics is
 // recovered and logged (WithLogger), and that draw is 0.
 func WithRandom(f func() float64) Option {
-	return func(s *Session) error {
+	return option("WithRandom", func(s *Session) error {
 		if f == nil {
 			return errors.New("session: nil random source (WithRandom)")
 		}
-		s.random = f
+		s.own().random = f
 		return nil
-	}
+	})
 }
 
 // WithLogger sets where the session reports what it cannot return as an
@@ -254,7 +310,7 @@ func WithRandom(f func() float64) Option {
 // ErrObserverCall or do nothing. Called on any other value, such as the
 // one New returned, those methods may wait for ever.
 func WithLogger(l *slog.Logger) Option {
-	return func(s *Session) error {
+	return option("WithLogger", func(s *Session) error {
 		if l == nil {
 			return errors.New("session: nil Logger")
 		}
@@ -264,9 +320,9 @@ func WithLogger(l *slog.Logger) Option {
 		if err := refuseNil(l.Handler(), "Handler"); err != nil {
 			return fmt.Errorf("session: Logger with a %s", strings.TrimPrefix(err.Error(), "session: "))
 		}
-		s.logger = l
+		s.own().logger = l
 		return nil
-	}
+	})
 }
 
 // WithSnapshot makes New restore the session a Snapshot was taken of, on its
@@ -275,7 +331,7 @@ func WithLogger(l *slog.Logger) Option {
 // flight is taken as interrupted). The snapshot's settings and session
 // ID win over WithConfig and WithSessionID.
 func WithSnapshot(snap policy.Snapshot) Option {
-	return func(s *Session) error { s.restore = &snap; return nil }
+	return option("WithSnapshot", func(s *Session) error { s.restore = &snap; return nil })
 }
 
 var discardLogger = slog.New(slog.DiscardHandler)
@@ -304,16 +360,14 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 		return nil, err
 	}
 	s := &Session{core: &core{
-		agent:      agent,
-		history:    &history.MemoryHistory{},
-		summarizer: policy.DigestSummarizer{},
-		random:     mrand.Float64,
-		logger:     discardLogger,
-		secrets:    &redactor{},
-		done:       make(chan struct{}),
-		setup:      &policy.Setup{Config: policy.DefaultConfig()},
+		agent:    agent,
+		history:  &history.MemoryHistory{},
+		settings: &defaultSettings,
+		secrets:  &redactor{},
+		done:     make(chan struct{}),
+		building: &building{setup: policy.Setup{Config: policy.DefaultConfig()}},
 	}}
-	s.loopView = Session{core: s.core, loop: true}
+	s.loopView = Session{core: s.core, from: loopCaller}
 	for _, o := range opts {
 		if err := o(s); err != nil {
 			return nil, err
@@ -336,18 +390,18 @@ func New(agent Agent, opts ...Option) (*Session, error) {
 	s.setup.Before, s.setup.History = before, entries
 	var effects []policy.Effect
 	if s.restore != nil {
-		s.x.engine, effects, err = policy.Restore(*s.setup, *s.restore, time.Now(), s.draw())
+		s.x.engine, effects, err = policy.Restore(s.setup, *s.restore, time.Now(), s.draw())
 		if err == nil {
 			s.setup.SessionID, s.setup.Config = s.restore.SessionID, s.restore.Config
 		}
 	} else {
-		s.x.engine, err = policy.New(*s.setup)
+		s.x.engine, err = policy.New(s.setup)
 	}
 	if err != nil {
 		return nil, err
 	}
 	restoredTurn := s.restore != nil && s.restore.Turn
-	s.setup, s.restore = nil, nil // the entries read go with them
+	s.building = nil // the entries read go with it
 	if len(effects) > 0 || restoredTurn {
 		// On the loop, which publishes the status: a restored backoff's
 		// timer may fire, and the loop run, as soon as it is armed.
@@ -441,7 +495,7 @@ func (s *Session) subscribe(sub *subscriber, opts []SubscribeOption) (unsubscrib
 // Called from a subscriber's function on any other value, it waits for
 // that subscriber too, and so for ever (see Subscribe).
 func (s *Session) Flush() {
-	if s.loop {
+	if s.onLoop() {
 		return // the subscribers may be waiting for the loop
 	}
 	s.subs.flush(s.from)
@@ -533,10 +587,13 @@ func (s *Session) Abort() {
 }
 
 func (s *Session) abort(cause error) {
-	quiet := make(chan struct{})
+	var quiet chan struct{}
 	if s.do(func() {
 		s.apply(s.x.engine.Abort(time.Now(), cause))
-		s.x.quiet = append(s.x.quiet, quiet)
+		if s.x.quiet == nil {
+			s.x.quiet = make(chan struct{})
+		}
+		quiet = s.x.quiet
 	}) != nil {
 		return
 	}
@@ -685,7 +742,7 @@ func (s *Session) History() history.History { return s.history }
 // from a subscriber's function on any other value, it waits for that
 // subscriber too, and so for ever (see Subscribe).
 func (s *Session) Close() error {
-	if s.loop {
+	if s.onLoop() {
 		return ErrObserverCall
 	}
 	s.closeOnce.Do(func() {
@@ -706,7 +763,7 @@ func (s *Session) Close() error {
 
 // do runs f on the loop and waits for it.
 func (s *Session) do(f func()) error {
-	if s.loop {
+	if s.onLoop() {
 		return ErrObserverCall
 	}
 	finished := make(chan struct{})
@@ -775,10 +832,8 @@ func (s *Session) publish() {
 // callers of Abort are released once nothing is in flight.
 func (s *Session) rest() {
 	s.publish()
-	if len(s.x.quiet) > 0 && quiet(s.x.engine.Status()) {
-		for _, q := range s.x.quiet {
-			close(q)
-		}
+	if s.x.quiet != nil && quiet(s.x.engine.Status()) {
+		close(s.x.quiet)
 		s.x.quiet = nil
 	}
 }
