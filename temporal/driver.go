@@ -47,10 +47,15 @@ type driver struct {
 	manual *waiter
 
 	// events are the lines not yet handed to the sink; seq numbers the
-	// first of them; delivering reports a delivery in progress.
+	// first of sending and events; delivering reports a delivery in
+	// progress, sending is its batch.
 	events     []json.RawMessage
 	seq        int64
 	delivering bool
+	sending    []json.RawMessage
+	// bounded reports a run that continues as new without waiting for the
+	// sink (changeContinueBound).
+	bounded bool
 
 	signals []signal
 	closing bool
@@ -311,12 +316,12 @@ func (d *driver) deliver(ctx workflow.Context) {
 		}
 		batch := Delivery{SessionID: d.engine.SessionID(), First: d.seq, Lines: d.events}
 		d.events = nil
-		d.delivering = true
+		d.delivering, d.sending = true, batch.Lines
 		if err := workflow.ExecuteActivity(actx, ActivityDeliver, batch).Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Error("temporal: events not delivered", "first", batch.First, "count", len(batch.Lines), "error", err)
 		}
 		d.seq += int64(len(batch.Lines))
-		d.delivering = false
+		d.delivering, d.sending = false, nil
 	}
 }
 
