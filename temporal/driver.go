@@ -56,6 +56,14 @@ type driver struct {
 	// bounded reports a run that continues as new without waiting for the
 	// sink (changeContinueBound).
 	bounded bool
+	// memo reports a workflow that keeps its MemoState in its memo
+	// (changeMemoState); memoLast is the one written, lastClass the last
+	// error's class, timerAt the armed timer's deadline.
+	memo      bool
+	memoSet   bool
+	memoLast  MemoState
+	lastClass string
+	timerAt   time.Time
 
 	signals []signal
 	closing bool
@@ -77,6 +85,7 @@ func (d *driver) apply(ctx workflow.Context, effects []policy.Effect) {
 		ef := &effects[i]
 		switch ef.Kind {
 		case policy.Emit:
+			d.noteEvent(ef.Event)
 			d.emit(ctx, ef.Event)
 		case policy.StartRun:
 			d.startRun(ef.Run, newRunInput(d.engine, ef))
@@ -121,6 +130,7 @@ func (d *driver) apply(ctx workflow.Context, effects []policy.Effect) {
 	for _, f := range feedback {
 		d.feed(ctx, f)
 	}
+	d.upsertMemo(ctx)
 }
 
 // newRunInput is the run activity's input for a StartRun effect: the one
@@ -227,7 +237,7 @@ func (d *driver) draw(ctx workflow.Context) float64 {
 func (d *driver) startTimer(ctx workflow.Context, id policy.TimerID, deadline time.Time) {
 	d.stopTimer()
 	tctx, cancel := workflow.WithCancel(d.root)
-	d.timerID, d.timerCancel = id, cancel
+	d.timerID, d.timerCancel, d.timerAt = id, cancel, deadline
 	f := workflow.NewTimer(tctx, max(deadline.Sub(workflow.Now(ctx)), 0))
 	workflow.Go(d.root, func(ctx workflow.Context) {
 		if err := f.Get(ctx, nil); err != nil {

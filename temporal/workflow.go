@@ -102,11 +102,15 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 		return sdktemporal.NewNonRetryableApplicationError(err.Error(), "invalid_start", err)
 	}
 	d.bounded = workflow.GetVersion(ctx, changeContinueBound, workflow.DefaultVersion, 1) >= 1
+	if d.memo = workflow.GetVersion(ctx, changeMemoState, workflow.DefaultVersion, 1) >= 1; d.memo {
+		d.loadMemo(ctx)
+	}
 	if err := d.handle(ctx); err != nil {
 		return err
 	}
 	workflow.Go(ctx, d.deliver)
 	d.apply(ctx, effects)
+	d.upsertMemo(ctx)
 	for {
 		if err := workflow.Await(ctx, func() bool { return d.closing || d.restful() && d.tooLong(ctx) }); err != nil {
 			return err
