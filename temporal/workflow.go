@@ -102,6 +102,7 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 		return sdktemporal.NewNonRetryableApplicationError(err.Error(), "invalid_start", err)
 	}
 	d.bounded = workflow.GetVersion(ctx, changeContinueBound, workflow.DefaultVersion, 1) >= 1
+	d.ordered = workflow.GetVersion(ctx, changeHistoryOrder, workflow.DefaultVersion, 1) >= 1
 	if d.memo = workflow.GetVersion(ctx, changeMemoState, workflow.DefaultVersion, 1) >= 1; d.memo {
 		d.loadMemo(ctx)
 	}
@@ -126,7 +127,11 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 			}); err != nil {
 				return err
 			}
-			if d.drainSignals(ctx) || d.closing || !d.restful() {
+			handled, err := d.settle(ctx)
+			if err != nil {
+				return err
+			}
+			if handled || d.closing || !d.restful() {
 				continue
 			}
 			return workflow.NewContinueAsNewError(ctx, WorkflowName, d.next())
@@ -139,7 +144,11 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 			}); err != nil {
 				return err
 			}
-			if d.drainSignals(ctx) || d.closing || !d.restful() {
+			handled, err := d.settle(ctx)
+			if err != nil {
+				return err
+			}
+			if handled || d.closing || !d.restful() {
 				continue
 			}
 			return workflow.NewContinueAsNewError(ctx, WorkflowName, d.next())
@@ -202,6 +211,12 @@ func (d *driver) handle(ctx workflow.Context) error {
 		{SignalSetAutoRetry, d.setting(SignalSetAutoRetry, d.engine.SetRetryEnabled)},
 		{SignalSetAutoCompaction, d.setting(SignalSetAutoCompaction, d.engine.SetCompactionEnabled)},
 		{SignalClose, func(workflow.Context, *bool) { d.closing = true }},
+	}
+	if d.ordered {
+		d.barrier = workflow.NewBufferedChannel(ctx, 1)
+		d.wake = workflow.NewBufferedChannel(ctx, 1)
+		workflow.Go(ctx, d.listen)
+		return nil
 	}
 	for _, s := range d.signals {
 		ch := workflow.GetSignalChannel(ctx, s.name)
