@@ -60,11 +60,11 @@ type driver struct {
 	// (changeMemoState); memoLast is the one written, lastClass the last
 	// error's class, timerAt the armed timer's deadline.
 	// ordered reports a workflow whose signals and timer listen takes
-	// (changeHistoryOrder): timer is the armed one, barrier and passed
-	// settle's, wake listen's wake-up, signalled counts the signals
-	// handled.
+	// (changeHistoryOrder): futures are the timers it waits for besides
+	// the signals, barrier and passed settle's, wake listen's wake-up,
+	// signalled counts the signals handled.
 	ordered   bool
-	timer     *armed
+	futures   []*waiting
 	barrier   workflow.Channel
 	wake      workflow.Channel
 	passed    bool
@@ -249,12 +249,7 @@ func (d *driver) startTimer(ctx workflow.Context, id policy.TimerID, deadline ti
 	tctx, cancel := workflow.WithCancel(d.root)
 	d.timerID, d.timerCancel, d.timerAt = id, cancel, deadline
 	f := workflow.NewTimer(tctx, max(deadline.Sub(workflow.Now(ctx)), 0))
-	if d.ordered {
-		d.timer = &armed{f: f, id: id, deadline: deadline}
-		d.wake.SendAsync(nil)
-		return
-	}
-	workflow.Go(d.root, func(ctx workflow.Context) {
+	d.when(f, func(ctx workflow.Context) {
 		if err := f.Get(ctx, nil); err != nil {
 			return // stopped
 		}

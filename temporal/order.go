@@ -1,25 +1,24 @@
 package temporal
 
 import (
-	"time"
+	"slices"
 
 	"go.temporal.io/sdk/workflow"
-
-	"github.com/agentfsm/agentfsm/policy"
 )
 
 // changeHistoryOrder is the workflow.GetVersion change ID of a workflow
 // that feeds the engine its signals and its backoff's timer from one
 // selector, in the order the history has them, instead of one coroutine
 // each, run in the order the coroutines were made (the signals' first).
+// The activities' results still each have a coroutine of their own.
 const changeHistoryOrder = "history-order"
 
-// listen is the coroutine that takes the signals and the timer in history
-// order: a selector blocked on all of them is woken by the first that the
-// workflow task's events deliver, so a timer that fired before a signal
-// arrived is handled first, as a session in process would. A selector is
-// made for each input, with the timer armed then, and the channels of
-// the wake-up and of the barrier last.
+// listen is the coroutine that feeds the engine the signals and the
+// backoff's timer in history order: a selector blocked on all of them is
+// woken by the first that the workflow task's events deliver, so a timer
+// that fired before a signal arrived is handled first, as a session in
+// process would. A selector is made for each input, with the timer then
+// armed, and the channels of the wake-up and of the barrier last.
 func (d *driver) listen(ctx workflow.Context) {
 	for {
 		sel := workflow.NewSelector(ctx)
@@ -31,20 +30,10 @@ func (d *driver) listen(ctx workflow.Context) {
 				s.handle(ctx, on)
 			})
 		}
-		if t := d.timer; t != nil {
-			sel.AddFuture(t.f, func(f workflow.Future) {
-				if d.timer == t {
-					d.timer = nil
-				}
-				if f.Get(ctx, nil) != nil {
-					return // stopped
-				}
-				if d.timerID == t.id {
-					d.timerCancel = nil
-				}
-				// The timer is for this deadline: the workflow's clock is
-				// not before it when it fires.
-				d.feed(ctx, func(at time.Time) []policy.Effect { return d.engine.TimerFired(later(at, t.deadline), t.id) })
+		for _, w := range d.futures {
+			sel.AddFuture(w.f, func(workflow.Future) {
+				d.futures = slices.DeleteFunc(d.futures, func(x *waiting) bool { return x == w })
+				w.handle(ctx)
 			})
 		}
 		// A timer armed while the selector waits wakes it, to be added.
@@ -52,8 +41,8 @@ func (d *driver) listen(ctx workflow.Context) {
 		sel.AddReceive(d.barrier, func(c workflow.ReceiveChannel, _ bool) {
 			c.Receive(ctx, nil)
 			if sel.HasPending() {
-				// A signal or the timer came first: handle it, then pass
-				// the barrier.
+				// An input came first: handle it, then pass the
+				// barrier.
 				d.barrier.SendAsync(nil)
 				return
 			}
@@ -63,11 +52,24 @@ func (d *driver) listen(ctx workflow.Context) {
 	}
 }
 
-// armed is a timer that listen waits for.
-type armed struct {
-	f        workflow.Future
-	id       policy.TimerID
-	deadline time.Time
+// waiting is a future listen waits for, and what to do once it is ready
+// (handle's Get does not block then).
+type waiting struct {
+	f      workflow.Future
+	handle func(ctx workflow.Context)
+}
+
+// when calls handle once the timer's future f is ready: from listen, in
+// history order with the signals, or, in a workflow that predates it,
+// from a coroutine of its own that waits for f (handle's Get then blocks
+// until f is ready).
+func (d *driver) when(f workflow.Future, handle func(ctx workflow.Context)) {
+	if !d.ordered {
+		workflow.Go(d.root, handle)
+		return
+	}
+	d.futures = append(d.futures, &waiting{f: f, handle: handle})
+	d.wake.SendAsync(nil)
 }
 
 // settle waits until listen has handled every signal and timer already

@@ -189,6 +189,12 @@ func newDriver(ctx workflow.Context, w *Workflow, in Start) (*driver, []policy.E
 
 // handle sets up the query, the updates and the signals.
 func (d *driver) handle(ctx workflow.Context) error {
+	if d.ordered {
+		// Before the handlers: an update that waited for them runs as
+		// soon as its handler is set.
+		d.barrier = workflow.NewBufferedChannel(ctx, 1)
+		d.wake = workflow.NewBufferedChannel(ctx, 1)
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryState, d.state); err != nil {
 		return err
 	}
@@ -213,8 +219,6 @@ func (d *driver) handle(ctx workflow.Context) error {
 		{SignalClose, func(workflow.Context, *bool) { d.closing = true }},
 	}
 	if d.ordered {
-		d.barrier = workflow.NewBufferedChannel(ctx, 1)
-		d.wake = workflow.NewBufferedChannel(ctx, 1)
 		workflow.Go(ctx, d.listen)
 		return nil
 	}
