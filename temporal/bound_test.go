@@ -186,3 +186,33 @@ func TestContinueAsNewWhenTheServerSuggests(t *testing.T) {
 	assert.Equal(t, prompts-3, runs[2].turns)
 	assert.Len(t, ids(t, snk.all()), prompts, "each answer once")
 }
+
+// A Start whose events cannot be delivered as the sink's contract says
+// fails the workflow with an error that names the field; it is not
+// retried, and delivers nothing.
+func TestInvalidPendingEvents(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		in   func(*temporal.Start)
+		want string
+	}{
+		{"negative number", func(s *temporal.Start) { s.Events = -1 }, "Start.Events is -1"},
+		{"null line", func(s *temporal.Start) {
+			s.Pending = []json.RawMessage{json.RawMessage(`{"type":"agent_start"}`), json.RawMessage(`null`)}
+		}, "Start.Pending[1]"},
+		{"a number", func(s *temporal.Start) { s.Pending = []json.RawMessage{json.RawMessage(`42`)} }, "Start.Pending[0]"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			snk := &sink{}
+			e := env(t, scripted.New(scripted.Script{}), snk)
+			in := startOf(policy.DefaultConfig())
+			c.in(&in)
+			e.ExecuteWorkflow(temporal.WorkflowName, in)
+			err := e.GetWorkflowError()
+			require.Error(t, err)
+			assert.Contains(t, err.Error(), c.want)
+			assert.Equal(t, "invalid_start", code(t, err))
+			assert.Empty(t, snk.all())
+		})
+	}
+}

@@ -85,6 +85,22 @@ type Start struct {
 	Pending []json.RawMessage `json:"pending,omitempty"`
 }
 
+// checkPending refuses a Start whose events cannot be delivered as the
+// sink's contract says: numbered from a negative number, or a line that is
+// not a JSON object (an event's wire line).
+func checkPending(in Start) error {
+	if in.Events < 0 {
+		return fmt.Errorf("Start.Events is %d: the number of an event is not negative", in.Events)
+	}
+	for i, l := range in.Pending {
+		var ev map[string]json.RawMessage
+		if json.Unmarshal(l, &ev) != nil || ev == nil {
+			return fmt.Errorf("Start.Pending[%d] is not an event's line (a JSON object): %.40q", i, l)
+		}
+	}
+	return nil
+}
+
 // changeContinueBound is the workflow.GetVersion change ID of a run that
 // continues as new as soon as it is due and no turn is in flight, carrying
 // its undelivered events in Start.Pending, instead of waiting for its
@@ -170,6 +186,9 @@ func newDriver(ctx workflow.Context, w *Workflow, in Start) (*driver, []policy.E
 	}
 	if in.Config != nil {
 		setup.Config = *in.Config
+	}
+	if err := checkPending(in); err != nil {
+		return nil, nil, fmt.Errorf("temporal: session %q: %w", setup.SessionID, err)
 	}
 	d := &driver{root: ctx, w: w, creds: in.Credentials, seq: in.Events, events: in.Pending, history: append([]transcript.Entry(nil), in.History...)}
 	d.setup = setup
