@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
 
@@ -22,8 +22,7 @@ const MemoKey = "agentfsm.state"
 const changeMemoState = "memo-state"
 
 // MemoState is the part of a session's state the workflow keeps in its
-// memo, where a client reads it with DescribeWorkflowExecution
-// (DescribeState) while no worker is up, unlike the get_state query. The
+// memo, where a client reads it with DescribeWorkflow (DescribeState) while no worker is up, unlike the get_state query. The
 // workflow upserts it each time one of its fields changes.
 type MemoState struct {
 	// State is the recovery machine's state (idle, backoff, ...).
@@ -96,7 +95,7 @@ func (d *driver) upsertMemo(ctx workflow.Context) {
 
 // Describer is the part of a client.Client that DescribeState uses.
 type Describer interface {
-	DescribeWorkflowExecution(ctx context.Context, workflowID, runID string) (*workflowservice.DescribeWorkflowExecutionResponse, error)
+	DescribeWorkflow(ctx context.Context, workflowID, runID string) (*client.WorkflowExecutionDescription, error)
 }
 
 // ErrNoMemoState is DescribeState's error for a workflow whose memo holds
@@ -110,11 +109,11 @@ var ErrNoMemoState = errors.New("temporal: the workflow's memo holds no session 
 // engine's own answer, but only while a worker runs the workflow) where
 // one is up.
 func DescribeState(ctx context.Context, c Describer, workflowID string) (MemoState, error) {
-	resp, err := c.DescribeWorkflowExecution(ctx, workflowID, "")
+	d, err := c.DescribeWorkflow(ctx, workflowID, "")
 	if err != nil {
 		return MemoState{}, fmt.Errorf("temporal: describing %s: %w", workflowID, err)
 	}
-	p, ok := resp.GetWorkflowExecutionInfo().GetMemo().GetFields()[MemoKey]
+	p, ok := d.Memo.GetFields()[MemoKey]
 	if !ok {
 		return MemoState{}, fmt.Errorf("temporal: %s: %w", workflowID, ErrNoMemoState)
 	}

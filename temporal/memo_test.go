@@ -10,8 +10,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
-	workflowpb "go.temporal.io/api/workflow/v1"
-	"go.temporal.io/api/workflowservice/v1"
+	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
 	"github.com/agentfsm/agentfsm/internal/scenarios"
@@ -26,11 +25,11 @@ type describer struct {
 	err  error
 }
 
-func (d describer) DescribeWorkflowExecution(context.Context, string, string) (*workflowservice.DescribeWorkflowExecutionResponse, error) {
+func (d describer) DescribeWorkflow(context.Context, string, string) (*client.WorkflowExecutionDescription, error) {
 	if d.err != nil {
 		return nil, d.err
 	}
-	return &workflowservice.DescribeWorkflowExecutionResponse{WorkflowExecutionInfo: &workflowpb.WorkflowExecutionInfo{
+	return &client.WorkflowExecutionDescription{WorkflowExecutionMetadata: client.WorkflowExecutionMetadata{
 		Memo: &commonpb.Memo{Fields: d.memo}}}, nil
 }
 
