@@ -216,3 +216,17 @@ func TestInvalidPendingEvents(t *testing.T) {
 		})
 	}
 }
+
+// Issue 27 item 1: a compact update that comes while the run continues as
+// new is refused as "continuing" too, and the run continues as new.
+func TestCompactRefusedWhileContinuing(t *testing.T) {
+	e := env(t, scripted.New(scripted.Script{}), &sink{})
+	e.SetContinueAsNewSuggested(true)
+	var c outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdateCompact, "c", &c, "") }, 0)
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(policy.DefaultConfig()))
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, e.GetWorkflowError(), &can)
+	require.True(t, c.done)
+	assert.Equal(t, "continuing", code(t, c.err))
+}
