@@ -276,3 +276,32 @@ func BenchmarkRetryAfterRepeatedNames(b *testing.B) {
 		})
 	}
 }
+
+// Issue 27 item 7: a workflow replaying a classification must read the
+// same hint from the same headers, so two spellings of one header name
+// give the same delay on every run, whatever order the map ranges in.
+// Each case is classified 100 times (Go's map order changes between
+// ranges), by Classify and by Explain.
+func TestHeaderSpellingsAreDeterministic(t *testing.T) {
+	cases := []struct {
+		headers map[string]string
+		want    time.Duration
+	}{
+		{map[string]string{"Retry-After": "9", "RETRY-AFTER": "5"}, 5 * time.Second},
+		{map[string]string{"Retry-After": "9", "retry-After": "2"}, 9 * time.Second},
+		{map[string]string{"Retry-After-Ms": "900", "retry-after-MS": "300", "RETRY-AFTER-MS": "600"}, 600 * time.Millisecond},
+		{map[string]string{"X-Ratelimit-Reset-Requests": "2s", "x-RateLimit-reset-requests": "7s"}, 2 * time.Second},
+	}
+	for _, c := range cases {
+		m := classify.Message{StopReason: transcript.StopReasonError, Status: 429, ErrorMessage: "rate limited", Headers: c.headers}
+		for i := range 100 {
+			r := classify.Extended.Classify(m, now)
+			if !r.HasRetryAfter || r.RetryAfter != c.want {
+				t.Fatalf("%v, classification %d: hint %v (%v), want %v", c.headers, i+1, r.RetryAfter, r.HasRetryAfter, c.want)
+			}
+			if e, _ := classify.Extended.Explain(m, now); e.RetryAfter != c.want {
+				t.Fatalf("%v, explanation %d: hint %v, want %v", c.headers, i+1, e.RetryAfter, c.want)
+			}
+		}
+	}
+}

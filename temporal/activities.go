@@ -23,9 +23,12 @@ import (
 type Sink interface {
 	// Deliver receives the events numbered first, first+1, ... of session
 	// sessionID. A delivery that failed is made again with the same
-	// numbers, so a sink that saw some of them skips those. A batch that
-	// still failed after its attempts is dropped (and logged by the
-	// workflow): the next batch's numbers then skip it.
+	// numbers, and so is one in flight when the workflow continued as new
+	// (Start.Pending), so a sink that saw some of them skips those. A
+	// batch that still failed after its attempts is dropped (and logged
+	// by the workflow): the next batch's numbers then skip it. A line has
+	// crossed the SDK's JSON converter: the same JSON as the wire line,
+	// with <, > and & written \u003c, \u003e and \u0026.
 	Deliver(ctx context.Context, sessionID string, first int64, lines []json.RawMessage) error
 }
 

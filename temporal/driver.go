@@ -47,10 +47,33 @@ type driver struct {
 	manual *waiter
 
 	// events are the lines not yet handed to the sink; seq numbers the
-	// first of them; delivering reports a delivery in progress.
+	// first of sending and events; delivering reports a delivery in
+	// progress, sending is its batch.
 	events     []json.RawMessage
 	seq        int64
 	delivering bool
+	sending    []json.RawMessage
+	// bounded reports a run that continues as new without waiting for the
+	// sink (changeContinueBound).
+	bounded bool
+	// memo reports a workflow that keeps its MemoState in its memo
+	// (changeMemoState); memoLast is the one written, lastClass the last
+	// error's class, timerAt the armed timer's deadline.
+	// ordered reports a workflow whose signals and timer listen takes
+	// (changeHistoryOrder): futures are the timers it waits for besides
+	// the signals, barrier and passed settle's, wake listen's wake-up,
+	// signalled counts the signals handled.
+	ordered   bool
+	futures   []*waiting
+	barrier   workflow.Channel
+	wake      workflow.Channel
+	passed    bool
+	signalled int
+	memo      bool
+	memoSet   bool
+	memoLast  MemoState
+	lastClass string
+	timerAt   time.Time
 
 	signals []signal
 	closing bool
@@ -72,6 +95,7 @@ func (d *driver) apply(ctx workflow.Context, effects []policy.Effect) {
 		ef := &effects[i]
 		switch ef.Kind {
 		case policy.Emit:
+			d.noteEvent(ef.Event)
 			d.emit(ctx, ef.Event)
 		case policy.StartRun:
 			d.startRun(ef.Run, newRunInput(d.engine, ef))
@@ -116,6 +140,7 @@ func (d *driver) apply(ctx workflow.Context, effects []policy.Effect) {
 	for _, f := range feedback {
 		d.feed(ctx, f)
 	}
+	d.upsertMemo(ctx)
 }
 
 // newRunInput is the run activity's input for a StartRun effect: the one
@@ -222,9 +247,9 @@ func (d *driver) draw(ctx workflow.Context) float64 {
 func (d *driver) startTimer(ctx workflow.Context, id policy.TimerID, deadline time.Time) {
 	d.stopTimer()
 	tctx, cancel := workflow.WithCancel(d.root)
-	d.timerID, d.timerCancel = id, cancel
+	d.timerID, d.timerCancel, d.timerAt = id, cancel, deadline
 	f := workflow.NewTimer(tctx, max(deadline.Sub(workflow.Now(ctx)), 0))
-	workflow.Go(d.root, func(ctx workflow.Context) {
+	d.when(f, func(ctx workflow.Context) {
 		if err := f.Get(ctx, nil); err != nil {
 			return // stopped
 		}
@@ -311,12 +336,12 @@ func (d *driver) deliver(ctx workflow.Context) {
 		}
 		batch := Delivery{SessionID: d.engine.SessionID(), First: d.seq, Lines: d.events}
 		d.events = nil
-		d.delivering = true
+		d.delivering, d.sending = true, batch.Lines
 		if err := workflow.ExecuteActivity(actx, ActivityDeliver, batch).Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Error("temporal: events not delivered", "first", batch.First, "count", len(batch.Lines), "error", err)
 		}
 		d.seq += int64(len(batch.Lines))
-		d.delivering = false
+		d.delivering, d.sending = false, nil
 	}
 }
 

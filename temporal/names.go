@@ -8,7 +8,8 @@ const (
 	// UpdatePrompt sends a prompt (a string) and completes when the turn
 	// settles: with no error when it succeeded, else an application error
 	// whose type is the turn_settled code (docs/rpc.md), "busy" while
-	// another turn is in flight.
+	// another turn is in flight. While the run continues as new it is
+	// refused, typed "continuing": send it again (Prompt does).
 	UpdatePrompt = "prompt"
 	// UpdateCompact compacts now, with optional instructions (a string),
 	// and completes with the transcript.Compaction made, or an application

@@ -38,6 +38,11 @@ type Workflow struct {
 	// next moment no turn is in flight (or earlier, when the server
 	// suggests it); the default is 1000.
 	MaxInputs int
+	// MaxCarried is how many bytes of events not yet delivered a run
+	// carries into the one that continues it (Start.Pending); with more,
+	// it waits for its sink before continuing as new, refusing prompts
+	// meanwhile. The default is 256 KiB.
+	MaxCarried int
 }
 
 // WorkflowRegistry is where workflows are registered: a worker.Worker or a
@@ -68,10 +73,39 @@ type Start struct {
 	// started on it goes on from its runtime context.
 	History []transcript.Entry `json:"history,omitempty"`
 	// Snapshot and Events are set when a session continues as new: the
-	// engine's state (on History), and how many events were delivered.
+	// engine's state (on History), and the number of the first event not
+	// yet delivered (how many were, when Pending is empty).
 	Snapshot *policy.Snapshot `json:"snapshot,omitempty"`
 	Events   int64            `json:"events,omitempty"`
+	// Pending are the events the run before this one had not yet seen
+	// delivered, numbered from Events: a run that is due to continue as
+	// new does not wait for its sink, and the next run delivers them
+	// first. The batch that was being delivered is among them, so the
+	// sink may receive it twice, with the same numbers.
+	Pending []json.RawMessage `json:"pending,omitempty"`
 }
+
+// checkPending refuses a Start whose events cannot be delivered as the
+// sink's contract says: numbered from a negative number, or a line that is
+// not a JSON object (an event's wire line).
+func checkPending(in Start) error {
+	if in.Events < 0 {
+		return fmt.Errorf("Start.Events is %d: the number of an event is not negative", in.Events)
+	}
+	for i, l := range in.Pending {
+		var ev map[string]json.RawMessage
+		if json.Unmarshal(l, &ev) != nil || ev == nil {
+			return fmt.Errorf("Start.Pending[%d] is not an event's line (a JSON object): %.40q", i, l)
+		}
+	}
+	return nil
+}
+
+// changeContinueBound is the workflow.GetVersion change ID of a run that
+// continues as new as soon as it is due and no turn is in flight, carrying
+// its undelivered events in Start.Pending, instead of waiting for its
+// sink.
+const changeContinueBound = "continue-bound"
 
 // errClosed is the error of an update sent after close.
 var errClosed = errors.New("temporal: the session is closed")
@@ -83,14 +117,40 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 	if err != nil {
 		return sdktemporal.NewNonRetryableApplicationError(err.Error(), "invalid_start", err)
 	}
+	d.bounded = workflow.GetVersion(ctx, changeContinueBound, workflow.DefaultVersion, 1) >= 1
+	d.ordered = workflow.GetVersion(ctx, changeHistoryOrder, workflow.DefaultVersion, 1) >= 1
+	if d.memo = workflow.GetVersion(ctx, changeMemoState, workflow.DefaultVersion, 1) >= 1; d.memo {
+		d.loadMemo(ctx)
+	}
 	if err := d.handle(ctx); err != nil {
 		return err
 	}
 	workflow.Go(ctx, d.deliver)
 	d.apply(ctx, effects)
+	d.upsertMemo(ctx)
 	for {
 		if err := workflow.Await(ctx, func() bool { return d.closing || d.restful() && d.tooLong(ctx) }); err != nil {
 			return err
+		}
+		if !d.closing && d.bounded {
+			// Nothing is in flight: continue as new now, whatever prompts
+			// come (the updates' validators refuse them meanwhile, see
+			// continuing), and without waiting for the sink: the events
+			// it has not taken go with the input, unless they are more
+			// than MaxCarried bytes.
+			if err := workflow.Await(ctx, func() bool {
+				return d.closing || workflow.AllHandlersFinished(ctx) && d.carried() <= orDefaultInt(d.w.MaxCarried, 256<<10)
+			}); err != nil {
+				return err
+			}
+			handled, err := d.settle(ctx)
+			if err != nil {
+				return err
+			}
+			if handled || d.closing || !d.restful() {
+				continue
+			}
+			return workflow.NewContinueAsNewError(ctx, WorkflowName, d.next())
 		}
 		if !d.closing {
 			// Nothing is in flight, and no signal waits (see drainSignals):
@@ -100,7 +160,11 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 			}); err != nil {
 				return err
 			}
-			if d.drainSignals(ctx) || d.closing || !d.restful() {
+			handled, err := d.settle(ctx)
+			if err != nil {
+				return err
+			}
+			if handled || d.closing || !d.restful() {
 				continue
 			}
 			return workflow.NewContinueAsNewError(ctx, WorkflowName, d.next())
@@ -123,7 +187,10 @@ func newDriver(ctx workflow.Context, w *Workflow, in Start) (*driver, []policy.E
 	if in.Config != nil {
 		setup.Config = *in.Config
 	}
-	d := &driver{root: ctx, w: w, creds: in.Credentials, seq: in.Events, history: append([]transcript.Entry(nil), in.History...)}
+	if err := checkPending(in); err != nil {
+		return nil, nil, fmt.Errorf("temporal: session %q: %w", setup.SessionID, err)
+	}
+	d := &driver{root: ctx, w: w, creds: in.Credentials, seq: in.Events, events: in.Pending, history: append([]transcript.Entry(nil), in.History...)}
 	d.setup = setup
 	d.setup.History = nil
 	var effects []policy.Effect
@@ -141,13 +208,23 @@ func newDriver(ctx workflow.Context, w *Workflow, in Start) (*driver, []policy.E
 
 // handle sets up the query, the updates and the signals.
 func (d *driver) handle(ctx workflow.Context) error {
+	if d.ordered {
+		// Before the handlers: an update that waited for them runs as
+		// soon as its handler is set.
+		d.barrier = workflow.NewBufferedChannel(ctx, 1)
+		d.wake = workflow.NewBufferedChannel(ctx, 1)
+	}
 	if err := workflow.SetQueryHandler(ctx, QueryState, d.state); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandler(ctx, UpdatePrompt, d.prompt); err != nil {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdatePrompt, d.prompt, workflow.UpdateHandlerOptions{
+		Validator: func(ctx workflow.Context, _ string) error { return d.continuing(ctx) },
+	}); err != nil {
 		return err
 	}
-	if err := workflow.SetUpdateHandler(ctx, UpdateCompact, d.compact); err != nil {
+	if err := workflow.SetUpdateHandlerWithOptions(ctx, UpdateCompact, d.compact, workflow.UpdateHandlerOptions{
+		Validator: func(ctx workflow.Context, _ string) error { return d.continuing(ctx) },
+	}); err != nil {
 		return err
 	}
 	d.signals = []signal{
@@ -159,6 +236,10 @@ func (d *driver) handle(ctx workflow.Context) error {
 		{SignalSetAutoRetry, d.setting(SignalSetAutoRetry, d.engine.SetRetryEnabled)},
 		{SignalSetAutoCompaction, d.setting(SignalSetAutoCompaction, d.engine.SetCompactionEnabled)},
 		{SignalClose, func(workflow.Context, *bool) { d.closing = true }},
+	}
+	if d.ordered {
+		workflow.Go(ctx, d.listen)
+		return nil
 	}
 	for _, s := range d.signals {
 		ch := workflow.GetSignalChannel(ctx, s.name)
@@ -325,13 +406,56 @@ func (d *driver) tooLong(ctx workflow.Context) bool {
 	return d.inputs >= limit || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
 }
 
+// continuing is the prompt and compact updates' validator: it refuses an
+// update, with code "continuing", while this run is about to continue as
+// new (it is due and nothing is in flight), so that no turn starts in a
+// run that is over. A refused update is not in the history; sent again
+// (Prompt does), it reaches the next run. The SDK runs the handlers of the
+// updates a workflow task brings before the workflow's own code, so
+// without it a prompt that came with the task in which the server
+// suggested continuing as new would start a turn and put it off.
+func (d *driver) continuing(ctx workflow.Context) error {
+	if d.bounded && !d.closing && d.restful() && d.tooLong(ctx) {
+		return sdktemporal.NewApplicationError("temporal: the session is continuing as new: send the update again", codeContinuing)
+	}
+	return nil
+}
+
+// carried is how many bytes of events the run has not seen delivered.
+func (d *driver) carried() int {
+	n := 0
+	for _, l := range d.sending {
+		n += len(l)
+	}
+	for _, l := range d.events {
+		n += len(l)
+	}
+	return n
+}
+
+func orDefaultInt(n, def int) int {
+	if n > 0 {
+		return n
+	}
+	return def
+}
+
+// codeContinuing is the type of the error of an update refused while the
+// run continues as new: send it again.
+const codeContinuing = "continuing"
+
 // next is the input of the run that continues this one: the engine's
-// snapshot on a history cut down to what rebuilds it.
+// snapshot on a history cut down to what rebuilds it, and the events not
+// yet delivered (the batch in delivery among them).
 func (d *driver) next() Start {
 	snap := d.engine.Snapshot()
 	history := shorten(d.history, d.engine.Messages())
 	snap.History = len(history)
-	return Start{SessionID: d.engine.SessionID(), Model: d.engine.Model(), Config: &snap.Config, Credentials: d.creds, History: history, Snapshot: &snap, Events: d.seq}
+	var pending []json.RawMessage
+	if len(d.sending)+len(d.events) > 0 {
+		pending = append(append(pending, d.sending...), d.events...)
+	}
+	return Start{SessionID: d.engine.SessionID(), Model: d.engine.Model(), Config: &snap.Config, Credentials: d.creds, History: history, Snapshot: &snap, Events: d.seq, Pending: pending}
 }
 
 // quiet reports whether nothing is in flight in an engine of status st: no
