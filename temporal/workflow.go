@@ -38,6 +38,15 @@ type Workflow struct {
 	// next moment no turn is in flight (or earlier, when the server
 	// suggests it); the default is 1000.
 	MaxInputs int
+	// StepAttempts is how many times a step of a step-wise run (a model
+	// call or a tool call, Start.Steps) is tried when its activity fails
+	// (its worker lost: a heartbeat or start-to-close timeout) before the
+	// run is taken for a lost one; the default is 3. The model's own
+	// failures are the engine's to retry, never Temporal's.
+	StepAttempts int
+	// MaxSteps bounds the model calls of one step-wise run; a run that
+	// reaches it ends with an error. The default is 100.
+	MaxSteps int
 }
 
 // WorkflowRegistry is where workflows are registered: a worker.Worker or a
@@ -71,6 +80,12 @@ type Start struct {
 	// engine's state (on History), and how many events were delivered.
 	Snapshot *policy.Snapshot `json:"snapshot,omitempty"`
 	Events   int64            `json:"events,omitempty"`
+	// Steps runs each of the session's runs step by step, on the workers'
+	// Activities.Steps (a StepAgent): a model call or a tool call per
+	// activity, so that a lost worker repeats only the step in flight.
+	// It is fixed for the session's life (carried across
+	// continue-as-new), so a replay takes the same path.
+	Steps bool `json:"steps,omitempty"`
 }
 
 // errClosed is the error of an update sent after close.
@@ -123,7 +138,7 @@ func newDriver(ctx workflow.Context, w *Workflow, in Start) (*driver, []policy.E
 	if in.Config != nil {
 		setup.Config = *in.Config
 	}
-	d := &driver{root: ctx, w: w, creds: in.Credentials, seq: in.Events, history: append([]transcript.Entry(nil), in.History...)}
+	d := &driver{root: ctx, w: w, creds: in.Credentials, steps: in.Steps, seq: in.Events, history: append([]transcript.Entry(nil), in.History...)}
 	d.setup = setup
 	d.setup.History = nil
 	var effects []policy.Effect
@@ -331,7 +346,7 @@ func (d *driver) next() Start {
 	snap := d.engine.Snapshot()
 	history := shorten(d.history, d.engine.Messages())
 	snap.History = len(history)
-	return Start{SessionID: d.engine.SessionID(), Model: d.engine.Model(), Config: &snap.Config, Credentials: d.creds, History: history, Snapshot: &snap, Events: d.seq}
+	return Start{SessionID: d.engine.SessionID(), Model: d.engine.Model(), Config: &snap.Config, Credentials: d.creds, History: history, Snapshot: &snap, Events: d.seq, Steps: d.steps}
 }
 
 // quiet reports whether nothing is in flight in an engine of status st: no

@@ -1,0 +1,301 @@
+package temporal_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
+	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/sdk/activity"
+	sdktemporal "go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/testsuite"
+
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/scenarios"
+	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/session/scripted"
+	"github.com/agentfsm/agentfsm/temporal"
+	"github.com/agentfsm/agentfsm/transcript"
+)
+
+// stepAgent answers model calls from a list, one message per call (each
+// streamed as one fragment first), and tool calls with "result of NAME";
+// it counts both.
+type stepAgent struct {
+	mu      sync.Mutex
+	answers []transcript.Message
+	models  int
+	tools   int
+	// tool, when set, runs each tool call instead.
+	tool func(ctx context.Context, call temporal.ToolCall) (temporal.ToolResult, error)
+}
+
+func (a *stepAgent) Model(_ context.Context, step temporal.ModelStep) (temporal.ModelResult, error) {
+	a.mu.Lock()
+	m := a.answers[min(a.models, len(a.answers)-1)]
+	a.models++
+	a.mu.Unlock()
+	step.Stream(events.MessageUpdate{Message: m, Delta: events.Delta{Kind: "text", Text: "…"}})
+	return temporal.ModelResult{Message: m}, nil
+}
+
+func (a *stepAgent) Tool(ctx context.Context, call temporal.ToolCall) (temporal.ToolResult, error) {
+	a.mu.Lock()
+	a.tools++
+	a.mu.Unlock()
+	if a.tool != nil {
+		return a.tool(ctx, call)
+	}
+	return temporal.ToolResult{Content: transcript.TextContent("result of " + call.Name)}, nil
+}
+
+func (a *stepAgent) counts() (models, tools int) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.models, a.tools
+}
+
+// toolUse is an assistant message that calls tool name once.
+func toolUse(id, callID, name string) transcript.Message {
+	return transcript.Message{ID: id, Role: transcript.RoleAssistant, StopReason: transcript.StopReasonToolUse,
+		Content: []transcript.Block{{Type: transcript.BlockToolCall, ID: callID, Name: name, Arguments: json.RawMessage(`{"path":"a"}`)}}}
+}
+
+func final(id, text string) transcript.Message {
+	return transcript.Message{ID: id, Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop, Content: transcript.TextContent(text)}
+}
+
+// fragmentSink is a sink that also keeps the fragments.
+type fragmentSink struct {
+	sink
+	fragments []string
+}
+
+func (s *fragmentSink) Fragment(_ context.Context, _ string, line json.RawMessage) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.fragments = append(s.fragments, string(line))
+	return nil
+}
+
+func stepStart() temporal.Start {
+	st := startOf(policy.DefaultConfig())
+	st.Steps = true
+	return st
+}
+
+// Issue item 6: a worker lost during a tool call costs only that tool
+// call. Its activity fails once with a heartbeat timeout (the worker
+// lost); Temporal runs it again, alone: the model call before it is not
+// made again, and the turn succeeds with no retry of the engine's.
+func TestStepLostToolIsRetriedAlone(t *testing.T) {
+	agent := &stepAgent{answers: []transcript.Message{toolUse("call-1", "tc-1", "read"), final("call-2", "a says hi")}}
+	snk := &fragmentSink{}
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	acts := &temporal.Activities{Steps: agent, Sink: snk}
+	acts.Register(e)
+	attempts := 0
+	e.OnActivity(temporal.ActivityTool, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, call temporal.ToolCall) (transcript.Message, error) {
+			attempts++
+			if attempts == 1 {
+				return transcript.Message{}, sdktemporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
+			}
+			return acts.Tool(ctx, call)
+		})
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p, "read a") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.True(t, p.done)
+	require.NoError(t, p.err)
+	models, tools := agent.counts()
+	assert.Equal(t, 2, models, "each model call made once")
+	assert.Equal(t, 2, attempts, "the tool's activity ran twice")
+	assert.Equal(t, 1, tools, "the tool ran once, on the second attempt")
+	assert.Equal(t, []string{
+		`{"type":"state_change","from":"idle","to":"classifying","event":"agent_end"}`,
+		`{"type":"state_change","from":"classifying","to":"idle","event":"accept"}`,
+		`{"type":"turn_settled","success":true}`,
+	}, snk.recovery(t))
+	assert.Len(t, snk.fragments, 2, "each model call's fragment reached the sink from its activity")
+	for _, f := range snk.fragments {
+		assert.Contains(t, f, `"type":"message_update"`)
+	}
+}
+
+// shape reads a sink's lines as what the engine and a client see of a
+// run, less the identities and times each driver makes: the event's type,
+// and its message's role, stop reason, tool call and text.
+func shape(t *testing.T, lines []string) []string {
+	var out []string
+	for _, l := range lines {
+		var w struct {
+			Type    string               `json:"type"`
+			Message *transcript.Message  `json:"message"`
+			Msgs    []transcript.Message `json:"messages"`
+		}
+		require.NoError(t, json.Unmarshal([]byte(l), &w), l)
+		s := w.Type
+		if m := w.Message; m != nil {
+			s += " " + string(m.Role) + " " + string(m.StopReason) + " " + m.ToolCallID + " " + m.Text()
+		}
+		for _, m := range w.Msgs {
+			s += " | " + string(m.Role) + " " + m.Text()
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// A step-wise run gives the sink (and the engine) the events the plain
+// Agent gives for the same model calls and tool results: the same
+// agent_end, the same recovery events.
+func TestStepRunEventsAsThePlainAgents(t *testing.T) {
+	call := toolUse("", "tc-1", "read")
+	plainAgent := scripted.New(scripted.Script{Model: scenarios.Model, Calls: []scripted.Call{
+		{StopReason: "toolUse", Content: call.Content, ToolResults: []scripted.ToolResult{{Content: transcript.TextContent("result of read")}}},
+		{StopReason: "stop", Text: "a says hi"},
+	}})
+	plain := &sink{}
+	e := env(t, plainAgent, plain)
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p, "read a") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(policy.DefaultConfig()))
+	require.NoError(t, e.GetWorkflowError())
+	require.NoError(t, p.err)
+
+	stepped := &sink{}
+	agent := &stepAgent{answers: []transcript.Message{call, final("", "a says hi")}}
+	e = newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	(&temporal.Activities{Steps: agent, Sink: stepped}).Register(e)
+	var q outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &q, "read a") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.NoError(t, q.err)
+
+	want := shape(t, plain.all())
+	require.Contains(t, strings.Join(want, "\n"), "message_end toolResult  tc-1 result of read")
+	assert.Equal(t, want, shape(t, stepped.all()))
+}
+
+// An abort during a tool call cancels the tool's activity, makes no
+// further model call, and the turn settles as aborted.
+func TestStepAbortCancelsTheToolInFlight(t *testing.T) {
+	var e *testsuite.TestWorkflowEnvironment
+	release := make(chan struct{})
+	agent := &stepAgent{answers: []transcript.Message{toolUse("call-1", "tc-1", "slow"), final("call-2", "never")}}
+	agent.tool = func(ctx context.Context, _ temporal.ToolCall) (temporal.ToolResult, error) {
+		e.SignalWorkflow(temporal.SignalAbort, nil)
+		<-release // the cancellation the workflow asks for (see below)
+		return temporal.ToolResult{Content: transcript.TextContent("late")}, nil
+	}
+	snk := &sink{}
+	e = newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	(&temporal.Activities{Steps: agent, Sink: snk}).Register(e)
+	var cancelled []string
+	e.SetOnActivityCanceledListener(func(info *activity.Info) {
+		cancelled = append(cancelled, info.ActivityType.Name)
+		close(release)
+	})
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p, "read slowly") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.True(t, p.done)
+	assert.Equal(t, "aborted", code(t, p.err))
+	assert.Equal(t, []string{temporal.ActivityTool}, cancelled, "the tool's activity was cancelled")
+	models, tools := agent.counts()
+	assert.Equal(t, 1, models, "no model call after the abort")
+	assert.Equal(t, 1, tools)
+}
+
+// A model that calls tools forever does not hold the session: the run
+// ends after Workflow.MaxSteps model calls, with an error that names the
+// setting, and the turn settles.
+func TestStepRunBoundedByMaxSteps(t *testing.T) {
+	agent := &stepAgent{answers: []transcript.Message{toolUse("", "tc", "again")}}
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw, MaxSteps: 3}).Register(e)
+	(&temporal.Activities{Steps: agent, Sink: &sink{}}).Register(e)
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p, "loop") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Hour)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.True(t, p.done)
+	require.Error(t, p.err)
+	assert.Contains(t, p.err.Error(), "Workflow.MaxSteps")
+	models, tools := agent.counts()
+	assert.Equal(t, 3, models)
+	assert.Equal(t, 3, tools)
+}
+
+// A worker whose Activities have no StepAgent fails a step-wise session's
+// run with an error that says so, at once (no retry mends it).
+func TestStepRunWithoutStepAgent(t *testing.T) {
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	(&temporal.Activities{Agent: scripted.New(scripted.Script{Model: scenarios.Model}), Sink: &sink{}}).Register(e)
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p, "hi") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Hour)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.True(t, p.done)
+	require.Error(t, p.err)
+	assert.Contains(t, p.err.Error(), "Activities.Steps is nil")
+}
+
+// panickySteps panics in the model call after its first, and in every tool
+// call.
+type panickySteps struct{ stepAgent }
+
+func (a *panickySteps) Model(ctx context.Context, step temporal.ModelStep) (temporal.ModelResult, error) {
+	if models, _ := a.counts(); models > 0 {
+		// The tool's panic reached the model as an error result.
+		last := step.Context[len(step.Context)-1]
+		if !last.ToolError || !strings.Contains(last.Text(), "panicked: boom") {
+			return temporal.ModelResult{}, errors.New("the tool's panic is not in the context")
+		}
+		panic("model boom")
+	}
+	return a.stepAgent.Model(ctx, step)
+}
+
+func (a *panickySteps) Tool(context.Context, temporal.ToolCall) (temporal.ToolResult, error) {
+	panic("boom")
+}
+
+// A tool that panics gives the model an error result; a model call that
+// panics fails the turn as a panic (never retried), and the session goes
+// on.
+func TestStepPanicsAreContained(t *testing.T) {
+	agent := &panickySteps{stepAgent{answers: []transcript.Message{toolUse("", "tc", "explode")}}}
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	(&temporal.Activities{Steps: agent, Sink: &sink{}}).Register(e)
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p, "go") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Hour)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.True(t, p.done)
+	require.Error(t, p.err)
+	assert.Contains(t, p.err.Error(), "model boom")
+}
