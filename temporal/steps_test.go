@@ -20,6 +20,7 @@ import (
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/scenarios"
 	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/temporal"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -298,4 +299,36 @@ func TestStepPanicsAreContained(t *testing.T) {
 	require.True(t, p.done)
 	require.Error(t, p.err)
 	assert.Contains(t, p.err.Error(), "model boom")
+}
+
+// streamingAgent wraps an agent, streaming one fragment before each
+// message it ends.
+type streamingAgent struct{ session.Agent }
+
+func (a streamingAgent) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
+	return a.Agent.Run(ctx, req, func(ev events.Event) {
+		if m, ok := ev.(events.MessageEnd); ok && m.Message.Role == transcript.RoleAssistant {
+			emit(events.MessageUpdate{Message: m.Message, Delta: events.Delta{Kind: "text", Text: "frag"}})
+		}
+		emit(ev)
+	})
+}
+
+// The plain Agent's fragments reach a FragmentSink from the run's
+// activity too, and never the numbered durable events.
+func TestRunFragmentsReachAFragmentSink(t *testing.T) {
+	snk := &fragmentSink{}
+	agent := streamingAgent{scripted.New(scripted.Script{Model: scenarios.Model, Calls: []scripted.Call{{StopReason: "stop", Text: "ok"}}})}
+	e := env(t, agent, snk)
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p, "hi") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(policy.DefaultConfig()))
+	require.NoError(t, e.GetWorkflowError())
+	require.NoError(t, p.err)
+	require.Len(t, snk.fragments, 1)
+	assert.Contains(t, snk.fragments[0], `"type":"message_update"`)
+	for _, l := range snk.all() {
+		assert.NotContains(t, l, `"type":"message_update"`)
+	}
 }

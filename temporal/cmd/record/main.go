@@ -73,6 +73,12 @@ func run() error {
 		}
 		fmt.Println("recorded", sc.Name)
 	}
+	for _, st := range stories {
+		if err := recordStory(ctx, c, st, *out); err != nil {
+			return fmt.Errorf("%s: %w", st.name, err)
+		}
+		fmt.Println("recorded", st.name)
+	}
 	return nil
 }
 
@@ -102,8 +108,14 @@ func record(ctx context.Context, c client.Client, sc scenarios.Scenario, path st
 	if err := live.Finish(ctx, c, id, first, sc); err != nil {
 		return err
 	}
+	return writeHistory(ctx, c, id, "", path)
+}
+
+// writeHistory writes the history of run runID of workflow id (its
+// current run when empty) to path.
+func writeHistory(ctx context.Context, c client.Client, id, runID, path string) error {
 	hist := &historypb.History{}
-	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
