@@ -178,11 +178,11 @@ func closeSession(ctx context.Context, c client.Client, id string) error {
 // it.
 func nextRun(ctx context.Context, c client.Client, id, prev string) (string, error) {
 	for {
-		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		d, err := c.DescribeWorkflow(ctx, id, "")
 		if err != nil {
 			return "", err
 		}
-		if r := d.GetWorkflowExecutionInfo().GetExecution().GetRunId(); r != prev {
+		if r := d.RawResponse.GetWorkflowExecutionInfo().GetExecution().GetRunId(); r != prev {
 			return r, nil
 		}
 		select {
