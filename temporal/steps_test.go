@@ -36,13 +36,18 @@ type stepAgent struct {
 	tools   int
 	// tool, when set, runs each tool call instead.
 	tool func(ctx context.Context, call temporal.ToolCall) (temporal.ToolResult, error)
+	// model, when set, is called before each model call answers.
+	model func(ctx context.Context)
 }
 
-func (a *stepAgent) Model(_ context.Context, step temporal.ModelStep) (temporal.ModelResult, error) {
+func (a *stepAgent) Model(ctx context.Context, step temporal.ModelStep) (temporal.ModelResult, error) {
 	a.mu.Lock()
 	m := a.answers[min(a.models, len(a.answers)-1)]
 	a.models++
 	a.mu.Unlock()
+	if a.model != nil {
+		a.model(ctx)
+	}
 	step.Stream(events.MessageUpdate{Message: m, Delta: events.Delta{Kind: "text", Text: "…"}})
 	return temporal.ModelResult{Message: m}, nil
 }
@@ -331,4 +336,36 @@ func TestRunFragmentsReachAFragmentSink(t *testing.T) {
 	for _, l := range snk.all() {
 		assert.NotContains(t, l, `"type":"message_update"`)
 	}
+}
+
+// An abort during a model call cancels the model's activity; the run
+// ends with the message the call returned, no tool runs, and the turn
+// settles as aborted.
+func TestStepAbortCancelsTheModelCallInFlight(t *testing.T) {
+	var e *testsuite.TestWorkflowEnvironment
+	release := make(chan struct{})
+	agent := &stepAgent{answers: []transcript.Message{toolUse("call-1", "tc-1", "never")}}
+	agent.model = func(context.Context) {
+		e.SignalWorkflow(temporal.SignalAbort, nil)
+		<-release
+	}
+	e = newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	(&temporal.Activities{Steps: agent, Sink: &sink{}}).Register(e)
+	var cancelled []string
+	e.SetOnActivityCanceledListener(func(info *activity.Info) {
+		cancelled = append(cancelled, info.ActivityType.Name)
+		close(release)
+	})
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p, "think") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.True(t, p.done)
+	assert.Equal(t, "aborted", code(t, p.err))
+	assert.Equal(t, []string{temporal.ActivityModel}, cancelled)
+	models, tools := agent.counts()
+	assert.Equal(t, 1, models)
+	assert.Equal(t, 0, tools, "no tool runs after the abort")
 }
