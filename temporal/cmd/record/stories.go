@@ -13,6 +13,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/agentfsm/agentfsm/internal/scenarios"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/temporal"
@@ -100,6 +101,27 @@ var stories = []story{
 				}
 			}
 			return runs, closeSession(ctx, c, id)
+		},
+	},
+	{
+		// An overload moves the session to its fallback model at once
+		// (fallback.after "overloaded"), whose run answers.
+		name: "fallback", workflow: temporal.Workflow{Random: scenarios.Draw},
+		acts: scriptedActs(errorCall("529 overloaded_error: Overloaded"), okCall("Answered by the fallback.")),
+		start: func() temporal.Start {
+			st := storyStart(false)
+			st.Config.Fallback = &policy.FallbackConfig{Models: []policy.FallbackModel{{ID: "scripted-small"}}, After: "overloaded"}
+			return st
+		}(),
+		play: func(ctx context.Context, c client.Client, id, run string) ([]string, error) {
+			h, err := prompt(ctx, c, id, "p1", "summarize the repository")
+			if err != nil {
+				return nil, err
+			}
+			if err := h.Get(ctx, nil); err != nil {
+				return nil, err
+			}
+			return []string{run}, closeSession(ctx, c, id)
 		},
 	},
 	{
