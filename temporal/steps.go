@@ -89,8 +89,9 @@ type ToolResult struct {
 // they are not numbered with the durable events, they usually arrive
 // before the durable message_end of their message (which Deliver hands
 // over when the workflow has it), a step retried after its worker was
-// lost streams its fragments again, and a failed Fragment is logged and
-// not retried.
+// lost streams its fragments again, and a failed (or panicking) Fragment
+// is logged and not retried. Fragment is called on the activity's
+// goroutine: it should return promptly.
 type FragmentSink interface {
 	Sink
 	Fragment(ctx context.Context, sessionID string, line json.RawMessage) error
@@ -226,14 +227,25 @@ func (a *Activities) streamer(ctx context.Context, sessionID string) func(events
 		if fs == nil {
 			return
 		}
-		line, err := rpc.MarshalEvent(u)
-		if err == nil {
-			err = fs.Fragment(ctx, sessionID, line)
-		}
-		if err != nil {
+		if err := fragment(ctx, fs, sessionID, u); err != nil {
 			activity.GetLogger(ctx).Warn("temporal: a fragment was not delivered", "error", err)
 		}
 	}
+}
+
+// fragment hands u to fs as its wire line. A panic of the sink is its
+// error: a fragment is best-effort, and a broken sink fails no run.
+func fragment(ctx context.Context, fs FragmentSink, sessionID string, u events.MessageUpdate) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("temporal: the sink's Fragment panicked: %s", panicText(r))
+		}
+	}()
+	line, err := rpc.MarshalEvent(u)
+	if err != nil {
+		return err
+	}
+	return fs.Fragment(ctx, sessionID, line)
 }
 
 // panicText is a recovered panic value as text, never empty.

@@ -369,3 +369,30 @@ func TestStepAbortCancelsTheModelCallInFlight(t *testing.T) {
 	assert.Equal(t, 1, models)
 	assert.Equal(t, 0, tools, "no tool runs after the abort")
 }
+
+// panickingSink panics on every fragment.
+type panickingSink struct{ sink }
+
+func (*panickingSink) Fragment(context.Context, string, json.RawMessage) error { panic("sink boom") }
+
+// A FragmentSink that panics fails no run: fragments are best-effort, on
+// the plain path (where a panic inside the agent's emit would be taken
+// for the agent's) and on the step-wise one.
+func TestPanickingFragmentSinkFailsNoRun(t *testing.T) {
+	for _, steps := range []bool{false, true} {
+		snk := &panickingSink{}
+		plain := streamingAgent{scripted.New(scripted.Script{Model: scenarios.Model, Calls: []scripted.Call{{StopReason: "stop", Text: "ok"}}})}
+		e := newEnv()
+		(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+		(&temporal.Activities{Agent: plain, Steps: &stepAgent{answers: []transcript.Message{final("", "ok")}}, Sink: snk}).Register(e)
+		var p outcome
+		e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p, "hi") }, 0)
+		e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+		st := startOf(policy.DefaultConfig())
+		st.Steps = steps
+		e.ExecuteWorkflow(temporal.WorkflowName, st)
+		require.NoError(t, e.GetWorkflowError())
+		require.True(t, p.done)
+		require.NoError(t, p.err, "steps %v", steps)
+	}
+}
