@@ -396,3 +396,36 @@ func TestPanickingFragmentSinkFailsNoRun(t *testing.T) {
 		require.NoError(t, p.err, "steps %v", steps)
 	}
 }
+
+// A step whose activity keeps failing (its worker lost on every attempt)
+// makes the run a lost one after Workflow.StepAttempts: the engine
+// decides on it as on a whole run's lost activity (a transient failure of
+// its attempt), and its retry answers.
+func TestStepLostOnEveryAttemptIsALostRun(t *testing.T) {
+	agent := &stepAgent{answers: []transcript.Message{final("", "done")}}
+	snk := &sink{}
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw, StepAttempts: 2}).Register(e)
+	acts := &temporal.Activities{Steps: agent, Sink: snk}
+	acts.Register(e)
+	attempts := 0
+	e.OnActivity(temporal.ActivityModel, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, in temporal.ModelInput) (temporal.ModelOutput, error) {
+			attempts++
+			if attempts <= 2 {
+				return temporal.ModelOutput{}, sdktemporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
+			}
+			return acts.Model(ctx, in)
+		})
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p, "hi") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.True(t, p.done)
+	require.NoError(t, p.err)
+	assert.Equal(t, 3, attempts, "two attempts of the lost step, then the engine's retry")
+	models, _ := agent.counts()
+	assert.Equal(t, 1, models)
+	assert.Contains(t, strings.Join(snk.recovery(t), "\n"), `"errorMessage":"interrupted: the session was resumed from a snapshot"`)
+}
