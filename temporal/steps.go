@@ -167,7 +167,13 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (ModelOutput, err
 		if m.Timestamp == 0 {
 			m.Timestamp = time.Now().UnixMilli()
 		}
-		out.Message = &m
+		if _, err := json.Marshal(m); err != nil {
+			// A result that cannot be encoded would fail the activity,
+			// and Temporal would make the call again: the run ends here.
+			out.Err = fmt.Sprintf("temporal: the model's message cannot be written: %v", err)
+		} else {
+			out.Message = &m
+		}
 	}
 	if a.Limiter != nil {
 		a.Limiter.Done(in.Model.Provider, out.Credential, out.Message)
@@ -200,6 +206,11 @@ func (a *Activities) Tool(ctx context.Context, call ToolCall) (transcript.Messag
 		Content: res.Content, ToolError: res.IsError, Timestamp: time.Now().UnixMilli()}
 	if err != nil {
 		m.Content, m.ToolError = transcript.TextContent(err.Error()), true
+	}
+	if _, err := json.Marshal(m); err != nil {
+		// A result that cannot be encoded would fail the activity, and
+		// Temporal would run the tool again: the model reads why instead.
+		m.Content, m.ToolError = transcript.TextContent(fmt.Sprintf("temporal: the tool's result cannot be written: %v", err)), true
 	}
 	return m, nil
 }

@@ -429,3 +429,50 @@ func TestStepLostOnEveryAttemptIsALostRun(t *testing.T) {
 	assert.Equal(t, 1, models)
 	assert.Contains(t, strings.Join(snk.recovery(t), "\n"), `"errorMessage":"interrupted: the session was resumed from a snapshot"`)
 }
+
+// A model message the session cannot write (tool call arguments that are
+// not a JSON object) ends the run as fatal: the engine cancels it, and
+// the tool it asks for never runs.
+func TestStepUnwritableMessageRunsNoTool(t *testing.T) {
+	bad := toolUse("", "tc", "read")
+	bad.Content[0].Arguments = json.RawMessage(`[1]`)
+	agent := &stepAgent{answers: []transcript.Message{bad}}
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	(&temporal.Activities{Steps: agent, Sink: &sink{}}).Register(e)
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p, "hi") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.True(t, p.done)
+	require.Error(t, p.err)
+	models, tools := agent.counts()
+	assert.Equal(t, 1, models)
+	assert.Equal(t, 0, tools)
+}
+
+// A tool result that cannot be written (a block of an unknown type) is
+// not encoded into a failing activity that Temporal would run again: the
+// tool runs once and the model reads why its result is missing.
+func TestStepUnwritableToolResultRunsTheToolOnce(t *testing.T) {
+	agent := &stepAgent{answers: []transcript.Message{toolUse("", "tc", "read"), final("", "ok")}}
+	agent.tool = func(context.Context, temporal.ToolCall) (temporal.ToolResult, error) {
+		return temporal.ToolResult{Content: []transcript.Block{{Type: "hologram"}}}, nil
+	}
+	snk := &sink{}
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	(&temporal.Activities{Steps: agent, Sink: snk}).Register(e)
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p, "hi") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.True(t, p.done)
+	require.NoError(t, p.err)
+	models, tools := agent.counts()
+	assert.Equal(t, 2, models)
+	assert.Equal(t, 1, tools)
+	assert.Contains(t, strings.Join(snk.all(), "\n"), "the tool's result cannot be written")
+}
