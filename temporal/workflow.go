@@ -25,10 +25,12 @@ type Workflow struct {
 	// math/rand/v2's Float64. Its draws are recorded as side effects, so
 	// a replay sees the same ones.
 	Random func() float64
-	// RunTimeout bounds one agent run; the default is 10 minutes.
+	// RunTimeout bounds one agent run (with Start.Steps, each attempt of
+	// one model call or tool call); the default is 10 minutes.
 	RunTimeout time.Duration
-	// HeartbeatTimeout is how long a run or a summary may go without a
-	// heartbeat before its worker is taken for lost; the default is 30 s.
+	// HeartbeatTimeout is how long a run, a step or a summary may go
+	// without a heartbeat before its worker is taken for lost; the
+	// default is 30 s.
 	HeartbeatTimeout time.Duration
 	// SummaryTimeout bounds one compaction's summary; the default is 5
 	// minutes.
