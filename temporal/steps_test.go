@@ -476,3 +476,59 @@ func TestStepUnwritableToolResultRunsTheToolOnce(t *testing.T) {
 	assert.Equal(t, 1, tools)
 	assert.Contains(t, strings.Join(snk.all(), "\n"), "the tool's result cannot be written")
 }
+
+// holdSecond is a limiter that holds the second call it is asked about,
+// once, for a minute of the workflow's clock.
+type holdSecond struct {
+	mu    sync.Mutex
+	asked int
+	done  int
+	now   func() time.Time
+}
+
+func (l *holdSecond) Admit(string, string) (time.Time, string, string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.asked++
+	if l.asked == 2 {
+		return l.now().Add(time.Minute), "scripted", "rate_limited"
+	}
+	return time.Time{}, "", ""
+}
+
+func (l *holdSecond) Done(string, string, *transcript.Message) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.done++
+}
+
+// The worker's Limiter is asked before each model call of a step-wise
+// run; a later call it holds waits on a workflow timer inside the run,
+// then asks again, and the run goes on without repeating the steps before.
+func TestStepLaterCallHeldWaitsInTheRun(t *testing.T) {
+	agent := &stepAgent{answers: []transcript.Message{toolUse("", "tc", "read"), final("", "done")}}
+	e := newEnv()
+	lim := &holdSecond{now: e.Now}
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	(&temporal.Activities{Steps: agent, Sink: &sink{}, Limiter: lim}).Register(e)
+	var p outcome
+	var settled time.Time
+	start := e.Now()
+	e.RegisterDelayedCallback(func() {
+		e.UpdateWorkflow(temporal.UpdatePrompt, "p1", &testsuite.TestUpdateCallback{
+			OnReject: func(err error) { p.done, p.err = true, err }, OnAccept: func() {},
+			OnComplete: func(_ any, err error) { p.done, p.err, settled = true, err, e.Now() },
+		}, "hi")
+	}, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Hour)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.True(t, p.done)
+	require.NoError(t, p.err)
+	models, tools := agent.counts()
+	assert.Equal(t, 2, models)
+	assert.Equal(t, 1, tools)
+	assert.Equal(t, 3, lim.asked, "asked before each call, and again after the hold")
+	assert.Equal(t, 2, lim.done, "told of each call made")
+	assert.GreaterOrEqual(t, settled.Sub(start), time.Minute, "the hold was waited out")
+}
