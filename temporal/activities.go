@@ -36,8 +36,13 @@ type Sink interface {
 // the workflow. Register them with Register on every worker of the task
 // queue. Their fields are the embedder's, as for a session.Session.
 type Activities struct {
-	// Agent runs the model; it is required.
+	// Agent runs the model, a whole run per activity; it is required
+	// unless every session is started with Start.Steps.
 	Agent session.Agent
+	// Steps runs the model one step at a time (StepAgent): the sessions
+	// started with Start.Steps call it, a model call or a tool call per
+	// activity, instead of Agent.
+	Steps StepAgent
 	// Summarizer writes compaction summaries; nil is
 	// policy.DigestSummarizer{}.
 	Summarizer session.Summarizer
@@ -45,11 +50,13 @@ type Activities struct {
 	// Start.Credentials; the credential of each run is read here, in the
 	// activity, and never enters the workflow.
 	Credentials credentials.CredentialStore
-	// Sink receives the sessions' events; nil drops them.
+	// Sink receives the sessions' events; nil drops them. A FragmentSink
+	// also receives the message_update fragments, from the activity
+	// streaming them, as they arrive.
 	Sink Sink
 	// Stream, when set, receives each message_update fragment as the
-	// agent streams it, on the run's activity: fragments decide nothing
-	// and are not kept in the workflow.
+	// agent streams it, on the run's (or model call's) activity:
+	// fragments decide nothing and are not kept in the workflow.
 	Stream func(sessionID string, ev events.MessageUpdate)
 	// Limiter, when set, is a limit the sessions whose runs this worker
 	// executes share (session.WithLimiter; a *limiter.Limiter): the run
@@ -74,6 +81,8 @@ func (a *Activities) Register(r ActivityRegistry) {
 	r.RegisterActivityWithOptions(a.Summarize, activity.RegisterOptions{Name: ActivitySummarize})
 	r.RegisterActivityWithOptions(a.MarkUsageLimit, activity.RegisterOptions{Name: ActivityMarkUsageLimit})
 	r.RegisterActivityWithOptions(a.Deliver, activity.RegisterOptions{Name: ActivityDeliver})
+	r.RegisterActivityWithOptions(a.Model, activity.RegisterOptions{Name: ActivityModel})
+	r.RegisterActivityWithOptions(a.Tool, activity.RegisterOptions{Name: ActivityTool})
 }
 
 // RunInput is what the workflow hands the run activity.
@@ -186,14 +195,13 @@ func (a *Activities) Run(ctx context.Context, in RunInput) (RunResult, error) {
 	stop := heartbeat(ctx)
 	defer stop()
 	var mu sync.Mutex
+	stream := a.streamer(ctx, in.SessionID)
 	emit := func(ev events.Event) {
-		activity.RecordHeartbeat(ctx) // the SDK sends at most one per interval
 		if u, ok := ev.(events.MessageUpdate); ok {
-			if a.Stream != nil {
-				a.Stream(in.SessionID, u)
-			}
+			stream(u)
 			return
 		}
+		activity.RecordHeartbeat(ctx) // the SDK sends at most one per interval
 		if e, ok := agentEvent(ev); ok {
 			mu.Lock()
 			res.Events = append(res.Events, e)
@@ -228,10 +236,7 @@ func lastAssistant(evs []AgentEvent) *transcript.Message {
 func (a *Activities) call(ctx context.Context, req session.RunRequest, emit func(events.Event)) (panicked string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			panicked = fmt.Sprint(r)
-			if panicked == "" {
-				panicked = "(empty panic value)"
-			}
+			panicked = panicText(r)
 		}
 	}()
 	return "", a.Agent.Run(ctx, req, emit)

@@ -18,6 +18,11 @@
 // the credentials stay in the store the activities reach, so no secret is
 // in the workflow's history. A long session continues as new between turns.
 //
+// A session started with Start.Steps runs each agent run step by step on a
+// StepAgent instead: a model call or a tool call per activity, each
+// retried alone by Temporal when its worker is lost, so a lost worker
+// repeats only the step in flight.
+//
 // This is a module of its own so that the library's module gains no
 // dependency on the Temporal SDK. See docs/temporal.md.
 package temporal

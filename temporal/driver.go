@@ -29,6 +29,8 @@ type driver struct {
 	// setup is what the engine was made from, less its history.
 	setup policy.Setup
 	creds bool
+	// steps runs the runs step by step (Start.Steps).
+	steps bool
 	// history is every entry the session wrote, in order.
 	history []transcript.Entry
 	// inputs counts what this run of the workflow fed the engine.
@@ -155,6 +157,10 @@ func newRunInput(e *policy.Engine, ef *policy.Effect) RunInput {
 func (d *driver) startRun(id policy.RunID, in RunInput) {
 	ctx, cancel := workflow.WithCancel(d.root)
 	d.runID, d.runCancel = id, cancel
+	if d.steps {
+		workflow.Go(d.root, func(gctx workflow.Context) { d.runSteps(ctx, gctx, id, in) })
+		return
+	}
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
 		StartToCloseTimeout: orDefault(d.w.RunTimeout, 10*time.Minute),
 		HeartbeatTimeout:    orDefault(d.w.HeartbeatTimeout, 30*time.Second),

@@ -41,4 +41,8 @@ const (
 	ActivitySummarize      = "agentfsm.Summarize"
 	ActivityMarkUsageLimit = "agentfsm.MarkUsageLimit"
 	ActivityDeliver        = "agentfsm.Deliver"
+	// The step-wise run's activities (StepAgent): one model call, one
+	// tool call.
+	ActivityModel = "agentfsm.Model"
+	ActivityTool  = "agentfsm.Tool"
 )

@@ -30,7 +30,7 @@ import (
 // put right after the first TimerFired, and the history-order version
 // marker in the first task, as a worker of this version records it.
 func TestAbortRetryAfterTheTimerFiredInOneTask(t *testing.T) {
-	raw, err := os.ReadFile(filepath.Join("testdata", "histories", "transient.json"))
+	raw, err := os.ReadFile(filepath.Join("testdata", "histories", "v1", "transient.json"))
 	require.NoError(t, err)
 	var doc struct {
 		Events []map[string]any `json:"events"`

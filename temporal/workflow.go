@@ -25,10 +25,12 @@ type Workflow struct {
 	// math/rand/v2's Float64. Its draws are recorded as side effects, so
 	// a replay sees the same ones.
 	Random func() float64
-	// RunTimeout bounds one agent run; the default is 10 minutes.
+	// RunTimeout bounds one agent run (with Start.Steps, each attempt of
+	// one model call or tool call); the default is 10 minutes.
 	RunTimeout time.Duration
-	// HeartbeatTimeout is how long a run or a summary may go without a
-	// heartbeat before its worker is taken for lost; the default is 30 s.
+	// HeartbeatTimeout is how long a run, a step or a summary may go
+	// without a heartbeat before its worker is taken for lost; the
+	// default is 30 s.
 	HeartbeatTimeout time.Duration
 	// SummaryTimeout bounds one compaction's summary; the default is 5
 	// minutes.
@@ -43,6 +45,15 @@ type Workflow struct {
 	// it waits for its sink before continuing as new, refusing prompts
 	// meanwhile. The default is 256 KiB.
 	MaxCarried int
+	// StepAttempts is how many times a step of a step-wise run (a model
+	// call or a tool call, Start.Steps) is tried when its activity fails
+	// (its worker lost: a heartbeat or start-to-close timeout) before the
+	// run is taken for a lost one; the default is 3. The model's own
+	// failures are the engine's to retry, never Temporal's.
+	StepAttempts int
+	// MaxSteps bounds the model calls of one step-wise run; a run that
+	// reaches it ends with an error. The default is 100.
+	MaxSteps int
 }
 
 // WorkflowRegistry is where workflows are registered: a worker.Worker or a
@@ -83,6 +94,12 @@ type Start struct {
 	// first. The batch that was being delivered is among them, so the
 	// sink may receive it twice, with the same numbers.
 	Pending []json.RawMessage `json:"pending,omitempty"`
+	// Steps runs each of the session's runs step by step, on the workers'
+	// Activities.Steps (a StepAgent): a model call or a tool call per
+	// activity, so that a lost worker repeats only the step in flight.
+	// It is fixed for the session's life (carried across
+	// continue-as-new), so a replay takes the same path.
+	Steps bool `json:"steps,omitempty"`
 }
 
 // checkPending refuses a Start whose events cannot be delivered as the
@@ -190,7 +207,7 @@ func newDriver(ctx workflow.Context, w *Workflow, in Start) (*driver, []policy.E
 	if err := checkPending(in); err != nil {
 		return nil, nil, fmt.Errorf("temporal: session %q: %w", setup.SessionID, err)
 	}
-	d := &driver{root: ctx, w: w, creds: in.Credentials, seq: in.Events, events: in.Pending, history: append([]transcript.Entry(nil), in.History...)}
+	d := &driver{root: ctx, w: w, creds: in.Credentials, steps: in.Steps, seq: in.Events, events: in.Pending, history: append([]transcript.Entry(nil), in.History...)}
 	d.setup = setup
 	d.setup.History = nil
 	var effects []policy.Effect
@@ -455,7 +472,7 @@ func (d *driver) next() Start {
 	if len(d.sending)+len(d.events) > 0 {
 		pending = append(append(pending, d.sending...), d.events...)
 	}
-	return Start{SessionID: d.engine.SessionID(), Model: d.engine.Model(), Config: &snap.Config, Credentials: d.creds, History: history, Snapshot: &snap, Events: d.seq, Pending: pending}
+	return Start{SessionID: d.engine.SessionID(), Model: d.engine.Model(), Config: &snap.Config, Credentials: d.creds, History: history, Snapshot: &snap, Events: d.seq, Pending: pending, Steps: d.steps}
 }
 
 // quiet reports whether nothing is in flight in an engine of status st: no

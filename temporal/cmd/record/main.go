@@ -1,13 +1,15 @@
 // Command record plays each scenario of the shared table on a real
 // Temporal server and writes its workflow history as JSON (the form the
 // Temporal CLI writes and worker.WorkflowReplayer reads), for the replay
-// test:
+// test, into the directory of the release recording them:
 //
-//	go run ./cmd/record                      # starts the devserver itself
-//	go run ./cmd/record -address localhost:7233 -namespace default
+//	go run ./cmd/record -out testdata/histories/v2       # starts the devserver itself
+//	go run ./cmd/record -out testdata/histories/v2 -address localhost:7233 -namespace default
 //
-// Run it from the temporal module's directory. It overwrites
-// testdata/histories/NAME.json, one file per scenario.
+// Run it from the temporal module's directory. It writes OUT/NAME.json,
+// one file per scenario. A release records into a directory of its own
+// and never into an earlier release's: those stand for the workflows the
+// earlier release left open (docs/temporal.md, "Upgrades").
 package main
 
 import (
@@ -43,10 +45,13 @@ func run() error {
 	address := flag.String("address", "", "a server's `host:port`; empty starts the devserver")
 	namespace := flag.String("namespace", "default", "the `namespace` on -address")
 	devserver := flag.String("devserver", "devserver", "the devserver module's `directory`")
-	out := flag.String("out", filepath.Join("testdata", "histories"), "where the histories go (a `directory`)")
+	out := flag.String("out", "", "where the histories go: the `directory` of this release, testdata/histories/vN")
 	flag.Parse()
 	if flag.NArg() > 0 {
 		return fmt.Errorf("unexpected arguments %q", flag.Args())
+	}
+	if *out == "" {
+		return errors.New("-out is required: the directory of the release recording, testdata/histories/vN")
 	}
 	dev := *devserver
 	if *address != "" {
@@ -67,6 +72,12 @@ func run() error {
 			return fmt.Errorf("%s: %w", sc.Name, err)
 		}
 		fmt.Println("recorded", sc.Name)
+	}
+	for _, st := range stories {
+		if err := recordStory(ctx, c, st, *out); err != nil {
+			return fmt.Errorf("%s: %w", st.name, err)
+		}
+		fmt.Println("recorded", st.name)
 	}
 	return nil
 }
@@ -97,8 +108,14 @@ func record(ctx context.Context, c client.Client, sc scenarios.Scenario, path st
 	if err := live.Finish(ctx, c, id, first, sc); err != nil {
 		return err
 	}
+	return writeHistory(ctx, c, id, "", path)
+}
+
+// writeHistory writes the history of run runID of workflow id (its
+// current run when empty) to path.
+func writeHistory(ctx context.Context, c client.Client, id, runID, path string) error {
 	hist := &historypb.History{}
-	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
+	it := c.GetWorkflowHistory(ctx, id, runID, false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
 	for it.HasNext() {
 		ev, err := it.Next()
 		if err != nil {
