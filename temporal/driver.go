@@ -244,14 +244,32 @@ func (d *driver) stopTimer() {
 	}
 }
 
-// startCompaction starts compaction id's summary activity.
+// startCompaction starts compaction id's summary activity. A summary is
+// idempotent (it reads the request and writes nothing), so an attempt
+// lost with its worker (its heartbeat or its start-to-close timed out) is
+// made again, within the compaction's own limits: Workflow.SummaryTimeout
+// for all attempts together, and Workflow.SummaryAttempts attempts. The
+// summarizer's own failure is the result's, not the activity's, so it is
+// never retried. The retry policy is an option of the command, not a
+// command: a recorded history replays the same under either.
 func (d *driver) startCompaction(id policy.CompactionID, req policy.SummaryRequest) {
 	ctx, cancel := workflow.WithCancel(d.root)
 	d.compID, d.compCancel = id, cancel
+	timeout := orDefault(d.w.SummaryTimeout, 5*time.Minute)
+	attempts := d.w.SummaryAttempts
+	if attempts <= 0 {
+		attempts = 3
+	}
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: orDefault(d.w.SummaryTimeout, 5*time.Minute),
-		HeartbeatTimeout:    orDefault(d.w.HeartbeatTimeout, 30*time.Second),
-		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 1},
+		ScheduleToCloseTimeout: timeout,
+		StartToCloseTimeout:    timeout,
+		HeartbeatTimeout:       orDefault(d.w.HeartbeatTimeout, 30*time.Second),
+		RetryPolicy: &sdktemporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    10 * time.Second,
+			MaximumAttempts:    int32(min(attempts, 100)),
+		},
 	})
 	f := workflow.ExecuteActivity(ctx, ActivitySummarize, req)
 	workflow.Go(d.root, func(ctx workflow.Context) {

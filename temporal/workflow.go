@@ -30,9 +30,14 @@ type Workflow struct {
 	// HeartbeatTimeout is how long a run or a summary may go without a
 	// heartbeat before its worker is taken for lost; the default is 30 s.
 	HeartbeatTimeout time.Duration
-	// SummaryTimeout bounds one compaction's summary; the default is 5
-	// minutes.
+	// SummaryTimeout bounds one compaction's summary, all its attempts
+	// together; the default is 5 minutes.
 	SummaryTimeout time.Duration
+	// SummaryAttempts is how many times a compaction's summary is tried
+	// when its worker is lost (its activity times out), within
+	// SummaryTimeout; the default is 3, at most 100. A summarizer's own
+	// error is never tried again: it fails the compaction.
+	SummaryAttempts int
 	// MaxInputs is how many inputs (prompts, run ends, timers, answers)
 	// a workflow run feeds the engine before it continues as new, at the
 	// next moment no turn is in flight (or earlier, when the server
