@@ -107,4 +107,3 @@ func TestSummarizerErrorIsNotRetried(t *testing.T) {
 	require.Error(t, errs[1])
 	assert.Equal(t, "overflow", code(t, errs[1]))
 }
-
