@@ -38,6 +38,17 @@ type Workflow struct {
 	// SummaryTimeout; the default is 3, at most 100. A summarizer's own
 	// error is never tried again: it fails the compaction.
 	SummaryAttempts int
+	// MaxPayload is the largest run input, in bytes of JSON, the
+	// workflow schedules, and the largest batch of events it hands the
+	// sink at once (a larger batch is split): a run whose input is
+	// larger is not scheduled, and its turn fails with a
+	// *PayloadTooLargeError (code payload_too_large) instead of a
+	// workflow task the server refuses. 0 means DefaultMaxPayload, under
+	// the server's default limit (2 MiB); a negative value checks
+	// nothing, for a data converter with a claim-check codec
+	// (temporal/claimcheck) that keeps large payloads out of the history.
+	// Set it alike on every worker of the task queue.
+	MaxPayload int
 	// MaxInputs is how many inputs (prompts, run ends, timers, answers)
 	// a workflow run feeds the engine before it continues as new, at the
 	// next moment no turn is in flight (or earlier, when the server
@@ -228,6 +239,9 @@ func (d *driver) state() (rpc.State, error) {
 func (d *driver) prompt(ctx workflow.Context, text string) error {
 	if d.closing {
 		return turnError(errClosed)
+	}
+	if err := d.fitsPrompt(ctx, text); err != nil {
+		return turnError(err)
 	}
 	effects, err := d.engine.Prompt(workflow.Now(ctx), text)
 	if err != nil {
