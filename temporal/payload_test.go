@@ -213,4 +213,3 @@ func TestRunInputCarriesThePromptOnce(t *testing.T) {
 	require.Len(t, agent.reqs, 3)
 	assert.Equal(t, second.Context, agent.reqs[2].Context)
 }
-
