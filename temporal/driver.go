@@ -54,6 +54,10 @@ type driver struct {
 
 	signals []signal
 	closing bool
+	// stayAt is d.inputs when the input of a continue-as-new was over
+	// Workflow.MaxPayload: the run goes on until the engine's next input
+	// (a compaction may have made it smaller).
+	stayAt int
 }
 
 // feed gives the engine one input, at the workflow's time, and carries out
@@ -137,7 +141,7 @@ func (d *driver) startRun(id policy.RunID, in RunInput) {
 	if tooLarge := d.tooLarge(d.root, "the run's input", in); tooLarge != nil {
 		// Scheduled, the input would fail every workflow task: the run
 		// could not start, and its turn fails.
-		d.runID = id
+		d.runID, d.runCancel = id, nil
 		workflow.Go(d.root, func(ctx workflow.Context) {
 			d.feed(ctx, func(at time.Time) []policy.Effect {
 				return d.engine.RunReturned(at, id, policy.RunReturn{Err: tooLarge})

@@ -23,10 +23,12 @@ var ErrPayloadTooLarge = errors.New("temporal: payload too large")
 // server refuses is made again and again, with no turn_settled. The turn
 // fails with it instead; its turn_settled code is "payload_too_large".
 type PayloadTooLargeError struct {
-	// What names the payload: "the run's input" or "the run's result".
-	What string
+	// What names the payload: "the run's input", "the run's result",
+	// ...
+	What string `json:"what"`
 	// Size is the payload's size in bytes of JSON; Limit the limit's.
-	Size, Limit int
+	Size  int `json:"size"`
+	Limit int `json:"limit"`
 }
 
 func (e *PayloadTooLargeError) Error() string {

@@ -17,6 +17,7 @@ import (
 	"github.com/agentfsm/agentfsm/internal/scenarios"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/temporal"
 )
@@ -212,4 +213,28 @@ func TestRunInputCarriesThePromptOnce(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, agent.reqs, 3)
 	assert.Equal(t, second.Context, agent.reqs[2].Context)
+}
+
+// A session whose next run's input (its history) is over
+// Workflow.MaxPayload does not continue as new (the server would refuse
+// it, and the workflow task with it, again and again): it goes on in the
+// same run, and closes as usual.
+func TestContinueAsNewTooLarge(t *testing.T) {
+	agent := scripted.New(scripted.Script{Model: scenarios.Model, Calls: []scripted.Call{{StopReason: "stop", Text: strings.Repeat("answer ", 2000)}}})
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw, MaxPayload: 10_000, MaxInputs: 1}).Register(e)
+	(&temporal.Activities{Agent: agent, MaxPayload: -1}).Register(e)
+	var p outcome
+	var st rpc.State
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p", &p, "write a lot") }, 0)
+	e.RegisterDelayedCallback(func() {
+		v, err := e.QueryWorkflow(temporal.QueryState)
+		require.NoError(t, err)
+		require.NoError(t, v.Get(&st))
+		e.SignalWorkflow(temporal.SignalClose, nil)
+	}, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(policy.DefaultConfig()))
+	require.NoError(t, e.GetWorkflowError(), "the workflow ended at close, not by a continue-as-new")
+	require.NoError(t, p.err)
+	assert.Equal(t, "idle", st.State)
 }

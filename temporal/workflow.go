@@ -119,7 +119,15 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 			if d.drainSignals(ctx) || d.closing || !d.restful() {
 				continue
 			}
-			return workflow.NewContinueAsNewError(ctx, WorkflowName, d.next())
+			next := d.next()
+			if err := d.tooLarge(ctx, "the input of a continue-as-new", next); err != nil {
+				// The server would refuse it, and the workflow task with
+				// it, again and again: this run goes on instead.
+				workflow.GetLogger(ctx).Error("temporal: cannot continue as new", "error", err)
+				d.stayAt = d.inputs
+				continue
+			}
+			return workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 		}
 		d.apply(ctx, d.engine.Abort(workflow.Now(ctx), errClosed))
 		return workflow.Await(ctx, func() bool {
@@ -340,6 +348,9 @@ func (d *driver) tooLong(ctx workflow.Context) bool {
 	limit := d.w.MaxInputs
 	if limit <= 0 {
 		limit = 1000
+	}
+	if d.stayAt > 0 && d.inputs == d.stayAt {
+		return false // its input is too large; see Session
 	}
 	return d.inputs >= limit || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
 }
