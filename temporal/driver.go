@@ -54,9 +54,9 @@ type driver struct {
 
 	signals []signal
 	closing bool
-	// stayAt is d.inputs when the input of a continue-as-new was over
-	// Workflow.MaxPayload: the run goes on until the engine's next input
-	// (a compaction may have made it smaller).
+	// stayAt is 1 + d.inputs when the input of a continue-as-new was
+	// over Workflow.MaxPayload: the run goes on until the engine's next
+	// input (a compaction may have made it smaller); 0 otherwise.
 	stayAt int
 }
 
@@ -285,7 +285,7 @@ func (d *driver) startCompaction(id policy.CompactionID, req policy.SummaryReque
 	if tooLarge := d.tooLarge(d.root, "the summary's request", req); tooLarge != nil {
 		// Scheduled, the request would fail every workflow task: the
 		// compaction fails.
-		d.compID = id
+		d.compID, d.compCancel = id, nil
 		workflow.Go(d.root, func(ctx workflow.Context) {
 			d.feed(ctx, func(at time.Time) []policy.Effect {
 				return d.engine.CompactionFinished(at, id, policy.Summary{}, tooLarge)

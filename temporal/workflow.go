@@ -38,16 +38,17 @@ type Workflow struct {
 	// SummaryTimeout; the default is 3, at most 100. A summarizer's own
 	// error is never tried again: it fails the compaction.
 	SummaryAttempts int
-	// MaxPayload is the largest run input, in bytes of JSON, the
-	// workflow schedules, and the largest batch of events it hands the
-	// sink at once (a larger batch is split): a run whose input is
-	// larger is not scheduled, and its turn fails with a
-	// *PayloadTooLargeError (code payload_too_large) instead of a
-	// workflow task the server refuses. 0 means DefaultMaxPayload, under
-	// the server's default limit (2 MiB); a negative value checks
-	// nothing, for a data converter with a claim-check codec
-	// (temporal/claimcheck) that keeps large payloads out of the history.
-	// Set it alike on every worker of the task queue.
+	// MaxPayload is the largest payload, in bytes of JSON, the workflow
+	// sends the server, which refuses a larger one with the workflow
+	// task carrying it, again and again. Over it, a prompt whose run's
+	// input would be is refused, a run's input or a summary's request
+	// fails the turn or the compaction with a *PayloadTooLargeError (code
+	// payload_too_large), a batch of events for the sink is split, and a
+	// continue-as-new waits (docs/temporal.md). 0 means
+	// DefaultMaxPayload, under the server's default limit (2 MiB); a
+	// negative value checks nothing, for a data converter with a
+	// claim-check codec (temporal/claimcheck) that keeps large payloads
+	// out of the history. Set it alike on every worker of the task queue.
 	MaxPayload int
 	// MaxInputs is how many inputs (prompts, run ends, timers, answers)
 	// a workflow run feeds the engine before it continues as new, at the
@@ -124,7 +125,7 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 				// The server would refuse it, and the workflow task with
 				// it, again and again: this run goes on instead.
 				workflow.GetLogger(ctx).Error("temporal: cannot continue as new", "error", err)
-				d.stayAt = d.inputs
+				d.stayAt = d.inputs + 1
 				continue
 			}
 			return workflow.NewContinueAsNewError(ctx, WorkflowName, next)
@@ -349,7 +350,7 @@ func (d *driver) tooLong(ctx workflow.Context) bool {
 	if limit <= 0 {
 		limit = 1000
 	}
-	if d.stayAt > 0 && d.inputs == d.stayAt {
+	if d.stayAt == d.inputs+1 {
 		return false // its input is too large; see Session
 	}
 	return d.inputs >= limit || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
