@@ -66,6 +66,12 @@ type Activities struct {
 	// share another's, and a restarted worker starts with a new one
 	// (docs/temporal.md).
 	Limiter session.Limiter
+	// MaxPayload is the largest run result, in bytes of JSON, the run
+	// activity returns: a larger one (a reply the server would refuse)
+	// comes back as RunResult.TooLarge, its events left out, and the
+	// turn fails with a *PayloadTooLargeError. 0 means DefaultMaxPayload;
+	// a negative value checks nothing (for a claim-check codec).
+	MaxPayload int
 }
 
 // ActivityRegistry is where activities are registered: a worker.Worker or
@@ -87,10 +93,24 @@ func (a *Activities) Register(r ActivityRegistry) {
 
 // RunInput is what the workflow hands the run activity.
 type RunInput struct {
-	SessionID string               `json:"sessionId"`
-	Prompt    *transcript.Message  `json:"prompt,omitempty"`
-	Context   []transcript.Message `json:"context"`
-	Model     policy.Model         `json:"model"`
+	SessionID string              `json:"sessionId"`
+	Prompt    *transcript.Message `json:"prompt,omitempty"`
+	// Context is the runtime context; without its last message, Prompt,
+	// when PromptOmitted is set, so that the prompt is not in the
+	// history twice: the activity appends it again.
+	Context       []transcript.Message `json:"context"`
+	PromptOmitted bool                 `json:"promptOmitted,omitempty"`
+	Model         policy.Model         `json:"model"`
+}
+
+// request is the agent's RunRequest for in.
+func (in RunInput) request() session.RunRequest {
+	req := session.RunRequest{SessionID: in.SessionID, Prompt: in.Prompt, Context: in.Context, Model: in.Model}
+	if in.PromptOmitted && in.Prompt != nil {
+		ctx := append(in.Context[:len(in.Context):len(in.Context)], *in.Prompt)
+		req.Context, req.Prompt = ctx, &ctx[len(ctx)-1]
+	}
+	return req
 }
 
 // RunResult is how a run went: the agent's events but the fragments, in
@@ -107,6 +127,10 @@ type RunResult struct {
 	// Held is set when the worker's Limiter held the run: it made no
 	// call, and the session waits until Held.Until.
 	Held *Held `json:"held,omitempty"`
+	// TooLarge is set when the result was larger than
+	// Activities.MaxPayload: Events and Err are left out, and the turn
+	// fails with it.
+	TooLarge *PayloadTooLargeError `json:"tooLarge,omitempty"`
 }
 
 // Held is a run the worker's Limiter held (see events.SharedLimitWait):
@@ -176,7 +200,7 @@ func (a *Activities) Run(ctx context.Context, in RunInput) (RunResult, error) {
 	if a.Agent == nil {
 		return RunResult{}, errors.New("temporal: Activities.Agent is nil")
 	}
-	req := session.RunRequest{SessionID: in.SessionID, Prompt: in.Prompt, Context: in.Context, Model: in.Model}
+	req := in.request()
 	if a.Credentials != nil && in.Model.Provider != "" {
 		if c, ok := a.Credentials.Current(in.Model.Provider, in.SessionID); ok {
 			req.Credential = &c
@@ -218,6 +242,11 @@ func (a *Activities) Run(ctx context.Context, in RunInput) (RunResult, error) {
 		res.Err = err.Error()
 	}
 	res.Panic = panicked
+	if limit := payloadLimit(a.MaxPayload); limit > 0 {
+		if n := jsonSize(res); n > limit {
+			return RunResult{Credential: res.Credential, TooLarge: &PayloadTooLargeError{What: "the run's result", Size: n, Limit: limit}}, nil
+		}
+	}
 	return res, nil
 }
 

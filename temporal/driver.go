@@ -79,6 +79,10 @@ type driver struct {
 
 	signals []signal
 	closing bool
+	// stayAt is 1 + d.inputs when the input of a continue-as-new was
+	// over Workflow.MaxPayload: the run goes on until the engine's next
+	// input (a compaction may have made it smaller); 0 otherwise.
+	stayAt int
 }
 
 // feed gives the engine one input, at the workflow's time, and carries out
@@ -146,15 +150,32 @@ func (d *driver) apply(ctx workflow.Context, effects []policy.Effect) {
 }
 
 // newRunInput is the run activity's input for a StartRun effect: the one
-// place that reads the runtime context the effect carries.
+// place that reads the runtime context the effect carries. The prompt,
+// the context's last message, is left out of the context (PromptOmitted):
+// the history holds it once.
 func newRunInput(e *policy.Engine, ef *policy.Effect) RunInput {
-	return RunInput{SessionID: e.SessionID(), Prompt: ef.Prompt, Context: ef.Context, Model: ef.Model}
+	in := RunInput{SessionID: e.SessionID(), Prompt: ef.Prompt, Context: ef.Context, Model: ef.Model}
+	if n := len(ef.Context); ef.Prompt != nil && n > 0 {
+		in.Context, in.PromptOmitted = ef.Context[:n-1:n-1], true
+	}
+	return in
 }
 
 // startRun starts run id's activity. Temporal never retries it (the
 // engine decides what a failed run comes to); a cancelled run's activity
 // is waited for, so the events the agent reports on its way out arrive.
 func (d *driver) startRun(id policy.RunID, in RunInput) {
+	if tooLarge := d.tooLarge(d.root, "the run's input", in); tooLarge != nil {
+		// Scheduled, the input would fail every workflow task: the run
+		// could not start, and its turn fails.
+		d.runID, d.runCancel = id, nil
+		workflow.Go(d.root, func(ctx workflow.Context) {
+			d.feed(ctx, func(at time.Time) []policy.Effect {
+				return d.engine.RunReturned(at, id, policy.RunReturn{Err: tooLarge})
+			})
+		})
+		return
+	}
 	ctx, cancel := workflow.WithCancel(d.root)
 	d.runID, d.runCancel = id, cancel
 	if d.steps {
@@ -186,6 +207,14 @@ func (d *driver) startRun(id policy.RunID, in RunInput) {
 			// nothing, and the engine takes it for a run that could not
 			// start.
 			ret.Err = err
+		}
+		if res.TooLarge != nil {
+			// The result was left out: what the run reported is lost,
+			// and the turn fails with it.
+			d.feed(ctx, func(at time.Time) []policy.Effect {
+				return d.engine.RunReturned(at, id, policy.RunReturn{Err: res.TooLarge, Credential: res.Credential})
+			})
+			return
 		}
 		for _, e := range res.Events {
 			ev, err := e.event()
@@ -275,14 +304,43 @@ func (d *driver) stopTimer() {
 	}
 }
 
-// startCompaction starts compaction id's summary activity.
+// startCompaction starts compaction id's summary activity. A summary is
+// idempotent (it reads the request and writes nothing), so an attempt
+// lost with its worker (its heartbeat or its start-to-close timed out) is
+// made again, within the compaction's own limits: Workflow.SummaryTimeout
+// for all attempts together, and Workflow.SummaryAttempts attempts. The
+// summarizer's own failure is the result's, not the activity's, so it is
+// never retried. The retry policy is an option of the command, not a
+// command: a recorded history replays the same under either.
 func (d *driver) startCompaction(id policy.CompactionID, req policy.SummaryRequest) {
+	if tooLarge := d.tooLarge(d.root, "the summary's request", req); tooLarge != nil {
+		// Scheduled, the request would fail every workflow task: the
+		// compaction fails.
+		d.compID, d.compCancel = id, nil
+		workflow.Go(d.root, func(ctx workflow.Context) {
+			d.feed(ctx, func(at time.Time) []policy.Effect {
+				return d.engine.CompactionFinished(at, id, policy.Summary{}, tooLarge)
+			})
+		})
+		return
+	}
 	ctx, cancel := workflow.WithCancel(d.root)
 	d.compID, d.compCancel = id, cancel
+	timeout := orDefault(d.w.SummaryTimeout, 5*time.Minute)
+	attempts := d.w.SummaryAttempts
+	if attempts <= 0 {
+		attempts = 3
+	}
 	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
-		StartToCloseTimeout: orDefault(d.w.SummaryTimeout, 5*time.Minute),
-		HeartbeatTimeout:    orDefault(d.w.HeartbeatTimeout, 30*time.Second),
-		RetryPolicy:         &sdktemporal.RetryPolicy{MaximumAttempts: 1},
+		ScheduleToCloseTimeout: timeout,
+		StartToCloseTimeout:    timeout,
+		HeartbeatTimeout:       orDefault(d.w.HeartbeatTimeout, 30*time.Second),
+		RetryPolicy: &sdktemporal.RetryPolicy{
+			InitialInterval:    time.Second,
+			BackoffCoefficient: 2,
+			MaximumInterval:    10 * time.Second,
+			MaximumAttempts:    int32(min(attempts, 100)),
+		},
 	})
 	f := workflow.ExecuteActivity(ctx, ActivitySummarize, req)
 	workflow.Go(d.root, func(ctx workflow.Context) {
@@ -342,6 +400,11 @@ func (d *driver) deliver(ctx workflow.Context) {
 		}
 		batch := Delivery{SessionID: d.engine.SessionID(), First: d.seq, Lines: d.events}
 		d.events = nil
+		if n := d.fits(batch.Lines); n < len(batch.Lines) && limited(ctx) {
+			// Larger than a payload may be: the rest waits for the next
+			// delivery.
+			batch.Lines, d.events = batch.Lines[:n:n], batch.Lines[n:]
+		}
 		d.delivering, d.sending = true, batch.Lines
 		if err := workflow.ExecuteActivity(actx, ActivityDeliver, batch).Get(ctx, nil); err != nil {
 			workflow.GetLogger(ctx).Error("temporal: events not delivered", "first", batch.First, "count", len(batch.Lines), "error", err)
@@ -349,6 +412,24 @@ func (d *driver) deliver(ctx workflow.Context) {
 		d.seq += int64(len(batch.Lines))
 		d.delivering, d.sending = false, nil
 	}
+}
+
+// fits returns how many of lines, from the first, a delivery carries
+// within Workflow.MaxPayload: at least one (a line alone over the limit
+// goes alone; it cannot be cut).
+func (d *driver) fits(lines []json.RawMessage) int {
+	limit := payloadLimit(d.w.MaxPayload)
+	if limit <= 0 {
+		return len(lines)
+	}
+	size := 256 // the Delivery around the lines: its session ID, numbers, brackets
+	for i, l := range lines {
+		size += len(l) + 1
+		if size > limit && i > 0 {
+			return i
+		}
+	}
+	return len(lines)
 }
 
 func orDefault(d, def time.Duration) time.Duration {

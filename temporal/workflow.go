@@ -32,9 +32,26 @@ type Workflow struct {
 	// without a heartbeat before its worker is taken for lost; the
 	// default is 30 s.
 	HeartbeatTimeout time.Duration
-	// SummaryTimeout bounds one compaction's summary; the default is 5
-	// minutes.
+	// SummaryTimeout bounds one compaction's summary, all its attempts
+	// together; the default is 5 minutes.
 	SummaryTimeout time.Duration
+	// SummaryAttempts is how many times a compaction's summary is tried
+	// when its worker is lost (its activity times out), within
+	// SummaryTimeout; the default is 3, at most 100. A summarizer's own
+	// error is never tried again: it fails the compaction.
+	SummaryAttempts int
+	// MaxPayload is the largest payload, in bytes of JSON, the workflow
+	// sends the server, which refuses a larger one with the workflow
+	// task carrying it, again and again. Over it, a prompt whose run's
+	// input would be is refused, a run's input or a summary's request
+	// fails the turn or the compaction with a *PayloadTooLargeError (code
+	// payload_too_large), a batch of events for the sink is split, and a
+	// continue-as-new waits (docs/temporal.md). 0 means
+	// DefaultMaxPayload, under the server's default limit (2 MiB); a
+	// negative value checks nothing, for a data converter with a
+	// claim-check codec (temporal/claimcheck) that keeps large payloads
+	// out of the history. Set it alike on every worker of the task queue.
+	MaxPayload int
 	// MaxInputs is how many inputs (prompts, run ends, timers, answers)
 	// a workflow run feeds the engine before it continues as new, at the
 	// next moment no turn is in flight (or earlier, when the server
@@ -184,7 +201,15 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 			if handled || d.closing || !d.restful() {
 				continue
 			}
-			return workflow.NewContinueAsNewError(ctx, WorkflowName, d.next())
+			next := d.next()
+			if err := d.tooLarge(ctx, "the input of a continue-as-new", next); err != nil {
+				// The server would refuse it, and the workflow task with
+				// it, again and again: this run goes on instead.
+				workflow.GetLogger(ctx).Error("temporal: cannot continue as new", "error", err)
+				d.stayAt = d.inputs + 1
+				continue
+			}
+			return workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 		}
 		d.apply(ctx, d.engine.Abort(workflow.Now(ctx), errClosed))
 		return workflow.Await(ctx, func() bool {
@@ -322,6 +347,9 @@ func (d *driver) prompt(ctx workflow.Context, text string) error {
 	if d.closing {
 		return turnError(errClosed)
 	}
+	if err := d.fitsPrompt(ctx, text); err != nil {
+		return turnError(err)
+	}
 	effects, err := d.engine.Prompt(workflow.Now(ctx), text)
 	if err != nil {
 		return turnError(err)
@@ -419,6 +447,9 @@ func (d *driver) tooLong(ctx workflow.Context) bool {
 	limit := d.w.MaxInputs
 	if limit <= 0 {
 		limit = 1000
+	}
+	if d.stayAt == d.inputs+1 {
+		return false // its input is too large; see Session
 	}
 	return d.inputs >= limit || workflow.GetInfo(ctx).GetContinueAsNewSuggested()
 }

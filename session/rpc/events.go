@@ -483,9 +483,16 @@ var errorCodes = []struct {
 // the code of the session's sentinel error err matches nearest its top,
 // such as "exhausted" for policy.ErrExhausted; "" for nil and for an error that
 // matches none. A provider error whose own Go error happens to wrap
-// policy.ErrAborted is "provider".
+// policy.ErrAborted is "provider". An error in the chain that has a
+// method ErrorCode() string, such as a driver's own error, gives that
+// code ahead of the sentinels at its depth.
 func ErrorCode(err error) string {
 	for level := []error{err}; len(level) > 0; {
+		for _, e := range level {
+			if c, ok := e.(interface{ ErrorCode() string }); ok && c.ErrorCode() != "" {
+				return c.ErrorCode()
+			}
+		}
 		for _, c := range errorCodes {
 			for _, e := range level {
 				if is, ok := e.(interface{ Is(error) bool }); e == c.err || ok && is.Is(c.err) {
