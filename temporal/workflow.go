@@ -184,7 +184,10 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 			if handled || d.closing || !d.restful() {
 				continue
 			}
-			return workflow.NewContinueAsNewError(ctx, WorkflowName, d.next())
+			if err := d.continueAsNew(ctx); err != nil {
+				return err
+			}
+			continue
 		}
 		if !d.closing {
 			// Nothing is in flight, and no signal waits (see drainSignals):
@@ -201,15 +204,10 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 			if handled || d.closing || !d.restful() {
 				continue
 			}
-			next := d.next()
-			if err := d.tooLarge(ctx, "the input of a continue-as-new", next); err != nil {
-				// The server would refuse it, and the workflow task with
-				// it, again and again: this run goes on instead.
-				workflow.GetLogger(ctx).Error("temporal: cannot continue as new", "error", err)
-				d.stayAt = d.inputs + 1
-				continue
+			if err := d.continueAsNew(ctx); err != nil {
+				return err
 			}
-			return workflow.NewContinueAsNewError(ctx, WorkflowName, next)
+			continue
 		}
 		d.apply(ctx, d.engine.Abort(workflow.Now(ctx), errClosed))
 		return workflow.Await(ctx, func() bool {
@@ -433,6 +431,20 @@ var localCodes = []struct {
 	{"already_compacted", policy.ErrAlreadyCompacted},
 	{"compaction_cancelled", policy.ErrCompactionCancelled},
 	{"closed", errClosed},
+}
+
+// continueAsNew returns the error that continues the session as new, or
+// nil when the new run's input is over the payload limit: the server would
+// refuse it, and the workflow task with it, again and again, so this run
+// goes on instead (tooLong is false until its next input).
+func (d *driver) continueAsNew(ctx workflow.Context) error {
+	next := d.next()
+	if err := d.tooLarge(ctx, "the input of a continue-as-new", next); err != nil {
+		workflow.GetLogger(ctx).Error("temporal: cannot continue as new", "error", err)
+		d.stayAt = d.inputs + 1
+		return nil
+	}
+	return workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 }
 
 // restful reports whether the session can continue as new: nothing in
