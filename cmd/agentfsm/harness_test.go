@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -24,14 +25,18 @@ func TestGuardStartsAfterTheBuild(t *testing.T) {
 }
 
 // TestBinaryUnderTestIsRemoved: the tests leave nothing in the temporary
-// directory, not even the binary they built (some 25 MB a run).
+// directory, not even the directory of the binary they build (some 25 MB
+// a run). The child's build is made to fail at once (GOFLAGS=-mod=bogus),
+// after its directory is made, so that the check costs no build.
 func TestBinaryUnderTestIsRemoved(t *testing.T) {
 	tmp := t.TempDir()
-	cmd := exec.CommandContext(guard(t), os.Args[0], "-test.run", "^TestGuardStartsAfterTheBuild$", "-test.count", "1")
-	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", "^TestGuardStartsAfterTheBuild$", "-test.count", "1")
+	cmd.Env = append(os.Environ(), "TMPDIR="+tmp, "GOFLAGS=-mod=bogus")
 	out, err := cmd.CombinedOutput()
-	require.NoError(t, err, "%s", out)
-	require.Contains(t, string(out), "PASS")
+	require.Error(t, err, "%s", out)
+	require.Contains(t, string(out), "-mod=bogus", "the child's build failed")
 	left, err := filepath.Glob(filepath.Join(tmp, "*"))
 	require.NoError(t, err)
 	for i, p := range left {
