@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -32,8 +33,26 @@ var (
 	buildOnce sync.Once
 	binPath   string
 	buildErr  error
+	// built is when the build of the binary under test ended.
+	built time.Time
 )
 
+// TestMain removes the binary under test, built once for the package, when
+// the tests are over.
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if binPath != "" {
+		if err := os.RemoveAll(filepath.Dir(binPath)); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			code = 1
+		}
+	}
+	os.Exit(code)
+}
+
+// binary is the path of the command built for the tests (without -race:
+// the tests run it as a user would, and what they check of it is its
+// output), built on first use.
 func binary(t *testing.T) string {
 	t.Helper()
 	buildOnce.Do(func() {
@@ -47,6 +66,7 @@ func binary(t *testing.T) string {
 		if err != nil {
 			buildErr = &buildError{err, string(out)}
 		}
+		built = time.Now()
 	})
 	require.NoError(t, buildErr)
 	return binPath
@@ -80,11 +100,11 @@ func writeFile(t *testing.T, name, content string) string {
 	return p
 }
 
-// guard is a deadline for one run of the binary under test.
+// guard is the deadline of a test that runs the binary under test. It
+// starts once the binary is built, so that the build (minutes on a cold
+// cache and a loaded machine) is not charged to whichever test runs first.
 func guard(t *testing.T) context.Context {
 	t.Helper()
-	// The binary under test is built before the deadline starts: on a
-	// loaded machine its build alone could use the minute up.
 	binary(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	t.Cleanup(cancel)

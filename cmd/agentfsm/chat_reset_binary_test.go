@@ -19,38 +19,50 @@ import (
 // usageLimit429 is each provider's 429 for a usage limit (Anthropic's
 // spend limit, OpenAI's insufficient_quota), with "retry-after: 3".
 func usageLimit429(api fakeAPI) providertest.Reply {
+	return usageLimit429After(api, "3")
+}
+
+// usageLimit429After is usageLimit429 with "retry-after: " + seconds.
+func usageLimit429After(api fakeAPI, seconds string) providertest.Reply {
 	r := providertest.OpenAIInsufficientQuota()
 	if api.name == "anthropic" {
 		r = providertest.AnthropicSpendLimit()
 	}
-	r.Header.Set("Retry-After", "3")
+	r.Header.Set("Retry-After", seconds)
 	return r
 }
 
 // resetSettings cap one delay at a second: the 3-second reset is over it.
 const resetSettings = `{"retry":{"maxDelayMs":1000,"waitForReset":true}}`
 
-// TestChatBinaryWaitsForReset: a 429 usage limit with retry-after: 3 is
-// waited out with retry.waitForReset (the retry no earlier than 3 s on,
-// stderr saying so in words, the events carrying the reset), and fails the
-// turn at once without it. Issue 24.
+// shortResetSettings cap one delay at 100 ms, so that a reset half a
+// second away is over it: TestChatBinaryWaitsForReset waits out four of
+// them, which checks the same as four 3-second ones (a retry no earlier
+// than the reset, a delay above the cap waited for) in a sixth of the time.
+const shortResetSettings = `{"retry":{"maxDelayMs":100,"waitForReset":true}}`
+
+// TestChatBinaryWaitsForReset: a 429 usage limit with retry-after: 0.5,
+// over retry.maxDelayMs, is waited out with retry.waitForReset (the retry
+// no earlier than half a second on, stderr saying so in words, the events
+// carrying the reset), and a 3-second one fails the turn at once without
+// it. Issue 24.
 func TestChatBinaryWaitsForReset(t *testing.T) {
 	for _, api := range fakeAPIs(t) {
 		t.Run(api.name, func(t *testing.T) {
-			api.srv.Push(usageLimit429(api), api.ok("After the reset."))
-			code, out, errOut := runChatCmd(t, api.chatCmdWith(t, guard(t), resetSettings, "hi"), "")
+			api.srv.Push(usageLimit429After(api, "0.5"), api.ok("After the reset."))
+			code, out, errOut := runChatCmd(t, api.chatCmdWith(t, guard(t), shortResetSettings, "hi"), "")
 			require.Equal(t, 0, code, errOut)
 			assert.Equal(t, "After the reset.\n", out)
 			assert.Contains(t, errOut, "agentfsm chat: usage_limit: waiting until ")
-			assert.Contains(t, errOut, "(3s) for the limit to reset, then the turn goes on")
+			assert.Contains(t, errOut, "(500ms) for the limit to reset, then the turn goes on")
 			assert.Contains(t, errOut, "agentfsm chat: the limit reset; the turn went on after waiting for it\n")
 			reqs := api.srv.Requests()
 			require.Len(t, reqs, 2)
-			assert.GreaterOrEqual(t, reqs[1].Received.Sub(reqs[0].Received), 3*time.Second, "no retry before the reset")
+			assert.GreaterOrEqual(t, reqs[1].Received.Sub(reqs[0].Received), 500*time.Millisecond, "no retry before the reset")
 
 			// With --events, the events say it (stderr holds them only).
-			api.srv.Push(usageLimit429(api), api.ok("After the reset."))
-			code, out, errOut = runChatCmd(t, api.chatCmdWith(t, guard(t), resetSettings, "--events", "hi"), "")
+			api.srv.Push(usageLimit429After(api, "0.5"), api.ok("After the reset."))
+			code, out, errOut = runChatCmd(t, api.chatCmdWith(t, guard(t), shortResetSettings, "--events", "hi"), "")
 			require.Equal(t, 0, code, errOut)
 			assert.Equal(t, "After the reset.\n", out)
 			var start *events.AutoRetryStart
@@ -67,7 +79,7 @@ func TestChatBinaryWaitsForReset(t *testing.T) {
 			}
 			require.NotNil(t, start)
 			require.NotNil(t, end)
-			assert.Equal(t, int64(3000), start.DelayMs)
+			assert.Equal(t, int64(500), start.DelayMs)
 			assert.False(t, start.ResetAt.IsZero())
 			assert.True(t, end.ResetWait)
 
