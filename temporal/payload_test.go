@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/scenarios"
@@ -237,4 +239,33 @@ func TestContinueAsNewTooLarge(t *testing.T) {
 	require.NoError(t, e.GetWorkflowError(), "the workflow ended at close, not by a continue-as-new")
 	require.NoError(t, p.err)
 	assert.Equal(t, "idle", st.State)
+}
+
+// A session due to continue as new whose input would be over
+// Workflow.MaxPayload only by the events its slow sink has not taken
+// (Start.Pending) waits for the sink, then continues as new within the
+// limit: neither a continue-as-new the server refuses nor a run that
+// stays for good.
+func TestContinueAsNewWaitsOutPendingTooLarge(t *testing.T) {
+	const limit = 20_000
+	agent := scripted.New(scripted.Script{Model: scenarios.Model, Calls: []scripted.Call{{StopReason: "stop", Text: strings.Repeat("answer ", 1200)}}})
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw, MaxPayload: limit, MaxInputs: 1}).Register(e)
+	acts := &temporal.Activities{Agent: agent, Sink: &sink{}, MaxPayload: -1}
+	acts.Register(e)
+	e.OnActivity(temporal.ActivityDeliver, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, d temporal.Delivery) error { return acts.Deliver(ctx, d) }).After(time.Minute)
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p", &p, "write a lot") }, 0)
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(policy.DefaultConfig()))
+	require.NoError(t, p.err)
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, e.GetWorkflowError(), &can)
+	var next temporal.Start
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	b, err := json.Marshal(next)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(b), limit, "the continue-as-new's input is within the limit")
+	assert.Zero(t, len(next.Pending), "the events were delivered first")
+	assert.Positive(t, next.Events)
 }

@@ -184,7 +184,23 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 			if handled || d.closing || !d.restful() {
 				continue
 			}
-			return workflow.NewContinueAsNewError(ctx, WorkflowName, d.next())
+			next := d.next()
+			if err := d.tooLarge(ctx, "the input of a continue-as-new", next); err != nil {
+				if len(next.Pending) > 0 {
+					// The events it carries make it too large: they are
+					// delivered first, then it is looked at again.
+					if err := workflow.Await(ctx, func() bool { return d.closing || d.carried() == 0 }); err != nil {
+						return err
+					}
+					continue
+				}
+				// The server would refuse it, and the workflow task with
+				// it, again and again: this run goes on instead.
+				workflow.GetLogger(ctx).Error("temporal: cannot continue as new", "error", err)
+				d.stayAt = d.inputs + 1
+				continue
+			}
+			return workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 		}
 		if !d.closing {
 			// Nothing is in flight, and no signal waits (see drainSignals):
