@@ -66,11 +66,14 @@ type Activities struct {
 	// share another's, and a restarted worker starts with a new one
 	// (docs/temporal.md).
 	Limiter session.Limiter
-	// MaxPayload is the largest run result, in bytes of JSON, the run
-	// activity returns: a larger one (a reply the server would refuse)
-	// comes back as RunResult.TooLarge, its events left out, and the
-	// turn fails with a *PayloadTooLargeError. 0 means DefaultMaxPayload;
-	// a negative value checks nothing (for a claim-check codec).
+	// MaxPayload is the largest result, in bytes of JSON, the run, model
+	// and tool activities return: a larger one (a reply the server would
+	// refuse) comes back as RunResult.TooLarge (its events left out) or
+	// ModelOutput.TooLarge (its message left out), and the turn fails
+	// with a *PayloadTooLargeError; a tool's result is replaced by a
+	// tool error that says so, for the model to read. 0 means
+	// DefaultMaxPayload; a negative value checks nothing (for a
+	// claim-check codec).
 	MaxPayload int
 }
 

@@ -87,6 +87,14 @@ func (d *driver) runSteps(ctx, gctx workflow.Context, id policy.RunID, in RunInp
 			return
 		}
 		input := ModelInput{SessionID: in.SessionID, Context: append(in.Context[:len(in.Context):len(in.Context)], made...), Model: in.Model, First: step == 0}
+		if tooLarge := d.tooLarge(gctx, "the model call's input", input); tooLarge != nil {
+			// The context grew past the limit within the run (a tool's
+			// result): scheduled, the call would fail every workflow
+			// task.
+			ret.Err = tooLarge
+			end()
+			return
+		}
 		var out ModelOutput
 		err := workflow.ExecuteActivity(actx, ActivityModel, input).Get(gctx, &out)
 		if err != nil {
@@ -100,6 +108,11 @@ func (d *driver) runSteps(ctx, gctx workflow.Context, id policy.RunID, in RunInp
 			return
 		}
 		ret.Credential = out.Credential
+		if out.TooLarge != nil {
+			ret.Err = out.TooLarge
+			end()
+			return
+		}
 		if h := out.Held; h != nil {
 			if step == 0 {
 				// The run made no call: the engine waits it out.

@@ -43,10 +43,11 @@ type Workflow struct {
 	// MaxPayload is the largest payload, in bytes of JSON, the workflow
 	// sends the server, which refuses a larger one with the workflow
 	// task carrying it, again and again. Over it, a prompt whose run's
-	// input would be is refused, a run's input or a summary's request
-	// fails the turn or the compaction with a *PayloadTooLargeError (code
-	// payload_too_large), a batch of events for the sink is split, and a
-	// continue-as-new waits (docs/temporal.md). 0 means
+	// input would be is refused, a run's input, a step-wise model call's
+	// input or a summary's request fails the turn or the compaction with
+	// a *PayloadTooLargeError (code payload_too_large), a batch of events
+	// for the sink is split, and a continue-as-new waits
+	// (docs/temporal.md). 0 means
 	// DefaultMaxPayload, under the server's default limit (2 MiB); a
 	// negative value checks nothing, for a data converter with a
 	// claim-check codec (temporal/claimcheck) that keeps large payloads

@@ -1,0 +1,120 @@
+package temporal_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/internal/scenarios"
+	"github.com/agentfsm/agentfsm/temporal"
+	"github.com/agentfsm/agentfsm/transcript"
+)
+
+// A step-wise run whose context grows, within the run, past
+// Workflow.MaxPayload (a tool's result the model is to read next) fails
+// its turn with payload_too_large before it schedules the model call
+// that would carry it (the server would refuse the workflow task, again
+// and again): the call is not made, and the session takes the next
+// prompt.
+func TestStepContextGrownTooLargeInTheRun(t *testing.T) {
+	agent := &stepAgent{
+		answers: []transcript.Message{toolUse("call-1", "tc-1", "read"), final("call-2", "done")},
+		tool: func(context.Context, temporal.ToolCall) (temporal.ToolResult, error) {
+			return temporal.ToolResult{Content: transcript.TextContent(strings.Repeat("file ", 3000))}, nil
+		},
+	}
+	snk := &sink{}
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw, MaxPayload: 10_000}).Register(e)
+	(&temporal.Activities{Steps: agent, Sink: snk, MaxPayload: -1}).Register(e)
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p", &p, "read a") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.True(t, p.done)
+	require.Error(t, p.err)
+	assert.Equal(t, "payload_too_large", code(t, p.err))
+	assert.Contains(t, p.err.Error(), "the model call's input is")
+	models, tools := agent.counts()
+	assert.Equal(t, 1, models, "the model call over the limit was not made")
+	assert.Equal(t, 1, tools)
+	got := settled(t, snk)
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0], `"code":"payload_too_large"`)
+}
+
+// A model call whose answer is over Activities.MaxPayload returns without
+// it (the server would refuse the activity's result, and Temporal would
+// make the call again): the turn fails with payload_too_large.
+func TestStepModelResultTooLarge(t *testing.T) {
+	agent := &stepAgent{answers: []transcript.Message{final("call-1", strings.Repeat("long answer ", 2000))}}
+	snk := &sink{}
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	(&temporal.Activities{Steps: agent, Sink: snk, MaxPayload: 10_000}).Register(e)
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p", &p, "write a lot") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.True(t, p.done)
+	require.Error(t, p.err)
+	assert.Equal(t, "payload_too_large", code(t, p.err))
+	assert.Contains(t, p.err.Error(), "the model call's result is")
+	models, _ := agent.counts()
+	assert.Equal(t, 1, models, "the call was made once")
+	got := settled(t, snk)
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0], `"code":"payload_too_large"`)
+}
+
+// A tool result over Activities.MaxPayload (the server would refuse the
+// activity's result, and Temporal would run the tool again) reaches the
+// model as a tool error that says so, and the run goes on.
+func TestStepToolResultTooLarge(t *testing.T) {
+	var seen []transcript.Message
+	agent := &stepAgent{
+		answers: []transcript.Message{toolUse("call-1", "tc-1", "read"), final("call-2", "it was too large")},
+		tool: func(context.Context, temporal.ToolCall) (temporal.ToolResult, error) {
+			return temporal.ToolResult{Content: transcript.TextContent(strings.Repeat("file ", 3000))}, nil
+		},
+	}
+	rec := &recordingSteps{stepAgent: agent, contexts: &seen}
+	snk := &sink{}
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	(&temporal.Activities{Steps: rec, Sink: snk, MaxPayload: 10_000}).Register(e)
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p", &p, "read a") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.True(t, p.done)
+	require.NoError(t, p.err)
+	models, tools := agent.counts()
+	assert.Equal(t, 2, models)
+	assert.Equal(t, 1, tools, "the tool ran once")
+	require.NotEmpty(t, seen)
+	last := seen[len(seen)-1]
+	assert.Equal(t, transcript.RoleToolResult, last.Role)
+	assert.True(t, last.ToolError)
+	assert.Contains(t, last.Text(), "payload_too_large: the tool's result is")
+	assert.Less(t, len(last.Text()), 1000)
+}
+
+// recordingSteps is a step agent that records the context of its last
+// model call.
+type recordingSteps struct {
+	*stepAgent
+	contexts *[]transcript.Message
+}
+
+func (r *recordingSteps) Model(ctx context.Context, step temporal.ModelStep) (temporal.ModelResult, error) {
+	*r.contexts = append([]transcript.Message(nil), step.Context...)
+	return r.stepAgent.Model(ctx, step)
+}
