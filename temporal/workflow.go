@@ -118,6 +118,11 @@ type Start struct {
 	// It is fixed for the session's life (carried across
 	// continue-as-new), so a replay takes the same path.
 	Steps bool `json:"steps,omitempty"`
+	// LastErrorClass is, when a session continues as new, its
+	// MemoState.LastErrorClass: the memo carried over says it too, but a
+	// memo the workers' payload codec encoded cannot be read by the
+	// workflow.
+	LastErrorClass string `json:"lastErrorClass,omitempty"`
 }
 
 // checkPending refuses a Start whose events cannot be delivered as the
@@ -155,7 +160,7 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 	d.bounded = workflow.GetVersion(ctx, changeContinueBound, workflow.DefaultVersion, 1) >= 1
 	d.ordered = workflow.GetVersion(ctx, changeHistoryOrder, workflow.DefaultVersion, 1) >= 1
 	if d.memo = workflow.GetVersion(ctx, changeMemoState, workflow.DefaultVersion, 1) >= 1; d.memo {
-		d.loadMemo(ctx)
+		d.loadMemo(ctx, in.LastErrorClass)
 	}
 	if err := d.handle(ctx); err != nil {
 		return err
@@ -520,7 +525,7 @@ func (d *driver) next() Start {
 	if len(d.sending)+len(d.events) > 0 {
 		pending = append(append(pending, d.sending...), d.events...)
 	}
-	return Start{SessionID: d.engine.SessionID(), Model: d.engine.Model(), Config: &snap.Config, Credentials: d.creds, History: history, Snapshot: &snap, Events: d.seq, Pending: pending, Steps: d.steps}
+	return Start{SessionID: d.engine.SessionID(), Model: d.engine.Model(), Config: &snap.Config, Credentials: d.creds, History: history, Snapshot: &snap, Events: d.seq, Pending: pending, Steps: d.steps, LastErrorClass: d.lastClass}
 }
 
 // quiet reports whether nothing is in flight in an engine of status st: no
