@@ -427,19 +427,25 @@ func turnError(err error) error {
 	if err == nil {
 		return nil
 	}
-	code := "error"
-	for _, c := range localCodes {
-		if errors.Is(err, c.err) {
-			code = c.code
-		}
-	}
-	if line, merr := rpc.MarshalEvent(events.TurnSettled{Err: err}); code == "error" && merr == nil {
+	// The turn_settled code first: a turn's error may wrap a local one
+	// (a failed compaction's, in an overflow not recovered), and the
+	// update says what the turn_settled event says.
+	code := ""
+	if line, merr := rpc.MarshalEvent(events.TurnSettled{Err: err}); merr == nil {
 		var w struct {
 			Code string `json:"code"`
 		}
-		if json.Unmarshal(line, &w) == nil && w.Code != "" {
+		if json.Unmarshal(line, &w) == nil {
 			code = w.Code
 		}
+	}
+	for _, c := range localCodes {
+		if code == "" && errors.Is(err, c.err) {
+			code = c.code
+		}
+	}
+	if code == "" {
+		code = "error"
 	}
 	return sdktemporal.NewNonRetryableApplicationError(err.Error(), code, nil)
 }
