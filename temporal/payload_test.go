@@ -269,3 +269,42 @@ func TestContinueAsNewWaitsOutPendingTooLarge(t *testing.T) {
 	assert.Zero(t, len(next.Pending), "the events were delivered first")
 	assert.Positive(t, next.Events)
 }
+
+// A summary over Activities.MaxPayload (the server would refuse the
+// activity's result, and Temporal would ask the summarizer again, up to
+// SummaryAttempts) is asked for once: the compaction fails with
+// payload_too_large, and the session goes on.
+func TestSummaryTooLarge(t *testing.T) {
+	answer := scripted.Call{StopReason: "stop", Text: strings.Repeat("answer ", 100)}
+	agent := scripted.New(scripted.Script{Model: scenarios.Model, Calls: []scripted.Call{answer, answer}})
+	cfg := policy.DefaultConfig()
+	cfg.Compaction.KeepRecentTokens = 10
+	calls := 0
+	sum := summarizerFunc(func(context.Context, policy.SummaryRequest) (policy.Summary, error) {
+		calls++
+		return policy.Summary{Text: strings.Repeat("summary ", 3000)}, nil
+	})
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	(&temporal.Activities{Agent: agent, Sink: &sink{}, Summarizer: sum, MaxPayload: 10_000}).Register(e)
+	var p1, p2, c outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p1, "one") }, 0)
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p2", &p2, "two") }, time.Second)
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdateCompact, "c", &c, "") }, 2*time.Second)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Hour)
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(cfg))
+	require.NoError(t, e.GetWorkflowError())
+	require.NoError(t, p1.err)
+	require.NoError(t, p2.err)
+	require.True(t, c.done)
+	require.Error(t, c.err)
+	assert.Equal(t, "payload_too_large", code(t, c.err))
+	assert.Contains(t, c.err.Error(), "payload_too_large: the summary is")
+	assert.Equal(t, 1, calls, "the summarizer was asked once")
+}
+
+type summarizerFunc func(context.Context, policy.SummaryRequest) (policy.Summary, error)
+
+func (f summarizerFunc) Summarize(ctx context.Context, req policy.SummaryRequest) (policy.Summary, error) {
+	return f(ctx, req)
+}
