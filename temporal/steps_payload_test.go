@@ -118,3 +118,37 @@ func (r *recordingSteps) Model(ctx context.Context, step temporal.ModelStep) (te
 	*r.contexts = append([]transcript.Message(nil), step.Context...)
 	return r.stepAgent.Model(ctx, step)
 }
+
+// A step-wise run's model calls get the user's prompt last in their
+// context, as a session.Agent's run does: the run's input carries it
+// apart from the context (RunInput.PromptOmitted), and the model's
+// input puts it back.
+func TestStepModelCallsGetThePrompt(t *testing.T) {
+	var first, second []transcript.Message
+	agent := &stepAgent{answers: []transcript.Message{toolUse("call-1", "tc-1", "read"), final("call-2", "done")}}
+	calls := 0
+	rec := &recordingSteps{stepAgent: agent, contexts: &second}
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	(&temporal.Activities{Steps: rec, Sink: &sink{}}).Register(e)
+	agent.model = func(context.Context) {
+		calls++
+		if calls == 1 {
+			first = append([]transcript.Message(nil), second...)
+		}
+	}
+	var p1, p2 outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p1, "read a") }, 0)
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p2", &p2, "and b") }, time.Second)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.NoError(t, p1.err)
+	require.NoError(t, p2.err)
+	require.NotEmpty(t, first)
+	assert.Equal(t, transcript.RoleUser, first[len(first)-1].Role)
+	assert.Equal(t, "read a", first[len(first)-1].Text(), "the first call's context ends with the prompt")
+	require.Len(t, second, 5, "the first turn's prompt, call, tool result and answer, then the second prompt")
+	assert.Equal(t, "read a", second[0].Text())
+	assert.Equal(t, "and b", second[4].Text())
+}
