@@ -8,6 +8,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentfsm/agentfsm/internal/scenarios"
 	"github.com/agentfsm/agentfsm/temporal"
@@ -151,4 +153,41 @@ func TestStepModelCallsGetThePrompt(t *testing.T) {
 	require.Len(t, second, 5, "the first turn's prompt, call, tool result and answer, then the second prompt")
 	assert.Equal(t, "read a", second[0].Text())
 	assert.Equal(t, "and b", second[4].Text())
+}
+
+// A step-wise session continues as new step-wise: Start.Steps goes with
+// the continue-as-new's input, and the next run's prompt is made as
+// model and tool activities, with the conversation so far and the new
+// prompt in its context.
+func TestStepsGoOnAcrossContinueAsNew(t *testing.T) {
+	agent := &stepAgent{answers: []transcript.Message{toolUse("call-1", "tc-1", "read"), final("call-2", "done")}}
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw, MaxInputs: 1}).Register(e)
+	(&temporal.Activities{Steps: agent, Sink: &sink{}}).Register(e)
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p", &p, "read a") }, 0)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, p.err)
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, e.GetWorkflowError(), &can)
+	var next temporal.Start
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	assert.True(t, next.Steps, "the session goes on step-wise")
+
+	var seen []transcript.Message
+	agent2 := &stepAgent{answers: []transcript.Message{final("call-3", "b says hi")}}
+	e2 := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e2)
+	(&temporal.Activities{Steps: &recordingSteps{stepAgent: agent2, contexts: &seen}, Sink: &sink{}}).Register(e2)
+	var q outcome
+	e2.RegisterDelayedCallback(func() { update(e2, temporal.UpdatePrompt, "q", &q, "and b") }, 0)
+	e2.RegisterDelayedCallback(func() { e2.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e2.ExecuteWorkflow(temporal.WorkflowName, next)
+	require.NoError(t, e2.GetWorkflowError())
+	require.NoError(t, q.err)
+	models, _ := agent2.counts()
+	assert.Equal(t, 1, models, "the next run's prompt was a model activity")
+	require.Len(t, seen, 5)
+	assert.Equal(t, "read a", seen[0].Text())
+	assert.Equal(t, "and b", seen[4].Text())
 }
