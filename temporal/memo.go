@@ -7,6 +7,7 @@ import (
 	"time"
 
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
@@ -39,6 +40,11 @@ type MemoState struct {
 	// error the session met: the last retry's, or the one that failed a
 	// turn; empty before any.
 	LastErrorClass string `json:"lastErrorClass,omitempty"`
+	// Ended is set by DescribeState when the session's workflow is no
+	// longer running (closed, terminated by the server or an operator,
+	// timed out, failed): the fields above are then those it ended with.
+	// The workflow does not write it.
+	Ended bool `json:"-"`
 }
 
 // noteEvent keeps, from an event the engine emitted, what the memo says of
@@ -152,6 +158,11 @@ func DescribeStateWith(ctx context.Context, c Describer, dc converter.DataConver
 	var m MemoState
 	if err := dc.FromPayload(p, &m); err != nil {
 		return MemoState{}, fmt.Errorf("temporal: %s: the memo's %s: %w", workflowID, MemoKey, err)
+	}
+	switch d.Status {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+	default:
+		m.Ended = true
 	}
 	return m, nil
 }

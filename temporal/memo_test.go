@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -22,8 +23,9 @@ import (
 
 // describer answers DescribeWorkflowExecution with a memo.
 type describer struct {
-	memo map[string]*commonpb.Payload
-	err  error
+	memo   map[string]*commonpb.Payload
+	status enumspb.WorkflowExecutionStatus
+	err    error
 }
 
 func (d describer) DescribeWorkflow(context.Context, string, string) (*client.WorkflowExecutionDescription, error) {
@@ -31,7 +33,7 @@ func (d describer) DescribeWorkflow(context.Context, string, string) (*client.Wo
 		return nil, d.err
 	}
 	return &client.WorkflowExecutionDescription{WorkflowExecutionMetadata: client.WorkflowExecutionMetadata{
-		Memo: &commonpb.Memo{Fields: d.memo}}}, nil
+		Memo: &commonpb.Memo{Fields: d.memo}, Status: d.status}}, nil
 }
 
 // Issue 27 item 5: the workflow keeps its state, attempt, next retry time
@@ -174,5 +176,24 @@ func TestMemoGoesOnAcrossContinueAsNewThroughACodec(t *testing.T) {
 	require.NotEmpty(t, memos, "the memo the run cannot read is written once")
 	for _, m := range memos {
 		assert.Equal(t, "usage_limit", m.LastErrorClass, "the class carried over is kept")
+	}
+}
+
+// DescribeState on a session whose workflow ended (closed, or terminated
+// by the server) says so: the memo alone still says "idle".
+func TestDescribeStateOfAnEndedSession(t *testing.T) {
+	last := temporal.MemoState{State: "idle", LastErrorClass: "retryable"}
+	p, err := converter.GetDefaultDataConverter().ToPayload(last)
+	require.NoError(t, err)
+	memo := map[string]*commonpb.Payload{temporal.MemoKey: p}
+	got, err := temporal.DescribeState(t.Context(), describer{memo: memo, status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING}, "w")
+	require.NoError(t, err)
+	assert.Equal(t, last, got)
+	assert.False(t, got.Ended)
+	for _, st := range []enumspb.WorkflowExecutionStatus{enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED} {
+		got, err := temporal.DescribeState(t.Context(), describer{memo: memo, status: st}, "w")
+		require.NoError(t, err)
+		assert.True(t, got.Ended, "%v", st)
+		assert.Equal(t, "idle", got.State)
 	}
 }
