@@ -308,3 +308,24 @@ type summarizerFunc func(context.Context, policy.SummaryRequest) (policy.Summary
 func (f summarizerFunc) Summarize(ctx context.Context, req policy.SummaryRequest) (policy.Summary, error) {
 	return f(ctx, req)
 }
+
+// A close that comes while a session due to continue as new waits for
+// its sink (its input too large with the events it would carry) closes
+// it: no continue-as-new, and every event delivered.
+func TestCloseWhileContinueAsNewWaitsForTheSink(t *testing.T) {
+	agent := scripted.New(scripted.Script{Model: scenarios.Model, Calls: []scripted.Call{{StopReason: "stop", Text: strings.Repeat("answer ", 1200)}}})
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw, MaxPayload: 20_000, MaxInputs: 1}).Register(e)
+	snk := &sink{}
+	acts := &temporal.Activities{Agent: agent, Sink: snk, MaxPayload: -1}
+	acts.Register(e)
+	e.OnActivity(temporal.ActivityDeliver, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, d temporal.Delivery) error { return acts.Deliver(ctx, d) }).After(time.Minute)
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p", &p, "write a lot") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, 30*time.Second)
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(policy.DefaultConfig()))
+	require.NoError(t, p.err)
+	require.NoError(t, e.GetWorkflowError(), "closed, not continued as new")
+	assert.Equal(t, []string{`{"type":"turn_settled","success":true}`}, settled(t, snk))
+}
