@@ -7,8 +7,11 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/converter"
+	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentfsm/agentfsm/internal/scenarios"
@@ -190,4 +193,41 @@ func TestStepsGoOnAcrossContinueAsNew(t *testing.T) {
 	require.Len(t, seen, 5)
 	assert.Equal(t, "read a", seen[0].Text())
 	assert.Equal(t, "and b", seen[4].Text())
+}
+
+// An abort while a tool call lost with its worker waits for its retry
+// cancels the retry: the tool is not run again, no model call follows,
+// and the turn settles as aborted (not as a lost run retried by the
+// engine).
+func TestStepAbortWhileALostToolWaitsForItsRetry(t *testing.T) {
+	agent := &stepAgent{answers: []transcript.Message{toolUse("call-1", "tc-1", "read"), final("call-2", "never")}}
+	snk := &sink{}
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	acts := &temporal.Activities{Steps: agent, Sink: snk}
+	acts.Register(e)
+	attempts := 0
+	e.OnActivity(temporal.ActivityTool, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, call temporal.ToolCall) (transcript.Message, error) {
+			attempts++
+			if attempts == 1 {
+				return transcript.Message{}, sdktemporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
+			}
+			return acts.Tool(ctx, call)
+		})
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p", &p, "read a") }, 0)
+	// The retry waits a second (the retry policy's first interval).
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalAbort, nil) }, 500*time.Millisecond)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	e.ExecuteWorkflow(temporal.WorkflowName, stepStart())
+	require.NoError(t, e.GetWorkflowError())
+	require.True(t, p.done)
+	assert.Equal(t, "aborted", code(t, p.err))
+	assert.Equal(t, 1, attempts, "the retry was cancelled")
+	models, _ := agent.counts()
+	assert.Equal(t, 1, models, "no model call after the abort")
+	got := settled(t, snk)
+	require.Len(t, got, 1)
+	assert.Contains(t, got[0], `"code":"aborted"`)
 }
