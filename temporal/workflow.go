@@ -9,6 +9,7 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/rpc"
@@ -127,10 +128,16 @@ type Start struct {
 
 // checkPending refuses a Start whose events cannot be delivered as the
 // sink's contract says: numbered from a negative number, or a line that is
-// not a JSON object (an event's wire line).
+// not a JSON object (an event's wire line); and one whose LastErrorClass
+// is not a class's wire name.
 func checkPending(in Start) error {
 	if in.Events < 0 {
 		return fmt.Errorf("Start.Events is %d: the number of an event is not negative", in.Events)
+	}
+	if in.LastErrorClass != "" {
+		if _, err := classify.ParseClass(in.LastErrorClass); err != nil {
+			return fmt.Errorf("Start.LastErrorClass: %w", err)
+		}
 	}
 	for i, l := range in.Pending {
 		var ev map[string]json.RawMessage
