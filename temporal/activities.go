@@ -66,11 +66,15 @@ type Activities struct {
 	// share another's, and a restarted worker starts with a new one
 	// (docs/temporal.md).
 	Limiter session.Limiter
-	// MaxPayload is the largest run result, in bytes of JSON, the run
-	// activity returns: a larger one (a reply the server would refuse)
-	// comes back as RunResult.TooLarge, its events left out, and the
-	// turn fails with a *PayloadTooLargeError. 0 means DefaultMaxPayload;
-	// a negative value checks nothing (for a claim-check codec).
+	// MaxPayload is the largest result, in bytes of JSON, the run, model,
+	// tool and summary activities return: a larger one (a reply the
+	// server would refuse) comes back as RunResult.TooLarge (its events
+	// left out), ModelOutput.TooLarge (its message left out) or
+	// SummaryResult.TooLarge, and the turn or the compaction fails with a
+	// *PayloadTooLargeError; a tool's result is replaced by a
+	// tool error that says so, for the model to read. 0 means
+	// DefaultMaxPayload; a negative value checks nothing (for a
+	// claim-check codec).
 	MaxPayload int
 }
 
@@ -306,6 +310,9 @@ func heartbeat(ctx context.Context) (stop func()) {
 type SummaryResult struct {
 	Summary policy.Summary `json:"summary"`
 	Err     string         `json:"error,omitempty"`
+	// TooLarge is set, and Summary left out, when the result was over
+	// Activities.MaxPayload: the compaction fails with it.
+	TooLarge *PayloadTooLargeError `json:"tooLarge,omitempty"`
 }
 
 // Summarize is the compaction activity: it asks the summarizer. Cancelling
@@ -326,7 +333,15 @@ func (a *Activities) Summarize(ctx context.Context, req policy.SummaryRequest) (
 	if err != nil {
 		return SummaryResult{Err: err.Error()}, nil
 	}
-	return SummaryResult{Summary: s}, nil
+	res = SummaryResult{Summary: s}
+	if limit := payloadLimit(a.MaxPayload); limit > 0 {
+		if n := jsonSize(res); n > limit {
+			// The server would refuse the result, and Temporal would ask
+			// the summarizer again, for as large a summary.
+			return SummaryResult{TooLarge: &PayloadTooLargeError{What: "the summary", Size: n, Limit: limit}}, nil
+		}
+	}
+	return res, nil
 }
 
 // UsageLimit is a usage limit the workflow reports to the credential store.

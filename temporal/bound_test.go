@@ -201,6 +201,7 @@ func TestInvalidPendingEvents(t *testing.T) {
 			s.Pending = []json.RawMessage{json.RawMessage(`{"type":"agent_start"}`), json.RawMessage(`null`)}
 		}, "Start.Pending[1]"},
 		{"a number", func(s *temporal.Start) { s.Pending = []json.RawMessage{json.RawMessage(`42`)} }, "Start.Pending[0]"},
+		{"an unknown class", func(s *temporal.Start) { s.LastErrorClass = "bogus" }, "Start.LastErrorClass"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			snk := &sink{}

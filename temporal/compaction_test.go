@@ -107,3 +107,66 @@ func TestSummarizerErrorIsNotRetried(t *testing.T) {
 	require.Error(t, errs[1])
 	assert.Equal(t, "overflow", code(t, errs[1]))
 }
+
+// abort_compaction during the second attempt of a summary whose first
+// was lost with its worker cancels that attempt and makes no third: the
+// compaction ends cancelled, the turn fails with overflow, and the
+// session goes on.
+func TestAbortCompactionDuringTheSummarysRetry(t *testing.T) {
+	var sc scenarios.Scenario
+	for _, s := range scenarios.All() {
+		if s.Name == "overflow" {
+			sc = s
+		}
+	}
+	e := newEnv()
+	snk := &sink{}
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	activities(t, sc, scripted.New(sc.Script()), snk).Register(e)
+	calls := 0
+	// The attempt the abort cancels ends when the test does: the test
+	// environment does not cancel an activity that does not heartbeat.
+	release := make(chan struct{})
+	done := make(chan struct{})
+	e.OnActivity(temporal.ActivitySummarize, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, req policy.SummaryRequest) (temporal.SummaryResult, error) {
+			calls++
+			if calls == 1 {
+				return temporal.SummaryResult{}, sdktemporal.NewTimeoutError(enumspb.TIMEOUT_TYPE_HEARTBEAT, nil)
+			}
+			defer close(done)
+			e.SignalWorkflow(temporal.SignalAbortCompaction, nil)
+			select {
+			case <-ctx.Done():
+			case <-release:
+			}
+			return temporal.SummaryResult{}, sdktemporal.NewNonRetryableApplicationError("cancelled", "cancelled", nil)
+		})
+	errs := make([]error, len(sc.Prompts))
+	var send func(i int)
+	send = func(i int) {
+		if i == len(sc.Prompts) {
+			e.SignalWorkflow(temporal.SignalClose, nil)
+			return
+		}
+		e.UpdateWorkflow(temporal.UpdatePrompt, fmt.Sprint("prompt-", i), &testsuite.TestUpdateCallback{
+			OnReject:   func(err error) { t.Errorf("prompt %d rejected: %v", i+1, err) },
+			OnAccept:   func() {},
+			OnComplete: func(_ any, err error) { errs[i] = err; send(i + 1) },
+		}, sc.Prompts[i])
+	}
+	e.RegisterDelayedCallback(func() { send(0) }, 0)
+	e.ExecuteWorkflow(temporal.WorkflowName, start(sc))
+	close(release)
+	<-done
+	require.True(t, e.IsWorkflowCompleted())
+	require.NoError(t, e.GetWorkflowError())
+	assert.Equal(t, 2, calls, "no attempt after the abort")
+	require.NoError(t, errs[0])
+	require.Error(t, errs[1])
+	assert.Equal(t, "overflow", code(t, errs[1]))
+	assert.Contains(t, errs[1].Error(), "compaction cancelled")
+	got := snk.recovery(t)
+	assert.Contains(t, got, `{"type":"auto_compaction_end","aborted":true,"willRetry":false}`)
+	assert.Equal(t, `{"type":"turn_settled","success":false,"error":"session: context overflow not recovered: session: compaction cancelled","code":"overflow"}`, got[len(got)-1])
+}

@@ -352,6 +352,9 @@ func (d *driver) startCompaction(id policy.CompactionID, req policy.SummaryReque
 		if err == nil && res.Err != "" {
 			err = errors.New(res.Err)
 		}
+		if err == nil && res.TooLarge != nil {
+			err = res.TooLarge
+		}
 		d.feed(ctx, func(at time.Time) []policy.Effect { return d.engine.CompactionFinished(at, id, res.Summary, err) })
 	})
 }

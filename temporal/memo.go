@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"time"
 
+	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/workflow"
@@ -38,6 +40,11 @@ type MemoState struct {
 	// error the session met: the last retry's, or the one that failed a
 	// turn; empty before any.
 	LastErrorClass string `json:"lastErrorClass,omitempty"`
+	// Ended is set by DescribeState when the session's workflow is no
+	// longer running (closed, terminated by the server or an operator,
+	// timed out, failed): the fields above are then those it ended with.
+	// The workflow does not write it.
+	Ended bool `json:"-"`
 }
 
 // noteEvent keeps, from an event the engine emitted, what the memo says of
@@ -59,10 +66,17 @@ func (d *driver) noteEvent(ev events.Event) {
 
 // loadMemo reads the memo a run started with: the one the run before
 // wrote, carried over by continue-as-new, so that the last error's class
-// goes on and an unchanged memo is not written again.
-func (d *driver) loadMemo(ctx workflow.Context) {
+// goes on and an unchanged memo is not written again. A memo the workers'
+// payload codec encoded (the SDK writes it with their data converter)
+// cannot be read here: the class then comes from Start.LastErrorClass,
+// and the run writes its memo once.
+func (d *driver) loadMemo(ctx workflow.Context, carried string) {
+	d.lastClass = carried
 	p, ok := workflow.GetInfo(ctx).Memo.GetFields()[MemoKey]
 	if !ok {
+		return
+	}
+	if !plainJSON(p) {
 		return
 	}
 	var m MemoState
@@ -71,6 +85,12 @@ func (d *driver) loadMemo(ctx workflow.Context) {
 		return
 	}
 	d.memoLast, d.memoSet, d.lastClass = m, true, m.LastErrorClass
+}
+
+// plainJSON reports whether p is a payload of the default data
+// converter's JSON encoding, not one a payload codec made.
+func plainJSON(p *commonpb.Payload) bool {
+	return string(p.GetMetadata()[converter.MetadataEncoding]) == converter.MetadataEncodingJSON
 }
 
 // upsertMemo writes the memo when what it holds changed.
@@ -107,8 +127,19 @@ var ErrNoMemoState = errors.New("temporal: the workflow's memo holds no session 
 // run) from the server, with no worker involved: use it where a worker
 // may be down, and the get_state query (every field of rpc.State, the
 // engine's own answer, but only while a worker runs the workflow) where
-// one is up.
+// one is up. It reads the memo as the default data converter wrote it; on
+// a task queue whose data converter has a payload codec use
+// DescribeStateWith.
 func DescribeState(ctx context.Context, c Describer, workflowID string) (MemoState, error) {
+	return DescribeStateWith(ctx, c, nil, workflowID)
+}
+
+// DescribeStateWith is DescribeState for a task queue whose workers' data
+// converter has a payload codec (a claimcheck.Codec whose Threshold is
+// below the memo's size, an encryption codec): the SDK writes the memo
+// with that data converter, codec included, and dc, the same, reads it.
+// A nil dc is the default data converter.
+func DescribeStateWith(ctx context.Context, c Describer, dc converter.DataConverter, workflowID string) (MemoState, error) {
 	d, err := c.DescribeWorkflow(ctx, workflowID, "")
 	if err != nil {
 		return MemoState{}, fmt.Errorf("temporal: describing %s: %w", workflowID, err)
@@ -117,9 +148,21 @@ func DescribeState(ctx context.Context, c Describer, workflowID string) (MemoSta
 	if !ok {
 		return MemoState{}, fmt.Errorf("temporal: %s: %w", workflowID, ErrNoMemoState)
 	}
+	if dc == nil {
+		if !plainJSON(p) {
+			return MemoState{}, fmt.Errorf("temporal: %s: the memo's %s is encoded as %.80q, not JSON: read it with the workers' data converter (DescribeStateWith)",
+				workflowID, MemoKey, p.GetMetadata()[converter.MetadataEncoding])
+		}
+		dc = converter.GetDefaultDataConverter()
+	}
 	var m MemoState
-	if err := converter.GetDefaultDataConverter().FromPayload(p, &m); err != nil {
+	if err := dc.FromPayload(p, &m); err != nil {
 		return MemoState{}, fmt.Errorf("temporal: %s: the memo's %s: %w", workflowID, MemoKey, err)
+	}
+	switch d.Status {
+	case enumspb.WORKFLOW_EXECUTION_STATUS_UNSPECIFIED, enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING:
+	default:
+		m.Ended = true
 	}
 	return m, nil
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
 	commonpb "go.temporal.io/api/common/v1"
+	enumspb "go.temporal.io/api/enums/v1"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/converter"
 
@@ -17,12 +18,14 @@ import (
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/temporal"
+	"github.com/agentfsm/agentfsm/temporal/claimcheck"
 )
 
 // describer answers DescribeWorkflowExecution with a memo.
 type describer struct {
-	memo map[string]*commonpb.Payload
-	err  error
+	memo   map[string]*commonpb.Payload
+	status enumspb.WorkflowExecutionStatus
+	err    error
 }
 
 func (d describer) DescribeWorkflow(context.Context, string, string) (*client.WorkflowExecutionDescription, error) {
@@ -30,7 +33,7 @@ func (d describer) DescribeWorkflow(context.Context, string, string) (*client.Wo
 		return nil, d.err
 	}
 	return &client.WorkflowExecutionDescription{WorkflowExecutionMetadata: client.WorkflowExecutionMetadata{
-		Memo: &commonpb.Memo{Fields: d.memo}}}, nil
+		Memo: &commonpb.Memo{Fields: d.memo}, Status: d.status}}, nil
 }
 
 // Issue 27 item 5: the workflow keeps its state, attempt, next retry time
@@ -112,4 +115,85 @@ func TestMemoGoesOnAcrossContinueAsNew(t *testing.T) {
 	require.NoError(t, e.GetWorkflowError())
 	assert.False(t, p.done)
 	assert.Zero(t, upserts, "the carried memo says it all")
+}
+
+// codecConverter is a data converter with a claim-check codec that moves
+// every payload into a store, as one with an encryption codec encodes
+// every payload: the SDK writes the memo with it.
+func codecConverter(t *testing.T) converter.DataConverter {
+	t.Helper()
+	store, err := claimcheck.NewDir(t.TempDir())
+	require.NoError(t, err)
+	return converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), &claimcheck.Codec{Store: store, Threshold: 1})
+}
+
+// A memo the workers' payload codec encoded is read by DescribeStateWith
+// with their data converter; DescribeState, without it, says what to use
+// rather than failing in the converter's words.
+func TestDescribeStateThroughACodec(t *testing.T) {
+	dc := codecConverter(t)
+	want := temporal.MemoState{State: "backoff", RetryAttempt: 2, LastErrorClass: "retryable"}
+	p, err := dc.ToPayload(want)
+	require.NoError(t, err)
+	require.Equal(t, claimcheck.Encoding, string(p.Metadata["encoding"]), "the memo went through the codec")
+	c := describer{memo: map[string]*commonpb.Payload{temporal.MemoKey: p}}
+
+	got, err := temporal.DescribeStateWith(t.Context(), c, dc, "w")
+	require.NoError(t, err)
+	assert.Equal(t, want, got)
+
+	_, err = temporal.DescribeState(t.Context(), c, "w")
+	require.Error(t, err)
+	assert.ErrorContains(t, err, `encoded as "agentfsm/claim-check-sha256", not JSON`)
+	assert.ErrorContains(t, err, "DescribeStateWith")
+
+	plain, err := converter.GetDefaultDataConverter().ToPayload(want)
+	require.NoError(t, err)
+	got, err = temporal.DescribeStateWith(t.Context(), describer{memo: map[string]*commonpb.Payload{temporal.MemoKey: plain}}, dc, "w")
+	require.NoError(t, err, "a memo written without the codec passes through it")
+	assert.Equal(t, want, got)
+}
+
+// On workers whose data converter has a payload codec, the workflow
+// cannot read the memo it carried over by continue-as-new; the last
+// error's class goes on all the same, in Start.LastErrorClass.
+func TestMemoGoesOnAcrossContinueAsNewThroughACodec(t *testing.T) {
+	e := newEnv()
+	e.SetDataConverter(codecConverter(t))
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	(&temporal.Activities{Agent: scripted.New(scripted.Script{Model: scenarios.Model})}).Register(e)
+	carried := temporal.MemoState{State: "idle", LastErrorClass: "usage_limit"}
+	require.NoError(t, e.SetMemoOnStart(map[string]any{temporal.MemoKey: carried}))
+	var memos []temporal.MemoState
+	e.OnUpsertMemo(mock.Anything).Run(func(args mock.Arguments) {
+		memos = append(memos, args.Get(0).(map[string]any)[temporal.MemoKey].(temporal.MemoState))
+	}).Return(nil)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Minute)
+	in := startOf(policy.DefaultConfig())
+	in.LastErrorClass = "usage_limit"
+	e.ExecuteWorkflow(temporal.WorkflowName, in)
+	require.NoError(t, e.GetWorkflowError())
+	require.NotEmpty(t, memos, "the memo the run cannot read is written once")
+	for _, m := range memos {
+		assert.Equal(t, "usage_limit", m.LastErrorClass, "the class carried over is kept")
+	}
+}
+
+// DescribeState on a session whose workflow ended (closed, or terminated
+// by the server) says so: the memo alone still says "idle".
+func TestDescribeStateOfAnEndedSession(t *testing.T) {
+	last := temporal.MemoState{State: "idle", LastErrorClass: "retryable"}
+	p, err := converter.GetDefaultDataConverter().ToPayload(last)
+	require.NoError(t, err)
+	memo := map[string]*commonpb.Payload{temporal.MemoKey: p}
+	got, err := temporal.DescribeState(t.Context(), describer{memo: memo, status: enumspb.WORKFLOW_EXECUTION_STATUS_RUNNING}, "w")
+	require.NoError(t, err)
+	assert.Equal(t, last, got)
+	assert.False(t, got.Ended)
+	for _, st := range []enumspb.WorkflowExecutionStatus{enumspb.WORKFLOW_EXECUTION_STATUS_COMPLETED, enumspb.WORKFLOW_EXECUTION_STATUS_TERMINATED, enumspb.WORKFLOW_EXECUTION_STATUS_FAILED} {
+		got, err := temporal.DescribeState(t.Context(), describer{memo: memo, status: st}, "w")
+		require.NoError(t, err)
+		assert.True(t, got.Ended, "%v", st)
+		assert.Equal(t, "idle", got.State)
+	}
 }

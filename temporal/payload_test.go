@@ -11,7 +11,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/mock"
 	"github.com/stretchr/testify/require"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/testsuite"
+	"go.temporal.io/sdk/workflow"
 
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/scenarios"
@@ -237,4 +239,93 @@ func TestContinueAsNewTooLarge(t *testing.T) {
 	require.NoError(t, e.GetWorkflowError(), "the workflow ended at close, not by a continue-as-new")
 	require.NoError(t, p.err)
 	assert.Equal(t, "idle", st.State)
+}
+
+// A session due to continue as new whose input would be over
+// Workflow.MaxPayload only by the events its slow sink has not taken
+// (Start.Pending) waits for the sink, then continues as new within the
+// limit: neither a continue-as-new the server refuses nor a run that
+// stays for good.
+func TestContinueAsNewWaitsOutPendingTooLarge(t *testing.T) {
+	const limit = 20_000
+	agent := scripted.New(scripted.Script{Model: scenarios.Model, Calls: []scripted.Call{{StopReason: "stop", Text: strings.Repeat("answer ", 1200)}}})
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw, MaxPayload: limit, MaxInputs: 1}).Register(e)
+	acts := &temporal.Activities{Agent: agent, Sink: &sink{}, MaxPayload: -1}
+	acts.Register(e)
+	e.OnActivity(temporal.ActivityDeliver, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, d temporal.Delivery) error { return acts.Deliver(ctx, d) }).After(time.Minute)
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p", &p, "write a lot") }, 0)
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(policy.DefaultConfig()))
+	require.NoError(t, p.err)
+	var can *workflow.ContinueAsNewError
+	require.ErrorAs(t, e.GetWorkflowError(), &can)
+	var next temporal.Start
+	require.NoError(t, converter.GetDefaultDataConverter().FromPayloads(can.Input, &next))
+	b, err := json.Marshal(next)
+	require.NoError(t, err)
+	assert.LessOrEqual(t, len(b), limit, "the continue-as-new's input is within the limit")
+	assert.Zero(t, len(next.Pending), "the events were delivered first")
+	assert.Positive(t, next.Events)
+}
+
+// A summary over Activities.MaxPayload (the server would refuse the
+// activity's result, and Temporal would ask the summarizer again, up to
+// SummaryAttempts) is asked for once: the compaction fails with
+// payload_too_large, and the session goes on.
+func TestSummaryTooLarge(t *testing.T) {
+	answer := scripted.Call{StopReason: "stop", Text: strings.Repeat("answer ", 100)}
+	agent := scripted.New(scripted.Script{Model: scenarios.Model, Calls: []scripted.Call{answer, answer}})
+	cfg := policy.DefaultConfig()
+	cfg.Compaction.KeepRecentTokens = 10
+	calls := 0
+	sum := summarizerFunc(func(context.Context, policy.SummaryRequest) (policy.Summary, error) {
+		calls++
+		return policy.Summary{Text: strings.Repeat("summary ", 3000)}, nil
+	})
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw}).Register(e)
+	(&temporal.Activities{Agent: agent, Sink: &sink{}, Summarizer: sum, MaxPayload: 10_000}).Register(e)
+	var p1, p2, c outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p1", &p1, "one") }, 0)
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p2", &p2, "two") }, time.Second)
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdateCompact, "c", &c, "") }, 2*time.Second)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, time.Hour)
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(cfg))
+	require.NoError(t, e.GetWorkflowError())
+	require.NoError(t, p1.err)
+	require.NoError(t, p2.err)
+	require.True(t, c.done)
+	require.Error(t, c.err)
+	assert.Equal(t, "payload_too_large", code(t, c.err))
+	assert.Contains(t, c.err.Error(), "payload_too_large: the summary is")
+	assert.Equal(t, 1, calls, "the summarizer was asked once")
+}
+
+type summarizerFunc func(context.Context, policy.SummaryRequest) (policy.Summary, error)
+
+func (f summarizerFunc) Summarize(ctx context.Context, req policy.SummaryRequest) (policy.Summary, error) {
+	return f(ctx, req)
+}
+
+// A close that comes while a session due to continue as new waits for
+// its sink (its input too large with the events it would carry) closes
+// it: no continue-as-new, and every event delivered.
+func TestCloseWhileContinueAsNewWaitsForTheSink(t *testing.T) {
+	agent := scripted.New(scripted.Script{Model: scenarios.Model, Calls: []scripted.Call{{StopReason: "stop", Text: strings.Repeat("answer ", 1200)}}})
+	e := newEnv()
+	(&temporal.Workflow{Random: scenarios.Draw, MaxPayload: 20_000, MaxInputs: 1}).Register(e)
+	snk := &sink{}
+	acts := &temporal.Activities{Agent: agent, Sink: snk, MaxPayload: -1}
+	acts.Register(e)
+	e.OnActivity(temporal.ActivityDeliver, mock.Anything, mock.Anything).Return(
+		func(ctx context.Context, d temporal.Delivery) error { return acts.Deliver(ctx, d) }).After(time.Minute)
+	var p outcome
+	e.RegisterDelayedCallback(func() { update(e, temporal.UpdatePrompt, "p", &p, "write a lot") }, 0)
+	e.RegisterDelayedCallback(func() { e.SignalWorkflow(temporal.SignalClose, nil) }, 30*time.Second)
+	e.ExecuteWorkflow(temporal.WorkflowName, startOf(policy.DefaultConfig()))
+	require.NoError(t, p.err)
+	require.NoError(t, e.GetWorkflowError(), "closed, not continued as new")
+	assert.Equal(t, []string{`{"type":"turn_settled","success":true}`}, settled(t, snk))
 }

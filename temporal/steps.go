@@ -117,6 +117,9 @@ type ModelOutput struct {
 	Panic      string `json:"panic,omitempty"`
 	Credential string `json:"credential,omitempty"`
 	Held       *Held  `json:"held,omitempty"`
+	// TooLarge is set, and Message left out, when the output was over
+	// Activities.MaxPayload: the run ends with it.
+	TooLarge *PayloadTooLargeError `json:"tooLarge,omitempty"`
 }
 
 // errNoSteps is the model and tool activities' error on a worker whose
@@ -178,6 +181,13 @@ func (a *Activities) Model(ctx context.Context, in ModelInput) (ModelOutput, err
 	if a.Limiter != nil {
 		a.Limiter.Done(in.Model.Provider, out.Credential, out.Message)
 	}
+	if limit := payloadLimit(a.MaxPayload); limit > 0 {
+		if n := jsonSize(out); n > limit {
+			// The server would refuse the result, and Temporal would make
+			// the call again: the run ends here.
+			return ModelOutput{Credential: out.Credential, TooLarge: &PayloadTooLargeError{What: "the model call's result", Size: n, Limit: limit}}, nil
+		}
+	}
 	return out, nil
 }
 
@@ -194,7 +204,9 @@ func (a *Activities) model(ctx context.Context, step ModelStep) (res ModelResult
 
 // Tool is the tool activity: one tool call of a step-wise run. It
 // returns the tool result's message; the tool's error (or panic) is the
-// message's content, marked as an error.
+// message's content, marked as an error, and so is, in place of the
+// result, a *PayloadTooLargeError's text when the result is over
+// Activities.MaxPayload.
 func (a *Activities) Tool(ctx context.Context, call ToolCall) (transcript.Message, error) {
 	if a.Steps == nil {
 		return transcript.Message{}, errNoSteps
@@ -211,6 +223,14 @@ func (a *Activities) Tool(ctx context.Context, call ToolCall) (transcript.Messag
 		// A result that cannot be encoded would fail the activity, and
 		// Temporal would run the tool again: the model reads why instead.
 		m.Content, m.ToolError = transcript.TextContent(fmt.Sprintf("temporal: the tool's result cannot be written: %v", err)), true
+	}
+	if limit := payloadLimit(a.MaxPayload); limit > 0 {
+		if n := jsonSize(m); n > limit {
+			// The server would refuse the result, and Temporal would run
+			// the tool again: the model reads why instead.
+			tooLarge := &PayloadTooLargeError{What: "the tool's result", Size: n, Limit: limit}
+			m.Content, m.ToolError = transcript.TextContent(tooLarge.Error()), true
+		}
 	}
 	return m, nil
 }

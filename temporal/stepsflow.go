@@ -46,6 +46,9 @@ func (d *driver) runSteps(ctx, gctx workflow.Context, id policy.RunID, in RunInp
 	feed := func(ev events.Event) {
 		d.feed(gctx, func(at time.Time) []policy.Effect { return d.engine.RunEvent(at, id, ev) })
 	}
+	// The runtime context with the prompt last: the run's input carries
+	// the prompt apart from it (PromptOmitted).
+	base := in.request().Context
 	var made []transcript.Message
 	var ret policy.RunReturn
 	started := false
@@ -86,7 +89,15 @@ func (d *driver) runSteps(ctx, gctx workflow.Context, id policy.RunID, in RunInp
 			end()
 			return
 		}
-		input := ModelInput{SessionID: in.SessionID, Context: append(in.Context[:len(in.Context):len(in.Context)], made...), Model: in.Model, First: step == 0}
+		input := ModelInput{SessionID: in.SessionID, Context: append(base[:len(base):len(base)], made...), Model: in.Model, First: step == 0}
+		if tooLarge := d.tooLarge(gctx, "the model call's input", input); tooLarge != nil {
+			// The context grew past the limit within the run (a tool's
+			// result): scheduled, the call would fail every workflow
+			// task.
+			ret.Err = tooLarge
+			end()
+			return
+		}
 		var out ModelOutput
 		err := workflow.ExecuteActivity(actx, ActivityModel, input).Get(gctx, &out)
 		if err != nil {
@@ -100,6 +111,11 @@ func (d *driver) runSteps(ctx, gctx workflow.Context, id policy.RunID, in RunInp
 			return
 		}
 		ret.Credential = out.Credential
+		if out.TooLarge != nil {
+			ret.Err = out.TooLarge
+			end()
+			return
+		}
 		if h := out.Held; h != nil {
 			if step == 0 {
 				// The run made no call: the engine waits it out.

@@ -9,6 +9,7 @@ import (
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
+	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/rpc"
@@ -43,10 +44,11 @@ type Workflow struct {
 	// MaxPayload is the largest payload, in bytes of JSON, the workflow
 	// sends the server, which refuses a larger one with the workflow
 	// task carrying it, again and again. Over it, a prompt whose run's
-	// input would be is refused, a run's input or a summary's request
-	// fails the turn or the compaction with a *PayloadTooLargeError (code
-	// payload_too_large), a batch of events for the sink is split, and a
-	// continue-as-new waits (docs/temporal.md). 0 means
+	// input would be is refused, a run's input, a step-wise model call's
+	// input or a summary's request fails the turn or the compaction with
+	// a *PayloadTooLargeError (code payload_too_large), a batch of events
+	// for the sink is split, and a continue-as-new waits
+	// (docs/temporal.md). 0 means
 	// DefaultMaxPayload, under the server's default limit (2 MiB); a
 	// negative value checks nothing, for a data converter with a
 	// claim-check codec (temporal/claimcheck) that keeps large payloads
@@ -117,14 +119,25 @@ type Start struct {
 	// It is fixed for the session's life (carried across
 	// continue-as-new), so a replay takes the same path.
 	Steps bool `json:"steps,omitempty"`
+	// LastErrorClass is, when a session continues as new, its
+	// MemoState.LastErrorClass: the memo carried over says it too, but a
+	// memo the workers' payload codec encoded cannot be read by the
+	// workflow.
+	LastErrorClass string `json:"lastErrorClass,omitempty"`
 }
 
 // checkPending refuses a Start whose events cannot be delivered as the
 // sink's contract says: numbered from a negative number, or a line that is
-// not a JSON object (an event's wire line).
+// not a JSON object (an event's wire line); and one whose LastErrorClass
+// is not a class's wire name.
 func checkPending(in Start) error {
 	if in.Events < 0 {
 		return fmt.Errorf("Start.Events is %d: the number of an event is not negative", in.Events)
+	}
+	if in.LastErrorClass != "" {
+		if _, err := classify.ParseClass(in.LastErrorClass); err != nil {
+			return fmt.Errorf("Start.LastErrorClass: %w", err)
+		}
 	}
 	for i, l := range in.Pending {
 		var ev map[string]json.RawMessage
@@ -154,7 +167,7 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 	d.bounded = workflow.GetVersion(ctx, changeContinueBound, workflow.DefaultVersion, 1) >= 1
 	d.ordered = workflow.GetVersion(ctx, changeHistoryOrder, workflow.DefaultVersion, 1) >= 1
 	if d.memo = workflow.GetVersion(ctx, changeMemoState, workflow.DefaultVersion, 1) >= 1; d.memo {
-		d.loadMemo(ctx)
+		d.loadMemo(ctx, in.LastErrorClass)
 	}
 	if err := d.handle(ctx); err != nil {
 		return err
@@ -403,19 +416,25 @@ func turnError(err error) error {
 	if err == nil {
 		return nil
 	}
-	code := "error"
-	for _, c := range localCodes {
-		if errors.Is(err, c.err) {
-			code = c.code
-		}
-	}
-	if line, merr := rpc.MarshalEvent(events.TurnSettled{Err: err}); code == "error" && merr == nil {
+	// The turn_settled code first: a turn's error may wrap a local one
+	// (a failed compaction's, in an overflow not recovered), and the
+	// update says what the turn_settled event says.
+	code := ""
+	if line, merr := rpc.MarshalEvent(events.TurnSettled{Err: err}); merr == nil {
 		var w struct {
 			Code string `json:"code"`
 		}
-		if json.Unmarshal(line, &w) == nil && w.Code != "" {
+		if json.Unmarshal(line, &w) == nil {
 			code = w.Code
 		}
+	}
+	for _, c := range localCodes {
+		if code == "" && errors.Is(err, c.err) {
+			code = c.code
+		}
+	}
+	if code == "" {
+		code = "error"
 	}
 	return sdktemporal.NewNonRetryableApplicationError(err.Error(), code, nil)
 }
@@ -434,17 +453,25 @@ var localCodes = []struct {
 }
 
 // continueAsNew returns the error that continues the session as new, or
-// nil when the new run's input is over the payload limit: the server would
-// refuse it, and the workflow task with it, again and again, so this run
-// goes on instead (tooLong is false until its next input).
+// nil when the new run's input is over the payload limit: when the events
+// it would carry make it so, once the sink has taken them (it is looked at
+// again then); otherwise the server would refuse it, and the workflow task
+// with it, again and again, so this run goes on instead (tooLong is false
+// until its next input).
 func (d *driver) continueAsNew(ctx workflow.Context) error {
 	next := d.next()
-	if err := d.tooLarge(ctx, "the input of a continue-as-new", next); err != nil {
-		workflow.GetLogger(ctx).Error("temporal: cannot continue as new", "error", err)
-		d.stayAt = d.inputs + 1
-		return nil
+	err := d.tooLarge(ctx, "the input of a continue-as-new", next)
+	if err == nil {
+		return workflow.NewContinueAsNewError(ctx, WorkflowName, next)
 	}
-	return workflow.NewContinueAsNewError(ctx, WorkflowName, next)
+	if len(next.Pending) > 0 {
+		// The events it carries make it too large: they are delivered
+		// first, then it is looked at again.
+		return workflow.Await(ctx, func() bool { return d.closing || d.carried() == 0 })
+	}
+	workflow.GetLogger(ctx).Error("temporal: cannot continue as new", "error", err)
+	d.stayAt = d.inputs + 1
+	return nil
 }
 
 // restful reports whether the session can continue as new: nothing in
@@ -515,7 +542,7 @@ func (d *driver) next() Start {
 	if len(d.sending)+len(d.events) > 0 {
 		pending = append(append(pending, d.sending...), d.events...)
 	}
-	return Start{SessionID: d.engine.SessionID(), Model: d.engine.Model(), Config: &snap.Config, Credentials: d.creds, History: history, Snapshot: &snap, Events: d.seq, Pending: pending, Steps: d.steps}
+	return Start{SessionID: d.engine.SessionID(), Model: d.engine.Model(), Config: &snap.Config, Credentials: d.creds, History: history, Snapshot: &snap, Events: d.seq, Pending: pending, Steps: d.steps, LastErrorClass: d.lastClass}
 }
 
 // quiet reports whether nothing is in flight in an engine of status st: no

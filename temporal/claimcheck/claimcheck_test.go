@@ -125,3 +125,40 @@ func TestDirStore(t *testing.T) {
 	_, err = claimcheck.NewDir("")
 	assert.ErrorContains(t, err, "directory is empty")
 }
+
+// A key's path that holds something other than its payload (a symbolic
+// link elsewhere, a copy cut short) is mended by the next Put of the key:
+// the store then gives back the payload, from a regular file in it,
+// instead of failing every Get.
+func TestDirPutMendsADamagedKey(t *testing.T) {
+	dir := t.TempDir()
+	store, err := claimcheck.NewDir(dir)
+	require.NoError(t, err)
+	ctx := context.Background()
+	data := []byte("the payload's content")
+	sum := sha256.Sum256(data)
+	key := hex.EncodeToString(sum[:])
+	p := filepath.Join(dir, key[:2], key)
+	require.NoError(t, os.MkdirAll(filepath.Dir(p), 0o750))
+
+	outside := filepath.Join(t.TempDir(), "elsewhere")
+	require.NoError(t, os.WriteFile(outside, []byte("something else"), 0o600))
+	require.NoError(t, os.Symlink(outside, p))
+	require.NoError(t, store.Put(ctx, key, data))
+	fi, err := os.Lstat(p)
+	require.NoError(t, err)
+	assert.True(t, fi.Mode().IsRegular(), "the link was replaced by the payload")
+	got, err := store.Get(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, data, got)
+	kept, err := os.ReadFile(outside)
+	require.NoError(t, err)
+	assert.Equal(t, "something else", string(kept), "nothing outside the store was written")
+
+	require.NoError(t, os.WriteFile(p, data[:5], 0o600))
+	require.NoError(t, store.Put(ctx, key, data))
+	got, err = store.Get(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, data, got, "a copy cut short was written again")
+	assert.Equal(t, []string{p}, files(t, dir), "no temporary file is left")
+}

@@ -39,7 +39,12 @@ func (d *Dir) path(key string) (string, error) {
 	return filepath.Join(d.root, key[:2], key), nil
 }
 
-// Put writes data under key, unless the key is already there.
+// Put writes data under key, unless the key is already there: a regular
+// file of data's size. Anything else at the key's path (a symbolic link,
+// a directory entry of another kind, a file of another size, as a copy
+// cut short or changed by hand leaves) is replaced, so that a store that
+// was damaged mends on the next Put of the key instead of failing each
+// Get.
 func (d *Dir) Put(ctx context.Context, key string, data []byte) error {
 	p, err := d.path(key)
 	if err != nil {
@@ -48,7 +53,7 @@ func (d *Dir) Put(ctx context.Context, key string, data []byte) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("claimcheck: %w", err)
 	}
-	if _, err := os.Stat(p); err == nil {
+	if fi, err := os.Lstat(p); err == nil && fi.Mode().IsRegular() && fi.Size() == int64(len(data)) {
 		return nil
 	}
 	if err := os.MkdirAll(filepath.Dir(p), 0o750); err != nil {
