@@ -107,7 +107,7 @@ var textRules = [...]hintRule{
 // read only for the absolute forms. RetryAfter allocates only to load a
 // named time zone (once per zone).
 func RetryAfter(text string, now time.Time) (d time.Duration, ok bool) {
-	return hint(source{text: text, isText: true}, now)
+	return hint(source{text: text, isText: true, bytes: foldedBytes(text)}, now)
 }
 
 // headerHint reads a retry hint from response headers: forms 1 to 6 of
@@ -125,6 +125,47 @@ type source struct {
 	headers map[string]string
 	text    string
 	isText  bool
+	// bytes holds every byte of text, its ASCII letters lowered (see
+	// foldedBytes): a name with a byte it lacks is not in text.
+	bytes byteSet
+}
+
+// byteSet is a set of bytes, a bit each.
+type byteSet [4]uint64
+
+// maxPrefiltered is the longest text whose bytes foldedBytes collects.
+// Collecting them is one pass over the text, which the search for each
+// of the hints' ~20 names saves when a name cannot be there (most names
+// in most texts: an error's text is short, and few hold a hint); a longer
+// text, which a search that finds a hint early may read little of, is
+// searched as it is.
+const maxPrefiltered = 512
+
+// foldedBytes is the set of text's bytes, ASCII letters lowered, for a
+// text of at most maxPrefiltered bytes; for a longer one, every byte (no
+// name is ruled out).
+func foldedBytes(text string) byteSet {
+	if len(text) > maxPrefiltered {
+		return byteSet{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
+	}
+	var set byteSet
+	for i := 0; i < len(text); i++ {
+		c := toLower(text[i])
+		set[c>>6] |= 1 << (c & 63)
+	}
+	return set
+}
+
+// mayHold reports whether the text a source's set was collected from may
+// hold the lowered literal lit, folding its ASCII letters: false when a
+// byte of lit is not in set, so that indexFold(text, lit) is -1.
+func (set *byteSet) mayHold(lit string) bool {
+	for i := 0; i < len(lit); i++ {
+		if c := lit[i]; set[c>>6]&(1<<(c&63)) == 0 {
+			return false
+		}
+	}
+	return true
 }
 
 func hint(src source, now time.Time) (time.Duration, bool) {
@@ -146,11 +187,13 @@ func hint(src source, now time.Time) (time.Duration, bool) {
 			return d, true
 		}
 	}
-	if d, ok := phraseHint(src.text); ok {
+	if d, ok := phraseHint(src.text, &src.bytes); ok {
 		return d, true
 	}
-	if d, ok := timeOfDayHint(src.text, now); ok {
-		return d, true
+	if src.bytes.mayHold("reset") { // what timeOfDayHint looks for first
+		if d, ok := timeOfDayHint(src.text, now); ok {
+			return d, true
+		}
 	}
 	return epochSuffixHint(src.text, now)
 }
@@ -166,6 +209,9 @@ func (s source) first(name string, digits bool, now time.Time, parse func(string
 			return 0, false
 		}
 		return parse(trimSpace(v), now)
+	}
+	if !s.bytes.mayHold(name) {
+		return 0, false
 	}
 	text := s.text
 	for at := 0; ; {
@@ -495,8 +541,11 @@ var phrases = [...]string{"try again in ", "retry in ", "resets in ", "reset in 
 
 // phraseHint reads form 9 of RetryAfter: a phrase, then a duration, "~"
 // or "about" allowed between.
-func phraseHint(text string) (time.Duration, bool) {
+func phraseHint(text string, set *byteSet) (time.Duration, bool) {
 	for _, p := range phrases {
+		if !set.mayHold(p) {
+			continue
+		}
 		for at := 0; ; {
 			i := indexFold(text[at:], []byte(p))
 			if i < 0 {
