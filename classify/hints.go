@@ -107,7 +107,7 @@ var textRules = [...]hintRule{
 // read only for the absolute forms. RetryAfter allocates only to load a
 // named time zone (once per zone).
 func RetryAfter(text string, now time.Time) (d time.Duration, ok bool) {
-	return hint(source{text: text, isText: true, bytes: foldedBytes(text)}, now)
+	return hint(&source{text: text, isText: true, bytes: foldedBytes(text)}, now)
 }
 
 // headerHint reads a retry hint from response headers: forms 1 to 6 of
@@ -117,7 +117,7 @@ func headerHint(headers map[string]string, now time.Time) (time.Duration, bool) 
 	if len(headers) == 0 {
 		return 0, false
 	}
-	return hint(source{headers: headers}, now)
+	return hint(&source{headers: headers}, now)
 }
 
 // source is where hints are read: response headers, or error text.
@@ -125,13 +125,14 @@ type source struct {
 	headers map[string]string
 	text    string
 	isText  bool
-	// bytes holds every byte of text, its ASCII letters lowered (see
-	// foldedBytes): a name with a byte it lacks is not in text.
+	// bytes holds every ASCII byte of text, letters lowered (see
+	// foldedBytes): a name with an ASCII byte it lacks is not in text.
 	bytes byteSet
 }
 
-// byteSet is a set of bytes, a bit each.
-type byteSet [4]uint64
+// byteSet is a set of ASCII bytes, a bit each: bytes 0-63 in the
+// first word, 64-127 in the second.
+type byteSet [2]uint64
 
 // maxPrefiltered is the longest text whose bytes foldedBytes collects.
 // Collecting them is one pass over the text, which the search for each
@@ -141,41 +142,47 @@ type byteSet [4]uint64
 // searched as it is.
 const maxPrefiltered = 512
 
-// foldedBytes is the set of text's bytes, ASCII letters lowered, for a
+// foldedBytes is the set of text's ASCII bytes, letters lowered, for a
 // text of at most maxPrefiltered bytes; for a longer one, every byte (no
 // name is ruled out).
 func foldedBytes(text string) byteSet {
 	if len(text) > maxPrefiltered {
-		return byteSet{^uint64(0), ^uint64(0), ^uint64(0), ^uint64(0)}
+		return byteSet{^uint64(0), ^uint64(0)}
 	}
-	var set byteSet
+	var low, high uint64
 	for i := 0; i < len(text); i++ {
-		c := toLower(text[i])
-		set[c>>6] |= 1 << (c & 63)
+		if c := text[i]; c < 64 {
+			low |= 1 << c
+		} else if c < 128 {
+			high |= 1 << (c - 64)
+		}
 	}
-	return set
+	// 'A'-'Z' are bits 1-26 of high, 'a'-'z' bits 33-58: an upper-case
+	// letter counts as its lower case.
+	const upper = (1<<26 - 1) << 1
+	return byteSet{low, high | (high&upper)<<32}
 }
 
-// mayHold reports whether the text a source's set was collected from may
-// hold the lowered literal lit, folding its ASCII letters: false when a
+// mayHold reports whether the text a set was collected from may hold the
+// lowered literal lit, folding its ASCII letters: false when an ASCII
 // byte of lit is not in set, so that indexFold(text, lit) is -1.
 func (set *byteSet) mayHold(lit string) bool {
 	for i := 0; i < len(lit); i++ {
-		if c := lit[i]; set[c>>6]&(1<<(c&63)) == 0 {
+		if c := lit[i]; c < 128 && set[c>>6]&(1<<(c&63)) == 0 {
 			return false
 		}
 	}
 	return true
 }
 
-func hint(src source, now time.Time) (time.Duration, bool) {
+func hint(src *source, now time.Time) (time.Duration, bool) {
 	for _, r := range hintRules {
 		if d, ok := src.first(r.name, r.digits, now, r.parse); ok {
 			return d, true
 		}
 	}
-	for _, g := range resetGroups {
-		if d, ok := g.hint(src, now); ok {
+	for i := range resetGroups {
+		if d, ok := resetGroups[i].hint(src, now); ok {
 			return d, true
 		}
 	}
@@ -202,7 +209,7 @@ func hint(src source, now time.Time) (time.Duration, bool) {
 // header of that name (in any case; among spellings of one name, the
 // lower-case one, else the first by byte order), or in text each
 // "name: value" in turn.
-func (s source) first(name string, digits bool, now time.Time, parse func(string, time.Time) (time.Duration, bool)) (time.Duration, bool) {
+func (s *source) first(name string, digits bool, now time.Time, parse func(string, time.Time) (time.Duration, bool)) (time.Duration, bool) {
 	if !s.isText {
 		v, ok := s.header(name)
 		if !ok {
@@ -241,7 +248,7 @@ func (s source) first(name string, digits bool, now time.Time, parse func(string
 // regard to case: the lower-case spelling when present, else the first
 // spelling by byte order, so that the answer does not depend on the map's
 // order.
-func (s source) header(name string) (string, bool) {
+func (s *source) header(name string) (string, bool) {
 	if v, ok := s.headers[name]; ok {
 		return v, true
 	}
@@ -257,7 +264,7 @@ func (s source) header(name string) (string, bool) {
 
 // hint is the group's reset: the latest of the limits whose remaining
 // count is 0, or, when none is, the latest of all that parse.
-func (g resetGroup) hint(src source, now time.Time) (time.Duration, bool) {
+func (g *resetGroup) hint(src *source, now time.Time) (time.Duration, bool) {
 	var latest, latestExhausted time.Duration
 	found, exhausted := false, false
 	for i, name := range g.reset {

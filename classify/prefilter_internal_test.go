@@ -30,7 +30,7 @@ func hintNames() []string {
 // unfiltered is RetryAfter without the byte prefilter: every name searched.
 func unfiltered(text string, now time.Time) (time.Duration, bool) {
 	all := ^uint64(0)
-	return hint(source{text: text, isText: true, bytes: byteSet{all, all, all, all}}, now)
+	return hint(&source{text: text, isText: true, bytes: byteSet{all, all}}, now)
 }
 
 // prefilterText is a text built from the hint names' own pieces, in any
