@@ -107,7 +107,7 @@ var textRules = [...]hintRule{
 // read only for the absolute forms. RetryAfter allocates only to load a
 // named time zone (once per zone).
 func RetryAfter(text string, now time.Time) (d time.Duration, ok bool) {
-	return hint(source{text: text, isText: true}, now)
+	return hint(&source{text: text, isText: true, bytes: foldedBytes(text)}, now)
 }
 
 // headerHint reads a retry hint from response headers: forms 1 to 6 of
@@ -117,7 +117,7 @@ func headerHint(headers map[string]string, now time.Time) (time.Duration, bool) 
 	if len(headers) == 0 {
 		return 0, false
 	}
-	return hint(source{headers: headers}, now)
+	return hint(&source{headers: headers}, now)
 }
 
 // source is where hints are read: response headers, or error text.
@@ -125,16 +125,64 @@ type source struct {
 	headers map[string]string
 	text    string
 	isText  bool
+	// bytes holds every ASCII byte of text, letters lowered (see
+	// foldedBytes): a name with an ASCII byte it lacks is not in text.
+	bytes byteSet
 }
 
-func hint(src source, now time.Time) (time.Duration, bool) {
+// byteSet is a set of ASCII bytes, a bit each: bytes 0-63 in the
+// first word, 64-127 in the second.
+type byteSet [2]uint64
+
+// maxPrefiltered is the longest text whose bytes foldedBytes collects.
+// Collecting them is one pass over the text, which the search for each
+// of the hints' ~20 names saves when a name cannot be there (most names
+// in most texts: an error's text is short, and few hold a hint); a longer
+// text, which a search that finds a hint early may read little of, is
+// searched as it is.
+const maxPrefiltered = 512
+
+// foldedBytes is the set of text's ASCII bytes, letters lowered, for a
+// text of at most maxPrefiltered bytes; for a longer one, every byte (no
+// name is ruled out).
+func foldedBytes(text string) byteSet {
+	if len(text) > maxPrefiltered {
+		return byteSet{^uint64(0), ^uint64(0)}
+	}
+	var low, high uint64
+	for i := 0; i < len(text); i++ {
+		if c := text[i]; c < 64 {
+			low |= 1 << c
+		} else if c < 128 {
+			high |= 1 << (c - 64)
+		}
+	}
+	// 'A'-'Z' are bits 1-26 of high, 'a'-'z' bits 33-58: an upper-case
+	// letter counts as its lower case.
+	const upper = (1<<26 - 1) << 1
+	return byteSet{low, high | (high&upper)<<32}
+}
+
+// mayHold reports whether the text a set was collected from may hold the
+// lowered literal lit, folding its ASCII letters: false when an ASCII
+// byte of lit is not in set, so that indexFold(text, lit) is -1.
+func (set *byteSet) mayHold(lit string) bool {
+	for i := 0; i < len(lit); i++ {
+		if c := lit[i]; c < 128 && set[c>>6]&(1<<(c&63)) == 0 {
+			return false
+		}
+	}
+	return true
+}
+
+func hint(src *source, now time.Time) (time.Duration, bool) {
 	for _, r := range hintRules {
 		if d, ok := src.first(r.name, r.digits, now, r.parse); ok {
 			return d, true
 		}
 	}
-	for _, g := range resetGroups {
-		if d, ok := g.hint(src, now); ok {
+	for i := range resetGroups {
+		if d, ok := resetGroups[i].hint(src, now); ok {
 			return d, true
 		}
 	}
@@ -146,11 +194,13 @@ func hint(src source, now time.Time) (time.Duration, bool) {
 			return d, true
 		}
 	}
-	if d, ok := phraseHint(src.text); ok {
+	if d, ok := phraseHint(src.text, &src.bytes); ok {
 		return d, true
 	}
-	if d, ok := timeOfDayHint(src.text, now); ok {
-		return d, true
+	if src.bytes.mayHold("reset") { // what timeOfDayHint looks for first
+		if d, ok := timeOfDayHint(src.text, now); ok {
+			return d, true
+		}
 	}
 	return epochSuffixHint(src.text, now)
 }
@@ -159,13 +209,16 @@ func hint(src source, now time.Time) (time.Duration, bool) {
 // header of that name (in any case; among spellings of one name, the
 // lower-case one, else the first by byte order), or in text each
 // "name: value" in turn.
-func (s source) first(name string, digits bool, now time.Time, parse func(string, time.Time) (time.Duration, bool)) (time.Duration, bool) {
+func (s *source) first(name string, digits bool, now time.Time, parse func(string, time.Time) (time.Duration, bool)) (time.Duration, bool) {
 	if !s.isText {
 		v, ok := s.header(name)
 		if !ok {
 			return 0, false
 		}
 		return parse(trimSpace(v), now)
+	}
+	if !s.bytes.mayHold(name) {
+		return 0, false
 	}
 	text := s.text
 	for at := 0; ; {
@@ -195,7 +248,7 @@ func (s source) first(name string, digits bool, now time.Time, parse func(string
 // regard to case: the lower-case spelling when present, else the first
 // spelling by byte order, so that the answer does not depend on the map's
 // order.
-func (s source) header(name string) (string, bool) {
+func (s *source) header(name string) (string, bool) {
 	if v, ok := s.headers[name]; ok {
 		return v, true
 	}
@@ -211,7 +264,7 @@ func (s source) header(name string) (string, bool) {
 
 // hint is the group's reset: the latest of the limits whose remaining
 // count is 0, or, when none is, the latest of all that parse.
-func (g resetGroup) hint(src source, now time.Time) (time.Duration, bool) {
+func (g *resetGroup) hint(src *source, now time.Time) (time.Duration, bool) {
 	var latest, latestExhausted time.Duration
 	found, exhausted := false, false
 	for i, name := range g.reset {
@@ -495,8 +548,11 @@ var phrases = [...]string{"try again in ", "retry in ", "resets in ", "reset in 
 
 // phraseHint reads form 9 of RetryAfter: a phrase, then a duration, "~"
 // or "about" allowed between.
-func phraseHint(text string) (time.Duration, bool) {
+func phraseHint(text string, set *byteSet) (time.Duration, bool) {
 	for _, p := range phrases {
+		if !set.mayHold(p) {
+			continue
+		}
 		for at := 0; ; {
 			i := indexFold(text[at:], []byte(p))
 			if i < 0 {

@@ -44,18 +44,26 @@ type subscriber struct {
 	// at most spareKept events, so that a waiting subscriber holds little.
 	spare   []events.Event
 	dropped int
-	stopped bool          // unsubscribed: deliver nothing more
-	closing bool          // session closed: deliver what is queued, then stop
-	running bool          // a delivery goroutine is at work
+	stopped bool // unsubscribed: deliver nothing more
+	closing bool // session closed: deliver what is queued, then stop
+	running bool // a delivery goroutine is at work
+	// inClose is guarded by subscribers.mu, as waiting is (below): it
+	// sits beside the flags above, in the same word.
+	inClose bool
 	idle    chan struct{} // closed when the delivery goroutine stops, if someone waits
+	// deliverFn is deliver as a function value, made at the first start
+	// and kept: a go statement that calls a method value the subscriber
+	// holds allocates nothing, where "go s.deliver()" allocates its
+	// closure each time.
+	deliverFn func()
 
 	// Guarded by subscribers.mu: how many Flush calls are in progress
-	// (waiting), and whether Close was called (inClose), on the value
-	// SubscribeSession handed this subscriber. A count, not a flag: the
-	// value may flush from the function and from a goroutine it waits
-	// for at once, and the first to return must not clear the second.
+	// (waiting), and whether Close was called (inClose, above), on the
+	// value SubscribeSession handed this subscriber. A count, not a flag:
+	// the value may flush from the function and from a goroutine it
+	// waits for at once, and the first to return must not clear the
+	// second.
 	waiting int
-	inClose bool
 }
 
 // subscribers is the session's list of subscribers.
@@ -264,8 +272,13 @@ func (s *subscriber) start() {
 		return
 	}
 	s.running = true
+	deliver := s.deliverFn
+	if deliver == nil {
+		deliver = s.deliver
+		s.deliverFn = deliver
+	}
 	s.mu.Unlock()
-	go s.deliver()
+	go deliver()
 }
 
 // waitIdle returns once no delivery goroutine runs.

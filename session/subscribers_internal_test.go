@@ -55,3 +55,29 @@ func TestDrainedSubscriberKeepsLittle(t *testing.T) {
 		ss.close(nil)
 	})
 }
+
+// TestDeliveryStartAllocatesNothing: handing a waiting subscriber an event
+// and starting its delivery goroutine allocates nothing once the first
+// delivery has run (the session's decision at a run's end does it for
+// each run; docs/performance.md): the go statement calls the function
+// value the subscriber keeps, not a closure made each time.
+func TestDeliveryStartAllocatesNothing(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var ss subscribers
+		n := 0
+		ss.add(&subscriber{fn: func(events.Event) { n++ }}, nil)
+		var ev events.Event = events.MessageUpdate{} // boxed once
+		deliver := func() {
+			ss.emit(ev)
+			ss.wake()
+			synctest.Wait() // the delivery goroutine has run and stopped
+		}
+		deliver()
+		if allocs := testing.AllocsPerRun(100, deliver); allocs != 0 {
+			t.Fatalf("a delivery allocates %v times", allocs)
+		}
+		if n != 102 {
+			t.Fatalf("%d events delivered, want 102", n)
+		}
+	})
+}
