@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -218,9 +219,21 @@ func failed(header http.Header, err error) transcript.Message {
 	var httpErr *httpError
 	var streamErr *streamError
 	var idle *idleError
+	var docErr *documentError
 	switch {
 	case errors.As(err, &idle):
 		return session.FailedMessage(0, header, nil, err)
+	case errors.As(err, &docErr):
+		// An error object is read as an error chunk is; another document's
+		// text follows what the error says.
+		if _, ok := classify.ParseBody(docErr.body); ok {
+			return session.FailedMessage(0, docErr.header, docErr.body, errors.New(docErr.Error()))
+		}
+		text := docErr.Error()
+		if b := strings.TrimSpace(string(docErr.body)); b != "" {
+			text += ": " + b
+		}
+		return session.FailedMessage(0, docErr.header, nil, session.ClipError(errors.New(text)))
 	case errors.As(err, &httpErr):
 		// The body may be OpenAI's {"error":{…}}, a compatible server's
 		// {"error":"…"} or a proxy's HTML: FailedMessage reads each.

@@ -1,0 +1,109 @@
+package sse
+
+import (
+	"bufio"
+	"compress/gzip"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"net/http"
+	"strings"
+)
+
+// Inflate makes the body of resp read inflated when the server sent it
+// gzip-compressed and Go's transport left it so: the transport inflates
+// only what it asked for, so a client whose transport has
+// DisableCompression (or another RoundTripper) gets a compressed body as
+// the server sent it, asked for or not. The Content-Encoding header and
+// the length are removed, as the transport does. A body that is not gzip
+// fails its first read with an error that says so. Bounds on the body
+// (session.LimitErrorBody, session.LimitEventStream) are to be set after
+// Inflate, so that they count the inflated bytes.
+func Inflate(resp *http.Response) {
+	if resp == nil || resp.Body == nil || resp.Uncompressed {
+		return
+	}
+	if !strings.EqualFold(strings.TrimSpace(resp.Header.Get("Content-Encoding")), "gzip") {
+		return
+	}
+	resp.Body = &gzipBody{rc: resp.Body}
+	resp.Header.Del("Content-Encoding")
+	resp.Header.Del("Content-Length")
+	resp.ContentLength = -1
+	resp.Uncompressed = true
+}
+
+// gzipBody inflates rc, reading the gzip header at the first Read (so that
+// making it does not wait on the server).
+type gzipBody struct {
+	rc  io.ReadCloser
+	zr  *gzip.Reader
+	err error
+}
+
+func (b *gzipBody) Read(p []byte) (int, error) {
+	if b.err != nil {
+		return 0, b.err
+	}
+	if b.zr == nil {
+		zr, err := gzip.NewReader(b.rc)
+		if err != nil {
+			if err != io.EOF && err != io.ErrUnexpectedEOF {
+				err = fmt.Errorf("sse: the body is marked gzip but is not: %w", err)
+			}
+			b.err = err
+			return 0, err
+		}
+		b.zr = zr
+	}
+	n, err := b.zr.Read(p)
+	if errors.Is(err, gzip.ErrChecksum) || errors.Is(err, gzip.ErrHeader) {
+		err = fmt.Errorf("sse: the gzip body is corrupt: %w", err)
+	}
+	return n, err
+}
+
+func (b *gzipBody) Close() error { return b.rc.Close() }
+
+// Document reports whether resp, a successful answer to a request for an
+// event stream, is a document instead: its Content-Type is JSON (or a
+// "+json" type) or HTML, and its first byte past any blank is '{', '[' or
+// '<' (an error object a server sent in place of the stream, a proxy's
+// page). Then it returns the first max bytes of the body, the rest
+// unread, and its media type. Otherwise resp's body is left to read as it
+// would have (the bytes Document looked at are read again), and a body
+// marked JSON that begins as an event stream is one. An error is the
+// body's read error, resp.Body left to return it again.
+func Document(resp *http.Response, max int64) (body []byte, mediaType string, ok bool, err error) {
+	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
+	if mt != "application/json" && !strings.HasSuffix(mt, "+json") && mt != "text/html" {
+		return nil, "", false, nil
+	}
+	br := bufio.NewReader(resp.Body)
+	resp.Body = struct {
+		io.Reader
+		io.Closer
+	}{br, resp.Body}
+	for {
+		b, err := br.Peek(1)
+		if err == io.EOF {
+			return nil, "", false, nil
+		}
+		if err != nil {
+			return nil, "", false, err
+		}
+		switch b[0] {
+		case ' ', '\t', '\r', '\n':
+			_, _ = br.Discard(1)
+			continue
+		case '{', '[', '<':
+			body, err := io.ReadAll(io.LimitReader(br, max))
+			if err != nil {
+				return nil, "", false, err
+			}
+			return body, mt, true, nil
+		}
+		return nil, "", false, nil
+	}
+}

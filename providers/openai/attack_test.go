@@ -1,0 +1,276 @@
+package openai_test
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"testing/synctest"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/providertest"
+	"github.com/agentfsm/agentfsm/providers/openai"
+	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/transcript"
+)
+
+// wholeStream is an answer "ok".
+const wholeStream = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"ok\"},\"finish_reason\":null}]}\n\n" +
+	"data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\ndata: [DONE]\n\n"
+
+// classOf is the class of m under the extended rules.
+func classOf(m transcript.Message) string {
+	cm := classify.Message{StopReason: m.StopReason, ErrorMessage: m.ErrorMessage, Status: m.HTTPStatus,
+		ErrorType: m.ErrorType, Headers: m.Headers, Err: m.Err, ContextWindow: 128000}
+	return classify.Extended.Classify(cm, time.Now()).Class.String()
+}
+
+// runOnce runs a once, outside a session, and returns its last message.
+func runOnce(t *testing.T, a *openai.Agent) transcript.Message {
+	t.Helper()
+	var evs []events.Event
+	require.NoError(t, a.Run(context.Background(), session.RunRequest{Context: []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("hi")}}},
+		func(ev events.Event) { evs = append(evs, ev) }))
+	ms := evs[len(evs)-1].(events.AgentEnd).Messages
+	return ms[len(ms)-1]
+}
+
+// A 200 that is a document, not the stream asked for: an error object (a
+// compatible server's or a proxy's, with its 200) is read as an error
+// chunk is, so a context too long is an overflow and a bad key fatal
+// (before, each was "the stream ended before the model finished",
+// retried); a page fails with an error naming what came. A body marked
+// JSON that is an event stream is still read as one.
+func TestDocumentInPlaceOfStream(t *testing.T) {
+	for name, tc := range map[string]struct {
+		contentType, body string
+		class, message    string
+	}{
+		"context too long": {"application/json", `{"error":{"message":"This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens. Please reduce the length of the messages.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
+			"overflow", "context_length_exceeded: This model's maximum context length is 128000 tokens. However, your messages resulted in 130000 tokens. Please reduce the length of the messages."},
+		"bad key": {"application/json; charset=utf-8", `{"error":{"message":"Incorrect API key provided: sk-*****1234.","type":"invalid_request_error","param":null,"code":"invalid_api_key"}}`,
+			"fatal", "invalid_api_key: Incorrect API key provided: sk-*****1234."},
+		"Ollama's error": {"application/json", `{"error":"model \"llama9\" not found, try pulling it first"}`,
+			"fatal", `model "llama9" not found, try pulling it first`},
+		"a page": {"text/html", "\r\n<!doctype html><title>Access denied</title>",
+			"fatal", "openai: the server answered 200 with a text/html document, not an event stream: <!doctype html><title>Access denied</title>"},
+		"a stream marked JSON": {"application/json", wholeStream, "", ""},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				m := rawRun(t, context.Background(), openai.Options{}, func(w http.ResponseWriter, r *http.Request) {
+					w.Header().Set("Content-Type", tc.contentType)
+					_, _ = w.Write([]byte(tc.body))
+				})
+				if tc.class == "" {
+					assert.Equal(t, transcript.StopReasonStop, m.StopReason, m.ErrorMessage)
+					assert.Equal(t, []transcript.Block{transcript.TextBlock("ok")}, m.Content)
+					return
+				}
+				assert.Equal(t, transcript.StopReasonError, m.StopReason)
+				assert.Equal(t, tc.message, m.ErrorMessage)
+				assert.Equal(t, tc.class, classOf(m), m.ErrorMessage)
+				assert.False(t, providertest.HoldsHTTP(m.Err))
+			})
+		})
+	}
+}
+
+// A base URL with a password that does not parse, from Options or
+// OPENAI_BASE_URL, fails the call with an error that masks the password
+// (before, the error quoted the URL whole into the message and its
+// history).
+func TestBrokenBaseURLHidesItsPassword(t *testing.T) {
+	for _, fromEnv := range []bool{false, true} {
+		for _, base := range []string{"https://user:s3cret-pass@openai.test/v1/%zz", "https://user:s3cret-pass@open ai.test/v1/"} {
+			opts := openai.Options{Model: "gpt-4o", Secrets: credentials.EnvSecrets{Lookup: lookup}, HTTPClient: providertest.Client(http.NotFoundHandler())}
+			if fromEnv {
+				t.Setenv("OPENAI_BASE_URL", base)
+			} else {
+				opts.BaseURL = base
+			}
+			m := runOnce(t, openai.New(opts))
+			require.Equal(t, transcript.StopReasonError, m.StopReason)
+			assert.NotContains(t, m.ErrorMessage, "s3cret")
+			assert.NotContains(t, m.Err.Error(), "s3cret")
+			assert.Contains(t, m.ErrorMessage, "openai: the base URL")
+			assert.Contains(t, m.ErrorMessage, "xxxxx@")
+		}
+	}
+}
+
+// A redirect from https to plain http, to another port or to a subdomain
+// does not carry the key along: Go's client keeps Authorization on each
+// (before, the key went along, in the clear for http); a redirect within
+// the origin keeps it.
+func TestRedirectLeavingTheOriginDropsTheKey(t *testing.T) {
+	for target, keep := range map[string]bool{
+		"http://openai.test/v1/chat/completions":       false,
+		"https://openai.test:8443/v1/chat/completions": false,
+		"https://eu.openai.test/v1/chat/completions":   false,
+		"https://elsewhere.test/v1/chat/completions":   false,
+		"https://openai.test:443/v2/chat/completions":  true,
+	} {
+		t.Run(target, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var got []string
+				handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.String() == "https://openai.test/v1/chat/completions" {
+						http.Redirect(w, r, target, http.StatusTemporaryRedirect)
+						return
+					}
+					got = append(got, r.Header.Get("Authorization"))
+					_, _ = w.Write([]byte(wholeStream))
+				})
+				m := runOnce(t, openai.New(openai.Options{Model: "gpt-4o", BaseURL: "https://openai.test/v1/", HTTPClient: providertest.Client(handler),
+					Secrets: credentials.EnvSecrets{Lookup: lookup}}))
+				assert.Equal(t, transcript.StopReasonStop, m.StopReason, m.ErrorMessage)
+				want := ""
+				if keep {
+					want = "Bearer " + secrets["OPENAI_API_KEY"]
+				}
+				assert.Equal(t, []string{want}, got)
+			})
+		})
+	}
+}
+
+func gzipped(t *testing.T, s string) []byte {
+	var b bytes.Buffer
+	zw := gzip.NewWriter(&b)
+	_, err := zw.Write([]byte(s))
+	require.NoError(t, err)
+	require.NoError(t, zw.Close())
+	return b.Bytes()
+}
+
+// loopbackAgent is an agent calling handler on a loopback server through
+// transport (whose idle connections are closed at the end).
+func loopbackAgent(t *testing.T, handler http.HandlerFunc, transport *http.Transport) *openai.Agent {
+	srv := httptest.NewServer(handler)
+	t.Cleanup(srv.Close)
+	t.Cleanup(transport.CloseIdleConnections)
+	return openai.New(openai.Options{Model: "gpt-4o", BaseURL: srv.URL + "/v1/", HTTPClient: &http.Client{Transport: transport},
+		Secrets: credentials.EnvSecrets{Lookup: lookup}})
+}
+
+// A gzip-encoded answer is read whether the client asked for it (Go's
+// transport inflates it) or not (a transport with DisableCompression gets
+// it as sent, which the adapter now inflates; before, it failed as a
+// stream without a finish reason, retried); so is a gzip error body, whose
+// class is then its own.
+func TestGzipAnswers(t *testing.T) {
+	overflow := `{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`
+	for name, tc := range map[string]struct {
+		status       int
+		body         []byte
+		disable      bool
+		class, words string
+	}{
+		"asked":               {200, gzipped(t, wholeStream), false, "", ""},
+		"not asked":           {200, gzipped(t, wholeStream), true, "", ""},
+		"error not asked":     {400, gzipped(t, overflow), true, "overflow", "400 context_length_exceeded: This model's maximum context length"},
+		"not gzip, not asked": {200, []byte(wholeStream), true, "fatal", "sse: the body is marked gzip but is not"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			a := loopbackAgent(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				w.Header().Set("Content-Encoding", "gzip")
+				w.WriteHeader(tc.status)
+				_, _ = w.Write(tc.body)
+			}, &http.Transport{DisableCompression: tc.disable})
+			m := runOnce(t, a)
+			if tc.class == "" {
+				assert.Equal(t, transcript.StopReasonStop, m.StopReason, m.ErrorMessage)
+				assert.Equal(t, []transcript.Block{transcript.TextBlock("ok")}, m.Content)
+				return
+			}
+			assert.Contains(t, m.ErrorMessage, tc.words)
+			assert.Equal(t, tc.class, classOf(m), m.ErrorMessage)
+		})
+	}
+}
+
+// A chunked body cut off between chunks is an unexpected EOF, which the
+// session retries.
+func TestChunkedBodyCut(t *testing.T) {
+	a := loopbackAgent(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, buf, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			return
+		}
+		defer conn.Close()
+		part := wholeStream[:40]
+		_, _ = buf.WriteString("HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n")
+		_, _ = buf.WriteString(strconv.FormatInt(int64(len(part)), 16) + "\r\n" + part + "\r\n")
+		_ = buf.Flush()
+	}, &http.Transport{})
+	m := runOnce(t, a)
+	assert.Equal(t, transcript.StopReasonError, m.StopReason)
+	assert.Equal(t, "retryable", classOf(m), m.ErrorMessage)
+}
+
+// The overflow phrasings of the classifier's corpus, sent as the message
+// of a 400, of an error object in place of the stream and of an error
+// chunk mid-stream, reach the classifier as the overflow they are.
+func TestCorpusOverflowThroughTheAdapter(t *testing.T) {
+	f, err := os.Open("../../classify/testdata/errors.tsv")
+	require.NoError(t, err)
+	defer f.Close()
+	var phrasings []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		fields := strings.Split(sc.Text(), "\t")
+		if len(fields) < 3 || fields[0] != "overflow" {
+			continue
+		}
+		text := strings.ReplaceAll(fields[2], `\n`, "\n")
+		plain := classify.Extended.Classify(classify.Message{StopReason: transcript.StopReasonError, ErrorMessage: text, ContextWindow: 128000}, time.Now())
+		if plain.Class != classify.Overflow {
+			continue // the classifier's own miss, not the adapter's
+		}
+		phrasings = append(phrasings, text)
+	}
+	require.NoError(t, sc.Err())
+	require.Greater(t, len(phrasings), 40)
+	for _, text := range phrasings {
+		quoted, err := json.Marshal(text)
+		require.NoError(t, err)
+		body := `{"error":{"message":` + string(quoted) + `,"type":"invalid_request_error","param":null,"code":null}}`
+		for how, handler := range map[string]http.HandlerFunc{
+			"400": func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(400)
+				_, _ = w.Write([]byte(body))
+			},
+			"200 JSON": func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				_, _ = w.Write([]byte(body))
+			},
+			"error chunk": func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Content-Type", "text/event-stream")
+				_, _ = w.Write([]byte("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"x\"}}]}\n\ndata: " + body + "\n\n"))
+			},
+		} {
+			synctest.Test(t, func(t *testing.T) {
+				m := rawRun(t, context.Background(), openai.Options{}, handler)
+				assert.Equal(t, "overflow", classOf(m), "%s: %q → %q", how, text, m.ErrorMessage)
+			})
+		}
+	}
+	t.Logf("%d overflow phrasings, three ways each", len(phrasings))
+}
