@@ -82,8 +82,9 @@ type Tool struct {
 	// nil means an object with any properties.
 	Schema json.RawMessage
 	// Run runs the tool with the arguments the model wrote (a JSON
-	// object). Its result is sent back to the model; an error is sent back
-	// as a tool result with isError.
+	// object). Its result is sent back to the model; an error (or a panic)
+	// is sent back as a tool result with isError, holding the error's
+	// text.
 	Run func(ctx context.Context, args json.RawMessage) (string, error)
 }
 
@@ -303,7 +304,7 @@ func (a *Agent) runTool(ctx context.Context, b transcript.Block) transcript.Mess
 	case tool.Run == nil:
 		err = fmt.Errorf("anthropic: tool %q has no Run function", b.Name)
 	default:
-		out, err = tool.Run(ctx, args)
+		out, err = runGuarded(ctx, tool, args)
 	}
 	if err != nil {
 		out, m.ToolError = err.Error(), true
@@ -311,6 +312,17 @@ func (a *Agent) runTool(ctx context.Context, b transcript.Block) transcript.Mess
 	m.Content = transcript.TextContent(out)
 	m.Timestamp = time.Now().UnixMilli()
 	return m
+}
+
+// runGuarded runs tool with args; a panic of the tool is its error, as
+// an error is: the model gets it as a result, and the run goes on.
+func runGuarded(ctx context.Context, tool *Tool, args json.RawMessage) (out string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", fmt.Errorf("anthropic: tool %q panicked: %v", tool.Name, r)
+		}
+	}()
+	return tool.Run(ctx, args)
 }
 
 // call makes one streaming model call and returns its assistant message,

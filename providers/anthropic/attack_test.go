@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"context"
 	"encoding/json"
 	"net/http"
 	"net/http/httptest"
@@ -19,8 +20,10 @@ import (
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/credentials"
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/providertest"
 	"github.com/agentfsm/agentfsm/providers/anthropic"
+	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/transcript"
 )
 
@@ -262,4 +265,67 @@ func TestCorpusOverflowThroughTheAdapter(t *testing.T) {
 func jsonString(s string) (string, error) {
 	b, err := json.Marshal(s)
 	return string(b), err
+}
+
+// A tool that panics is a failed tool result holding the panic, as a
+// tool's error is, and the run goes on to the model with it (before, the
+// panic ended the whole run as a fatal "the agent panicked", which the
+// OpenAI adapter did not do).
+func TestToolPanicIsItsResult(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		srv := providertest.NewAnthropic(t)
+		srv.Push(providertest.AnthropicMessage{Content: []providertest.AnthropicBlock{providertest.AnthropicToolUse("toolu_1", "boom", map[string]any{})},
+			StopReason: "tool_use"}.Reply(), text("the tool broke"))
+		boom := anthropic.Tool{Name: "boom", Run: func(context.Context, json.RawMessage) (string, error) { panic("nil map write") }}
+		s := newSession(t, newAgent(srv, boom), fastConfig())
+		rec := watch(s)
+		require.NoError(t, s.Prompt(context.Background(), "go"))
+		assert.Equal(t, "the tool broke", lastText(s))
+		ends := rec.ends()
+		require.Len(t, ends, 3)
+		assert.True(t, ends[1].ToolError)
+		assert.Equal(t, transcript.TextContent(`anthropic: tool "boom" panicked: nil map write`), ends[1].Content)
+	})
+}
+
+// Fragments as the stream may cut them: a tool's input_json_delta split
+// inside a key, an escape and a multi-byte character; a thinking block
+// with its signature in two deltas; text deltas holding bytes that are not
+// UTF-8 (each becomes U+FFFD, as Go's JSON decoder makes it). The message
+// is whole.
+func TestFragmentsCutAnywhere(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		ev := func(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
+		delta := func(i int, d string) string {
+			return ev("content_block_delta", `{"type":"content_block_delta","index":`+strconv.Itoa(i)+`,"delta":`+d+`}`)
+		}
+		stream := ev("message_start", `{"type":"message_start","message":{"content":[],"usage":{"input_tokens":3}}}`) +
+			ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"thinking","thinking":"","signature":""}}`) +
+			delta(0, `{"type":"thinking_delta","thinking":"hm"}`) +
+			delta(0, `{"type":"signature_delta","signature":"EqQB"}`) +
+			delta(0, `{"type":"signature_delta","signature":"Zz=="}`) +
+			ev("content_block_stop", `{"type":"content_block_stop","index":0}`) +
+			ev("content_block_start", `{"type":"content_block_start","index":1,"content_block":{"type":"text","text":""}}`) +
+			delta(1, "{\"type\":\"text_delta\",\"text\":\"a\xff\xfeb\"}") +
+			ev("content_block_start", `{"type":"content_block_start","index":2,"content_block":{"type":"tool_use","id":"toolu_1","name":"read","input":{}}}`) +
+			delta(2, `{"type":"input_json_delta","partial_json":""}`) +
+			delta(2, `{"type":"input_json_delta","partial_json":"{\"pa"}`) +
+			delta(2, `{"type":"input_json_delta","partial_json":"th\":\"a\\"}`) +
+			delta(2, `{"type":"input_json_delta","partial_json":"\"b\\u00"}`) +
+			delta(2, `{"type":"input_json_delta","partial_json":"e9 é\"}"}`) +
+			ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use"},"usage":{"output_tokens":9}}`) +
+			ev("message_stop", `{"type":"message_stop"}`)
+		a := anthropic.New(anthropic.Options{BaseURL: "http://anthropic.test", Secrets: credentials.EnvSecrets{Lookup: lookup}, MaxToolRounds: 1,
+			HTTPClient: providertest.Client(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(stream)) }))})
+		var evs []events.Event
+		require.NoError(t, a.Run(context.Background(), session.RunRequest{Context: []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("hi")}}, Model: a.Model()},
+			func(e events.Event) { evs = append(evs, e) }))
+		first := evs[len(evs)-1].(events.AgentEnd).Messages[0]
+		assert.Equal(t, transcript.StopReasonToolUse, first.StopReason, first.ErrorMessage)
+		assert.Equal(t, []transcript.Block{
+			{Type: transcript.BlockThinking, Thinking: "hm", ThinkingSignature: "EqQBZz=="},
+			transcript.TextBlock("a\ufffd\ufffdb"),
+			{Type: transcript.BlockToolCall, ID: "toolu_1", Name: "read", Arguments: json.RawMessage(`{"path":"a\"b\u00e9 é"}`)},
+		}, first.Content)
+	})
 }

@@ -274,3 +274,60 @@ func TestCorpusOverflowThroughTheAdapter(t *testing.T) {
 	}
 	t.Logf("%d overflow phrasings, three ways each", len(phrasings))
 }
+
+// Tool-call fragments as servers send them: OpenAI's, out of order (index
+// 1 before 0, the id after the arguments, a name and arguments cut inside
+// a key, an escape and a multi-byte character, the id repeated on each
+// fragment); and a compatible server's that sends each call whole at
+// index 0 (or with no index), each with its own id: two calls, not one
+// call of both arguments run together (before, {"_raw": …} of the two).
+func TestToolCallFragments(t *testing.T) {
+	chunk := func(calls string) string {
+		return "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[" + calls + "]},\"finish_reason\":null}]}\n\n"
+	}
+	finish := "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"
+	for name, tc := range map[string]struct {
+		stream string
+		want   []transcript.Block
+	}{
+		"out of order": {
+			chunk(`{"index":1,"function":{"name":"li","arguments":"{\"pa"}}`) +
+				chunk(`{"index":0,"id":"call_a","function":{"name":"read","arguments":""}}`) +
+				chunk(`{"index":1,"function":{"name":"st","arguments":"th\":\"a\\\\"}}`) +
+				chunk(`{"index":0,"id":"call_a","function":{"arguments":"{\"p\":\"\u00e9"}}`) +
+				chunk(`{"index":1,"id":"call_b","function":{"arguments":"\\\"b\"}"}}`) +
+				chunk(`{"index":0,"id":"call_a","function":{"arguments":"t\"}"}}`) + finish,
+			[]transcript.Block{
+				{Type: transcript.BlockToolCall, ID: "call_b", Name: "list", Arguments: json.RawMessage(`{"path":"a\\\"b"}`)},
+				{Type: transcript.BlockToolCall, ID: "call_a", Name: "read", Arguments: json.RawMessage(`{"p":"ét"}`)},
+			}},
+		"each call at index 0": {
+			chunk(`{"index":0,"id":"call_a","type":"function","function":{"name":"read","arguments":"{\"p\":1}"}}`) +
+				chunk(`{"index":0,"id":"call_b","type":"function","function":{"name":"list","arguments":"{\"p\":2}"}}`) + finish,
+			[]transcript.Block{
+				{Type: transcript.BlockToolCall, ID: "call_a", Name: "read", Arguments: json.RawMessage(`{"p":1}`)},
+				{Type: transcript.BlockToolCall, ID: "call_b", Name: "list", Arguments: json.RawMessage(`{"p":2}`)},
+			}},
+		"no index": {
+			chunk(`{"id":"call_a","type":"function","function":{"name":"read","arguments":"{}"}},{"id":"call_b","type":"function","function":{"name":"list","arguments":"{}"}}`) + finish,
+			[]transcript.Block{
+				{Type: transcript.BlockToolCall, ID: "call_a", Name: "read", Arguments: json.RawMessage(`{}`)},
+				{Type: transcript.BlockToolCall, ID: "call_b", Name: "list", Arguments: json.RawMessage(`{}`)},
+			}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				var evs []events.Event
+				a := openai.New(openai.Options{Model: "gpt-4o", BaseURL: "http://openai.test/v1/", Secrets: credentials.EnvSecrets{Lookup: lookup}, MaxToolRounds: 1,
+					HTTPClient: providertest.Client(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						_, _ = w.Write([]byte(tc.stream))
+					}))})
+				require.NoError(t, a.Run(context.Background(), session.RunRequest{Context: []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("hi")}}},
+					func(ev events.Event) { evs = append(evs, ev) }))
+				first := evs[len(evs)-1].(events.AgentEnd).Messages[0]
+				assert.Equal(t, transcript.StopReasonToolUse, first.StopReason, first.ErrorMessage)
+				assert.Equal(t, tc.want, first.Content)
+			})
+		})
+	}
+}

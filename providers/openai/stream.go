@@ -77,7 +77,8 @@ func (c *call) do(ctx context.Context, params request) transcript.Message {
 		thinking = -1
 		texts    strings.Builder
 		thoughts strings.Builder
-		calls    = map[int64]*toolCall{}
+		calls    = map[int64]*toolCall{} // the call each index is at
+		made     []*toolCall             // every call, in order
 		finish   string
 		usage    *transcript.Usage
 	)
@@ -118,10 +119,15 @@ func (c *call) do(ctx context.Context, params request) transcript.Message {
 		}
 		for _, tc := range d.ToolCalls {
 			t := calls[tc.Index]
-			if t == nil {
+			// A new id at an index taken is another call: some compatible
+			// servers send every call at index 0 (or with no index), each
+			// whole with its own id; gathered by index alone, their
+			// arguments would run together into one call.
+			if t == nil || (tc.ID != "" && t.id != "" && tc.ID != t.id) {
 				content = append(content, transcript.Block{Type: transcript.BlockToolCall})
 				t = &toolCall{block: len(content) - 1}
 				calls[tc.Index] = t
+				made = append(made, t)
 			}
 			if tc.ID != "" {
 				t.id = tc.ID
@@ -181,7 +187,7 @@ func (c *call) do(ctx context.Context, params request) transcript.Message {
 		return m
 	}
 
-	for _, t := range calls {
+	for _, t := range made {
 		content[t.block] = transcript.Block{Type: transcript.BlockToolCall, ID: t.id, Name: t.name.String(), Arguments: arguments(t.args.String())}
 	}
 	m := head
@@ -202,7 +208,7 @@ func (c *call) do(ctx context.Context, params request) transcript.Message {
 	}
 	// Some compatible servers (Ollama among them) finish a tool call with
 	// "stop": the calls decide.
-	if len(calls) > 0 && m.StopReason == transcript.StopReasonStop {
+	if len(made) > 0 && m.StopReason == transcript.StopReasonStop {
 		m.StopReason = transcript.StopReasonToolUse
 	}
 	return m
