@@ -554,9 +554,10 @@ func delta(ev event) (events.Delta, bool) {
 	return d, d.Text != ""
 }
 
-// content is the session's blocks of the accumulated message; when not
-// complete (an aborted call), a tool call whose arguments are not yet a
-// whole JSON object is left out.
+// content is the session's blocks of the accumulated message. A tool
+// call's arguments that are not a JSON object are {"_raw": text} when the
+// message is complete; when not (an aborted call), such a call is left
+// out.
 func content(m message, complete bool) []transcript.Block {
 	var out []transcript.Block
 	for _, b := range m.Content {
@@ -576,7 +577,10 @@ func content(m message, complete bool) []transcript.Block {
 				if !complete {
 					continue
 				}
-				args = json.RawMessage("{}")
+				// What the model wrote, for the tool to see, as the OpenAI
+				// adapter keeps it: {} would run the tool as if the model
+				// had given no arguments.
+				args, _ = json.Marshal(map[string]string{"_raw": string(args)})
 			}
 			out = append(out, transcript.Block{Type: transcript.BlockToolCall, ID: b.ID, Name: b.Name, Arguments: append(json.RawMessage(nil), args...)})
 		}

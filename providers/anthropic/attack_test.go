@@ -329,3 +329,29 @@ func TestFragmentsCutAnywhere(t *testing.T) {
 		}, first.Content)
 	})
 }
+
+// A tool's input that is not a JSON object when the message ends (its
+// fragments do not add up) reaches the tool as {"_raw": text}, what the
+// model wrote, as the OpenAI adapter gives it (before, {}: the tool ran
+// as if the model had given no arguments).
+func TestBrokenToolInputIsKept(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var got []string
+		read := anthropic.Tool{Name: "read", Run: func(_ context.Context, args json.RawMessage) (string, error) {
+			got = append(got, string(args))
+			return "", nil
+		}}
+		ev := func(name, data string) string { return "event: " + name + "\ndata: " + data + "\n\n" }
+		stream := ev("message_start", `{"type":"message_start","message":{"content":[]}}`) +
+			ev("content_block_start", `{"type":"content_block_start","index":0,"content_block":{"type":"tool_use","id":"toolu_1","name":"read","input":{}}}`) +
+			ev("content_block_delta", `{"type":"content_block_delta","index":0,"delta":{"type":"input_json_delta","partial_json":"{\"path\": \"main.go"}}`) +
+			ev("message_delta", `{"type":"message_delta","delta":{"stop_reason":"tool_use"}}`) +
+			ev("message_stop", `{"type":"message_stop"}`)
+		a := anthropic.New(anthropic.Options{BaseURL: "http://anthropic.test", Secrets: credentials.EnvSecrets{Lookup: lookup}, MaxToolRounds: 1, Tools: []anthropic.Tool{read},
+			HTTPClient: providertest.Client(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write([]byte(stream)) }))})
+		var evs []events.Event
+		require.NoError(t, a.Run(context.Background(), session.RunRequest{Context: []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("hi")}}, Model: a.Model()},
+			func(e events.Event) { evs = append(evs, e) }))
+		assert.Equal(t, []string{`{"_raw":"{\"path\": \"main.go"}`}, got)
+	})
+}
