@@ -6,6 +6,7 @@ import (
 	"compress/gzip"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -354,4 +355,66 @@ func TestBrokenToolInputIsKept(t *testing.T) {
 			func(e events.Event) { evs = append(evs, e) }))
 		assert.Equal(t, []string{`{"_raw":"{\"path\": \"main.go"}`}, got)
 	})
+}
+
+// A server that trickles one byte a second of an event that never ends,
+// or sends nothing but pings, gives the call no event of the answer: it
+// ends at Options.IdleTimeout as the transient idle failure, not at the
+// event's 8 MiB bound (8 million seconds away) nor never.
+func TestTrickleEndsAtTheIdleTimeout(t *testing.T) {
+	for name, piece := range map[string]string{"a byte a second": "x", "pings": "event: ping\ndata: {\"type\":\"ping\"}\n\n"} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				finished := make(chan struct{})
+				handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					defer close(finished)
+					w.Header().Set("Content-Type", "text/event-stream")
+					_, _ = w.Write([]byte("event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"content\":[]}}\n\n"))
+					if piece == "x" {
+						_, _ = w.Write([]byte("data: "))
+					}
+					for r.Context().Err() == nil {
+						if _, err := w.Write([]byte(piece)); err != nil {
+							return
+						}
+						w.(http.Flusher).Flush()
+						time.Sleep(time.Second)
+					}
+				})
+				a := anthropic.New(anthropic.Options{BaseURL: "http://anthropic.test", HTTPClient: providertest.Client(handler),
+					Secrets: credentials.EnvSecrets{Lookup: lookup}, IdleTimeout: 30 * time.Second})
+				start := time.Now()
+				msg := rawRunAgent(t, a)
+				assert.Equal(t, 30*time.Second, time.Since(start))
+				assert.Equal(t, "anthropic: no data from the server for 30s", msg.ErrorMessage)
+				assert.Equal(t, "retryable", classOf(msg))
+				<-finished // its next write fails: the body was closed
+			})
+		})
+	}
+}
+
+// A call cancelled while the server holds back its headers, over a real
+// connection, returns at once as aborted, the request cancelled on the
+// server's side and no goroutine left (TestMain's goleak).
+func TestCancelDuringHeaders(t *testing.T) {
+	entered, gone := make(chan struct{}), make(chan struct{})
+	a := loopbackAgent(t, func(w http.ResponseWriter, r *http.Request) {
+		_, _ = io.Copy(io.Discard, r.Body) // the server sees a close only past the body
+		close(entered)
+		<-r.Context().Done()
+		close(gone)
+	}, &http.Transport{})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() {
+		<-entered
+		cancel()
+	}()
+	var evs []events.Event
+	require.NoError(t, a.Run(ctx, session.RunRequest{Context: []transcript.Message{{Role: transcript.RoleUser, Content: transcript.TextContent("hi")}}, Model: a.Model()},
+		func(e events.Event) { evs = append(evs, e) }))
+	<-gone
+	end := evs[len(evs)-1].(events.AgentEnd).Messages[0]
+	assert.Equal(t, transcript.StopReasonAborted, end.StopReason)
+	assert.Equal(t, "Request was aborted", end.ErrorMessage)
 }
