@@ -29,6 +29,7 @@ import (
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/httpsafe"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -182,9 +183,11 @@ func New(opts Options) *Agent {
 }
 
 // Model returns the agent's model, with its context window when the table
-// knows it (0 otherwise: then the session's threshold compaction is off).
+// knows it (0 otherwise: then the session's threshold compaction is off)
+// and its base URL, any password in it masked: the model goes into the
+// session's state, its snapshots and the RPC server's answers.
 func (a *Agent) Model() policy.Model {
-	return policy.Model{Provider: Provider, ID: a.opts.Model, ContextWindow: a.window(a.opts.Model), BaseURL: a.opts.BaseURL}
+	return policy.Model{Provider: Provider, ID: a.opts.Model, ContextWindow: a.window(a.opts.Model), BaseURL: httpsafe.RedactURL(a.opts.BaseURL)}
 }
 
 // window returns the context window of model id: its entry, or the entry

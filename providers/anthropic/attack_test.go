@@ -418,3 +418,13 @@ func TestCancelDuringHeaders(t *testing.T) {
 	assert.Equal(t, transcript.StopReasonAborted, end.StopReason)
 	assert.Equal(t, "Request was aborted", end.ErrorMessage)
 }
+
+// The model an agent gives the session holds its base URL with any
+// password masked: the session keeps it in its state, snapshots and RPC
+// answers (before, the password went along).
+func TestModelMasksTheBaseURLPassword(t *testing.T) {
+	a := anthropic.New(anthropic.Options{BaseURL: "https://user:s3cret-pass@proxy.example/anthropic/"})
+	assert.Equal(t, "https://user:xxxxx@proxy.example/anthropic/", a.Model().BaseURL)
+	assert.Equal(t, "https://proxy.example/", anthropic.New(anthropic.Options{BaseURL: "https://proxy.example/"}).Model().BaseURL)
+	assert.Empty(t, anthropic.New(anthropic.Options{}).Model().BaseURL)
+}

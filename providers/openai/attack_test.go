@@ -392,3 +392,13 @@ func TestCancelDuringHeaders(t *testing.T) {
 	assert.Equal(t, transcript.StopReasonAborted, end.StopReason)
 	assert.Equal(t, "Request was aborted", end.ErrorMessage)
 }
+
+// The model an agent gives the session holds its base URL with any
+// password masked: the session keeps it in its state, snapshots and RPC
+// answers (before, the password went along).
+func TestModelMasksTheBaseURLPassword(t *testing.T) {
+	a := openai.New(openai.Options{BaseURL: "http://user:s3cret-pass@localhost:11434/v1/"})
+	assert.Equal(t, "http://user:xxxxx@localhost:11434/v1/", a.Model().BaseURL)
+	assert.Equal(t, "http://localhost:11434/v1/", openai.New(openai.Options{BaseURL: "http://localhost:11434/v1/"}).Model().BaseURL)
+	assert.Empty(t, openai.New(openai.Options{}).Model().BaseURL)
+}

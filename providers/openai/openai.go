@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/httpsafe"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -160,11 +161,13 @@ func New(opts Options) *Agent {
 	return &Agent{opts: opts}
 }
 
-// Model returns the session's model: the provider, Options.Model and its
-// context window (0 when unknown: then threshold compaction never runs).
-// Give it to session.WithModel.
+// Model returns the session's model: the provider, Options.Model, its
+// context window (0 when unknown: then threshold compaction never runs)
+// and Options.BaseURL, any password in it masked (the model goes into the
+// session's state, its snapshots and the RPC server's answers). Give it to
+// session.WithModel.
 func (a *Agent) Model() policy.Model {
-	return policy.Model{Provider: a.opts.Provider, ID: a.opts.Model, ContextWindow: a.contextWindow(a.opts.Model), BaseURL: a.opts.BaseURL}
+	return policy.Model{Provider: a.opts.Provider, ID: a.opts.Model, ContextWindow: a.contextWindow(a.opts.Model), BaseURL: httpsafe.RedactURL(a.opts.BaseURL)}
 }
 
 // contextWindow looks id up in the user's table, then the default one.
