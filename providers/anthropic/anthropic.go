@@ -114,8 +114,10 @@ type Options struct {
 	// windows (see ContextWindows).
 	ContextWindows map[string]int
 	// IdleTimeout ends a model call that receives nothing (no headers, no
-	// stream event) for that long, as a transient failure the session may
-	// retry. 0 means DefaultIdleTimeout, a negative value no limit.
+	// event of the answer: a ping or a trickle of bytes inside one event
+	// does not count) for that long, as a transient failure the session
+	// may retry. 0 means DefaultIdleTimeout, a negative value no limit. A
+	// stream that keeps sending events is bounded by the caller's context.
 	IdleTimeout time.Duration
 	// MaxToolRounds caps the rounds of tool calls in one run (a model call
 	// answered with tool calls, whose results go back to the model): when

@@ -70,8 +70,11 @@ type Options struct {
 	// ID.
 	ContextWindows map[string]int
 	// IdleTimeout ends a model call that receives nothing (no headers, no
-	// chunk) for this long, as a transient failure the session retries;
-	// 0 means DefaultIdleTimeout, a negative value no limit.
+	// chunk: a comment, an event of another kind or a trickle of bytes
+	// inside one event does not count) for this long, as a transient
+	// failure the session retries; 0 means DefaultIdleTimeout, a negative
+	// value no limit. A stream that keeps sending chunks is bounded by the
+	// caller's context.
 	IdleTimeout time.Duration
 	// MaxToolRounds caps the rounds of tool calls in one run (a model call
 	// answered with tool calls, whose results go back to the model): when
