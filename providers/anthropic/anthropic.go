@@ -141,11 +141,14 @@ const ErrorTypeToolRounds = "tool_rounds_exceeded"
 const DefaultIdleTimeout = 5 * time.Minute
 
 // idleError is the failure of a call that received nothing for too long:
-// it reads as a timeout, which the classifier takes as transient.
+// it reads as a timeout, which the classifier takes as transient, by its
+// Go error (context.DeadlineExceeded) and, where the error is lost (a
+// message that crossed a Temporal activity's boundary, a history), by its
+// text ("timed out", of the extended rules).
 type idleError struct{ d time.Duration }
 
 func (e *idleError) Error() string {
-	return fmt.Sprintf("anthropic: no data from the server for %s", e.d)
+	return fmt.Sprintf("anthropic: timed out: no data from the server for %s (Options.IdleTimeout)", e.d)
 }
 
 func (e *idleError) Unwrap() error { return context.DeadlineExceeded }

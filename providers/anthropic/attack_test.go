@@ -386,7 +386,12 @@ func TestTrickleEndsAtTheIdleTimeout(t *testing.T) {
 				start := time.Now()
 				msg := rawRunAgent(t, a)
 				assert.Equal(t, 30*time.Second, time.Since(start))
-				assert.Equal(t, "anthropic: no data from the server for 30s", msg.ErrorMessage)
+				assert.Equal(t, "anthropic: timed out: no data from the server for 30s (Options.IdleTimeout)", msg.ErrorMessage)
+				assert.Equal(t, "retryable", classOf(msg))
+				// Where the Go error is lost (a Temporal activity's result,
+				// a history), the text says it: before, the text alone was
+				// fatal.
+				msg.Err = nil
 				assert.Equal(t, "retryable", classOf(msg))
 				<-finished // its next write fails: the body was closed
 			})

@@ -360,7 +360,12 @@ func TestTrickleEndsAtTheIdleTimeout(t *testing.T) {
 				m := runOnce(t, openai.New(openai.Options{Model: "gpt-4o", BaseURL: "http://openai.test/v1/", HTTPClient: providertest.Client(handler),
 					Secrets: credentials.EnvSecrets{Lookup: lookup}, IdleTimeout: 30 * time.Second}))
 				assert.Equal(t, 30*time.Second, time.Since(start))
-				assert.Equal(t, "openai: no data from the server for 30s", m.ErrorMessage)
+				assert.Equal(t, "openai: timed out: no data from the server for 30s (Options.IdleTimeout)", m.ErrorMessage)
+				assert.Equal(t, "retryable", classOf(m))
+				// Where the Go error is lost (a Temporal activity's result,
+				// a history), the text says it: before, the text alone was
+				// fatal.
+				m.Err = nil
 				assert.Equal(t, "retryable", classOf(m))
 				<-finished // its next write fails: the body was closed
 			})

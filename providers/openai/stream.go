@@ -25,11 +25,13 @@ import (
 var ErrIncompleteStream = fmt.Errorf("openai: the stream ended before the model finished: %w", io.ErrUnexpectedEOF)
 
 // idleError is the failure of a call that received nothing for too long:
-// transient, as it matches context.DeadlineExceeded.
+// transient, as it matches context.DeadlineExceeded and, where the Go
+// error is lost (a message that crossed a Temporal activity's boundary, a
+// history), as its text says "timed out" (of the extended rules).
 type idleError struct{ d time.Duration }
 
 func (e *idleError) Error() string {
-	return fmt.Sprintf("openai: no data from the server for %s", e.d)
+	return fmt.Sprintf("openai: timed out: no data from the server for %s (Options.IdleTimeout)", e.d)
 }
 
 func (e *idleError) Unwrap() error { return context.DeadlineExceeded }
