@@ -433,3 +433,46 @@ func TestModelMasksTheBaseURLPassword(t *testing.T) {
 	assert.Equal(t, "https://proxy.example/", anthropic.New(anthropic.Options{BaseURL: "https://proxy.example/"}).Model().BaseURL)
 	assert.Empty(t, anthropic.New(anthropic.Options{}).Model().BaseURL)
 }
+
+// A 529 or 503 with retry-after (or retry-after-ms), and a 200 error
+// object or an error event whose response carried one, wait the hint,
+// as a 429's does.
+func TestRetryAfterOnOverload(t *testing.T) {
+	overloaded := `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`
+	for name, tc := range map[string]struct {
+		status            int
+		contentType, body string
+		header            string
+		value             string
+		want              time.Duration
+	}{
+		"529 retry-after":         {529, "application/json", overloaded, "Retry-After", "7", 7 * time.Second},
+		"503 retry-after-ms":      {503, "text/plain", "upstream unavailable", "Retry-After-Ms", "2500", 2500 * time.Millisecond},
+		"200 error object":        {200, "application/json", overloaded, "Retry-After", "9", 9 * time.Second},
+		"error event after a 200": {200, "text/event-stream", "event: error\ndata: " + overloaded + "\n\n", "Retry-After", "4", 4 * time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				calls := 0
+				a := rawAgent(func(w http.ResponseWriter, r *http.Request) {
+					calls++
+					if calls > 1 {
+						_, _ = w.Write([]byte(wholeStream))
+						return
+					}
+					w.Header().Set("Content-Type", tc.contentType)
+					w.Header().Set(tc.header, tc.value)
+					w.WriteHeader(tc.status)
+					_, _ = w.Write([]byte(tc.body))
+				})
+				cfg := fastConfig()
+				cfg.Retry.HonorRetryAfter = true
+				s := newSession(t, a, cfg)
+				start := time.Now()
+				require.NoError(t, s.Prompt(t.Context(), "hi"))
+				assert.Equal(t, tc.want, time.Since(start))
+				assert.Equal(t, "ok", lastText(s))
+			})
+		})
+	}
+}

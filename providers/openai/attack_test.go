@@ -23,6 +23,7 @@ import (
 	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/internal/providertest"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/providers/openai"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -406,4 +407,50 @@ func TestModelMasksTheBaseURLPassword(t *testing.T) {
 	assert.Equal(t, "http://user:xxxxx@localhost:11434/v1/", a.Model().BaseURL)
 	assert.Equal(t, "http://localhost:11434/v1/", openai.New(openai.Options{BaseURL: "http://localhost:11434/v1/"}).Model().BaseURL)
 	assert.Empty(t, openai.New(openai.Options{}).Model().BaseURL)
+}
+
+// A 503 with retry-after (or retry-after-ms), and a 200 error object or
+// an error chunk whose response carried one, wait the hint, as a 429's
+// does.
+func TestRetryAfterOnOverload(t *testing.T) {
+	overloaded := `{"error":{"message":"That model is currently overloaded with other requests.","type":"server_error","param":null,"code":null}}`
+	for name, tc := range map[string]struct {
+		status            int
+		contentType, body string
+		header, value     string
+		want              time.Duration
+	}{
+		"503 retry-after":         {503, "application/json", overloaded, "Retry-After", "7", 7 * time.Second},
+		"503 retry-after-ms":      {503, "text/plain", "upstream unavailable", "Retry-After-Ms", "2500", 2500 * time.Millisecond},
+		"200 error object":        {200, "application/json", overloaded, "Retry-After", "9", 9 * time.Second},
+		"error chunk after a 200": {200, "text/event-stream", "data: " + overloaded + "\n\n", "Retry-After", "4", 4 * time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				calls := 0
+				a := openai.New(openai.Options{Model: "gpt-4o", BaseURL: "http://openai.test/v1/", Secrets: credentials.EnvSecrets{Lookup: lookup},
+					HTTPClient: providertest.Client(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+						calls++
+						if calls > 1 {
+							_, _ = w.Write([]byte(wholeStream))
+							return
+						}
+						w.Header().Set("Content-Type", tc.contentType)
+						w.Header().Set(tc.header, tc.value)
+						w.WriteHeader(tc.status)
+						_, _ = w.Write([]byte(tc.body))
+					}))})
+				cfg := policy.DefaultConfig()
+				cfg.Retry.BaseDelayMs = 1
+				cfg.Retry.HonorRetryAfter = true
+				s, err := session.New(a, session.WithModel(a.Model()), session.WithConfig(cfg))
+				require.NoError(t, err)
+				defer s.Close()
+				start := time.Now()
+				require.NoError(t, s.Prompt(t.Context(), "hi"))
+				assert.Equal(t, tc.want, time.Since(start))
+				assert.Equal(t, transcript.TextContent("ok"), lastAssistant(t, s).Content)
+			})
+		})
+	}
 }
