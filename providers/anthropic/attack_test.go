@@ -60,7 +60,7 @@ func TestDocumentInPlaceOfStream(t *testing.T) {
 		"overloaded": {"application/problem+json", `{"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}}`,
 			"retryable", "overloaded_error: Overloaded"},
 		"a page": {"text/html; charset=utf-8", "<html><body>Sign in to the hotel Wi-Fi</body></html>",
-			"fatal", "anthropic: the server answered 200 with a text/html document, not an event stream: <html><body>Sign in to the hotel Wi-Fi</body></html>"},
+			"fatal", "anthropic: the server answered 200 with a document (text/html), not an event stream: <html><body>Sign in to the hotel Wi-Fi</body></html>"},
 		"a stream marked JSON": {"application/json", wholeStream, "", ""},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -198,7 +198,7 @@ type documentError struct {
 }
 
 func (e *documentError) Error() string {
-	return fmt.Sprintf("anthropic: the server answered %d with a %s document, not an event stream", e.status, e.mediaType)
+	return fmt.Sprintf("anthropic: the server answered %d with a document (%s), not an event stream", e.status, e.mediaType)
 }
 
 // baseURLError is the error of a base URL that makes no request URL: its

@@ -68,7 +68,7 @@ func TestDocumentInPlaceOfStream(t *testing.T) {
 		"Ollama's error": {"application/json", `{"error":"model \"llama9\" not found, try pulling it first"}`,
 			"fatal", `model "llama9" not found, try pulling it first`},
 		"a page": {"text/html", "\r\n<!doctype html><title>Access denied</title>",
-			"fatal", "openai: the server answered 200 with a text/html document, not an event stream: <!doctype html><title>Access denied</title>"},
+			"fatal", "openai: the server answered 200 with a document (text/html), not an event stream: <!doctype html><title>Access denied</title>"},
 		"a stream marked JSON": {"application/json", wholeStream, "", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
