@@ -47,7 +47,14 @@ func (b *gzipBody) Read(p []byte) (int, error) {
 		return 0, b.err
 	}
 	if b.zr == nil {
-		zr, err := gzip.NewReader(b.rc)
+		br := bufio.NewReader(b.rc)
+		// The magic number first: a short body that is not gzip is no
+		// gzip body cut short.
+		if magic, err := br.Peek(2); err == nil && (magic[0] != 0x1f || magic[1] != 0x8b) {
+			b.err = fmt.Errorf("sse: the body is marked gzip but is not: %w", gzip.ErrHeader)
+			return 0, b.err
+		}
+		zr, err := gzip.NewReader(br)
 		if err != nil {
 			if err != io.EOF && err != io.ErrUnexpectedEOF {
 				err = fmt.Errorf("sse: the body is marked gzip but is not: %w", err)
