@@ -2,6 +2,7 @@ package sse
 
 import (
 	"bufio"
+	"bytes"
 	"compress/gzip"
 	"errors"
 	"fmt"
@@ -74,43 +75,44 @@ func (b *gzipBody) Read(p []byte) (int, error) {
 func (b *gzipBody) Close() error { return b.rc.Close() }
 
 // Document reports whether resp, a successful answer to a request for an
-// event stream, is a document instead: its Content-Type is JSON (or a
-// "+json" type) or HTML, and its first byte past any blank is '{', '[' or
-// '<' (an error object a server sent in place of the stream, a proxy's
-// page). Then it returns the first max bytes of the body, the rest
-// unread, and its media type. Otherwise resp's body is left to read as it
-// would have (the bytes Document looked at are read again), and a body
-// marked JSON that begins as an event stream is one. An error is the
-// body's read error, resp.Body left to return it again.
+// event stream, is a document instead: its first byte past any blank is
+// '{', '[' or '<' (an error object a server sent in place of the stream, a
+// proxy's page, an answer not streamed). No event stream begins so (such
+// a line is a field no reader knows, skipped), whatever the Content-Type
+// says. Then it returns the first max bytes of the body, the rest unread,
+// and its media type ("unknown" when the response names none). Otherwise
+// resp's body is left to read as it would have. An error is the body's
+// read error.
 func Document(resp *http.Response, max int64) (body []byte, mediaType string, ok bool, err error) {
 	mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type"))
-	if mt != "application/json" && !strings.HasSuffix(mt, "+json") && mt != "text/html" {
-		return nil, "", false, nil
+	if mt == "" {
+		mt = "unknown"
 	}
 	br := bufio.NewReader(resp.Body)
 	resp.Body = struct {
 		io.Reader
 		io.Closer
 	}{br, resp.Body}
-	for {
-		b, err := br.Peek(1)
+	// Peek, not read: a stream's bytes stay for its reader as they came.
+	for i := 0; i < 4096; i++ {
+		b, err := br.Peek(i + 1)
 		if err == io.EOF {
 			return nil, "", false, nil
 		}
 		if err != nil {
 			return nil, "", false, err
 		}
-		switch b[0] {
+		switch b[i] {
 		case ' ', '\t', '\r', '\n':
-			_, _ = br.Discard(1)
 			continue
 		case '{', '[', '<':
 			body, err := io.ReadAll(io.LimitReader(br, max))
 			if err != nil {
 				return nil, "", false, err
 			}
-			return body, mt, true, nil
+			return bytes.TrimLeft(body, " \t\r\n"), mt, true, nil
 		}
 		return nil, "", false, nil
 	}
+	return nil, "", false, nil
 }

@@ -61,12 +61,19 @@ func TestDocumentInPlaceOfStream(t *testing.T) {
 			"retryable", "overloaded_error: Overloaded"},
 		"a page": {"text/html; charset=utf-8", "<html><body>Sign in to the hotel Wi-Fi</body></html>",
 			"fatal", "anthropic: the server answered 200 with a document (text/html), not an event stream: <html><body>Sign in to the hotel Wi-Fi</body></html>"},
+		"an error object marked as a stream": {"text/event-stream", `{"type":"error","error":{"type":"invalid_request_error","message":"prompt is too long: 213462 tokens > 200000 maximum"}}`,
+			"overflow", "invalid_request_error: prompt is too long: 213462 tokens > 200000 maximum"},
+		"an answer not streamed, no type": {"", `{"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"hi"}]}`,
+			"fatal", `anthropic: the server answered 200 with a document (unknown), not an event stream: {"id":"msg_1","type":"message","role":"assistant","content":[{"type":"text","text":"hi"}]}`},
 		"a stream marked JSON": {"application/json", wholeStream, "", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
 			synctest.Test(t, func(t *testing.T) {
 				msg := rawRunAgent(t, rawAgent(func(w http.ResponseWriter, r *http.Request) {
-					w.Header().Set("Content-Type", tc.contentType)
+					w.Header()["Content-Type"] = []string{tc.contentType}
+					if tc.contentType == "" {
+						w.Header()["Content-Type"] = nil // no sniffing
+					}
 					_, _ = w.Write([]byte(tc.body))
 				}))
 				if tc.class == "" {

@@ -187,9 +187,10 @@ type httpError struct {
 
 func (e *httpError) Error() string { return e.text }
 
-// documentError is a successful answer that is a document (JSON, HTML),
-// not the event stream asked for: an error object a server sent with its
-// 200, a proxy's page. body is its first session.MaxErrorBody bytes.
+// documentError is a successful answer that is a document, not the event
+// stream asked for (sse.Document): an error object a server sent with its
+// 200, a proxy's page, an answer not streamed. body is its first
+// session.MaxErrorBody bytes.
 type documentError struct {
 	status    int
 	mediaType string

@@ -69,6 +69,8 @@ func TestDocumentInPlaceOfStream(t *testing.T) {
 			"fatal", `model "llama9" not found, try pulling it first`},
 		"a page": {"text/html", "\r\n<!doctype html><title>Access denied</title>",
 			"fatal", "openai: the server answered 200 with a document (text/html), not an event stream: <!doctype html><title>Access denied</title>"},
+		"an error object marked as a stream": {"text/event-stream", `{"error":{"message":"This model's maximum context length is 128000 tokens.","type":"invalid_request_error","param":"messages","code":"context_length_exceeded"}}`,
+			"overflow", "context_length_exceeded: This model's maximum context length is 128000 tokens."},
 		"a stream marked JSON": {"application/json", wholeStream, "", ""},
 	} {
 		t.Run(name, func(t *testing.T) {
