@@ -18,7 +18,7 @@ const module = "github.com/agentfsm/agentfsm"
 // and coreDeps.
 var core = map[string]bool{
 	"transcript": true, "events": true, "history": true, "credentials": true, "classify": true, "states": true, "transitions": true, "fsm": true, "policy": true,
-	"session": true, "session/rpc": true, "internal/lines": true, "internal/wiretext": true, "session/eventlog": true,
+	"session": true, "session/rpc": true, "internal/lines": true, "internal/wiretext": true, "internal/httpsafe": true, "session/eventlog": true,
 }
 
 var coreDeps = map[string]bool{"github.com/looplab/fsm": true}
@@ -34,6 +34,7 @@ var testOnly = map[string]bool{"internal/providertest": true, "internal/baseline
 var layers = map[string]int{
 	"internal/lines":        0,
 	"internal/wiretext":     0,
+	"internal/httpsafe":     0,
 	"internal/baseline":     0,
 	"states":                0,
 	"transcript":            1,

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/agentfsm/agentfsm/internal/httpsafe"
 	"github.com/agentfsm/agentfsm/policy"
 )
 
@@ -102,7 +103,9 @@ const DefaultUsageLimitBlock = 60 * time.Second
 // with one ID share their place in the store. A blocked credential is free
 // again when its time passes.
 //
-// Credentials with a BaseURL serve only that endpoint. Current is not told
+// Credentials with a BaseURL serve only that endpoint (the same URL, or
+// the same with its password masked, as the provider adapters' models
+// give it). Current is not told
 // the endpoint, so it chooses among all of the session's type, while
 // MarkUsageLimitReached blocks and switches among those serving its
 // baseURL.
@@ -246,5 +249,6 @@ func choose(list []*memCredential, sessionID, baseURL string, now time.Time) (i 
 func (c *memCredential) blocked(now time.Time) bool { return now.Before(c.blockedUntil) }
 
 func (c *memCredential) serves(baseURL string) bool {
-	return baseURL == "" || c.BaseURL == "" || c.BaseURL == baseURL
+	// The adapters' models give their base URL with any password masked.
+	return baseURL == "" || c.BaseURL == "" || c.BaseURL == baseURL || httpsafe.RedactURL(c.BaseURL) == baseURL
 }

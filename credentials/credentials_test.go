@@ -70,6 +70,17 @@ func TestMemoryCredentialsBaseURL(t *testing.T) {
 	assert.False(t, store.MarkUsageLimitReached("p", "s", time.Minute, "https://eu.example"))
 }
 
+// A credential whose base URL holds a password serves the endpoint as a
+// provider adapter's model gives it, the password masked.
+func TestMemoryCredentialsBaseURLWithPassword(t *testing.T) {
+	store, err := credentials.NewMemoryCredentials(nil,
+		policy.Credential{ID: "a", Provider: "p", Type: "api_key", BaseURL: "https://u:pw@proxy.example/"},
+		policy.Credential{ID: "b", Provider: "p", Type: "api_key", BaseURL: "https://u:pw@proxy.example/"},
+		policy.Credential{ID: "c", Provider: "p", Type: "api_key", BaseURL: "https://other.example/"})
+	require.NoError(t, err)
+	assert.True(t, store.MarkUsageLimitReached("p", "s", time.Minute, "https://u:xxxxx@proxy.example/"), "a switch to the other of the two")
+}
+
 // sessionsAt returns count session IDs whose start credential among n is
 // i: FNV-1a(id) mod n == i.
 func sessionsAt(i, n, count int) []string {

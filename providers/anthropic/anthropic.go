@@ -26,8 +26,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/httpsafe"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -81,8 +83,9 @@ type Tool struct {
 	// nil means an object with any properties.
 	Schema json.RawMessage
 	// Run runs the tool with the arguments the model wrote (a JSON
-	// object). Its result is sent back to the model; an error is sent back
-	// as a tool result with isError.
+	// object). Its result is sent back to the model; an error (or a panic)
+	// is sent back as a tool result with isError, holding the error's
+	// text.
 	Run func(ctx context.Context, args json.RawMessage) (string, error)
 }
 
@@ -111,8 +114,10 @@ type Options struct {
 	// windows (see ContextWindows).
 	ContextWindows map[string]int
 	// IdleTimeout ends a model call that receives nothing (no headers, no
-	// stream event) for that long, as a transient failure the session may
-	// retry. 0 means DefaultIdleTimeout, a negative value no limit.
+	// event of the answer: a ping or a trickle of bytes inside one event
+	// does not count) for that long, as a transient failure the session
+	// may retry. 0 means DefaultIdleTimeout, a negative value no limit. A
+	// stream that keeps sending events is bounded by the caller's context.
 	IdleTimeout time.Duration
 	// MaxToolRounds caps the rounds of tool calls in one run (a model call
 	// answered with tool calls, whose results go back to the model): when
@@ -136,11 +141,14 @@ const ErrorTypeToolRounds = "tool_rounds_exceeded"
 const DefaultIdleTimeout = 5 * time.Minute
 
 // idleError is the failure of a call that received nothing for too long:
-// it reads as a timeout, which the classifier takes as transient.
+// it reads as a timeout, which the classifier takes as transient, by its
+// Go error (context.DeadlineExceeded) and, where the error is lost (a
+// message that crossed a Temporal activity's boundary, a history), by its
+// text ("timed out", of the extended rules).
 type idleError struct{ d time.Duration }
 
 func (e *idleError) Error() string {
-	return fmt.Sprintf("anthropic: no data from the server for %s", e.d)
+	return fmt.Sprintf("anthropic: timed out: no data from the server for %s (Options.IdleTimeout)", e.d)
 }
 
 func (e *idleError) Unwrap() error { return context.DeadlineExceeded }
@@ -180,9 +188,11 @@ func New(opts Options) *Agent {
 }
 
 // Model returns the agent's model, with its context window when the table
-// knows it (0 otherwise: then the session's threshold compaction is off).
+// knows it (0 otherwise: then the session's threshold compaction is off)
+// and its base URL, any password in it masked: the model goes into the
+// session's state, its snapshots and the RPC server's answers.
 func (a *Agent) Model() policy.Model {
-	return policy.Model{Provider: Provider, ID: a.opts.Model, ContextWindow: a.window(a.opts.Model), BaseURL: a.opts.BaseURL}
+	return policy.Model{Provider: Provider, ID: a.opts.Model, ContextWindow: a.window(a.opts.Model), BaseURL: httpsafe.RedactURL(a.opts.BaseURL)}
 }
 
 // window returns the context window of model id: its entry, or the entry
@@ -302,7 +312,7 @@ func (a *Agent) runTool(ctx context.Context, b transcript.Block) transcript.Mess
 	case tool.Run == nil:
 		err = fmt.Errorf("anthropic: tool %q has no Run function", b.Name)
 	default:
-		out, err = tool.Run(ctx, args)
+		out, err = runGuarded(ctx, tool, args)
 	}
 	if err != nil {
 		out, m.ToolError = err.Error(), true
@@ -310,6 +320,17 @@ func (a *Agent) runTool(ctx context.Context, b transcript.Block) transcript.Mess
 	m.Content = transcript.TextContent(out)
 	m.Timestamp = time.Now().UnixMilli()
 	return m
+}
+
+// runGuarded runs tool with args; a panic of the tool is its error, as
+// an error is: the model gets it as a result, and the run goes on.
+func runGuarded(ctx context.Context, tool *Tool, args json.RawMessage) (out string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", fmt.Errorf("anthropic: tool %q panicked: %v", tool.Name, r)
+		}
+	}()
+	return tool.Run(ctx, args)
 }
 
 // call makes one streaming model call and returns its assistant message,
@@ -475,7 +496,10 @@ func accumulate(acc *message, texts, thoughts *[]strings.Builder, inputs *[][]by
 func failed(header http.Header, err error) transcript.Message {
 	var httpErr *httpError
 	var streamErr *streamError
+	var docErr *documentError
 	switch {
+	case errors.As(err, &docErr):
+		return documentFailure(docErr)
 	case errors.As(err, &httpErr):
 		// The body's error.details.error_code, when there is one, is the
 		// message's error type: it tells a spend limit from a rate limit.
@@ -486,6 +510,22 @@ func failed(header http.Header, err error) transcript.Message {
 		return session.FailedMessage(0, header, streamErr.data, errors.New(streamErr.Error()))
 	}
 	return session.FailedMessage(0, nil, nil, session.ClipError(err))
+}
+
+// documentFailure is the message of a call answered with a document in
+// place of the stream: when it is an error object, it is read as the
+// error event of a stream would be (its type and message say what
+// failed); otherwise its text follows what the error says, as an error
+// status's body does.
+func documentFailure(e *documentError) transcript.Message {
+	if _, ok := classify.ParseBody(e.body); ok {
+		return session.FailedMessage(0, e.header, e.body, errors.New(e.Error()))
+	}
+	text := e.Error()
+	if b := strings.TrimSpace(string(e.body)); b != "" {
+		text += ": " + b
+	}
+	return session.FailedMessage(0, e.header, nil, session.ClipError(errors.New(text)))
 }
 
 // stopReason maps the API's stop reason to the session's, with the error
@@ -522,9 +562,10 @@ func delta(ev event) (events.Delta, bool) {
 	return d, d.Text != ""
 }
 
-// content is the session's blocks of the accumulated message; when not
-// complete (an aborted call), a tool call whose arguments are not yet a
-// whole JSON object is left out.
+// content is the session's blocks of the accumulated message. A tool
+// call's arguments that are not a JSON object are {"_raw": text} when the
+// message is complete; when not (an aborted call), such a call is left
+// out.
 func content(m message, complete bool) []transcript.Block {
 	var out []transcript.Block
 	for _, b := range m.Content {
@@ -544,7 +585,10 @@ func content(m message, complete bool) []transcript.Block {
 				if !complete {
 					continue
 				}
-				args = json.RawMessage("{}")
+				// What the model wrote, for the tool to see, as the OpenAI
+				// adapter keeps it: {} would run the tool as if the model
+				// had given no arguments.
+				args, _ = json.Marshal(map[string]string{"_raw": string(args)})
 			}
 			out = append(out, transcript.Block{Type: transcript.BlockToolCall, ID: b.ID, Name: b.Name, Arguments: append(json.RawMessage(nil), args...)})
 		}

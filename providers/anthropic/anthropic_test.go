@@ -286,7 +286,7 @@ func TestIdleStreamIsRetried(t *testing.T) {
 		require.Len(t, reqs, 2)
 		assert.True(t, reqs[0].Cancelled)
 		failed := ev.ends()[0]
-		assert.Equal(t, "anthropic: no data from the server for 5m0s", failed.ErrorMessage)
+		assert.Equal(t, "anthropic: timed out: no data from the server for 5m0s (Options.IdleTimeout)", failed.ErrorMessage)
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"strings"
 
+	"github.com/agentfsm/agentfsm/internal/httpsafe"
 	"github.com/agentfsm/agentfsm/internal/sse"
 	"github.com/agentfsm/agentfsm/session"
 )
@@ -186,6 +187,32 @@ type httpError struct {
 
 func (e *httpError) Error() string { return e.text }
 
+// documentError is a successful answer that is a document, not the event
+// stream asked for (sse.Document): an error object a server sent with its
+// 200, a proxy's page, an answer not streamed. body is its first
+// session.MaxErrorBody bytes.
+type documentError struct {
+	status    int
+	mediaType string
+	header    http.Header
+	body      []byte
+}
+
+func (e *documentError) Error() string {
+	return fmt.Sprintf("anthropic: the server answered %d with a document (%s), not an event stream", e.status, e.mediaType)
+}
+
+// baseURLError is the error of a base URL that makes no request URL: its
+// text holds the URL with any password masked, and not the parser's error
+// (which quotes the URL whole).
+func baseURLError(base string, err error) error {
+	var ue *url.Error
+	if errors.As(err, &ue) {
+		err = ue.Err
+	}
+	return fmt.Errorf("anthropic: the base URL %q: %w", httpsafe.RedactURL(base), err)
+}
+
 // streamError is an error event of the stream after its 200: data is the
 // event's data.
 type streamError struct{ data []byte }
@@ -201,11 +228,11 @@ func post(ctx context.Context, client *http.Client, base, key string, body []byt
 	}
 	endpoint, err := url.JoinPath(base, "v1/messages")
 	if err != nil {
-		return nil, fmt.Errorf("anthropic: the base URL %q: %w", base, err)
+		return nil, baseURLError(base, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
-		return nil, fmt.Errorf("anthropic: the base URL %q: %w", base, err)
+		return nil, baseURLError(base, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
@@ -215,8 +242,21 @@ func post(ctx context.Context, client *http.Client, base, key string, body []byt
 	if err != nil {
 		return nil, err
 	}
+	sse.Inflate(resp)
 	session.LimitErrorBody(resp, session.MaxErrorBody)
 	session.LimitEventStream(resp, session.MaxStreamEvent, session.MaxStreamBody)
+	if resp.StatusCode < 400 {
+		doc, mediaType, isDoc, err := sse.Document(resp, session.MaxErrorBody)
+		if err != nil || isDoc {
+			resp.Body.Close()
+		}
+		if err != nil {
+			return nil, err
+		}
+		if isDoc {
+			return nil, &documentError{status: resp.StatusCode, mediaType: mediaType, header: resp.Header, body: doc}
+		}
+	}
 	if resp.StatusCode >= 400 {
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(io.LimitReader(resp.Body, session.MaxErrorBody))
@@ -283,9 +323,12 @@ func typeName(t string) string {
 }
 
 // keyless returns client (http.DefaultClient when nil) made to drop the
-// x-api-key header from a redirect to another host. Go's client drops
-// Authorization there, as a credential, but not a header it does not know:
-// without this, a redirect to any host would carry the key along.
+// x-api-key header from a redirect that leaves the request's origin: to
+// another host or port, or from https to http (httpsafe.SameOrigin). Go's
+// client drops Authorization on a redirect to another domain, as a
+// credential, but not a header it does not know, and keeps both on a
+// redirect to a subdomain, another port or plain http: without this, such
+// a redirect would carry the key along, in the clear for http.
 func keyless(client *http.Client) *http.Client {
 	if client == nil {
 		client = http.DefaultClient
@@ -293,8 +336,9 @@ func keyless(client *http.Client) *http.Client {
 	c := *client
 	check := client.CheckRedirect
 	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if len(via) > 0 && !strings.EqualFold(req.URL.Host, via[0].URL.Host) {
+		if len(via) > 0 && !httpsafe.SameOrigin(via[0].URL, req.URL) {
 			req.Header.Del("X-Api-Key")
+			req.Header.Del("Authorization")
 		}
 		if check != nil {
 			return check(req, via)

@@ -24,6 +24,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/httpsafe"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -69,8 +70,11 @@ type Options struct {
 	// ID.
 	ContextWindows map[string]int
 	// IdleTimeout ends a model call that receives nothing (no headers, no
-	// chunk) for this long, as a transient failure the session retries;
-	// 0 means DefaultIdleTimeout, a negative value no limit.
+	// chunk: a comment, an event of another kind or a trickle of bytes
+	// inside one event does not count) for this long, as a transient
+	// failure the session retries; 0 means DefaultIdleTimeout, a negative
+	// value no limit. A stream that keeps sending chunks is bounded by the
+	// caller's context.
 	IdleTimeout time.Duration
 	// MaxToolRounds caps the rounds of tool calls in one run (a model call
 	// answered with tool calls, whose results go back to the model): when
@@ -160,11 +164,13 @@ func New(opts Options) *Agent {
 	return &Agent{opts: opts}
 }
 
-// Model returns the session's model: the provider, Options.Model and its
-// context window (0 when unknown: then threshold compaction never runs).
-// Give it to session.WithModel.
+// Model returns the session's model: the provider, Options.Model, its
+// context window (0 when unknown: then threshold compaction never runs)
+// and Options.BaseURL, any password in it masked (the model goes into the
+// session's state, its snapshots and the RPC server's answers). Give it to
+// session.WithModel.
 func (a *Agent) Model() policy.Model {
-	return policy.Model{Provider: a.opts.Provider, ID: a.opts.Model, ContextWindow: a.contextWindow(a.opts.Model), BaseURL: a.opts.BaseURL}
+	return policy.Model{Provider: a.opts.Provider, ID: a.opts.Model, ContextWindow: a.contextWindow(a.opts.Model), BaseURL: httpsafe.RedactURL(a.opts.BaseURL)}
 }
 
 // contextWindow looks id up in the user's table, then the default one.

@@ -421,7 +421,7 @@ func TestOpenAIIdleStreamIsRetried(t *testing.T) {
 		assert.True(t, reqs[0].Cancelled)
 		r := h.retries()
 		require.Len(t, r, 1)
-		assert.Equal(t, "openai: no data from the server for 5m0s", r[0].ErrorMessage)
+		assert.Equal(t, "openai: timed out: no data from the server for 5m0s (Options.IdleTimeout)", r[0].ErrorMessage)
 	})
 }
 

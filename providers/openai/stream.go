@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -24,11 +25,13 @@ import (
 var ErrIncompleteStream = fmt.Errorf("openai: the stream ended before the model finished: %w", io.ErrUnexpectedEOF)
 
 // idleError is the failure of a call that received nothing for too long:
-// transient, as it matches context.DeadlineExceeded.
+// transient, as it matches context.DeadlineExceeded and, where the Go
+// error is lost (a message that crossed a Temporal activity's boundary, a
+// history), as its text says "timed out" (of the extended rules).
 type idleError struct{ d time.Duration }
 
 func (e *idleError) Error() string {
-	return fmt.Sprintf("openai: no data from the server for %s", e.d)
+	return fmt.Sprintf("openai: timed out: no data from the server for %s (Options.IdleTimeout)", e.d)
 }
 
 func (e *idleError) Unwrap() error { return context.DeadlineExceeded }
@@ -76,7 +79,8 @@ func (c *call) do(ctx context.Context, params request) transcript.Message {
 		thinking = -1
 		texts    strings.Builder
 		thoughts strings.Builder
-		calls    = map[int64]*toolCall{}
+		calls    = map[int64]*toolCall{} // the call each index is at
+		made     []*toolCall             // every call, in order
 		finish   string
 		usage    *transcript.Usage
 	)
@@ -117,10 +121,15 @@ func (c *call) do(ctx context.Context, params request) transcript.Message {
 		}
 		for _, tc := range d.ToolCalls {
 			t := calls[tc.Index]
-			if t == nil {
+			// A new id at an index taken is another call: some compatible
+			// servers send every call at index 0 (or with no index), each
+			// whole with its own id; gathered by index alone, their
+			// arguments would run together into one call.
+			if t == nil || (tc.ID != "" && t.id != "" && tc.ID != t.id) {
 				content = append(content, transcript.Block{Type: transcript.BlockToolCall})
 				t = &toolCall{block: len(content) - 1}
 				calls[tc.Index] = t
+				made = append(made, t)
 			}
 			if tc.ID != "" {
 				t.id = tc.ID
@@ -180,7 +189,7 @@ func (c *call) do(ctx context.Context, params request) transcript.Message {
 		return m
 	}
 
-	for _, t := range calls {
+	for _, t := range made {
 		content[t.block] = transcript.Block{Type: transcript.BlockToolCall, ID: t.id, Name: t.name.String(), Arguments: arguments(t.args.String())}
 	}
 	m := head
@@ -201,7 +210,7 @@ func (c *call) do(ctx context.Context, params request) transcript.Message {
 	}
 	// Some compatible servers (Ollama among them) finish a tool call with
 	// "stop": the calls decide.
-	if len(calls) > 0 && m.StopReason == transcript.StopReasonStop {
+	if len(made) > 0 && m.StopReason == transcript.StopReasonStop {
 		m.StopReason = transcript.StopReasonToolUse
 	}
 	return m
@@ -218,9 +227,21 @@ func failed(header http.Header, err error) transcript.Message {
 	var httpErr *httpError
 	var streamErr *streamError
 	var idle *idleError
+	var docErr *documentError
 	switch {
 	case errors.As(err, &idle):
 		return session.FailedMessage(0, header, nil, err)
+	case errors.As(err, &docErr):
+		// An error object is read as an error chunk is; another document's
+		// text follows what the error says.
+		if _, ok := classify.ParseBody(docErr.body); ok {
+			return session.FailedMessage(0, docErr.header, docErr.body, errors.New(docErr.Error()))
+		}
+		text := docErr.Error()
+		if b := strings.TrimSpace(string(docErr.body)); b != "" {
+			text += ": " + b
+		}
+		return session.FailedMessage(0, docErr.header, nil, session.ClipError(errors.New(text)))
 	case errors.As(err, &httpErr):
 		// The body may be OpenAI's {"error":{…}}, a compatible server's
 		// {"error":"…"} or a proxy's HTML: FailedMessage reads each.
