@@ -107,7 +107,7 @@ func TestAutoRetryOffAfterAStepFailedInOneTask(t *testing.T) {
 // activity, in the same workflow task; put reports that it was.
 func signalAfterActivity(t *testing.T, name, activity string, nth int, sig historyEvent) (h *historypb.History, put bool) {
 	t.Helper()
-	scheduled, n := "", 0
+	scheduled, n, marked := "", 0, false
 	h = craftHistory(t, filepath.Join("v2", name), func(e historyEvent) []historyEvent {
 		if a, ok := e["activityTaskScheduledEventAttributes"].(map[string]any); ok && a["activityType"].(map[string]any)["name"] == activity {
 			if n++; n == nth {
@@ -120,10 +120,12 @@ func signalAfterActivity(t *testing.T, name, activity string, nth int, sig histo
 		}
 		if a, ok := e["upsertWorkflowSearchAttributesEventAttributes"].(map[string]any); ok && searchAttr(t, a) == `["history-order-1","continue-bound-1"]` {
 			// Right after history-order's marker and upsert.
+			marked = true
 			return []historyEvent{e, versionMarker("history-order-results", "4"), versionUpsert("4", "history-order-results-1", "history-order-1", "continue-bound-1")}
 		}
 		return []historyEvent{e}
 	})
+	require.True(t, marked, "%s has the history-order marker", name)
 	return h, put
 }
 
