@@ -89,9 +89,12 @@ func TestAutoCompactionOffAfterTheRunEndedInOneTask(t *testing.T) {
 // arrives after the activity of the model call that failed with a 503
 // completed, in the same workflow task, is handled after the run's end,
 // as in process: the engine has already decided to retry, and the
-// backoff's timer starts as recorded. The workflow used to handle the
-// signal first (the signals' coroutine runs before the run's), so the
-// 503 found auto-retry off and failed the turn without a retry.
+// backoff's timer starts as recorded (put before the model call's end,
+// the signal makes the 503 fail the turn without a retry, and the replay
+// fails). On this story the workflow without history-order-results got it
+// right by chance: the recorded prompt came with the first workflow task,
+// whose update handler starts the run's coroutine before the signals' is
+// made, and coroutines run in the order they were made.
 func TestAutoRetryOffAfterAStepFailedInOneTask(t *testing.T) {
 	h, put := signalAfterActivity(t, "steps.json", temporal.ActivityModel, 2, signalEvent(temporal.SignalSetAutoRetry, "false"))
 	require.True(t, put, "the steps story has a second model call")
