@@ -62,10 +62,13 @@ type driver struct {
 	// (changeMemoState); memoLast is the one written, lastClass the last
 	// error's class, timerAt the armed timer's deadline.
 	// ordered reports a workflow whose signals and timer listen takes
-	// (changeHistoryOrder): futures are the timers it waits for besides
-	// the signals, barrier and passed settle's, wake listen's wake-up,
-	// signalled counts the signals handled.
-	ordered   bool
+	// (changeHistoryOrder): futures are the timers (and results) it waits
+	// for besides the signals, barrier and passed settle's, wake listen's
+	// wake-up, signalled counts the signals handled.
+	ordered bool
+	// results reports a workflow whose activities' results listen takes
+	// too (changeHistoryOrderResults; see await).
+	results   bool
 	futures   []*waiting
 	barrier   workflow.Channel
 	wake      workflow.Channel
@@ -190,6 +193,9 @@ func (d *driver) startRun(id policy.RunID, in RunInput) {
 	})
 	f := workflow.ExecuteActivity(ctx, ActivityRun, in)
 	workflow.Go(d.root, func(ctx workflow.Context) {
+		// In history order with the signals: listen waits until the
+		// run's end is fed (see await).
+		defer d.await(ctx, f)()
 		var res RunResult
 		ret := policy.RunReturn{}
 		err := f.Get(ctx, &res)
@@ -344,6 +350,7 @@ func (d *driver) startCompaction(id policy.CompactionID, req policy.SummaryReque
 	})
 	f := workflow.ExecuteActivity(ctx, ActivitySummarize, req)
 	workflow.Go(d.root, func(ctx workflow.Context) {
+		defer d.await(ctx, f)()
 		var res SummaryResult
 		err := f.Get(ctx, &res)
 		if d.compID == id {
@@ -369,6 +376,7 @@ func (d *driver) markUsageLimit(hint time.Duration) {
 	})
 	f := workflow.ExecuteActivity(ctx, ActivityMarkUsageLimit, UsageLimit{SessionID: d.engine.SessionID(), Model: d.engine.Model(), Hint: hint})
 	workflow.Go(d.root, func(ctx workflow.Context) {
+		defer d.await(ctx, f)()
 		var switched bool
 		if err := f.Get(ctx, &switched); err != nil {
 			workflow.GetLogger(ctx).Error("temporal: the credential store failed", "error", err)

@@ -10,15 +10,29 @@ import (
 // that feeds the engine its signals and its backoff's timer from one
 // selector, in the order the history has them, instead of one coroutine
 // each, run in the order the coroutines were made (the signals' first).
-// The activities' results still each have a coroutine of their own.
+// The activities' results take the same selector from
+// changeHistoryOrderResults on.
 const changeHistoryOrder = "history-order"
 
-// listen is the coroutine that feeds the engine the signals and the
-// backoff's timer in history order: a selector blocked on all of them is
-// woken by the first that the workflow task's events deliver, so a timer
-// that fired before a signal arrived is handled first, as a session in
-// process would. A selector is made for each input, with the timer then
-// armed, and the channels of the wake-up and of the barrier last.
+// changeHistoryOrderResults is the workflow.GetVersion change ID of a
+// workflow whose activities' results (a run's end, plain or step by step;
+// a summary; the credential store's answer; a delivery) are fed to the
+// engine from listen's selector too, in the order the history has them
+// with the signals and the backoff's timer, instead of from their
+// coroutines in the order the coroutines run. It is asked for only in a
+// workflow that has changeHistoryOrder.
+const changeHistoryOrderResults = "history-order-results"
+
+// listen is the coroutine that feeds the engine the signals, the
+// backoff's timer and (changeHistoryOrderResults) the activities' results
+// in history order: a selector blocked on all of them is woken by the
+// first that the workflow task's events deliver, so a timer that fired
+// before a signal arrived is handled first, as a session in process would.
+// A selector is made for each input, with the signals first, then the
+// futures waited for, in the order they were made, and the channels of
+// the wake-up and of the barrier last: of the inputs a task brings at
+// once, only the first is picked in history order, the rest in that
+// order.
 func (d *driver) listen(ctx workflow.Context) {
 	for {
 		sel := workflow.NewSelector(ctx)
@@ -70,6 +84,42 @@ func (d *driver) when(f workflow.Future, handle func(ctx workflow.Context)) {
 	}
 	d.futures = append(d.futures, &waiting{f: f, handle: handle})
 	d.wake.SendAsync(nil)
+}
+
+// gate is a coroutine's turn at listen (see await): listen sends on
+// picked once it has picked the coroutine's future, the coroutine on done
+// once it is through with it. Channels, not flags awaited: a coroutine
+// that sends tells the dispatcher it made progress, and the other is run
+// again.
+type gate struct{ picked, done workflow.Channel }
+
+// await blocks the coroutine of ctx until f, an activity's or a timer's
+// future, is ready and listen has picked it, in history order among the
+// signals and the other futures, and returns with listen held: listen
+// waits until the coroutine calls release, after it has fed the engine
+// what f brought, so that no signal that came after f is handled before.
+// The coroutine must call release before it blocks again (on another
+// await among others) and before it returns; a second call does nothing.
+// In a workflow that predates changeHistoryOrderResults, await returns at
+// once (f's Get then blocks until f is ready) and release does nothing.
+func (d *driver) await(ctx workflow.Context, f workflow.Future) (release func()) {
+	if !d.results {
+		return func() {}
+	}
+	g := &gate{picked: workflow.NewBufferedChannel(ctx, 1), done: workflow.NewBufferedChannel(ctx, 1)}
+	d.futures = append(d.futures, &waiting{f: f, handle: func(ctx workflow.Context) {
+		g.picked.Send(ctx, nil)
+		g.done.Receive(ctx, nil)
+	}})
+	d.wake.SendAsync(nil)
+	g.picked.Receive(ctx, nil)
+	released := false
+	return func() {
+		if !released {
+			released = true
+			g.done.Send(ctx, nil)
+		}
+	}
 }
 
 // settle waits until listen has handled every signal and timer already

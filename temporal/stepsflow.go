@@ -43,6 +43,16 @@ func (d *driver) runSteps(ctx, gctx workflow.Context, id policy.RunID, in RunInp
 		WaitForCancellation: true,
 	}
 	actx := workflow.WithActivityOptions(ctx, opts)
+	// get waits for a step's future f in history order (see await) and
+	// holds listen until the next get or the run's end, so that what the
+	// step brought is fed before any signal that came after it.
+	release := func() {}
+	defer func() { release() }()
+	get := func(f workflow.Future, out any) error {
+		release()
+		release = d.await(gctx, f)
+		return f.Get(gctx, out)
+	}
 	feed := func(ev events.Event) {
 		d.feed(gctx, func(at time.Time) []policy.Effect { return d.engine.RunEvent(at, id, ev) })
 	}
@@ -99,7 +109,7 @@ func (d *driver) runSteps(ctx, gctx workflow.Context, id policy.RunID, in RunInp
 			return
 		}
 		var out ModelOutput
-		err := workflow.ExecuteActivity(actx, ActivityModel, input).Get(gctx, &out)
+		err := get(workflow.ExecuteActivity(actx, ActivityModel, input), &out)
 		if err != nil {
 			if lost(err) {
 				return
@@ -124,7 +134,7 @@ func (d *driver) runSteps(ctx, gctx workflow.Context, id policy.RunID, in RunInp
 				return
 			}
 			// A later call held: the run waits in place, then asks again.
-			if err := workflow.NewTimer(ctx, max(h.Until.Sub(workflow.Now(gctx)), 0)).Get(gctx, nil); err != nil {
+			if err := get(workflow.NewTimer(ctx, max(h.Until.Sub(workflow.Now(gctx)), 0)), nil); err != nil {
 				end() // aborted during the wait
 				return
 			}
@@ -163,7 +173,7 @@ func (d *driver) runSteps(ctx, gctx workflow.Context, id policy.RunID, in RunInp
 				break
 			}
 			var r transcript.Message
-			err := workflow.ExecuteActivity(actx, ActivityTool, ToolCall{SessionID: in.SessionID, ID: call.ID, Name: call.Name, Arguments: call.Arguments}).Get(gctx, &r)
+			err := get(workflow.ExecuteActivity(actx, ActivityTool, ToolCall{SessionID: in.SessionID, ID: call.ID, Name: call.Name, Arguments: call.Arguments}), &r)
 			if err != nil {
 				if lost(err) {
 					return

@@ -166,6 +166,7 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 	}
 	d.bounded = workflow.GetVersion(ctx, changeContinueBound, workflow.DefaultVersion, 1) >= 1
 	d.ordered = workflow.GetVersion(ctx, changeHistoryOrder, workflow.DefaultVersion, 1) >= 1
+	d.results = d.ordered && workflow.GetVersion(ctx, changeHistoryOrderResults, workflow.DefaultVersion, 1) >= 1
 	if d.memo = workflow.GetVersion(ctx, changeMemoState, workflow.DefaultVersion, 1) >= 1; d.memo {
 		d.loadMemo(ctx, in.LastErrorClass)
 	}
