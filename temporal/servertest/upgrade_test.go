@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"testing/synctest"
@@ -61,6 +62,7 @@ import (
 	"go.temporal.io/sdk/worker"
 
 	"github.com/agentfsm/agentfsm/internal/scenarios"
+	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session/scripted"
 	"github.com/agentfsm/agentfsm/temporal"
 )
@@ -84,12 +86,21 @@ func (s *fileSink) Deliver(_ context.Context, _ string, first int64, lines []jso
 	return err
 }
 
+type hung struct{}
+
+func (hung) Summarize(ctx context.Context, _ policy.SummaryRequest) (policy.Summary, error) {
+	<-ctx.Done()
+	return policy.Summary{}, ctx.Err()
+}
+
 func main() {
 	address := flag.String("address", "", "the server's host:port")
 	namespace := flag.String("namespace", "", "the namespace")
 	queue := flag.String("queue", "", "the task queue")
 	story := flag.String("scenario", "", "the scenario whose script the agent plays")
 	events := flag.String("events", "", "the file the sink appends to")
+	heartbeat := flag.Duration("heartbeat", 0, "the workflow's HeartbeatTimeout")
+	hang := flag.Bool("hang-summary", false, "summaries never answer (a worker lost in one)")
 	flag.Parse()
 	var sc *scenarios.Scenario
 	for _, s := range scenarios.All() {
@@ -112,8 +123,12 @@ func main() {
 		os.Exit(1)
 	}
 	w := worker.New(c, *queue, worker.Options{DeadlockDetectionTimeout: time.Minute, Identity: "previous-release"})
-	(&temporal.Workflow{Random: scenarios.Draw}).Register(w)
-	(&temporal.Activities{Agent: scripted.New(sc.Script()), Sink: &fileSink{f: f}}).Register(w)
+	(&temporal.Workflow{Random: scenarios.Draw, HeartbeatTimeout: *heartbeat}).Register(w)
+	acts := &temporal.Activities{Agent: scripted.New(sc.Script()), Sink: &fileSink{f: f}}
+	if *hang {
+		acts.Summarizer = hung{}
+	}
+	acts.Register(w)
 	if err := w.Run(worker.InterruptCh()); err != nil {
 		fmt.Fprintln(os.Stderr, "previous worker:", err)
 		os.Exit(1)
@@ -180,12 +195,13 @@ type previous struct {
 }
 
 // startPrevious runs the worker bin on srv's task queue, its agent playing
-// scenario's script.
-func startPrevious(t *testing.T, bin string, srv *live.Server, queue, scenario string) *previous {
+// scenario's script; args are more of its flags (-heartbeat,
+// -hang-summary).
+func startPrevious(t *testing.T, bin string, srv *live.Server, queue, scenario string, args ...string) *previous {
 	t.Helper()
 	p := &previous{events: filepath.Join(t.TempDir(), "events.jsonl")}
-	p.cmd = exec.Command(bin, "-address", srv.Address, "-namespace", srv.Namespace, "-queue", queue,
-		"-scenario", scenario, "-events", p.events)
+	p.cmd = exec.Command(bin, append([]string{"-address", srv.Address, "-namespace", srv.Namespace, "-queue", queue,
+		"-scenario", scenario, "-events", p.events}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log
 	require.NoError(t, p.cmd.Start())
 	t.Cleanup(func() {
@@ -355,4 +371,106 @@ func watchTaskFailures(ctx context.Context, c client.Client, id string) (watched
 		}
 	}()
 	return watched, func() { cancel(nil); <-done }
+}
+
+// Issue 27 items 3 and 4, on a real server: a worker of the previous
+// release is lost (SIGKILL) in the middle of a compaction's summary. That
+// release scheduled the summary for one attempt, and the server keeps the
+// retry policy an activity was scheduled with, so this release's worker,
+// which takes the session on, cannot make it again: the turn fails as it
+// would have under the previous release, with the compaction's failure,
+// and the session goes on, a next prompt answered by this release.
+func TestUpgradeMidSummary(t *testing.T) {
+	srv, err := live.Start(t.Context(), "../devserver")
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, srv.Stop()) }()
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
+	defer cancel()
+	bin := buildPreviousWorker(t, ctx)
+	c, err := srv.Dial()
+	require.NoError(t, err)
+	defer c.Close()
+
+	var sc scenarios.Scenario
+	for _, s := range scenarios.All() {
+		if s.Name == "overflow" {
+			sc = s
+		}
+	}
+	synctest.Test(t, func(t *testing.T) {
+		want, err := sc.Play(context.Background())
+		require.NoError(t, err)
+		sc.Want = want
+	})
+	compacting := slices.Index(sc.Want, `{"type":"state_change","from":"classifying","to":"compacting","event":"overflow"}`)
+	require.Positive(t, compacting)
+	snk := &sink{}
+	const queue, id = "upgrade-summary", "upgrade-summary-session"
+	// A heartbeat timeout of 3 s: the previous worker's loss is noticed
+	// in 3 s.
+	old := startPrevious(t, bin, srv, queue, sc.Name, "-heartbeat", "3s", "-hang-summary")
+	first, err := live.Begin(ctx, c, queue, id, sc)
+	require.NoError(t, err)
+	require.NoError(t, first.Get(ctx, nil))
+	second, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+		WorkflowID: id, UpdateID: "prompt-1", UpdateName: temporal.UpdatePrompt,
+		Args: []any{sc.Prompts[1]}, WaitForStage: client.WorkflowUpdateStageAccepted,
+	})
+	require.NoError(t, err)
+	require.NoError(t, awaitStarted(ctx, c, id, temporal.ActivitySummarize))
+	old.kill(t, snk)
+
+	// The previous worker made the first two runs (the answer, the
+	// overflow); this release's agent answers the next prompt.
+	script := sc.Script()
+	script.Calls = script.Calls[2:]
+	agent := scripted.New(script)
+	w := worker.New(c, queue, worker.Options{DeadlockDetectionTimeout: time.Minute, Identity: "this-release"})
+	(&temporal.Workflow{Random: scenarios.Draw, HeartbeatTimeout: 3 * time.Second}).Register(w)
+	(&temporal.Activities{Agent: agent, Sink: snk}).Register(w)
+	require.NoError(t, w.Start())
+	defer w.Stop()
+	watched, stop := watchTaskFailures(ctx, c, id)
+	err = second.Get(watched, nil)
+	var turn interface{ Type() string }
+	require.True(t, errors.As(err, &turn), "the second turn fails with a turn error: %v (%v)", err, context.Cause(watched))
+	t.Logf("the second turn: %v", err)
+	third, err := c.UpdateWorkflow(watched, client.UpdateWorkflowOptions{
+		WorkflowID: id, UpdateID: "prompt-2", UpdateName: temporal.UpdatePrompt,
+		Args: []any{"go on"}, WaitForStage: client.WorkflowUpdateStageAccepted,
+	})
+	require.NoError(t, err, "%v", context.Cause(watched))
+	require.NoError(t, third.Get(watched, nil), "%v", context.Cause(watched))
+	require.NoError(t, c.SignalWorkflow(watched, id, "", temporal.SignalClose, nil))
+	require.NoError(t, c.GetWorkflow(watched, id, "").Get(watched, nil), "%v", context.Cause(watched))
+	stop()
+	assert.Equal(t, 0, agent.Remaining(), "this release answered the third prompt")
+
+	got := snk.recovery(t)
+	for _, l := range got {
+		t.Log(l)
+	}
+	require.Greater(t, len(got), compacting)
+	assert.Equal(t, sc.Want[:compacting+1], got[:compacting+1], "as in process up to the compaction")
+}
+
+// awaitStarted waits until id's workflow has an activity of type name
+// started on a worker.
+func awaitStarted(ctx context.Context, c client.Client, id, name string) error {
+	for {
+		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		if err != nil {
+			return fmt.Errorf("describing %s: %w", id, err)
+		}
+		for _, a := range d.GetPendingActivities() {
+			if a.GetActivityType().GetName() == name && a.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
+				return nil
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%s: no %s started: %w", id, name, ctx.Err())
+		case <-time.After(50 * time.Millisecond): // a real server's state
+		}
+	}
 }
