@@ -312,8 +312,9 @@ func TestUpgradeMidBackoff(t *testing.T) {
 	// the previous release; this release completed workflow tasks (it
 	// replayed the previous one's history to do so) and failed none.
 	var timers []time.Duration
-	var runs []string
+	var runs, armedBy []string
 	tasks := map[string]int{}
+	taskBy := map[int64]string{}
 	failed := 0
 	sched := map[int64]bool{}
 	it := c.GetWorkflowHistory(ctx, id, "", false, enumspb.HISTORY_EVENT_FILTER_TYPE_ALL_EVENT)
@@ -322,6 +323,7 @@ func TestUpgradeMidBackoff(t *testing.T) {
 		require.NoError(t, err)
 		if a := ev.GetTimerStartedEventAttributes(); a != nil {
 			timers = append(timers, a.GetStartToFireTimeout().AsDuration())
+			armedBy = append(armedBy, taskBy[a.GetWorkflowTaskCompletedEventId()])
 		}
 		if a := ev.GetActivityTaskScheduledEventAttributes(); a != nil && a.GetActivityType().GetName() == temporal.ActivityRun {
 			sched[ev.GetEventId()] = true
@@ -331,12 +333,14 @@ func TestUpgradeMidBackoff(t *testing.T) {
 		}
 		if a := ev.GetWorkflowTaskCompletedEventAttributes(); a != nil {
 			tasks[a.GetIdentity()]++
+			taskBy[ev.GetEventId()] = a.GetIdentity()
 		}
 		if ev.GetWorkflowTaskFailedEventAttributes() != nil {
 			failed++
 		}
 	}
 	assert.Equal(t, []time.Duration{4500 * time.Millisecond, 9000 * time.Millisecond}, timers)
+	assert.Equal(t, []string{"previous-release", "this-release"}, armedBy, "who armed each backoff's timer")
 	assert.Equal(t, []string{"previous-release", "this-release", "this-release"}, runs)
 	assert.Positive(t, tasks["previous-release"], "workflow tasks by the previous release: %v", tasks)
 	assert.Positive(t, tasks["this-release"], "workflow tasks by this release: %v", tasks)
@@ -464,11 +468,11 @@ func TestUpgradeMidSummary(t *testing.T) {
 // started on a worker.
 func awaitStarted(ctx context.Context, c client.Client, id, name string) error {
 	for {
-		d, err := c.DescribeWorkflowExecution(ctx, id, "")
+		d, err := c.DescribeWorkflow(ctx, id, "")
 		if err != nil {
 			return fmt.Errorf("describing %s: %w", id, err)
 		}
-		for _, a := range d.GetPendingActivities() {
+		for _, a := range d.RawResponse.GetPendingActivities() {
 			if a.GetActivityType().GetName() == name && a.GetState() == enumspb.PENDING_ACTIVITY_STATE_STARTED {
 				return nil
 			}
