@@ -178,7 +178,7 @@ func buildPreviousWorker(t *testing.T, ctx context.Context) string {
 	bin := filepath.Join(t.TempDir(), "previousworker")
 	build := exec.CommandContext(ctx, "go", "build", "-o", bin, "./cmd/previousworker")
 	build.Dir = filepath.Join(tree, "temporal")
-	build.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=readonly")
+	build.Env = append(os.Environ(), "GOWORK=off")
 	began := time.Now()
 	out, err := build.CombinedOutput()
 	require.NoError(t, err, "building a worker of the previous release %s: %s", previousRelease, out)
@@ -191,6 +191,11 @@ type previous struct {
 	cmd    *exec.Cmd
 	events string
 	log    bytes.Buffer
+	// exited is closed once the process has ended, with err its Wait's
+	// error; killing once kill has begun.
+	exited  chan struct{}
+	err     error
+	killing chan struct{}
 }
 
 // startPrevious runs the worker bin on srv's task queue, its agent playing
@@ -198,16 +203,18 @@ type previous struct {
 // -hang-summary).
 func startPrevious(t *testing.T, bin string, srv *live.Server, queue, scenario string, args ...string) *previous {
 	t.Helper()
-	p := &previous{events: filepath.Join(t.TempDir(), "events.jsonl")}
+	p := &previous{events: filepath.Join(t.TempDir(), "events.jsonl"), exited: make(chan struct{}), killing: make(chan struct{})}
 	p.cmd = exec.Command(bin, append([]string{"-address", srv.Address, "-namespace", srv.Namespace, "-queue", queue,
 		"-scenario", scenario, "-events", p.events}, args...)...)
 	p.cmd.Stdout, p.cmd.Stderr = &p.log, &p.log
 	require.NoError(t, p.cmd.Start())
+	go func() {
+		p.err = p.cmd.Wait()
+		close(p.exited)
+	}()
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			_ = p.cmd.Wait()
-		}
+		_ = p.cmd.Process.Kill()
+		<-p.exited
 		if t.Failed() {
 			t.Logf("the previous release's worker said:\n%s", p.log.String())
 		}
@@ -215,16 +222,35 @@ func startPrevious(t *testing.T, bin string, srv *live.Server, queue, scenario s
 	return p
 }
 
+// watch returns a context that ends, with a cause that says so, if the
+// worker exits before kill: a worker that cannot start (it could not
+// connect, the release's API moved) fails the test at once rather than at
+// its deadline.
+func (p *previous) watch(ctx context.Context) context.Context {
+	watched, cancel := context.WithCancelCause(ctx)
+	go func() {
+		select {
+		case <-p.exited:
+			cancel(fmt.Errorf("the previous release's worker exited before it was killed: %v", p.err))
+		case <-p.killing:
+			cancel(nil)
+		case <-watched.Done():
+		}
+	}()
+	return watched
+}
+
 // kill ends the worker as kill -9 does, and hands the events it delivered
-// to snk, in order. A delivery it had not finished
-// writing (a last line cut short) is not taken: the workflow makes it
-// again on the next worker.
+// to snk, in order. A delivery it had not finished writing (a last line
+// cut short) is not taken: the workflow makes it again on the next
+// worker.
 func (p *previous) kill(t *testing.T, snk *sink) {
 	t.Helper()
+	close(p.killing)
 	require.NoError(t, p.cmd.Process.Kill())
-	err := p.cmd.Wait()
+	<-p.exited
 	var exit *exec.ExitError
-	require.True(t, errors.As(err, &exit), "the previous worker ended by itself before it was killed: %v", err)
+	require.True(t, errors.As(p.err, &exit), "the previous worker ended by itself before it was killed: %v", p.err)
 	f, err := os.Open(p.events)
 	require.NoError(t, err)
 	defer f.Close()
@@ -251,12 +277,12 @@ func (p *previous) kill(t *testing.T, snk *sink) {
 // previous one wrote, and the session ends as in process: the same
 // events, the same timers, no run made twice.
 func TestUpgradeMidBackoff(t *testing.T) {
-	srv, err := live.Start(t.Context(), "../devserver")
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, srv.Stop()) }()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	bin := buildPreviousWorker(t, ctx)
+	srv, err := live.Start(t.Context(), "../devserver")
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, srv.Stop()) }()
 	c, err := srv.Dial()
 	require.NoError(t, err)
 	defer c.Close()
@@ -280,10 +306,11 @@ func TestUpgradeMidBackoff(t *testing.T) {
 	const queue, id = "upgrade", "upgrade-session"
 
 	old := startPrevious(t, bin, srv, queue, sc.Name)
-	first, err := live.Begin(ctx, c, queue, id, sc)
-	require.NoError(t, err)
+	running := old.watch(ctx)
+	first, err := live.Begin(running, c, queue, id, sc)
+	require.NoError(t, err, "%v", context.Cause(running))
 	var st rpc.State
-	require.NoError(t, live.Await(ctx, c, id, func(s rpc.State) bool { st = s; return s.RetryAttempt > 0 }))
+	require.NoError(t, live.Await(running, c, id, func(s rpc.State) bool { st = s; return s.RetryAttempt > 0 }), "%v", context.Cause(running))
 	require.Equal(t, "backoff", st.State)
 	old.kill(t, snk)
 
@@ -384,12 +411,12 @@ func watchTaskFailures(ctx context.Context, c client.Client, id string) (watched
 // on, makes the summary again; the compaction completes and the session
 // ends as in process.
 func TestUpgradeMidSummary(t *testing.T) {
-	srv, err := live.Start(t.Context(), "../devserver")
-	require.NoError(t, err)
-	defer func() { assert.NoError(t, srv.Stop()) }()
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Minute)
 	defer cancel()
 	bin := buildPreviousWorker(t, ctx)
+	srv, err := live.Start(t.Context(), "../devserver")
+	require.NoError(t, err)
+	defer func() { assert.NoError(t, srv.Stop()) }()
 	c, err := srv.Dial()
 	require.NoError(t, err)
 	defer c.Close()
@@ -411,15 +438,16 @@ func TestUpgradeMidSummary(t *testing.T) {
 	// A heartbeat timeout of 3 s: the previous worker's loss is noticed
 	// in 3 s.
 	old := startPrevious(t, bin, srv, queue, sc.Name, "-heartbeat", "3s", "-hang-summary")
-	first, err := live.Begin(ctx, c, queue, id, sc)
-	require.NoError(t, err)
-	require.NoError(t, first.Get(ctx, nil))
-	second, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
+	running := old.watch(ctx)
+	first, err := live.Begin(running, c, queue, id, sc)
+	require.NoError(t, err, "%v", context.Cause(running))
+	require.NoError(t, first.Get(running, nil), "%v", context.Cause(running))
+	second, err := c.UpdateWorkflow(running, client.UpdateWorkflowOptions{
 		WorkflowID: id, UpdateID: "prompt-1", UpdateName: temporal.UpdatePrompt,
 		Args: []any{sc.Prompts[1]}, WaitForStage: client.WorkflowUpdateStageAccepted,
 	})
-	require.NoError(t, err)
-	require.NoError(t, awaitStarted(ctx, c, id, temporal.ActivitySummarize))
+	require.NoError(t, err, "%v", context.Cause(running))
+	require.NoError(t, awaitStarted(running, c, id, temporal.ActivitySummarize), "%v", context.Cause(running))
 	old.kill(t, snk)
 
 	// The previous worker made the first two runs (the answer, the
