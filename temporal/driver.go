@@ -6,6 +6,7 @@ import (
 	mrand "math/rand/v2"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
 	sdktemporal "go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/workflow"
 
@@ -310,6 +311,29 @@ func (d *driver) stopTimer() {
 	}
 }
 
+// changeSummaryAttempts is the workflow.GetVersion change ID of a summary
+// scheduled with Workflow.SummaryAttempts attempts; a history without its
+// marker scheduled its summary for one attempt (the release before it) or
+// was recorded before the marker (histories/v2, whose summaries did not
+// fail).
+const changeSummaryAttempts = "summary-attempts"
+
+// changeSummaryAgain is the workflow.GetVersion change ID of a summary of
+// one attempt, lost with its worker, made again by the worker that took
+// the session on; a history without its marker fed the failure to the
+// engine, as the release before it did.
+const changeSummaryAgain = "summary-again"
+
+// lostWorker reports whether an activity's err is its worker's loss: a
+// heartbeat or start-to-close timeout, not an error or a cancellation.
+func lostWorker(err error) bool {
+	var te *sdktemporal.TimeoutError
+	if !errors.As(err, &te) {
+		return false
+	}
+	return te.TimeoutType() == enumspb.TIMEOUT_TYPE_HEARTBEAT || te.TimeoutType() == enumspb.TIMEOUT_TYPE_START_TO_CLOSE
+}
+
 // startCompaction starts compaction id's summary activity. A summary is
 // idempotent (it reads the request and writes nothing), so an attempt
 // lost with its worker (its heartbeat or its start-to-close timed out) is
@@ -330,14 +354,20 @@ func (d *driver) startCompaction(id policy.CompactionID, req policy.SummaryReque
 		})
 		return
 	}
-	ctx, cancel := workflow.WithCancel(d.root)
+	// A summary scheduled before changeSummaryAttempts had one attempt
+	// (the server keeps the retry policy it was scheduled with): a
+	// previous release's worker lost in it leaves it failed by a timeout,
+	// and the worker that takes the session on makes it again, once, with
+	// this release's attempts.
+	retried := workflow.GetVersion(d.root, changeSummaryAttempts, workflow.DefaultVersion, 1) >= 1
+	actx, cancel := workflow.WithCancel(d.root)
 	d.compID, d.compCancel = id, cancel
 	timeout := orDefault(d.w.SummaryTimeout, 5*time.Minute)
 	attempts := d.w.SummaryAttempts
 	if attempts <= 0 {
 		attempts = 3
 	}
-	ctx = workflow.WithActivityOptions(ctx, workflow.ActivityOptions{
+	actx = workflow.WithActivityOptions(actx, workflow.ActivityOptions{
 		ScheduleToCloseTimeout: timeout,
 		StartToCloseTimeout:    timeout,
 		HeartbeatTimeout:       orDefault(d.w.HeartbeatTimeout, 30*time.Second),
@@ -348,11 +378,16 @@ func (d *driver) startCompaction(id policy.CompactionID, req policy.SummaryReque
 			MaximumAttempts:    int32(min(attempts, 100)),
 		},
 	})
-	f := workflow.ExecuteActivity(ctx, ActivitySummarize, req)
+	f := workflow.ExecuteActivity(actx, ActivitySummarize, req)
 	workflow.Go(d.root, func(ctx workflow.Context) {
 		defer d.await(ctx, f)()
 		var res SummaryResult
 		err := f.Get(ctx, &res)
+		if err != nil && !retried && lostWorker(err) &&
+			workflow.GetVersion(ctx, changeSummaryAgain, workflow.DefaultVersion, 1) >= 1 {
+			res = SummaryResult{}
+			err = workflow.ExecuteActivity(actx, ActivitySummarize, req).Get(ctx, &res)
+		}
 		if d.compID == id {
 			d.compCancel = nil
 		}
