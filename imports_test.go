@@ -53,15 +53,16 @@ var layers = map[string]int{
 	"session/rpc":           9,
 	"internal/providertest": 9,
 	"internal/sse":          9,
+	"internal/apicall":      10,
 	"props":                 10,
 	"session/eventlog":      10,
 	"session/otelsession":   10,
 	"internal/scenarios":    10,
-	"providers/openai":      10,
+	"providers/openai":      11,
 	"cmd/agentfsm/view":     10,
-	"providers/anthropic":   10,
-	"cmd/agentfsm":          11,
-	".":                     12, // this test
+	"providers/anthropic":   11,
+	"cmd/agentfsm":          12,
+	".":                     13, // this test
 }
 
 // TestImportDirection parses every Go file of the module and fails when a

@@ -26,9 +26,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/apicall"
 	"github.com/agentfsm/agentfsm/internal/httpsafe"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
@@ -494,38 +494,16 @@ func accumulate(acc *message, texts, thoughts *[]strings.Builder, inputs *[][]by
 // the method, the URL with any password masked, the status and the
 // request id.
 func failed(header http.Header, err error) transcript.Message {
-	var httpErr *httpError
+	if m, ok := apicall.Failed(err); ok {
+		return m
+	}
 	var streamErr *streamError
-	var docErr *documentError
-	switch {
-	case errors.As(err, &docErr):
-		return documentFailure(docErr)
-	case errors.As(err, &httpErr):
-		// The body's error.details.error_code, when there is one, is the
-		// message's error type: it tells a spend limit from a rate limit.
-		return session.FailedMessage(httpErr.status, httpErr.header, httpErr.body, errors.New(httpErr.text))
-	case errors.As(err, &streamErr):
+	if errors.As(err, &streamErr) {
 		// An error event after the 200: the body's type and message say
 		// what failed, the status does not.
 		return session.FailedMessage(0, header, streamErr.data, errors.New(streamErr.Error()))
 	}
 	return session.FailedMessage(0, nil, nil, session.ClipError(err))
-}
-
-// documentFailure is the message of a call answered with a document in
-// place of the stream: when it is an error object, it is read as the
-// error event of a stream would be (its type and message say what
-// failed); otherwise its text follows what the error says, as an error
-// status's body does.
-func documentFailure(e *documentError) transcript.Message {
-	if _, ok := classify.ParseBody(e.body); ok {
-		return session.FailedMessage(0, e.header, e.body, errors.New(e.Error()))
-	}
-	text := e.Error()
-	if b := strings.TrimSpace(string(e.body)); b != "" {
-		text += ": " + b
-	}
-	return session.FailedMessage(0, e.header, nil, session.ClipError(errors.New(text)))
 }
 
 // stopReason maps the API's stop reason to the session's, with the error

@@ -4,14 +4,12 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
-	"strings"
 
-	"github.com/agentfsm/agentfsm/internal/httpsafe"
+	"github.com/agentfsm/agentfsm/internal/apicall"
 	"github.com/agentfsm/agentfsm/internal/sse"
 	"github.com/agentfsm/agentfsm/session"
 )
@@ -173,101 +171,38 @@ func (u *deltaUsage) apply(w *usageWire) {
 	}
 }
 
-// httpError is the failure of a request the server answered with an
-// error status: its status, headers and body (at most
-// session.MaxErrorBody bytes). Its text holds the method, the URL with
-// any password masked, the status and the request id, never the request's
-// headers (which hold the key) or the body.
-type httpError struct {
-	status int
-	header http.Header
-	body   []byte
-	text   string
-}
-
-func (e *httpError) Error() string { return e.text }
-
-// documentError is a successful answer that is a document, not the event
-// stream asked for (sse.Document): an error object a server sent with its
-// 200, a proxy's page, an answer not streamed. body is its first
-// session.MaxErrorBody bytes.
-type documentError struct {
-	status    int
-	mediaType string
-	header    http.Header
-	body      []byte
-}
-
-func (e *documentError) Error() string {
-	return fmt.Sprintf("anthropic: the server answered %d with a document (%s), not an event stream", e.status, e.mediaType)
-}
-
-// baseURLError is the error of a base URL that makes no request URL: its
-// text holds the URL with any password masked, and not the parser's error
-// (which quotes the URL whole).
-func baseURLError(base string, err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return fmt.Errorf("anthropic: the base URL %q: %w", httpsafe.RedactURL(base), err)
-}
-
 // streamError is an error event of the stream after its 200: data is the
 // event's data.
 type streamError struct{ data []byte }
 
 func (e *streamError) Error() string { return "anthropic: an error event in the stream" }
 
+// api is how the call is made over HTTP: the key in x-api-key (and
+// Authorization, should a proxy's client set it), the request's id in
+// request-id.
+var api = apicall.API{Name: "anthropic", Keys: []string{"X-Api-Key", "Authorization"}, RequestID: "Request-Id", RequestIDLabel: "Request-ID"}
+
 // post sends the streamed request body to the Messages endpoint of base
-// with key and returns the events of the answer, or an *httpError for an
-// error status, or the transport's error. The caller closes the body.
+// with key and returns the events of the answer, or apicall's error for
+// an error status or a document, or the transport's error. The caller
+// closes the body.
 func post(ctx context.Context, client *http.Client, base, key string, body []byte) (*http.Response, error) {
 	if base == "" {
 		base = DefaultBaseURL
 	}
 	endpoint, err := url.JoinPath(base, "v1/messages")
 	if err != nil {
-		return nil, baseURLError(base, err)
+		return nil, api.BaseURLError(base, err)
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
 	if err != nil {
-		return nil, baseURLError(base, err)
+		return nil, api.BaseURLError(base, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
 	req.Header.Set("X-Api-Key", key)
 	req.Header.Set("Anthropic-Version", apiVersion)
-	resp, err := keyless(client).Do(req)
-	if err != nil {
-		return nil, err
-	}
-	sse.Inflate(resp)
-	session.LimitErrorBody(resp, session.MaxErrorBody)
-	session.LimitEventStream(resp, session.MaxStreamEvent, session.MaxStreamBody)
-	if resp.StatusCode < 400 {
-		doc, mediaType, isDoc, err := sse.Document(resp, session.MaxErrorBody)
-		if err != nil || isDoc {
-			resp.Body.Close()
-		}
-		if err != nil {
-			return nil, err
-		}
-		if isDoc {
-			return nil, &documentError{status: resp.StatusCode, mediaType: mediaType, header: resp.Header, body: doc}
-		}
-	}
-	if resp.StatusCode >= 400 {
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, session.MaxErrorBody))
-		msg := strings.TrimSpace(fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode)))
-		msg = fmt.Sprintf("%s %q: %s", req.Method, req.URL.Redacted(), msg)
-		if id := resp.Header.Get("Request-Id"); id != "" {
-			msg += fmt.Sprintf(" (Request-ID: %s)", id)
-		}
-		return nil, &httpError{status: resp.StatusCode, header: resp.Header, body: b, text: session.ClipError(errors.New("anthropic: " + msg)).Error()}
-	}
-	return resp, nil
+	return api.Do(client, req)
 }
 
 // readEvents reads the events of body, calling each with the next one,
@@ -320,33 +255,4 @@ func typeName(t string) string {
 		return "nameless"
 	}
 	return t
-}
-
-// keyless returns client (http.DefaultClient when nil) made to drop the
-// x-api-key header from a redirect that leaves the request's origin: to
-// another host or port, or from https to http (httpsafe.SameOrigin). Go's
-// client drops Authorization on a redirect to another domain, as a
-// credential, but not a header it does not know, and keeps both on a
-// redirect to a subdomain, another port or plain http: without this, such
-// a redirect would carry the key along, in the clear for http.
-func keyless(client *http.Client) *http.Client {
-	if client == nil {
-		client = http.DefaultClient
-	}
-	c := *client
-	check := client.CheckRedirect
-	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if len(via) > 0 && !httpsafe.SameOrigin(via[0].URL, req.URL) {
-			req.Header.Del("X-Api-Key")
-			req.Header.Del("Authorization")
-		}
-		if check != nil {
-			return check(req, via)
-		}
-		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
-		}
-		return nil
-	}
-	return &c
 }

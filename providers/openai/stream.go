@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/apicall"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -224,29 +224,17 @@ func (c *call) do(ctx context.Context, params request) transcript.Message {
 // the method, the URL with any password masked, the status and the
 // request id.
 func failed(header http.Header, err error) transcript.Message {
-	var httpErr *httpError
 	var streamErr *streamError
 	var idle *idleError
-	var docErr *documentError
-	switch {
-	case errors.As(err, &idle):
+	if errors.As(err, &idle) {
 		return session.FailedMessage(0, header, nil, err)
-	case errors.As(err, &docErr):
-		// An error object is read as an error chunk is; another document's
-		// text follows what the error says.
-		if _, ok := classify.ParseBody(docErr.body); ok {
-			return session.FailedMessage(0, docErr.header, docErr.body, errors.New(docErr.Error()))
-		}
-		text := docErr.Error()
-		if b := strings.TrimSpace(string(docErr.body)); b != "" {
-			text += ": " + b
-		}
-		return session.FailedMessage(0, docErr.header, nil, session.ClipError(errors.New(text)))
-	case errors.As(err, &httpErr):
-		// The body may be OpenAI's {"error":{…}}, a compatible server's
-		// {"error":"…"} or a proxy's HTML: FailedMessage reads each.
-		return session.FailedMessage(httpErr.status, httpErr.header, httpErr.body, errors.New(httpErr.text))
-	case errors.As(err, &streamErr):
+	}
+	// An error status's body may be OpenAI's {"error":{…}}, a compatible
+	// server's {"error":"…"} or a proxy's HTML: FailedMessage reads each.
+	if m, ok := apicall.Failed(err); ok {
+		return m
+	}
+	if errors.As(err, &streamErr) {
 		return session.FailedMessage(0, header, streamErr.data, errors.New(streamErr.Error()))
 	}
 	return session.FailedMessage(0, header, nil, session.ClipError(fmt.Errorf("openai: reading the stream: %w", err)))

@@ -4,15 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"os"
-	"strings"
 
-	"github.com/agentfsm/agentfsm/internal/httpsafe"
+	"github.com/agentfsm/agentfsm/internal/apicall"
 	"github.com/agentfsm/agentfsm/internal/sse"
 	"github.com/agentfsm/agentfsm/session"
 )
@@ -145,74 +143,6 @@ type usageWire struct {
 	} `json:"prompt_tokens_details"`
 }
 
-// httpError is the failure of a request the server answered with an
-// error status: its status, headers and body (at most
-// session.MaxErrorBody bytes). Its text holds the method, the URL with
-// any password masked, the status and the request id, never the request's
-// headers (which hold the key) or the body.
-type httpError struct {
-	status int
-	header http.Header
-	body   []byte
-	text   string
-}
-
-func (e *httpError) Error() string { return e.text }
-
-// documentError is a successful answer that is a document, not the event
-// stream asked for (sse.Document): an error object a server sent with its
-// 200, a proxy's page, an answer not streamed. body is its first
-// session.MaxErrorBody bytes.
-type documentError struct {
-	status    int
-	mediaType string
-	header    http.Header
-	body      []byte
-}
-
-func (e *documentError) Error() string {
-	return fmt.Sprintf("openai: the server answered %d with a document (%s), not an event stream", e.status, e.mediaType)
-}
-
-// baseURLError is the error of a base URL that makes no request URL: its
-// text holds the URL with any password masked, and not the parser's error
-// (which quotes the URL whole).
-func baseURLError(base string, err error) error {
-	var ue *url.Error
-	if errors.As(err, &ue) {
-		err = ue.Err
-	}
-	return fmt.Errorf("openai: the base URL %q: %w", httpsafe.RedactURL(base), err)
-}
-
-// keyless returns client (http.DefaultClient when nil) made to drop the
-// Authorization header, which holds the key, from a redirect that leaves
-// the request's origin: to another host or port, or from https to http
-// (httpsafe.SameOrigin). Go's client drops it only on a redirect to
-// another domain, and keeps it on one to a subdomain, another port or
-// plain http, where the key would go in the clear. The embedder's own
-// CheckRedirect then decides.
-func keyless(client *http.Client) *http.Client {
-	if client == nil {
-		client = http.DefaultClient
-	}
-	c := *client
-	check := client.CheckRedirect
-	c.CheckRedirect = func(req *http.Request, via []*http.Request) error {
-		if len(via) > 0 && !httpsafe.SameOrigin(via[0].URL, req.URL) {
-			req.Header.Del("Authorization")
-		}
-		if check != nil {
-			return check(req, via)
-		}
-		if len(via) >= 10 {
-			return errors.New("stopped after 10 redirects")
-		}
-		return nil
-	}
-	return &c
-}
-
 // streamError is a chunk of the stream that holds an error, as
 // compatible servers send one after their 200: data is the chunk.
 type streamError struct{ data []byte }
@@ -230,16 +160,20 @@ func endpoint(base string) (string, error) {
 	}
 	u, err := url.JoinPath(base, "chat/completions")
 	if err != nil {
-		return "", baseURLError(base, err)
+		return "", api.BaseURLError(base, err)
 	}
 	return u, nil
 }
 
+// api is how the call is made over HTTP: the key in Authorization, the
+// request's id in x-request-id.
+var api = apicall.API{Name: "openai", Keys: []string{"Authorization"}, RequestID: "X-Request-Id", RequestIDLabel: "x-request-id"}
+
 // post sends the streamed request body to the chat completions endpoint
 // of base with key, with the OpenAI-Organization and OpenAI-Project
 // headers when OPENAI_ORG_ID and OPENAI_PROJECT_ID are set, and returns
-// the response, an *httpError for an error status, or the transport's
-// error. The caller closes the body.
+// the response, apicall's error for an error status or a document, or
+// the transport's error. The caller closes the body.
 func post(ctx context.Context, client *http.Client, base, key string, body []byte) (*http.Response, error) {
 	u, err := endpoint(base)
 	if err != nil {
@@ -247,7 +181,7 @@ func post(ctx context.Context, client *http.Client, base, key string, body []byt
 	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
 	if err != nil {
-		return nil, baseURLError(base, err)
+		return nil, api.BaseURLError(base, err)
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("Accept", "text/event-stream")
@@ -258,36 +192,7 @@ func post(ctx context.Context, client *http.Client, base, key string, body []byt
 	if v := os.Getenv("OPENAI_PROJECT_ID"); v != "" {
 		req.Header.Set("OpenAI-Project", v)
 	}
-	resp, err := keyless(client).Do(req)
-	if err != nil {
-		return nil, err
-	}
-	sse.Inflate(resp)
-	session.LimitErrorBody(resp, session.MaxErrorBody)
-	session.LimitEventStream(resp, session.MaxStreamEvent, session.MaxStreamBody)
-	if resp.StatusCode < 400 {
-		doc, mediaType, isDoc, err := sse.Document(resp, session.MaxErrorBody)
-		if err != nil || isDoc {
-			resp.Body.Close()
-		}
-		if err != nil {
-			return nil, err
-		}
-		if isDoc {
-			return nil, &documentError{status: resp.StatusCode, mediaType: mediaType, header: resp.Header, body: doc}
-		}
-	}
-	if resp.StatusCode >= 400 {
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(io.LimitReader(resp.Body, session.MaxErrorBody))
-		msg := strings.TrimSpace(fmt.Sprintf("%d %s", resp.StatusCode, http.StatusText(resp.StatusCode)))
-		msg = fmt.Sprintf("%s %q: %s", req.Method, req.URL.Redacted(), msg)
-		if id := resp.Header.Get("X-Request-Id"); id != "" {
-			msg += fmt.Sprintf(" (x-request-id: %s)", id)
-		}
-		return nil, &httpError{status: resp.StatusCode, header: resp.Header, body: b, text: session.ClipError(errors.New("openai: " + msg)).Error()}
-	}
-	return resp, nil
+	return api.Do(client, req)
 }
 
 // readChunks reads the chunks of body, calling each with the next one,
