@@ -16,16 +16,23 @@ type Updater interface {
 }
 
 // promptRetry is how long Prompt waits before it sends again a prompt
-// refused as "continuing".
-const promptRetry = 200 * time.Millisecond
+// refused as "continuing" the first time; each wait after is twice the
+// one before, up to promptRetryMax.
+const (
+	promptRetry    = 200 * time.Millisecond
+	promptRetryMax = 5 * time.Second
+)
 
 // Prompt sends text to session workflowID as the prompt update and waits
 // until the turn settles: it returns nil, or the update's error (an
 // application error typed with the turn_settled code, "busy", "closed",
 // ...). A prompt the session refused because it was continuing as new
 // (type "continuing": it never entered a turn nor the history) is sent
-// again, every 200 ms, to the run that continues it, until ctx ends.
+// again to the run that continues it, after 200 ms, then twice as long
+// each time up to 5 s (a run waiting for a slow sink before it continues
+// refuses for as long), until ctx ends.
 func Prompt(ctx context.Context, c Updater, workflowID, text string) error {
+	wait := promptRetry
 	for {
 		h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
 			WorkflowID: workflowID, UpdateName: UpdatePrompt, Args: []any{text},
@@ -38,12 +45,13 @@ func Prompt(ctx context.Context, c Updater, workflowID, text string) error {
 		if !errors.As(err, &app) || app.Type() != codeContinuing {
 			return err
 		}
-		t := time.NewTimer(promptRetry)
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return fmt.Errorf("temporal: prompt to %s: %w (last refused: %v)", workflowID, ctx.Err(), err)
 		case <-t.C:
 		}
+		wait = min(2*wait, promptRetryMax)
 	}
 }
