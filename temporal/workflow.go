@@ -180,34 +180,12 @@ func (w *Workflow) Session(ctx workflow.Context, in Start) error {
 		if err := workflow.Await(ctx, func() bool { return d.closing || d.restful() && d.tooLong(ctx) }); err != nil {
 			return err
 		}
-		if !d.closing && d.bounded {
-			// Nothing is in flight: continue as new now, whatever prompts
-			// come (the updates' validators refuse them meanwhile, see
-			// continuing), and without waiting for the sink: the events
-			// it has not taken go with the input, unless they are more
-			// than MaxCarried bytes.
-			if err := workflow.Await(ctx, func() bool {
-				return d.closing || workflow.AllHandlersFinished(ctx) && d.carried() <= orDefaultInt(d.w.MaxCarried, 256<<10)
-			}); err != nil {
-				return err
-			}
-			handled, err := d.settle(ctx)
-			if err != nil {
-				return err
-			}
-			if handled || d.closing || !d.restful() {
-				continue
-			}
-			if err := d.continueAsNew(ctx); err != nil {
-				return err
-			}
-			continue
-		}
 		if !d.closing {
-			// Nothing is in flight, and no signal waits (see drainSignals):
-			// the next run starts from here.
+			// Nothing is in flight, and no signal waits (see
+			// drainSignals): the next run starts from here, once this one
+			// may hand over (readyToContinue).
 			if err := workflow.Await(ctx, func() bool {
-				return d.closing || workflow.AllHandlersFinished(ctx) && len(d.events) == 0 && !d.delivering
+				return d.closing || workflow.AllHandlersFinished(ctx) && d.readyToContinue()
 			}); err != nil {
 				return err
 			}
@@ -451,6 +429,20 @@ var localCodes = []struct {
 	{"already_compacted", policy.ErrAlreadyCompacted},
 	{"compaction_cancelled", policy.ErrCompactionCancelled},
 	{"closed", errClosed},
+}
+
+// readyToContinue reports whether a run with nothing in flight may hand
+// over to the next. A bounded run (changeContinueBound) continues as new
+// at once, whatever prompts come (the updates' validators refuse them
+// meanwhile, see continuing), without waiting for the sink: the events it
+// has not taken go with the input, unless they are more than MaxCarried
+// bytes. A run started before it waits until the sink has taken every
+// event.
+func (d *driver) readyToContinue() bool {
+	if d.bounded {
+		return d.carried() <= orDefaultInt(d.w.MaxCarried, 256<<10)
+	}
+	return len(d.events) == 0 && !d.delivering
 }
 
 // continueAsNew returns the error that continues the session as new, or
