@@ -67,7 +67,7 @@ type S3Config struct {
 // way. It serves every worker that reaches the bucket. A PUT stores the
 // whole object or nothing, and writing a key again writes the same
 // content. Get checks nothing of the content: Codec checks it against its
-// key.
+// key. An S3 is safe for concurrent use.
 type S3 struct {
 	cfg      S3Config
 	scheme   string

@@ -253,6 +253,14 @@ func TestS3RoundTrip(t *testing.T) {
 		assert.ErrorContains(t, err, "is not a SHA-256 in hex")
 	}
 	assert.Equal(t, before, b.requests, "no request for a bad key")
+
+	// A prefix with characters a URL escapes is signed as it is sent.
+	odd := newS3(t, srv, func(c *S3Config) { c.Prefix = "a b/ü+!$&'()*,;=:@%?#~/"; c.SessionToken = testToken })
+	require.NoError(t, odd.Put(ctx, key, data))
+	got, err = odd.Get(ctx, key)
+	require.NoError(t, err)
+	assert.Equal(t, data, got)
+	assert.Contains(t, b.objects, "a%20b/%C3%BC%2B%21%24%26%27%28%29%2A%2C%3B%3D%3A%40%25%3F%23~/"+key)
 }
 
 // The bucket's refusals come back as errors naming the status and S3's
@@ -483,5 +491,34 @@ func TestS3ReadsNoFurtherThanTheBound(t *testing.T) {
 		} else {
 			assert.LessOrEqual(t, body.read, int64(errorBodyLimit))
 		}
+	}
+}
+
+// Puts and Gets from many goroutines at once each get their own answer.
+func TestS3Concurrent(t *testing.T) {
+	_, srv := newBucket(t)
+	s := newS3(t, srv, nil)
+	var wg sync.WaitGroup
+	errs := make(chan error, 16)
+	for i := range 16 {
+		wg.Go(func() {
+			data := []byte(fmt.Sprintf("payload %d", i%4))
+			if err := s.Put(context.Background(), keyOf(data), data); err != nil {
+				errs <- err
+				return
+			}
+			got, err := s.Get(context.Background(), keyOf(data))
+			if err == nil && string(got) != string(data) {
+				err = fmt.Errorf("got %q for %q", got, data)
+			}
+			if err != nil {
+				errs <- err
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Error(err)
 	}
 }
