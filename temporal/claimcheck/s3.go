@@ -180,7 +180,7 @@ func (s *S3) Put(ctx context.Context, key string, data []byte) error {
 }
 
 // Get reads key's object; an error wrapping ErrNotFound when the bucket
-// answers 404 NoSuchKey, an error naming the status and S3's code and
+// answers 404 NoSuchKey (or 404 with an empty body), an error naming the status and S3's code and
 // message for any other answer than 200.
 func (s *S3) Get(ctx context.Context, key string) ([]byte, error) {
 	if !validKey(key) {
@@ -237,7 +237,7 @@ func (s *S3) do(ctx context.Context, method, key string, body []byte) (*http.Res
 }
 
 // statusError is the error of an answer other than success: ErrNotFound
-// for a 404 NoSuchKey (or a 404 without a code), otherwise the status
+// for a 404 NoSuchKey (or a 404 with an empty body), otherwise the status
 // and the code and message of S3's XML error, read up to
 // errorBodyLimit bytes.
 func (s *S3) statusError(method, key string, resp *http.Response) error {
@@ -247,7 +247,7 @@ func (s *S3) statusError(method, key string, resp *http.Response) error {
 		Message string `xml:"Message"`
 	}
 	_ = xml.Unmarshal(body, &e)
-	if resp.StatusCode == http.StatusNotFound && (e.Code == "" || e.Code == "NoSuchKey") {
+	if resp.StatusCode == http.StatusNotFound && (e.Code == "NoSuchKey" || len(bytes.TrimSpace(body)) == 0) {
 		return fmt.Errorf("%w: %s (S3 %s %s: 404)", ErrNotFound, key, method, s.name(key))
 	}
 	msg := fmt.Sprintf("claimcheck: S3 %s %s: %s", method, s.name(key), resp.Status)

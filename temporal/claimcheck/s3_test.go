@@ -291,6 +291,24 @@ func TestS3Errors(t *testing.T) {
 	assert.Contains(t, err.Error(), "NoSuchBucket")
 
 	s := newS3(t, srv, nil)
+	// A proxy's 404 page (the endpoint's path is wrong) is not a
+	// missing payload either; a bare 404 is.
+	b.override = func(w http.ResponseWriter, r *http.Request) bool {
+		w.WriteHeader(http.StatusNotFound)
+		_, _ = io.WriteString(w, "<html><body>404 page not found</body></html>")
+		return true
+	}
+	_, err = s.Get(ctx, key)
+	require.Error(t, err)
+	assert.False(t, errors.Is(err, ErrNotFound), "%v", err)
+	assert.Contains(t, err.Error(), "404 Not Found")
+	b.override = func(w http.ResponseWriter, r *http.Request) bool {
+		w.WriteHeader(http.StatusNotFound)
+		return true
+	}
+	_, err = s.Get(ctx, key)
+	assert.ErrorIs(t, err, ErrNotFound)
+
 	b.override = func(w http.ResponseWriter, r *http.Request) bool {
 		s3Error(w, http.StatusInternalServerError, "InternalError", "We encountered an internal error. Please try again.")
 		return true
