@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"sort"
@@ -111,6 +112,9 @@ func (b *bucket) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	path, _, _ := strings.Cut(r.RequestURI, "?")
 	key, ok := strings.CutPrefix(path, "/"+b.name+"/")
+	if strings.HasPrefix(r.Host, b.name+".") { // virtual-hosted style
+		key, ok = strings.CutPrefix(path, "/")
+	}
 	if !ok {
 		s3Error(w, http.StatusNotFound, "NoSuchBucket", "The specified bucket does not exist")
 		return
@@ -401,12 +405,17 @@ func TestCodecOverS3(t *testing.T) {
 	for _, virtual := range []bool{false, true} {
 		s := newS3(t, srv, func(c *S3Config) { c.Prefix = "p/" })
 		if virtual {
-			// The virtual-hosted name is sent to the test server's
-			// address: the bucket sees the bucket in the Host only.
-			s = newS3(t, srv, func(c *S3Config) { c.Prefix = "p/"; c.VirtualHosted = true })
-			assert.Equal(t, "payloads."+strings.TrimPrefix(srv.URL, "http://"), s.host)
-			s.host = strings.TrimPrefix(srv.URL, "http://")
-			s.basePath = "/payloads" // the test bucket routes by path
+			// The virtual-hosted name is dialled at the test server's
+			// address: the bucket is named by the Host only.
+			addr := srv.Listener.Addr().String()
+			tr := srv.Client().Transport.(*http.Transport).Clone()
+			tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+				return (&net.Dialer{}).DialContext(ctx, network, addr)
+			}
+			t.Cleanup(tr.CloseIdleConnections)
+			s = newS3(t, srv, func(c *S3Config) { c.Prefix = "p/"; c.VirtualHosted = true; c.Client = &http.Client{Transport: tr} })
+			assert.Equal(t, "payloads."+addr, s.host)
+			assert.Equal(t, "", s.basePath)
 		}
 		dc := converter.NewCodecDataConverter(converter.GetDefaultDataConverter(), &Codec{Store: s})
 		big := strings.Repeat("context ", 1000)
