@@ -14,6 +14,9 @@
 //		&claimcheck.Codec{Store: store})
 //	c, err := client.Dial(client.Options{DataConverter: dc})
 //
+// Dir is the store for one host; S3 the store for a fleet, in a bucket
+// of S3 or of a service that speaks its API.
+//
 // Nothing is ever deleted from the store by the codec: a history that
 // references a payload may be replayed as long as the server keeps it, so
 // removing payloads is the operator's, after the namespace's retention.
