@@ -105,8 +105,13 @@ func reentrantCalls() []reentrantCall {
 			assert.NoError(t, s.Close())
 		}, turn: []error{policy.ErrAborted}, close: true, handed: true},
 		{name: "Status", call: func(t *testing.T, s *session.Session) {
+			// The session goes on deciding while its subscriber runs: two
+			// calls may see two states (idle, then backoff, when the
+			// decision on the failed run lands between them), each one of
+			// the machine's. Asserting they are equal failed now and then.
 			st := s.Status()
-			assert.Equal(t, s.Status().State, st.State)
+			assert.True(t, st.State.Valid(), "state %q", st.State)
+			assert.True(t, s.Status().State.Valid())
 		}},
 	}
 }

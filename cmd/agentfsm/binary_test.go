@@ -112,6 +112,9 @@ func guard(t *testing.T) context.Context {
 }
 
 func TestDemoNonInteractive(t *testing.T) {
+	// Its child process waits on the real clock: it waits beside the
+	// other tests that do, once the package's sequential tests are done.
+	t.Parallel()
 	cmd := exec.CommandContext(guard(t), binary(t), "demo", "--base-delay-ms", "400")
 	out, err := cmd.Output()
 	require.NoError(t, err)

@@ -47,6 +47,9 @@ const shortResetSettings = `{"retry":{"maxDelayMs":100,"waitForReset":true}}`
 // carrying the reset), and a 3-second one fails the turn at once without
 // it. Issue 24.
 func TestChatBinaryWaitsForReset(t *testing.T) {
+	// Its child process waits on the real clock: it waits beside the
+	// other tests that do, once the package's sequential tests are done.
+	t.Parallel()
 	for _, api := range fakeAPIs(t) {
 		t.Run(api.name, func(t *testing.T) {
 			api.srv.Push(usageLimit429After(api, "0.5"), api.ok("After the reset."))
@@ -103,6 +106,9 @@ func TestChatBinaryWaitsForReset(t *testing.T) {
 // that cannot be resumed (its history moved on) is said so, and the
 // conversation goes on. Issue 24.
 func TestChatBinaryResumesResetWait(t *testing.T) {
+	// Its child process waits on the real clock: it waits beside the
+	// other tests that do, once the package's sequential tests are done.
+	t.Parallel()
 	api := newFakeAnthropic(t)
 	history := filepath.Join(t.TempDir(), "chat.jsonl")
 	api.srv.Push(usageLimit429(api), api.ok("Resumed."))
