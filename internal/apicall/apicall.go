@@ -8,6 +8,8 @@
 package apicall
 
 import (
+	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -73,6 +75,21 @@ func (a API) BaseURLError(base string, err error) error {
 		err = ue.Err
 	}
 	return fmt.Errorf("%s: the base URL %q: %w", a.Name, httpsafe.RedactURL(base), err)
+}
+
+// Post sends body, JSON, to endpoint with client and the headers set
+// adds (the key's among them), asking for an event stream, and returns
+// what Do returns. base is the base URL endpoint was made from, named
+// (its password masked) when endpoint makes no request.
+func (a API) Post(ctx context.Context, client *http.Client, base, endpoint string, body []byte, set func(http.Header)) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
+	if err != nil {
+		return nil, a.BaseURLError(base, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "text/event-stream")
+	set(req.Header)
+	return a.Do(client, req)
 }
 
 // Do sends req with client (http.DefaultClient when nil) and returns the

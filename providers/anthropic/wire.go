@@ -1,7 +1,6 @@
 package anthropic
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -194,15 +193,10 @@ func post(ctx context.Context, client *http.Client, base, key string, body []byt
 	if err != nil {
 		return nil, api.BaseURLError(base, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, endpoint, bytes.NewReader(body))
-	if err != nil {
-		return nil, api.BaseURLError(base, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("X-Api-Key", key)
-	req.Header.Set("Anthropic-Version", apiVersion)
-	return api.Do(client, req)
+	return api.Post(ctx, client, base, endpoint, body, func(h http.Header) {
+		h.Set("X-Api-Key", key)
+		h.Set("Anthropic-Version", apiVersion)
+	})
 }
 
 // readEvents reads the events of body, calling each with the next one,

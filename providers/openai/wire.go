@@ -179,20 +179,15 @@ func post(ctx context.Context, client *http.Client, base, key string, body []byt
 	if err != nil {
 		return nil, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u, bytes.NewReader(body))
-	if err != nil {
-		return nil, api.BaseURLError(base, err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("Accept", "text/event-stream")
-	req.Header.Set("Authorization", "Bearer "+key)
-	if v := os.Getenv("OPENAI_ORG_ID"); v != "" {
-		req.Header.Set("OpenAI-Organization", v)
-	}
-	if v := os.Getenv("OPENAI_PROJECT_ID"); v != "" {
-		req.Header.Set("OpenAI-Project", v)
-	}
-	return api.Do(client, req)
+	return api.Post(ctx, client, base, u, body, func(h http.Header) {
+		h.Set("Authorization", "Bearer "+key)
+		if v := os.Getenv("OPENAI_ORG_ID"); v != "" {
+			h.Set("OpenAI-Organization", v)
+		}
+		if v := os.Getenv("OPENAI_PROJECT_ID"); v != "" {
+			h.Set("OpenAI-Project", v)
+		}
+	})
 }
 
 // readChunks reads the chunks of body, calling each with the next one,
