@@ -719,9 +719,10 @@ func TestSessionModel(t *testing.T) {
 	}
 	// Every move of the table the model drives must be taken at least once. The invariants
 	// are checked on every run; a round that leaves a rule untaken is
-	// followed by another, up to five.
+	// followed by another, up to ten (reset_too_far, the rarest, was left
+	// untaken after five once in a few dozen runs).
 	var missing []string
-	for round := 1; round <= 5; round++ {
+	for round := 1; round <= 10; round++ {
 		rapid.Check(t, prop)
 		if t.Failed() {
 			return

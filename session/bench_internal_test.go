@@ -133,7 +133,9 @@ func BenchmarkAgentEndDecision(b *testing.B) {
 		}
 		r := pool[next]
 		r.s.apply(r.s.x.engine.RunReturned(now, r.run, policy.RunReturn{}))
-		r.s.subs.wake() // as the loop does after each command
+		// As the loop does at the end of its queue: the decision is the
+		// last of its inputs, and the session waits.
+		r.s.subs.wakeLast()
 		next++
 	}
 }

@@ -798,26 +798,31 @@ func (s *Session) post(f func()) bool {
 }
 
 // drain is the loop's goroutine: it runs the queued closures one at a
-// time, then exits when the queue is empty.
+// time, then ends when the queue is empty. The delivery of what the last
+// closure emitted is its own last work: it delivers to a subscriber itself
+// rather than start a goroutine and end (wakeLast), having handed the loop
+// on first (a closure posted from then on starts a new drain).
 func (s *Session) drain() {
-	for {
-		s.qmu.Lock()
-		if len(s.queue) == 0 {
-			s.running = false
-			s.qmu.Unlock()
-			return
-		}
+	s.qmu.Lock()
+	for len(s.queue) > 0 {
 		f := s.queue[0]
 		s.queue[0] = nil
 		s.queue = s.queue[1:]
-		if len(s.queue) == 0 {
-			s.queue = nil // let the backing array go while waiting
-		}
 		s.qmu.Unlock()
 		f()
 		s.rest()
+		s.qmu.Lock()
+		if len(s.queue) == 0 {
+			break
+		}
+		s.qmu.Unlock()
 		s.subs.wake()
+		s.qmu.Lock()
 	}
+	s.queue = nil // let the backing array go while waiting
+	s.running = false
+	s.qmu.Unlock()
+	s.subs.wakeLast()
 }
 
 // publish copies the engine's status into the value Status reads.

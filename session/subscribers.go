@@ -124,16 +124,40 @@ func (ss *subscribers) emit(ev events.Event) {
 }
 
 // wake starts the delivery of what was emitted.
-func (ss *subscribers) wake() {
+func (ss *subscribers) wake() { ss.wakeAll(false) }
+
+// wakeLast is wake for a goroutine that has nothing left to do once it
+// returns (the loop's, at the end of its queue): rather than start a
+// delivery goroutine and end, it delivers to one of the subscribers
+// itself, and starts goroutines for the others. Each subscriber still has
+// at most one delivery at work, and a slow one holds up only its own: the
+// caller has already handed its other work on.
+func (ss *subscribers) wakeLast() {
+	if sub := ss.wakeAll(true); sub != nil {
+		sub.deliver()
+	}
+}
+
+// wakeAll starts the delivery of what was emitted; with keep, it starts
+// none for the first subscriber that has something to deliver, and
+// returns it, claimed (its delivery is the caller's to run).
+func (ss *subscribers) wakeAll(keep bool) (kept *subscriber) {
 	ss.mu.Lock()
 	defer ss.mu.Unlock()
 	if !ss.pending {
-		return
+		return nil
 	}
 	ss.pending = false
 	for _, sub := range ss.list {
+		if keep && kept == nil {
+			if sub.claim() {
+				kept = sub
+			}
+			continue
+		}
 		sub.start()
 	}
+	return kept
 }
 
 // barrier queues a flush's barrier: a nil in the queue, and done, which
@@ -266,19 +290,26 @@ const spareKept = 4
 
 // start runs a delivery goroutine when events are queued and none runs.
 func (s *subscriber) start() {
+	if s.claim() {
+		go s.deliverFn()
+	}
+}
+
+// claim marks a delivery at work when events are queued and none is, and
+// reports whether it did: the caller is then to run deliver, on a
+// goroutine of its own (start) or on one that has nothing else to do
+// (wakeLast).
+func (s *subscriber) claim() bool {
 	s.mu.Lock()
+	defer s.mu.Unlock()
 	if s.running || s.stopped || (len(s.queue) == 0 && s.dropped == 0) {
-		s.mu.Unlock()
-		return
+		return false
 	}
 	s.running = true
-	deliver := s.deliverFn
-	if deliver == nil {
-		deliver = s.deliver
-		s.deliverFn = deliver
+	if s.deliverFn == nil {
+		s.deliverFn = s.deliver // set once, before any start reads it
 	}
-	s.mu.Unlock()
-	go deliver()
+	return true
 }
 
 // waitIdle returns once no delivery goroutine runs.

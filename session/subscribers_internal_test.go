@@ -81,3 +81,41 @@ func TestDeliveryStartAllocatesNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestLoopHandsOnBeforeItsLastDelivery: the loop delivers what its last
+// closure emitted itself, to a subscriber whose delivery is idle, instead
+// of starting a goroutine and ending; it hands the loop on first, so a
+// subscriber blocked on that event holds up only itself: a closure posted
+// meanwhile runs, on a new loop.
+func TestLoopHandsOnBeforeItsLastDelivery(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		s, err := New(idleAgent{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		release := make(chan struct{})
+		got := make(chan events.Event, 2)
+		s.Subscribe(func(ev events.Event) {
+			got <- ev
+			if _, first := ev.(events.MessageUpdate); first {
+				<-release
+			}
+		})
+		s.post(func() { s.subs.emit(events.MessageUpdate{}) })
+		if ev, ok := (<-got).(events.MessageUpdate); !ok {
+			t.Fatalf("first delivery %T", ev)
+		}
+		// The subscriber blocks in the delivery of the loop's last
+		// closure; the loop must run the next one.
+		ran := make(chan struct{})
+		s.post(func() { s.subs.emit(events.AgentEnd{}); close(ran) })
+		<-ran
+		close(release)
+		if ev := <-got; ev == nil {
+			t.Fatal("no second delivery")
+		} else if _, ok := ev.(events.AgentEnd); !ok {
+			t.Fatalf("second delivery %T", ev)
+		}
+	})
+}
