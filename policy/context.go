@@ -50,7 +50,14 @@ type runtimeContext struct {
 	// a few messages costs less than a map, which a session that waits
 	// out a backoff would keep. Once made it holds 0 for the messages
 	// that were in the context then, as old as they must be.
-	seq           map[string]int
+	seq map[string]int
+	// lastSeq is the position of the last message of msgs while the map
+	// does not hold it, else -1 (or anything, while there is no map): a
+	// push enters the message before it into the map, so that removing
+	// the last message (a failed answer, before its retry) leaves the map
+	// as it is. IDs are unique in the context (identify), so the last
+	// message's ID is in the map only for it.
+	lastSeq       int
 	nextSeq       int
 	compactionSeq int
 	// ids numbers new IDs: it is at least the number ending any ID of
@@ -133,13 +140,35 @@ const shortContext = 8
 
 // push adds m, recorded at position pos, at the end of the context.
 func (c *runtimeContext) push(m transcript.Message, pos int) {
+	if c.seq != nil && c.lastSeq >= 0 {
+		c.seq[c.msgs[len(c.msgs)-1].ID] = c.lastSeq
+	}
 	c.msgs, c.outgrown = append(c.msgs, m), nil
 	c.est += estimateTokens(m)
 	if c.seq != nil {
-		c.seq[m.ID] = pos
+		c.lastSeq = pos
 	} else if len(c.msgs) > shortContext {
 		c.index()
 	}
+}
+
+// position returns the position in history of the message of the context
+// with this ID, 0 for none.
+func (c *runtimeContext) position(id string) int {
+	if c.lastSeq >= 0 && c.seq != nil && c.msgs[len(c.msgs)-1].ID == id {
+		return c.lastSeq
+	}
+	return c.seq[id]
+}
+
+// setPosition sets the position of the message of the context with this
+// ID, which the map holds or is the last.
+func (c *runtimeContext) setPosition(id string, pos int) {
+	if c.lastSeq >= 0 && c.msgs[len(c.msgs)-1].ID == id {
+		c.lastSeq = pos
+		return
+	}
+	c.seq[id] = pos
 }
 
 // index makes the position map, every message of the context at 0: the
@@ -147,6 +176,7 @@ func (c *runtimeContext) push(m transcript.Message, pos int) {
 // each precedes any compaction to come, as 0 does.
 func (c *runtimeContext) index() {
 	c.seq = make(map[string]int, len(c.msgs))
+	c.lastSeq = -1
 	for _, m := range c.msgs {
 		c.seq[m.ID] = 0
 	}
@@ -175,7 +205,14 @@ func (c *runtimeContext) remove(id string) bool {
 			continue
 		}
 		c.est -= estimateTokens(c.msgs[i])
-		delete(c.seq, id)
+		if c.seq != nil {
+			if i == len(c.msgs)-1 && c.lastSeq >= 0 {
+				// The last was not in the map; the one before it is.
+				c.lastSeq = -1
+			} else {
+				delete(c.seq, id)
+			}
+		}
 		if prev := c.outgrown; prev != nil && i == len(prev) && i == len(c.msgs)-1 {
 			// The push this removal undoes outgrew prev, which holds the
 			// rest unchanged; what of it was handed out stays frozen.
@@ -209,6 +246,11 @@ func (c *runtimeContext) compact(e transcript.Entry, from int) {
 	}
 	if c.seq == nil {
 		c.index()
+	}
+	if c.lastSeq >= 0 {
+		// Every message in the map, so that the ones dropped leave it.
+		c.seq[c.msgs[len(c.msgs)-1].ID] = c.lastSeq
+		c.lastSeq = -1
 	}
 	for _, m := range c.msgs[:from] {
 		delete(c.seq, m.ID)
@@ -264,6 +306,9 @@ func (c *runtimeContext) taken(id string) bool {
 			}
 		}
 		return false
+	}
+	if c.lastSeq >= 0 && c.msgs[len(c.msgs)-1].ID == id {
+		return true
 	}
 	_, ok := c.seq[id]
 	return ok
@@ -385,8 +430,8 @@ func (e *Engine) Appended(at time.Time, err error) []Effect {
 	if err != nil {
 		c := &e.ctx
 		for _, en := range appended {
-			if _, ok := c.seq[en.ID]; ok && en.Type == transcript.EntryMessage {
-				c.seq[en.ID] = 0 // in no history: as old as can be
+			if en.Type == transcript.EntryMessage && c.seq != nil && c.taken(en.ID) {
+				c.setPosition(en.ID, 0) // in no history: as old as can be
 			}
 		}
 		c.nextSeq -= int(appendedN)

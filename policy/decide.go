@@ -68,7 +68,7 @@ func (e *Engine) facts(at time.Time, m *transcript.Message, sig transitions.Sign
 	if sig != transitions.PromptCheck && (v.Class == classify.Retryable || v.Class == classify.UsageLimit) {
 		e.fallbackFacts(m, &f.FallbackAvailable, &f.FallbackOnOverload, &f.Overloaded, &f.FallbackTooSmall)
 	}
-	f.Stale = e.ctx.compactionSeq > 0 && e.ctx.seq[m.ID] <= e.ctx.compactionSeq
+	f.Stale = e.ctx.compactionSeq > 0 && e.ctx.position(m.ID) <= e.ctx.compactionSeq
 	f.Tokens = contextTokens(m.Usage)
 	if sig == transitions.RunEnded && v.Class == classify.Overflow && !f.Stale {
 		// The provider's count of the request that overflowed is the best
