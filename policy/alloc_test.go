@@ -2,6 +2,7 @@ package policy_test
 
 import (
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -34,6 +35,7 @@ func TestDecisionAllocations(t *testing.T) {
 		r := pool[next]
 		next++
 		r.e.RunReturned(t0, r.run, policy.RunReturn{Draw: 0.5})
+		r.e.Release() // as the driver does: the next decision reuses the room
 	})
 	for _, r := range pool {
 		require.Equal(t, "backoff", string(r.e.Status().State))
@@ -41,10 +43,12 @@ func TestDecisionAllocations(t *testing.T) {
 	assert.LessOrEqual(t, got, float64(1+poolMisses), "a decision allocates %v", got)
 }
 
-// TestTurnAllocations: a turn with three retries allocates no more than 39
+// TestTurnAllocations: a turn with three retries allocates no more than 34
 // values (the aim: 60): the prompt and its ID,
-// each run (its first message inside it) and its messages, the effects'
-// buffers after each wait, and the events that carry data.
+// each run (its first message inside it) and its messages, and the events
+// that carry data. The effects' room comes back through Release, which the
+// player calls as a driver does (without it, four more: one after each
+// wait).
 func TestTurnAllocations(t *testing.T) {
 	// A prompt, four runs of four events and a return each, three timers:
 	// under the race detector each may miss the pool once (it drops a
@@ -55,6 +59,42 @@ func TestTurnAllocations(t *testing.T) {
 	at := t0
 	turn := newTurnPlayer()
 	got := testing.AllocsPerRun(20, func() { at = turn.play(t, e, at) })
-	assert.LessOrEqual(t, got, float64(39+turnInputs*poolMisses), "a turn allocates %v", got)
+	assert.LessOrEqual(t, got, float64(34+turnInputs*poolMisses), "a turn allocates %v", got)
 	assert.Equal(t, "idle", string(e.Status().State))
+}
+
+// TestReleaseTakesTheRoomBack: once the driver releases an input's effects,
+// their room holds nothing (no event, message or error stays reachable
+// through the pool), the engine keeps none while it waits, and the next
+// input, which takes a room from the pool, answers as ever. Release twice,
+// or before any input, does nothing.
+func TestReleaseTakesTheRoomBack(t *testing.T) {
+	e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
+	require.NoError(t, err)
+	e.Release()
+	run := ended(t, e, t0) // releases each input's effects
+	effects := e.RunReturned(t0, run, policy.RunReturn{Draw: 0.5})
+	require.NotEmpty(t, effects)
+	var timer policy.TimerID
+	for _, ef := range effects {
+		if ef.Kind == policy.StartTimer {
+			timer = ef.Timer
+		}
+	}
+	require.NotZero(t, timer, "the decision arms the backoff's timer")
+	e.Release()
+	e.Release()
+	for i, ef := range effects[:cap(effects)] {
+		assert.Zero(t, ef, "effect %d of the released room", i)
+	}
+	next := e.TimerFired(t0.Add(time.Hour), timer)
+	assert.Equal(t, "continuing", string(e.Status().State))
+	assert.Condition(t, func() bool {
+		for _, ef := range next {
+			if ef.Kind == policy.StartRun {
+				return true
+			}
+		}
+		return false
+	}, "the backoff's end starts the retry: %v", next)
 }

@@ -34,15 +34,18 @@ var benchFailure = func() transcript.Message {
 var benchSuccess = answer(transcript.StopReasonStop, "done")
 
 // ended returns a run of e that ended on a transient error and has not yet
-// returned.
+// returned. Each input's effects are released, as a driver does once it
+// has carried them out.
 func ended(b testing.TB, e *policy.Engine, at time.Time) policy.RunID {
 	effects, err := e.Prompt(at, "hi")
 	if err != nil {
 		b.Fatal(err)
 	}
 	run := runOfB(b, effects)
+	e.Release()
 	for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: benchFailure}, events.MessageEnd{Message: benchFailure}, events.AgentEnd{}} {
 		e.RunEvent(at, run, ev)
+		e.Release()
 	}
 	return run
 }
@@ -94,6 +97,7 @@ func BenchmarkDecision(b *testing.B) {
 		}
 		r := pool[next]
 		r.e.RunReturned(at, r.run, policy.RunReturn{Draw: 0.5})
+		r.e.Release() // as the driver does once it has carried them out
 		next++
 	}
 }
@@ -141,13 +145,16 @@ func newTurnPlayer() turnPlayer {
 }
 
 // play plays the turn on e from at: a prompt, three transient errors with
-// their backoffs, and a success. It returns the time the turn ended.
+// their backoffs, and a success. It returns the time the turn ended. Each
+// input's effects are released once read, as a driver does once it has
+// carried them out.
 func (p turnPlayer) play(tb testing.TB, e *policy.Engine, at time.Time) time.Time {
 	effects, err := e.Prompt(at, "hi")
 	if err != nil {
 		tb.Fatal(err)
 	}
 	run := runOfB(tb, effects)
+	e.Release()
 	for i := range 4 {
 		evs := p.failing
 		if i == 3 {
@@ -155,9 +162,11 @@ func (p turnPlayer) play(tb testing.TB, e *policy.Engine, at time.Time) time.Tim
 		}
 		for _, ev := range evs {
 			e.RunEvent(at, run, ev)
+			e.Release()
 		}
 		effects = e.RunReturned(at, run, policy.RunReturn{Draw: 0.5})
 		if i == 3 {
+			e.Release()
 			break
 		}
 		var timer policy.TimerID
@@ -167,8 +176,10 @@ func (p turnPlayer) play(tb testing.TB, e *policy.Engine, at time.Time) time.Tim
 				timer, deadline = ef.Timer, ef.Deadline
 			}
 		}
+		e.Release()
 		at = deadline
 		run = runOfB(tb, e.TimerFired(at, timer))
+		e.Release()
 	}
 	return at
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/agentfsm/agentfsm/events"
@@ -25,7 +26,9 @@ import (
 // runs it in process (package session), another could run it in a durable
 // workflow.
 //
-// The slice of effects an input returns is valid until the next input. An
+// The slice of effects an input returns is valid until the next input, or
+// until Release, which a driver calls once it has carried them out so that
+// their room serves the next input (of any engine). An
 // Engine is not safe for concurrent use: a driver feeds it one input at a
 // time.
 type Engine struct {
@@ -264,12 +267,19 @@ func (e *Engine) SetRetryEnabled(on bool) { e.cfg.Retry.Enabled = on }
 // SetCompactionEnabled writes compaction.enabled.
 func (e *Engine) SetCompactionEnabled(on bool) { e.cfg.Compaction.Enabled = on }
 
+// effectRoom is the room an input's effects start in: what nearly every
+// input makes (a retry's decision makes five); the rare input that makes
+// more grows it.
+const effectRoom = 6
+
+// effectRooms holds the effect buffers drivers gave back (Release), for
+// the next input of any engine.
+var effectRooms = sync.Pool{New: func() any { return new([effectRoom]Effect) }}
+
 // begin starts the effects of an input.
 func (e *Engine) begin() {
 	if e.out == nil {
-		// Room for what nearly every input makes (a retry's decision makes
-		// five); the rare input that makes more grows it.
-		e.out = make([]Effect, 0, 6)
+		e.out = effectRooms.Get().(*[effectRoom]Effect)[:0]
 	}
 	e.out, e.entries = e.out[:0], e.entries[:0]
 	e.ctx.appendedN = 0
@@ -287,8 +297,8 @@ func (e *Engine) end(at time.Time) []Effect {
 	out := e.out
 	if e.quiet() {
 		// A session that waits (for a prompt, or out a backoff) keeps no
-		// buffer: the next input makes a new one.
-		e.out, e.raised = nil, nil
+		// buffer of the steps raised; its effects' buffer goes at Release.
+		e.raised = nil
 		if !slices.ContainsFunc(e.entries, isMessageEntry) {
 			// The messages this input appended are kept for Appended,
 			// which undoes their positions if the append fails; a
@@ -297,6 +307,20 @@ func (e *Engine) end(at time.Time) []Effect {
 		}
 	}
 	return out
+}
+
+// Release tells the engine that the driver has carried out the effects of
+// its last input and holds none of them: their room goes to the next
+// input, of this engine or another, and an engine that waits keeps none.
+// The effects must not be read after it. A driver that never calls it
+// loses only that: each engine keeps the room of its last effects.
+func (e *Engine) Release() {
+	if cap(e.out) == effectRoom {
+		room := (*[effectRoom]Effect)(e.out[:effectRoom])
+		clear(room[:]) // the pool keeps no event, message or error
+		effectRooms.Put(room)
+	}
+	e.out = nil
 }
 
 func isMessageEntry(en transcript.Entry) bool { return en.Type == transcript.EntryMessage }

@@ -126,6 +126,9 @@ func (s *Session) apply(effects []policy.Effect) {
 	for _, f := range feedback {
 		s.apply(f())
 	}
+	// Carried out: the engine's next input, or another engine's, reuses
+	// the effects' room, and a session that waits keeps none.
+	x.engine.Release()
 }
 
 func (x *executor) stopTimer() {

@@ -836,6 +836,7 @@ func (s *Session) publish() {
 // rest runs after every closure: Status reads the new state, and the
 // callers of Abort are released once nothing is in flight.
 func (s *Session) rest() {
+	s.x.engine.Release() // an input whose effects were not carried out (a refused prompt's)
 	s.publish()
 	if s.x.quiet != nil && quiet(s.x.engine.Status()) {
 		close(s.x.quiet)

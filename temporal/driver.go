@@ -150,6 +150,7 @@ func (d *driver) apply(ctx workflow.Context, effects []policy.Effect) {
 	for _, f := range feedback {
 		d.feed(ctx, f)
 	}
+	d.engine.Release() // carried out: the next input reuses their room
 	d.upsertMemo(ctx)
 }
 

@@ -255,6 +255,12 @@ func anthropicStreamEach(ctx context.Context, c *apiClient, each func(typ string
 		}
 		if each != nil {
 			each(ev.Type)
+			// A caller that cancels stops reading here, as a client whose
+			// read would fail does: events already buffered must not let
+			// the stream end as if it was never cancelled.
+			if err := ctx.Err(); err != nil {
+				return msg, types, err
+			}
 		}
 	}
 }
