@@ -7,6 +7,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -178,8 +179,8 @@ func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compact
 			at = deeperCut(msgs, first, limit, e.calib)
 			// Cutting at the first cut point is worth it when everything
 			// does not fit: the first message is then what takes the room.
-			ok = at > first || e.calib.tokens(EstimateTokens(msgs...)) > limit ||
-				(msgs[0].Role == transcript.RoleSummary && e.calib.tokens(estimateTokens(msgs[0])) > budget)
+			ok = at > first || e.calib.tokens(sizes.Tokens(msgs...)) > limit ||
+				(msgs[0].Role == transcript.RoleSummary && e.calib.tokens(sizes.Message(msgs[0])) > budget)
 		}
 	}
 	sizing := e.calib // how the compaction sizes what it keeps and its summary
@@ -217,7 +218,7 @@ func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compact
 		truncated: cuts,
 		sizing:    sizing,
 		extra:     extra,
-		before:    max(sizing.tokens(EstimateTokens(msgs...)), tokensBefore(msgs), counted),
+		before:    max(sizing.tokens(sizes.Tokens(msgs...)), tokensBefore(msgs), counted),
 	}, nil
 }
 
@@ -245,7 +246,7 @@ func (e *Engine) promptTokens() int {
 	if e.turn == nil || e.turn.prompt == nil {
 		return 0
 	}
-	return e.calib.tokens(estimateTokens(*e.turn.prompt))
+	return e.calib.tokens(sizes.Message(*e.turn.prompt))
 }
 
 // keptLimit is the most tokens, sized by c, the messages a compaction
@@ -291,7 +292,7 @@ func (e *Engine) summaryLimit(c *compaction) int {
 		return 0
 	}
 	limit := func(sizing calibration) int {
-		size := sizing.tokens(EstimateTokens(c.kept...)) + c.extra
+		size := sizing.tokens(sizes.Tokens(c.kept...)) + c.extra
 		room := threshold - size
 		if room <= 0 {
 			room = e.model.ContextWindow - max(e.cfg.Compaction.ReserveTokens, 0) - size
@@ -403,7 +404,7 @@ func (e *Engine) CompactionFinished(at time.Time, id CompactionID, sum Summary, 
 		Reason: c.reason, Summary: sum.Text, FirstKeptEntryID: c.kept[0].ID, TokensBefore: c.before, Details: sum.Details,
 		Truncated: c.truncated,
 	}}
-	c.entry.Compaction.TokensAfter = c.sizing.tokens(EstimateTokens(summaryMessage(c.entry)) + EstimateTokens(c.kept...))
+	c.entry.Compaction.TokensAfter = c.sizing.tokens(sizes.Tokens(summaryMessage(c.entry)) + sizes.Tokens(c.kept...))
 	c.committing, c.previousSeq = true, e.ctx.compactionSeq
 	e.record(c.entry)
 	return e.end(at)

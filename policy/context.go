@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -59,7 +60,7 @@ type runtimeContext struct {
 	// last is the size of the latest compaction applied to the context,
 	// nil before any.
 	last *compactionSize
-	// est is EstimateTokens(msgs...), kept as msgs change, so that a
+	// est is sizes.Tokens(msgs...), kept as msgs change, so that a
 	// calibration costs nothing like the context's size.
 	est int
 }
@@ -134,7 +135,7 @@ const shortContext = 8
 // push adds m, recorded at position pos, at the end of the context.
 func (c *runtimeContext) push(m transcript.Message, pos int) {
 	c.msgs, c.outgrown = append(c.msgs, m), nil
-	c.est += estimateTokens(m)
+	c.est += sizes.Message(m)
 	if c.seq != nil {
 		c.seq[m.ID] = pos
 	} else if len(c.msgs) > shortContext {
@@ -174,7 +175,7 @@ func (c *runtimeContext) remove(id string) bool {
 		if c.msgs[i].ID != id {
 			continue
 		}
-		c.est -= estimateTokens(c.msgs[i])
+		c.est -= sizes.Message(c.msgs[i])
 		delete(c.seq, id)
 		if prev := c.outgrown; prev != nil && i == len(prev) && i == len(c.msgs)-1 {
 			// The push this removal undoes outgrew prev, which holds the
@@ -217,7 +218,7 @@ func (c *runtimeContext) compact(e transcript.Entry, from int) {
 	out = append(append(out, summaryMessage(e)), c.msgs[from:]...)
 	applyTruncations(out[1:], e.Compaction.Truncated)
 	c.msgs, c.frozen, c.outgrown = out, 0, nil
-	c.est = EstimateTokens(out...)
+	c.est = sizes.Tokens(out...)
 	c.seq[e.ID] = c.compactionSeq
 	cp := e.Compaction
 	c.last = &compactionSize{reason: cp.Reason, before: cp.TokensBefore, after: cp.TokensAfter, truncated: cp.Truncated}

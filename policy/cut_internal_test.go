@@ -12,13 +12,14 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/transcript"
 	"pgregory.net/rapid"
 )
 
 // Estimates count every block: text and thinking characters, a tool
 // call's name and arguments, and an image whose dimensions are unknown as
-// maxImageTokens; signatures and image data are not counted (issue 13
+// sizes.MaxImageTokens; signatures and image data are not counted (issue 13
 // item 1).
 func TestEstimateTokensCountsEveryBlock(t *testing.T) {
 	m := transcript.Message{Role: transcript.RoleAssistant, Content: []transcript.Block{
@@ -27,8 +28,8 @@ func TestEstimateTokensCountsEveryBlock(t *testing.T) {
 		{Type: transcript.BlockToolCall, ID: "c1", Name: "read", Arguments: json.RawMessage(`{"p":1}`)},
 		{Type: transcript.BlockImage, Data: "aWdub3JlZA==", MimeType: "image/png"},
 	}, ErrorMessage: "err"}
-	chars := 4 + 4 + len("read") + len(`{"p":1}`) + 4*maxImageTokens + 3
-	if got, want := estimateTokens(m), (chars+3)/4; got != want {
+	chars := 4 + 4 + len("read") + len(`{"p":1}`) + 4*sizes.MaxImageTokens + 3
+	if got, want := sizes.Message(m), (chars+3)/4; got != want {
 		t.Errorf("estimate %d, want %d", got, want)
 	}
 }
@@ -150,7 +151,7 @@ func TestImageCountsAtTheProvidersCost(t *testing.T) {
 	}
 	for _, c := range cases {
 		img := transcript.Message{Role: transcript.RoleUser, Content: []transcript.Block{{Type: transcript.BlockImage, Data: c.data, MimeType: "image/png"}}}
-		if got := EstimateTokens(img); got != c.want {
+		if got := sizes.Tokens(img); got != c.want {
 			t.Errorf("%s: %d tokens, want %d (base64 of %d characters)", c.name, got, c.want, len(c.data))
 		}
 	}

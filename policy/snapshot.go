@@ -17,9 +17,9 @@ import (
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
-// SnapshotVersion is the version of the Snapshot format this package
+// snapshotVersion is the version of the Snapshot format this package
 // writes, and the only one it reads.
-const SnapshotVersion = 1
+const snapshotVersion = 1
 
 // Snapshot is an Engine as a serializable value: what Restore needs,
 // with the session's history, to go on in another process. It refers to
@@ -30,6 +30,8 @@ const SnapshotVersion = 1
 // Restore); decoded from JSON, a snapshot must hold every field Snapshot
 // always writes (see UnmarshalJSON).
 type Snapshot struct {
+	// Version is the version of the format: 1, the one this package
+	// writes and the only one Restore reads.
 	Version   int    `json:"version"`
 	SessionID string `json:"sessionId"`
 	Config    Config `json:"config"`
@@ -118,7 +120,7 @@ const (
 // part of it: its caller is in this process.
 func (e *Engine) Snapshot() Snapshot {
 	s := Snapshot{
-		Version: SnapshotVersion, SessionID: e.id, Config: e.cfg, State: e.state(),
+		Version: snapshotVersion, SessionID: e.id, Config: e.cfg, State: e.state(),
 		Attempt: e.attempt, History: e.ctx.nextSeq, Turn: e.turn != nil,
 		EpisodeCompacted: e.turn != nil && e.turn.episodeCompacted,
 		Tickets:          e.tickets,
@@ -328,8 +330,8 @@ const maxTickets = 1 << 53
 // longer than the input that enters them); in each, what may be in flight,
 // the retry counter and the rest are bound as below.
 func (s Snapshot) check() error {
-	if s.Version != SnapshotVersion {
-		return fmt.Errorf("version %d (this version reads %d)", s.Version, SnapshotVersion)
+	if s.Version != snapshotVersion {
+		return fmt.Errorf("version %d (this version reads %d)", s.Version, snapshotVersion)
 	}
 	if s.SessionID == "" {
 		return errors.New("sessionId: empty")

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -89,7 +90,8 @@ type AgentSummarizer struct {
 	SessionID string
 	// MaxChars bounds the summary when the request gives no bound (its
 	// MaxChars is 0: the model's context window is unknown); 0 means
-	// DefaultDigestChars. The request's bound wins when it has one.
+	// 20,000 characters (about 5,000 tokens), policy.DigestSummarizer's default.
+	// The request's bound wins when it has one.
 	MaxChars int
 	// TranscriptChars bounds the prompt's transcript and previous summary,
 	// in characters as the token estimate counts them (bytes of UTF-8);
@@ -245,7 +247,7 @@ func (a AgentSummarizer) Summarize(ctx context.Context, req policy.SummaryReques
 	if maxChars <= 0 {
 		maxChars = a.MaxChars
 		if maxChars <= 0 {
-			maxChars = policy.DefaultDigestChars
+			maxChars = sizes.DigestChars
 		}
 	}
 	model, cred := a.target(req)

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -54,7 +55,7 @@ func TestToolResultOverTheWindowTruncatedAndReopened(t *testing.T) {
 		}
 		require.NotNil(t, result)
 		assert.Contains(t, result.Text(), "of this tool result truncated by compaction: it was too large to keep whole]")
-		assert.Less(t, policy.EstimateTokens(live...), 30000-policy.DefaultConfig().Compaction.ReserveTokens)
+		assert.Less(t, sizes.Tokens(live...), 30000-policy.DefaultConfig().Compaction.ReserveTokens)
 		require.NoError(t, s.Close())
 		require.NoError(t, h.Close())
 
