@@ -25,7 +25,7 @@ const (
 )
 
 // calibration is a session's token ratio: how many tokens the provider
-// counts for each token the chars/4 estimate (EstimateTokens) gives. 0 is
+// counts for each token the chars/4 estimate (sizes.Tokens) gives. 0 is
 // no count yet, which reads as 1. Every count the provider gives sets it,
 // the latest winning: the usage of each call against the estimate of the
 // messages it covered, and the size an overflow's error text gives against

@@ -71,7 +71,7 @@ type Snapshot struct {
 	// before it was recorded.
 	Tickets uint64 `json:"tickets,omitempty"`
 	// TokenRatio is the session's token ratio: how many tokens the
-	// provider counts for each token EstimateTokens gives, as its latest
+	// provider counts for each token the chars/4 estimate gives, as its latest
 	// count said (docs/session.md, "Calibration"). 0 before the provider
 	// gave any count, and in a snapshot written before it was recorded,
 	// when the restored engine takes it from the usage in its history.
