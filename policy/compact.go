@@ -370,14 +370,6 @@ func (e *Engine) Compact(at time.Time, instructions string) ([]Effect, error) {
 	return out, nil
 }
 
-// CompactionInFlight returns the compaction in flight, 0 when there is none.
-func (e *Engine) CompactionInFlight() CompactionID {
-	if e.comp == nil {
-		return 0
-	}
-	return e.comp.id
-}
-
 // CompactionFinished is the summarizer's answer for compaction id: the
 // summary, or why there is none. The compaction's entry goes to history
 // (an Append that awaits Appended) before the runtime context changes.

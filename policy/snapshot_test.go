@@ -25,6 +25,7 @@ type driver struct {
 	events  []string
 	run     policy.RunID
 	timer   policy.TimerID
+	comp    policy.CompactionID
 	at      time.Time // the armed timer's deadline
 	settled bool
 }
@@ -41,6 +42,10 @@ func (d *driver) feed(effects []policy.Effect) {
 			d.timer, d.at = ef.Timer, ef.Deadline
 		case policy.StopTimer:
 			d.timer = 0
+		case policy.StartCompaction:
+			d.comp = ef.Compaction
+		case policy.CancelCompaction:
+			d.comp = 0
 		case policy.Append:
 			d.history = append(d.history, ef.Entries...)
 			if ef.Await {
@@ -237,7 +242,7 @@ func drive(t *rapid.T, d *driver, sc *script, turns int, quiet func(*driver, tim
 				d = quiet(d, at)
 				at = d.fire()
 			case st.Compacting:
-				d.feed(d.e.CompactionFinished(at, d.e.CompactionInFlight(), policy.Summary{Text: "summary"}, nil))
+				d.feed(d.e.CompactionFinished(at, d.comp, policy.Summary{Text: "summary"}, nil))
 			case st.Streaming:
 				m, draw := sc.take()
 				d.answerRun(at, m, draw)

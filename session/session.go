@@ -627,11 +627,11 @@ func (s *Session) Compact(ctx context.Context, instructions string) (transcript.
 		err error
 	}
 	reply := make(chan answer, 1)
-	var mine policy.CompactionID
+	started := false
 	err := s.do(func() {
 		effects, err := s.x.engine.Compact(time.Now(), instructions)
 		if err == nil {
-			mine = s.x.engine.CompactionInFlight()
+			started = true
 			s.x.compact = func(res transcript.Compaction, err error) { reply <- answer{res, err} }
 		}
 		s.apply(effects)
@@ -646,9 +646,12 @@ func (s *Session) Compact(ctx context.Context, instructions string) (transcript.
 	case a := <-reply:
 		return a.res, a.err
 	case <-ctx.Done():
-		// Cancel this call's compaction only, never another's.
+		// Cancel this call's compaction only, never another's. Until its
+		// answer is in reply it is the one in flight: a manual compaction
+		// ends with FinishCompact, which answers at once on this loop,
+		// and no other compaction starts while it runs.
 		_ = s.do(func() {
-			if mine != 0 && s.x.engine.CompactionInFlight() == mine {
+			if started && len(reply) == 0 {
 				s.apply(s.x.engine.AbortCompaction(time.Now()))
 			}
 		})
