@@ -234,8 +234,9 @@ func (e *Engine) LastCompactionTruncated() []transcript.Truncation {
 	return nil
 }
 
-// Config returns the settings.
-func (e *Engine) Config() Config {
+// config returns the settings, a copy that shares nothing with the
+// engine's (Snapshot's Config).
+func (e *Engine) config() Config {
 	c := e.cfg
 	c.Fallback = cloneFallback(c.Fallback)
 	return c

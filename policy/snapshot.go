@@ -117,10 +117,12 @@ const (
 )
 
 // Snapshot returns the engine as a Snapshot. A manual compaction in flight is not
-// part of it: its caller is in this process.
+// part of it: its caller is in this process. Its Config is the engine's
+// current settings (Setup's, as SetRetryEnabled and SetCompactionEnabled
+// changed them), a copy: changing it changes nothing in the engine.
 func (e *Engine) Snapshot() Snapshot {
 	s := Snapshot{
-		Version: snapshotVersion, SessionID: e.id, Config: e.cfg, State: e.state(),
+		Version: snapshotVersion, SessionID: e.id, Config: e.config(), State: e.state(),
 		Attempt: e.attempt, History: e.ctx.nextSeq, Turn: e.turn != nil,
 		EpisodeCompacted: e.turn != nil && e.turn.episodeCompacted,
 		Tickets:          e.tickets,

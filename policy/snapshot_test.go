@@ -533,3 +533,22 @@ func TestSnapshotJSONNeedsEveryField(t *testing.T) {
 	data, _ := json.Marshal(cfgNull)
 	assert.ErrorContains(t, json.Unmarshal(data, &back), "config: null")
 }
+
+// TestSnapshotSharesNothingWithTheEngine: a snapshot is a value. Changing
+// its fallback settings (a pointer in Config) leaves the engine's as they
+// were, and so does changing the Setup the engine was made from. The
+// snapshot handed out the engine's own FallbackConfig: a caller that
+// edited a snapshot before storing it changed the running session's
+// fallback models and cooldown.
+func TestSnapshotSharesNothingWithTheEngine(t *testing.T) {
+	fb := &policy.FallbackConfig{Models: []policy.FallbackModel{{ID: "small"}}, CooldownMs: 60_000}
+	e := newEngine(t, func(s *policy.Setup) { s.Config.Fallback = fb })
+	fb.Models[0].ID, fb.CooldownMs = "changed in the setup", 1
+	snap := e.Snapshot()
+	require.NotNil(t, snap.Config.Fallback)
+	snap.Config.Fallback.Models[0].ID = "changed in the snapshot"
+	snap.Config.Fallback.CooldownMs = 2
+	snap.Config.Fallback.Models = append(snap.Config.Fallback.Models, policy.FallbackModel{ID: "added"})
+	again := e.Snapshot().Config.Fallback
+	assert.Equal(t, &policy.FallbackConfig{Models: []policy.FallbackModel{{ID: "small"}}, CooldownMs: 60_000}, again)
+}

@@ -673,10 +673,12 @@ func (s *Session) SetAutoCompactionEnabled(on bool) {
 	_ = s.do(func() { s.x.engine.SetCompactionEnabled(on) })
 }
 
-// Config returns the session's current settings.
+// Config returns the session's current settings: those it was made with,
+// as SetAutoRetryEnabled and SetAutoCompactionEnabled changed them. The
+// value is the caller's: changing it changes nothing in the session.
 func (s *Session) Config() policy.Config {
 	var cfg policy.Config
-	if s.do(func() { cfg = s.x.engine.Config() }) != nil {
+	if s.do(func() { cfg = s.x.engine.Snapshot().Config }) != nil {
 		return policy.Config{}
 	}
 	return cfg

@@ -139,3 +139,27 @@ func TestSnapshotKeepsThePromptTheCheckHeld(t *testing.T) {
 		assert.Equal(t, states.Idle, r.Status().State)
 	})
 }
+
+// TestSnapshotAndConfigAreTheCallers: the snapshot and the settings a
+// session hands out are values. Changing the fallback settings of either
+// (a pointer in Config) changes nothing in the session. The snapshot
+// handed out the engine's own FallbackConfig, which a caller could edit
+// while the session's loop read it.
+func TestSnapshotAndConfigAreTheCallers(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		cfg := policy.DefaultConfig()
+		cfg.Fallback = &policy.FallbackConfig{Models: []policy.FallbackModel{{ID: "small"}}}
+		s, _, _ := newSession(t, nil, session.WithConfig(cfg))
+		want := s.Config()
+		snap, err := s.Snapshot()
+		require.NoError(t, err)
+		snap.Config.Fallback.Models[0].ID = "changed in the snapshot"
+		snap.Config.Fallback.CooldownMs = 1
+		got := s.Config()
+		got.Fallback.Models[0].ID = "changed in the config"
+		assert.Equal(t, want, s.Config())
+		again, err := s.Snapshot()
+		require.NoError(t, err)
+		assert.Equal(t, want, again.Config)
+	})
+}
