@@ -99,17 +99,17 @@ type AgentSummarizer struct {
 	// of it, at 4 characters a token divided by the request's TokenRatio
 	// when that is over 1, less the summary's bound (so the
 	// prompt, the instructions and the answer fit with room to spare), or
-	// DefaultTranscriptChars when the window is unknown.
+	// 200,000 characters (about 50,000 tokens, which fits the windows of
+	// the models in common use) when the window is unknown.
 	TranscriptChars int
 	// MaxPieces bounds the model calls of one summary (see Summarize); 0
 	// means 8.
 	MaxPieces int
 }
 
-// DefaultTranscriptChars bounds an AgentSummarizer's transcript when the
-// model's context window is unknown: about 50,000 tokens, which fits the
-// windows of the models in common use.
-const DefaultTranscriptChars = 200_000
+// defaultTranscriptChars bounds an AgentSummarizer's transcript when the
+// model's context window is unknown (see TranscriptChars).
+const defaultTranscriptChars = 200_000
 
 // minTranscriptChars is the smallest transcript budget a context window
 // is given, however small the window.
@@ -329,7 +329,7 @@ func (a AgentSummarizer) transcriptBudget(model policy.Model, maxChars int, rati
 		return a.TranscriptChars
 	}
 	if model.ContextWindow <= 0 {
-		return DefaultTranscriptChars
+		return defaultTranscriptChars
 	}
 	// Half the window in characters, computed so it cannot overflow:
 	// by the session's token ratio when the provider counts more than
