@@ -251,7 +251,9 @@ func (e *Engine) Model() Model { return e.primary() }
 func (e *Engine) SessionID() string { return e.id }
 
 // Messages returns a copy of the runtime context: what the next model call
-// sees.
+// sees. The slice is the caller's; the messages share their content
+// blocks, usage and headers with the engine's, which must not be changed
+// (session.Session.Messages copies them whole).
 func (e *Engine) Messages() []transcript.Message { return cloneMessages(e.ctx.msgs) }
 
 // quiet reports whether nothing is in flight: no run and no compaction

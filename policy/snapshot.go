@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentfsm/agentfsm/fsm"
+	"github.com/agentfsm/agentfsm/internal/owned"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
@@ -119,7 +120,8 @@ const (
 // Snapshot returns the engine as a Snapshot. A manual compaction in flight is not
 // part of it: its caller is in this process. Its Config is the engine's
 // current settings (Setup's, as SetRetryEnabled and SetCompactionEnabled
-// changed them), a copy: changing it changes nothing in the engine.
+// changed them), and Config and Prompt are copies: changing them changes
+// nothing in the engine.
 func (e *Engine) Snapshot() Snapshot {
 	s := Snapshot{
 		Version: snapshotVersion, SessionID: e.id, Config: e.config(), State: e.state(),
@@ -172,7 +174,7 @@ func (e *Engine) Snapshot() Snapshot {
 		s.Aborted = s.State == states.Idle
 	}
 	if t := e.turn; t != nil && t.prompt != nil {
-		p := *t.prompt
+		p := owned.Message(*t.prompt)
 		s.Prompt = &p
 	}
 	return s

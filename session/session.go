@@ -16,6 +16,7 @@ import (
 	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/internal/owned"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -719,11 +720,16 @@ func (s *Session) Snapshot() (policy.Snapshot, error) {
 }
 
 // Messages returns a copy of the runtime context: the messages the next
-// model call will see.
+// model call will see. The copy is the caller's, content blocks, tool
+// arguments, usage and headers included: changing it changes nothing in
+// the session.
 func (s *Session) Messages() []transcript.Message {
 	var out []transcript.Message
 	if s.do(func() { out = s.x.engine.Messages() }) != nil {
 		return nil
+	}
+	for i := range out {
+		out[i] = owned.Message(out[i])
 	}
 	return out
 }
