@@ -30,31 +30,31 @@ const DigestChars = 20_000
 // megapixels); OpenAI's (85 + 170 a 512-pixel tile, high detail) is no
 // higher. So an image whose dimensions its data gives (PNG, GIF or JPEG)
 // counts as ceil(width × height / 750) tokens after that scaling, at most
-// MaxImageTokens, and one whose dimensions are unknown (no data, or another
-// format) counts MaxImageTokens: the provider's most, so an estimate never
+// maxImageTokens, and one whose dimensions are unknown (no data, or another
+// format) counts maxImageTokens: the provider's most, so an estimate never
 // falls short for an image. The estimate counts an image as 4 characters a
 // token, so the session's calibration ratio applies to it as to the rest.
 const (
-	MaxImageTokens = 1600
+	maxImageTokens = 1600
 	maxImageEdge   = 1568
 )
 
 // imageTokens is what an image block counts, in tokens (see
-// MaxImageTokens).
+// maxImageTokens).
 func imageTokens(b transcript.Block) int {
 	if b.Data == "" {
-		return MaxImageTokens
+		return maxImageTokens
 	}
 	// DecodeConfig reads only the header it needs of the decoded data.
 	cfg, _, err := image.DecodeConfig(base64.NewDecoder(base64.StdEncoding, strings.NewReader(b.Data)))
 	if err != nil || cfg.Width <= 0 || cfg.Height <= 0 {
-		return MaxImageTokens
+		return maxImageTokens
 	}
 	w, h := float64(cfg.Width), float64(cfg.Height)
 	if long := max(w, h); long > maxImageEdge {
 		w, h = w*maxImageEdge/long, h*maxImageEdge/long
 	}
-	return min(int(math.Ceil(w*h/750)), MaxImageTokens)
+	return min(int(math.Ceil(w*h/750)), maxImageTokens)
 }
 
 // Tokens is the size of msgs in tokens as compaction estimates it:
@@ -71,7 +71,7 @@ func Tokens(msgs ...transcript.Message) int {
 // Message is a message's size estimate, in tokens: ceil(chars/4),
 // counting the characters (bytes of UTF-8) of its text, its thinking,
 // each tool call's name and arguments, its error message, and 4
-// characters a token of an image's cost (see MaxImageTokens). Signatures
+// characters a token of an image's cost (see maxImageTokens). Signatures
 // are not counted, nor is an image's base64 data.
 func Message(m transcript.Message) int {
 	chars := len(m.ErrorMessage)
