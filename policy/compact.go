@@ -3,6 +3,7 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
@@ -416,6 +417,7 @@ func (e *Engine) committed(at time.Time, err error) {
 	e.ctx.compact(c.entry, -1)
 	e.setOverflow(overflowCount{}) // the context it counted is gone
 	res := *c.entry.Compaction     // a copy: the entry went to history
+	res.Truncated = slices.Clone(res.Truncated)
 	if c.manual {
 		e.effect(Effect{Kind: FinishCompact, Result: &res})
 	} else {

@@ -221,7 +221,9 @@ func (c *runtimeContext) compact(e transcript.Entry, from int) {
 	c.est = sizes.Tokens(out...)
 	c.seq[e.ID] = c.compactionSeq
 	cp := e.Compaction
-	c.last = &compactionSize{reason: cp.Reason, before: cp.TokensBefore, after: cp.TokensAfter, truncated: cp.Truncated}
+	// Its own copy of the list: the entry goes to history and its result
+	// to the caller and the subscribers, who may change theirs.
+	c.last = &compactionSize{reason: cp.Reason, before: cp.TokensBefore, after: cp.TokensAfter, truncated: slices.Clone(cp.Truncated)}
 }
 
 // share returns msgs[from:to] to hand to a run or a summarizer: the
