@@ -18,7 +18,7 @@ const module = "github.com/agentfsm/agentfsm"
 // and coreDeps.
 var core = map[string]bool{
 	"transcript": true, "events": true, "history": true, "credentials": true, "classify": true, "states": true, "transitions": true, "fsm": true, "policy": true,
-	"session": true, "session/rpc": true, "internal/lines": true, "internal/wiretext": true, "internal/httpsafe": true, "session/eventlog": true,
+	"session": true, "session/rpc": true, "internal/lines": true, "internal/wiretext": true, "internal/sizes": true, "internal/owned": true, "internal/httpsafe": true, "session/eventlog": true,
 }
 
 var coreDeps = map[string]bool{"github.com/looplab/fsm": true}
@@ -39,6 +39,8 @@ var layers = map[string]int{
 	"states":                0,
 	"transcript":            1,
 	"classify":              2,
+	"internal/sizes":        2,
+	"internal/owned":        2,
 	"transitions":           3,
 	"events":                4,
 	"internal/factsgen":     4,

@@ -5,6 +5,7 @@ import (
 	"math"
 
 	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/transcript"
 )
 
@@ -24,7 +25,7 @@ const (
 )
 
 // calibration is a session's token ratio: how many tokens the provider
-// counts for each token the chars/4 estimate (EstimateTokens) gives. 0 is
+// counts for each token the chars/4 estimate (sizes.Tokens) gives. 0 is
 // no count yet, which reads as 1. Every count the provider gives sets it,
 // the latest winning: the usage of each call against the estimate of the
 // messages it covered, and the size an overflow's error text gives against
@@ -129,7 +130,7 @@ func (e *Engine) calibrateOverflow(m *transcript.Message, v classify.Result) {
 	}
 	est := e.ctx.est
 	if len(e.contextWithout(m)) < len(e.ctx.msgs) {
-		est -= estimateTokens(*m)
+		est -= sizes.Message(*m)
 	}
 	e.calib = e.calib.sample(v.PromptTokens, est)
 }
@@ -198,7 +199,7 @@ func (e *Engine) overflowCut(msgs []transcript.Message, at int, ok bool, extra i
 	if o.counted {
 		counted = o.tokens
 	}
-	est := EstimateTokens(msgs...)
+	est := sizes.Tokens(msgs...)
 	if o.tokens <= 0 || est <= 0 || e.calib.tokens(est) >= o.tokens {
 		return at, ok, counted, e.calib // the calibrated size says what the provider said
 	}
@@ -237,7 +238,7 @@ func (e *Engine) contextWithout(m *transcript.Message) []transcript.Message {
 func (c *runtimeContext) calibrated() calibration {
 	for i := len(c.msgs) - 1; i >= 0; i-- {
 		if m := c.msgs[i]; m.Role == transcript.RoleAssistant && !m.IsError() && contextTokens(m.Usage) > 0 {
-			return calibration(0).sample(contextTokens(m.Usage), EstimateTokens(c.msgs[:i+1]...))
+			return calibration(0).sample(contextTokens(m.Usage), sizes.Tokens(c.msgs[:i+1]...))
 		}
 	}
 	return 0
@@ -282,7 +283,7 @@ func (e *Engine) tooLarge(msgs []transcript.Message, window int) *tooLargeError 
 	at := lastCutPoint(msgs)
 	// Its tool results may be truncated to make room.
 	tail, _ := e.truncateToFit(msgs[at:], usable-e.calib.tokens(1), e.calib)
-	n := e.calib.tokens(EstimateTokens(tail...))
+	n := e.calib.tokens(sizes.Tokens(tail...))
 	if n+e.calib.tokens(1) <= usable {
 		return nil // room for a summary of one token at least
 	}

@@ -3,10 +3,12 @@ package policy
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -178,8 +180,8 @@ func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compact
 			at = deeperCut(msgs, first, limit, e.calib)
 			// Cutting at the first cut point is worth it when everything
 			// does not fit: the first message is then what takes the room.
-			ok = at > first || e.calib.tokens(EstimateTokens(msgs...)) > limit ||
-				(msgs[0].Role == transcript.RoleSummary && e.calib.tokens(estimateTokens(msgs[0])) > budget)
+			ok = at > first || e.calib.tokens(sizes.Tokens(msgs...)) > limit ||
+				(msgs[0].Role == transcript.RoleSummary && e.calib.tokens(sizes.Message(msgs[0])) > budget)
 		}
 	}
 	sizing := e.calib // how the compaction sizes what it keeps and its summary
@@ -217,7 +219,7 @@ func (e *Engine) prepareCompaction(reason transcript.CompactionReason) (*compact
 		truncated: cuts,
 		sizing:    sizing,
 		extra:     extra,
-		before:    max(sizing.tokens(EstimateTokens(msgs...)), tokensBefore(msgs), counted),
+		before:    max(sizing.tokens(sizes.Tokens(msgs...)), tokensBefore(msgs), counted),
 	}, nil
 }
 
@@ -245,7 +247,7 @@ func (e *Engine) promptTokens() int {
 	if e.turn == nil || e.turn.prompt == nil {
 		return 0
 	}
-	return e.calib.tokens(estimateTokens(*e.turn.prompt))
+	return e.calib.tokens(sizes.Message(*e.turn.prompt))
 }
 
 // keptLimit is the most tokens, sized by c, the messages a compaction
@@ -291,7 +293,7 @@ func (e *Engine) summaryLimit(c *compaction) int {
 		return 0
 	}
 	limit := func(sizing calibration) int {
-		size := sizing.tokens(EstimateTokens(c.kept...)) + c.extra
+		size := sizing.tokens(sizes.Tokens(c.kept...)) + c.extra
 		room := threshold - size
 		if room <= 0 {
 			room = e.model.ContextWindow - max(e.cfg.Compaction.ReserveTokens, 0) - size
@@ -369,14 +371,6 @@ func (e *Engine) Compact(at time.Time, instructions string) ([]Effect, error) {
 	return out, nil
 }
 
-// CompactionInFlight returns the compaction in flight, 0 when there is none.
-func (e *Engine) CompactionInFlight() CompactionID {
-	if e.comp == nil {
-		return 0
-	}
-	return e.comp.id
-}
-
 // CompactionFinished is the summarizer's answer for compaction id: the
 // summary, or why there is none. The compaction's entry goes to history
 // (an Append that awaits Appended) before the runtime context changes.
@@ -403,7 +397,7 @@ func (e *Engine) CompactionFinished(at time.Time, id CompactionID, sum Summary, 
 		Reason: c.reason, Summary: sum.Text, FirstKeptEntryID: c.kept[0].ID, TokensBefore: c.before, Details: sum.Details,
 		Truncated: c.truncated,
 	}}
-	c.entry.Compaction.TokensAfter = c.sizing.tokens(EstimateTokens(summaryMessage(c.entry)) + EstimateTokens(c.kept...))
+	c.entry.Compaction.TokensAfter = c.sizing.tokens(sizes.Tokens(summaryMessage(c.entry)) + sizes.Tokens(c.kept...))
 	c.committing, c.previousSeq = true, e.ctx.compactionSeq
 	e.record(c.entry)
 	return e.end(at)
@@ -423,6 +417,7 @@ func (e *Engine) committed(at time.Time, err error) {
 	e.ctx.compact(c.entry, -1)
 	e.setOverflow(overflowCount{}) // the context it counted is gone
 	res := *c.entry.Compaction     // a copy: the entry went to history
+	res.Truncated = slices.Clone(res.Truncated)
 	if c.manual {
 		e.effect(Effect{Kind: FinishCompact, Result: &res})
 	} else {

@@ -26,8 +26,9 @@ type Config struct {
 
 // RetryConfig is the retry group of settings.
 //
-// A delay is a whole number of milliseconds and never longer than MaxDelay
-// (9,223,372,036,854 ms, about 292 years): each step of its computation
+// A delay is a whole number of milliseconds and never longer than
+// 9,223,372,036,854 ms (about 292 years, the largest whole number of
+// milliseconds a time.Duration holds): each step of its computation
 // saturates there instead of overflowing, whatever the settings and the
 // attempt, and the delayMs auto_retry_start reports is the wait scheduled.
 type RetryConfig struct {
@@ -44,15 +45,15 @@ type RetryConfig struct {
 	// JSON when 0, so a snapshot written before it existed reads the same.
 	MaxElapsedMs int64 `json:"maxElapsedMs,omitempty"`
 	// BaseDelayMs is the first delay; attempt n waits BaseDelayMs×2^(n−1),
-	// at most MaxDelay.
+	// at most the longest delay (see RetryConfig).
 	BaseDelayMs int64 `json:"baseDelayMs"`
-	// MaxDelayMs caps one delay; 0 means no cap but MaxDelay.
+	// MaxDelayMs caps one delay; 0 means no cap but the longest delay.
 	MaxDelayMs int64 `json:"maxDelayMs"`
 	// Jitter, in 0..1, multiplies each delay by a random factor in
 	// [1−Jitter, 1] (the result truncated to whole milliseconds).
 	Jitter float64 `json:"jitter"`
 	// HonorRetryAfter makes each delay at least the server's retry hint,
-	// rounded up to a whole millisecond and at most MaxDelay; a hint above
+	// rounded up to a whole millisecond and at most the longest delay; a hint above
 	// MaxDelayMs (when set) ends the chain at once instead.
 	HonorRetryAfter bool `json:"honorRetryAfter"`
 	// Rules is the classification rule set: extended (the default) or seed

@@ -8,6 +8,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/internal/wiretext"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -66,7 +67,7 @@ type runtimeContext struct {
 	// last is the size of the latest compaction applied to the context,
 	// nil before any.
 	last *compactionSize
-	// est is EstimateTokens(msgs...), kept as msgs change, so that a
+	// est is sizes.Tokens(msgs...), kept as msgs change, so that a
 	// calibration costs nothing like the context's size.
 	est int
 }
@@ -144,7 +145,7 @@ func (c *runtimeContext) push(m transcript.Message, pos int) {
 		c.seq[c.msgs[len(c.msgs)-1].ID] = c.lastSeq
 	}
 	c.msgs, c.outgrown = append(c.msgs, m), nil
-	c.est += estimateTokens(m)
+	c.est += sizes.Message(m)
 	if c.seq != nil {
 		c.lastSeq = pos
 	} else if len(c.msgs) > shortContext {
@@ -204,7 +205,7 @@ func (c *runtimeContext) remove(id string) bool {
 		if c.msgs[i].ID != id {
 			continue
 		}
-		c.est -= estimateTokens(c.msgs[i])
+		c.est -= sizes.Message(c.msgs[i])
 		if c.seq != nil {
 			if i == len(c.msgs)-1 && c.lastSeq >= 0 {
 				// The last was not in the map; the one before it is.
@@ -259,10 +260,12 @@ func (c *runtimeContext) compact(e transcript.Entry, from int) {
 	out = append(append(out, summaryMessage(e)), c.msgs[from:]...)
 	applyTruncations(out[1:], e.Compaction.Truncated)
 	c.msgs, c.frozen, c.outgrown = out, 0, nil
-	c.est = EstimateTokens(out...)
+	c.est = sizes.Tokens(out...)
 	c.seq[e.ID] = c.compactionSeq
 	cp := e.Compaction
-	c.last = &compactionSize{reason: cp.Reason, before: cp.TokensBefore, after: cp.TokensAfter, truncated: cp.Truncated}
+	// Its own copy of the list: the entry goes to history and its result
+	// to the caller and the subscribers, who may change theirs.
+	c.last = &compactionSize{reason: cp.Reason, before: cp.TokensBefore, after: cp.TokensAfter, truncated: slices.Clone(cp.Truncated)}
 }
 
 // share returns msgs[from:to] to hand to a run or a summarizer: the

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/sizes"
 
 	"github.com/agentfsm/agentfsm/transcript"
 	"pgregory.net/rapid"
@@ -63,8 +64,8 @@ func TestSharedContextNeverChanges(t *testing.T) {
 				_ = append(msgs, transcript.Message{ID: "appended by the agent"})
 			}
 			// The estimate kept as the context changes is its estimate.
-			if c.est != EstimateTokens(c.msgs...) {
-				t.Fatalf("the kept estimate is %d, the context's %d", c.est, EstimateTokens(c.msgs...))
+			if c.est != sizes.Tokens(c.msgs...) {
+				t.Fatalf("the kept estimate is %d, the context's %d", c.est, sizes.Tokens(c.msgs...))
 			}
 			for i, h := range out {
 				for j, m := range h.msgs {

@@ -1,87 +1,16 @@
 package policy
 
 import (
-	"encoding/base64"
-	"image"
 	_ "image/gif"  // an image's dimensions, for its token cost
 	_ "image/jpeg" // an image's dimensions, for its token cost
 	_ "image/png"  // an image's dimensions, for its token cost
 	"math"
 	"slices"
 	"sort"
-	"strings"
 
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/transcript"
 )
-
-// An image counts at what the provider charges for it, not at the length
-// of its base64 data. Anthropic's figure is (width × height) / 750 tokens,
-// the image first scaled down to fit 1,568 pixels on its long edge, and at
-// most about 1,600 tokens (an image is scaled down to about 1.15
-// megapixels); OpenAI's (85 + 170 a 512-pixel tile, high detail) is no
-// higher. So an image whose dimensions its data gives (PNG, GIF or JPEG)
-// counts as ceil(width × height / 750) tokens after that scaling, at most
-// maxImageTokens, and one whose dimensions are unknown (no data, or another
-// format) counts maxImageTokens: the provider's most, so an estimate never
-// falls short for an image. The estimate counts an image as 4 characters a
-// token, so the session's calibration ratio applies to it as to the rest.
-const (
-	maxImageTokens = 1600
-	maxImageEdge   = 1568
-)
-
-// imageTokens is what an image block counts, in tokens (see
-// maxImageTokens).
-func imageTokens(b transcript.Block) int {
-	if b.Data == "" {
-		return maxImageTokens
-	}
-	// DecodeConfig reads only the header it needs of the decoded data.
-	cfg, _, err := image.DecodeConfig(base64.NewDecoder(base64.StdEncoding, strings.NewReader(b.Data)))
-	if err != nil || cfg.Width <= 0 || cfg.Height <= 0 {
-		return maxImageTokens
-	}
-	w, h := float64(cfg.Width), float64(cfg.Height)
-	if long := max(w, h); long > maxImageEdge {
-		w, h = w*maxImageEdge/long, h*maxImageEdge/long
-	}
-	return min(int(math.Ceil(w*h/750)), maxImageTokens)
-}
-
-// EstimateTokens is the size of msgs in tokens as compaction estimates it:
-// ceil(chars/4) a message, counting every block (see estimateTokens),
-// saturating instead of overflowing.
-func EstimateTokens(msgs ...transcript.Message) int {
-	n := 0
-	for _, m := range msgs {
-		n += min(estimateTokens(m), math.MaxInt-n)
-	}
-	return n
-}
-
-// estimateTokens is a message's size estimate: ceil(chars/4), counting the
-// characters (bytes of UTF-8) of its text, its thinking, each tool call's
-// name and arguments, its error message, and 4 characters a token of an
-// image's cost (see imageTokens). Signatures are not counted, nor is an
-// image's base64 data.
-func estimateTokens(m transcript.Message) int {
-	chars := len(m.ErrorMessage)
-	add := func(n int) { chars += min(n, math.MaxInt-chars) }
-	for _, b := range m.Content {
-		switch b.Type {
-		case transcript.BlockText:
-			add(len(b.Text))
-		case transcript.BlockThinking:
-			add(len(b.Thinking))
-		case transcript.BlockToolCall:
-			add(len(b.Name))
-			add(len(b.Arguments))
-		case transcript.BlockImage:
-			add(4 * imageTokens(b))
-		}
-	}
-	return chars/4 + min(chars%4, 1)
-}
 
 // cutPoint chooses where a compaction cuts msgs (docs/policy.md §4.4): walking back
 // from the newest message, adding calibrated estimates until keepRecent tokens are
@@ -95,7 +24,7 @@ func cutPoint(msgs []transcript.Message, keepRecent int, c calibration) (int, bo
 	total := 0
 	start := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
-		total += min(c.tokens(estimateTokens(msgs[i])), math.MaxInt-total)
+		total += min(c.tokens(sizes.Message(msgs[i])), math.MaxInt-total)
 		if total >= keepRecent {
 			start = i
 			break
@@ -172,14 +101,14 @@ func nextValid(valid []bool, from int) (int, bool) {
 // fewer, or no later cut point is left.
 func deeperCut(msgs []transcript.Message, at, limit int, c calibration) int {
 	valid := cutPoints(msgs)
-	kept := EstimateTokens(msgs[at:]...)
+	kept := sizes.Tokens(msgs[at:]...)
 	for c.tokens(kept) > limit {
 		next, ok := nextValid(valid, at+1)
 		if !ok {
 			break
 		}
 		for _, m := range msgs[at:next] {
-			kept -= estimateTokens(m)
+			kept -= sizes.Message(m)
 		}
 		at = next
 	}
@@ -222,7 +151,7 @@ func tokensBefore(msgs []transcript.Message) int {
 // made, in that order. msgs itself is not changed; with nothing to
 // truncate it is returned as it is.
 func (e *Engine) truncateToFit(msgs []transcript.Message, limit int, c calibration) ([]transcript.Message, []transcript.Truncation) {
-	total := EstimateTokens(msgs...)
+	total := sizes.Tokens(msgs...)
 	if c.tokens(total) <= limit {
 		return msgs, nil
 	}
@@ -232,7 +161,7 @@ func (e *Engine) truncateToFit(msgs []transcript.Message, limit int, c calibrati
 			results = append(results, i)
 		}
 	}
-	sort.SliceStable(results, func(a, b int) bool { return estimateTokens(msgs[results[a]]) > estimateTokens(msgs[results[b]]) })
+	sort.SliceStable(results, func(a, b int) bool { return sizes.Message(msgs[results[a]]) > sizes.Message(msgs[results[b]]) })
 	var out []transcript.Message
 	var cuts []transcript.Truncation
 	for _, i := range results {
@@ -240,9 +169,9 @@ func (e *Engine) truncateToFit(msgs []transcript.Message, limit int, c calibrati
 			break
 		}
 		m := msgs[i]
-		others := total - estimateTokens(m)
+		others := total - sizes.Message(m)
 		fits := func(keep int) bool {
-			return c.tokens(others+estimateTokens(transcript.TruncateToolResult(m, keep))) <= limit
+			return c.tokens(others+sizes.Message(transcript.TruncateToolResult(m, keep))) <= limit
 		}
 		// The most bytes kept that fit: 0 when even the marker alone does
 		// not (the next result is cut too). First a guess made in one
@@ -257,14 +186,14 @@ func (e *Engine) truncateToFit(msgs []transcript.Message, limit int, c calibrati
 			keep = 0
 		}
 		t := transcript.TruncateToolResult(m, keep)
-		if estimateTokens(t) >= estimateTokens(m) {
+		if sizes.Message(t) >= sizes.Message(m) {
 			continue // the marker takes as much room as what it cuts
 		}
 		if out == nil {
 			out = slices.Clone(msgs)
 		}
 		out[i] = t
-		total = others + estimateTokens(t)
+		total = others + sizes.Message(t)
 		cuts = append(cuts, transcript.Truncation{EntryID: m.ID, KeptChars: keep})
 	}
 	if out == nil {

@@ -12,8 +12,8 @@ import (
 func TestHintOverTheLargestCap(t *testing.T) {
 	cfg := RetryConfig{HonorRetryAfter: true, MaxDelayMs: maxDelayMs}
 	for hint, over := range map[time.Duration]bool{
-		MaxDelay:                   false,
-		MaxDelay + time.Nanosecond: true,
+		maxDelay:                   false,
+		maxDelay + time.Nanosecond: true,
 		math.MaxInt64:              true,
 	} {
 		if got := hintOverCap(cfg, hint, true); got != over {

@@ -18,10 +18,10 @@ func TestRetryDelay(t *testing.T) {
 	// Saturates instead of overflowing, for any attempt.
 	for _, n := range []int{50, 62, 63, 64, 1000, math.MaxInt32} {
 		d := retryDelay(cfg, n, 0, 0, false)
-		assert.Equal(t, MaxDelay, d, "attempt %d", n)
+		assert.Equal(t, maxDelay, d, "attempt %d", n)
 	}
 	cfg.BaseDelayMs = math.MaxInt64
-	assert.Equal(t, MaxDelay, retryDelay(cfg, 1, 0, 0, false))
+	assert.Equal(t, maxDelay, retryDelay(cfg, 1, 0, 0, false))
 	cfg.BaseDelayMs = 0
 	assert.Zero(t, retryDelay(cfg, 40, 0, 0, false))
 
@@ -94,10 +94,10 @@ func TestCutPoint(t *testing.T) {
 	}
 }
 
-// issue item 13: delays saturate at MaxDelay, never wrap, and are whole
+// issue item 13: delays saturate at maxDelay, never wrap, and are whole
 // milliseconds, so the delayMs the session reports is the wait it schedules.
 func TestRetryDelaySaturates(t *testing.T) {
-	const maxMs = int64(MaxDelay / time.Millisecond)
+	const maxMs = int64(maxDelay / time.Millisecond)
 	retry := func(base, maxDelay int64, jitter float64, honor bool) RetryConfig {
 		return RetryConfig{Enabled: true, MaxRetries: 3, BaseDelayMs: base, MaxDelayMs: maxDelay, Jitter: jitter, HonorRetryAfter: honor}
 	}
@@ -109,24 +109,24 @@ func TestRetryDelaySaturates(t *testing.T) {
 		hint    time.Duration
 		want    time.Duration
 	}{
-		{"a base at the int64 limit", retry(math.MaxInt64, 0, 0, false), 1, 0, 0, MaxDelay},
-		{"a base at the int64 limit, jitter 0.5, draw 0", retry(math.MaxInt64, 0, 0.5, false), 1, 0, 0, MaxDelay},
+		{"a base at the int64 limit", retry(math.MaxInt64, 0, 0, false), 1, 0, 0, maxDelay},
+		{"a base at the int64 limit, jitter 0.5, draw 0", retry(math.MaxInt64, 0, 0.5, false), 1, 0, 0, maxDelay},
 		{"a base at the int64 limit, jitter 0.5, draw 0.5", retry(math.MaxInt64, 0, 0.5, false), 1, 0.5, 0, time.Duration(maxMs*3/4) * time.Millisecond},
-		{"a base near the int64 limit, jitter 0.5", retry(math.MaxInt64-1, 0, 0.5, false), 3, 0, 0, MaxDelay},
-		{"attempt 64, tiny jitter", retry(2000, 0, 1e-17, false), 64, 0.5, 0, MaxDelay},
-		{"attempt 1000, tiny jitter", retry(1, 0, 1e-17, false), 1000, 0.999, 0, MaxDelay},
-		{"attempt MaxInt, no jitter", retry(2000, 0, 0, false), math.MaxInt, 0, 0, MaxDelay},
-		{"10^13 ms", retry(10_000_000_000_000, 0, 0, false), 1, 0, 0, MaxDelay},
-		{"MaxDelay exactly", retry(maxMs, 0, 0, false), 1, 0, 0, MaxDelay},
-		{"one below MaxDelay", retry(maxMs-1, 0, 0, false), 1, 0, 0, MaxDelay - time.Millisecond},
-		{"one below MaxDelay, doubled", retry(maxMs-1, 0, 0, false), 2, 0, 0, MaxDelay},
-		{"a cap above MaxDelay", retry(math.MaxInt64, math.MaxInt64, 0, false), 5, 0, 0, MaxDelay},
-		{"a cap below MaxDelay", retry(math.MaxInt64, 1000, 0.5, false), 70, 0.5, 0, 750 * time.Millisecond},
+		{"a base near the int64 limit, jitter 0.5", retry(math.MaxInt64-1, 0, 0.5, false), 3, 0, 0, maxDelay},
+		{"attempt 64, tiny jitter", retry(2000, 0, 1e-17, false), 64, 0.5, 0, maxDelay},
+		{"attempt 1000, tiny jitter", retry(1, 0, 1e-17, false), 1000, 0.999, 0, maxDelay},
+		{"attempt MaxInt, no jitter", retry(2000, 0, 0, false), math.MaxInt, 0, 0, maxDelay},
+		{"10^13 ms", retry(10_000_000_000_000, 0, 0, false), 1, 0, 0, maxDelay},
+		{"maxDelay exactly", retry(maxMs, 0, 0, false), 1, 0, 0, maxDelay},
+		{"one below maxDelay", retry(maxMs-1, 0, 0, false), 1, 0, 0, maxDelay - time.Millisecond},
+		{"one below maxDelay, doubled", retry(maxMs-1, 0, 0, false), 2, 0, 0, maxDelay},
+		{"a cap above maxDelay", retry(math.MaxInt64, math.MaxInt64, 0, false), 5, 0, 0, maxDelay},
+		{"a cap below maxDelay", retry(math.MaxInt64, 1000, 0.5, false), 70, 0.5, 0, 750 * time.Millisecond},
 		{"full jitter, draw near 1", retry(math.MaxInt64, 0, 1, false), 1, 0.9999999999999999, 0, 0},
 		{"a draw out of range counts as its nearest end", retry(1000, 0, 0.5, false), 1, 7, 0, 500 * time.Millisecond},
 		{"a negative draw", retry(1000, 0, 0.5, false), 1, -3, 0, time.Second},
 		{"a NaN draw", retry(1000, 0, 0.5, false), 1, math.NaN(), 0, time.Second},
-		{"a hint at the int64 limit", retry(2000, 0, 0, true), 1, 0, math.MaxInt64, MaxDelay},
+		{"a hint at the int64 limit", retry(2000, 0, 0, true), 1, 0, math.MaxInt64, maxDelay},
 		{"a hint is rounded up to a whole millisecond", retry(2000, 0, 0, true), 1, 0, 2500*time.Millisecond + 1, 2501 * time.Millisecond},
 		{"a hint below the delay", retry(2000, 0, 0, true), 1, 0, 1500*time.Millisecond + 1, 2 * time.Second},
 	}
@@ -135,10 +135,10 @@ func TestRetryDelaySaturates(t *testing.T) {
 		assert.Equal(t, c.want, got, c.name)
 		assert.Equal(t, got, time.Duration(got.Milliseconds())*time.Millisecond, "%s: a whole number of ms", c.name)
 	}
-	assert.Equal(t, int64(9_223_372_036_854), MaxDelay.Milliseconds(), "the documented value")
+	assert.Equal(t, int64(9_223_372_036_854), maxDelay.Milliseconds(), "the documented value")
 }
 
-// issue item 13: for any settings and attempt, 0 <= delay <= MaxDelay, the
+// issue item 13: for any settings and attempt, 0 <= delay <= maxDelay, the
 // delay is a whole number of milliseconds (what auto_retry_start reports is
 // what is scheduled), and without jitter it never shrinks as attempts grow.
 func TestRetryDelayProperties(t *testing.T) {
@@ -154,8 +154,8 @@ func TestRetryDelayProperties(t *testing.T) {
 		hint := time.Duration(rapid.Int64Min(0).Draw(t, "hint"))
 		hasHint := rapid.Bool().Draw(t, "hasHint")
 		d := retryDelay(cfg, n, r, hint, hasHint)
-		if d < 0 || d > MaxDelay {
-			t.Fatalf("delay %v outside [0, MaxDelay]", d)
+		if d < 0 || d > maxDelay {
+			t.Fatalf("delay %v outside [0, maxDelay]", d)
 		}
 		if d != time.Duration(d.Milliseconds())*time.Millisecond {
 			t.Fatalf("delay %v is not a whole number of ms: %d ms would be reported", d, d.Milliseconds())
@@ -171,7 +171,7 @@ func TestRetryDelayProperties(t *testing.T) {
 // Issue 24 §1: with no count limit a chain's attempt grows without bound;
 // its delay keeps doubling up to the cap and never wraps, whatever the
 // attempt: attempt 10,000 (and the largest int) waits the cap, or
-// MaxDelay without one, and the patient preset's schedule is 2, 4, 8, 16,
+// maxDelay without one, and the patient preset's schedule is 2, 4, 8, 16,
 // 32 s and then 60 s.
 func TestRetryDelayUnboundedAttempts(t *testing.T) {
 	patient := PatientConfig().Retry
@@ -188,6 +188,6 @@ func TestRetryDelayUnboundedAttempts(t *testing.T) {
 		assert.Equal(t, 30*time.Second, retryDelay(half, n, 1, 0, false), "jitter 0.5 of the capped delay: %d", n)
 		uncapped := patient
 		uncapped.MaxDelayMs, uncapped.Jitter = 0, 0
-		assert.Equal(t, MaxDelay, retryDelay(uncapped, n, 0, 0, false), n)
+		assert.Equal(t, maxDelay, retryDelay(uncapped, n, 0, 0, false), n)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/transcript"
 )
 
@@ -28,14 +29,10 @@ type DigestSummarizer struct {
 	// MaxLineChars bounds one line of the digest; 0 means 200.
 	MaxLineChars int
 	// MaxChars bounds the whole digest, in characters as the token
-	// estimate counts them (bytes of UTF-8); 0 means DefaultDigestChars.
-	// A request's smaller MaxChars wins.
+	// estimate counts them (bytes of UTF-8); 0 means 20,000 characters
+	// (about 5,000 tokens). A request's smaller MaxChars wins.
 	MaxChars int
 }
-
-// DefaultDigestChars is the default bound of a digest: 20,000 characters,
-// about 5,000 tokens.
-const DefaultDigestChars = 20_000
 
 // Summarize implements Summarizer.
 func (d DigestSummarizer) Summarize(ctx context.Context, req SummaryRequest) (Summary, error) {
@@ -48,7 +45,7 @@ func (d DigestSummarizer) Summarize(ctx context.Context, req SummaryRequest) (Su
 	}
 	maxChars := d.MaxChars
 	if maxChars <= 0 {
-		maxChars = DefaultDigestChars
+		maxChars = sizes.DigestChars
 	}
 	if req.MaxChars > 0 {
 		maxChars = min(maxChars, req.MaxChars)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -42,7 +43,7 @@ func TestDigestSummarizerStaysWithinMaxChars(t *testing.T) {
 		require.NoError(t, err)
 		again, _ := d.Summarize(context.Background(), policy.SummaryRequest{Messages: msgs})
 		require.Equal(t, sum, again, "deterministic")
-		require.LessOrEqual(t, len(sum.Text), policy.DefaultDigestChars, "round %d", round)
+		require.LessOrEqual(t, len(sum.Text), sizes.DigestChars, "round %d", round)
 
 		lines := strings.Split(sum.Text, "\n")
 		require.True(t, strings.HasPrefix(lines[0], "Summary of "))

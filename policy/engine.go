@@ -237,8 +237,9 @@ func (e *Engine) LastCompactionTruncated() []transcript.Truncation {
 	return nil
 }
 
-// Config returns the settings.
-func (e *Engine) Config() Config {
+// config returns the settings, a copy that shares nothing with the
+// engine's (Snapshot's Config).
+func (e *Engine) config() Config {
 	c := e.cfg
 	c.Fallback = cloneFallback(c.Fallback)
 	return c
@@ -253,7 +254,9 @@ func (e *Engine) Model() Model { return e.primary() }
 func (e *Engine) SessionID() string { return e.id }
 
 // Messages returns a copy of the runtime context: what the next model call
-// sees.
+// sees. The slice is the caller's; the messages share their content
+// blocks, usage and headers with the engine's, which must not be changed
+// (session.Session.Messages copies them whole).
 func (e *Engine) Messages() []transcript.Message { return cloneMessages(e.ctx.msgs) }
 
 // quiet reports whether nothing is in flight: no run and no compaction

@@ -36,6 +36,19 @@ func newEngine(t *testing.T, mod func(*policy.Setup)) *policy.Engine {
 }
 
 // describe reads effects as lines, leaving out the agent's own events.
+// compactionIn is the compaction effects start: the ID of their
+// StartCompaction, which the test requires.
+func compactionIn(t *testing.T, effects []policy.Effect) policy.CompactionID {
+	t.Helper()
+	for _, ef := range effects {
+		if ef.Kind == policy.StartCompaction {
+			return ef.Compaction
+		}
+	}
+	t.Fatalf("no compaction started: %v", describe(effects))
+	return 0
+}
+
 func describe(effects []policy.Effect) []string {
 	var out []string
 	for _, ef := range effects {
@@ -250,9 +263,9 @@ func TestEngineCompactionEntryNotWritten(t *testing.T) {
 	_, run := prompt(t, e, t0)
 	call(e, t0, run, answer(transcript.StopReasonStop, "a first answer, long enough"))
 	before := e.Messages()
-	_, err := e.Compact(t0, "")
+	effects, err := e.Compact(t0, "")
 	require.NoError(t, err)
-	e.CompactionFinished(t0, e.CompactionInFlight(), policy.Summary{Text: "summary"}, nil)
+	e.CompactionFinished(t0, compactionIn(t, effects), policy.Summary{Text: "summary"}, nil)
 	assert.Equal(t, []string{"finish_compact policy: history write failed: disk full", "state compacting>idle compaction_end"},
 		describe(e.Appended(t0, errors.New("disk full"))))
 	assert.Equal(t, before, e.Messages())

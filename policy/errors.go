@@ -69,16 +69,14 @@ func (e *ExhaustedError) Error() string {
 	return fmt.Sprintf("policy: retries exhausted after %d attempts: %s", e.Attempts, e.Last)
 }
 
-// Is reports whether target is ErrExhausted.
-func (e *ExhaustedError) Is(target error) bool { return target == ErrExhausted }
-
-// Unwrap returns ErrProvider (the turn ended in a provider error) and Err
-// when there is one, so that errors.Is and errors.As reach both.
+// Unwrap returns ErrExhausted, ErrProvider (the turn ended in a provider
+// error) and Err when there is one, so that errors.Is and errors.As reach
+// each.
 func (e *ExhaustedError) Unwrap() []error {
 	if e.Err == nil {
-		return []error{ErrProvider}
+		return []error{ErrExhausted, ErrProvider}
 	}
-	return []error{ErrProvider, e.Err}
+	return []error{ErrExhausted, ErrProvider, e.Err}
 }
 
 // providerError is the error of a turn that a provider error ended:

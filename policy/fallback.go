@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
@@ -257,7 +258,7 @@ func (e *Engine) fallbackFacts(m *transcript.Message, available *bool, onOverloa
 	*available, *onOverload, *overloaded = true, fb.onOverload, isOverload(m)
 	next := fb.models[fb.at+1]
 	if limit, ok := transitions.CompactionThreshold(next.ContextWindow, e.cfg.Compaction.ReserveTokens); ok {
-		*tooSmall = e.calib.tokens(EstimateTokens(e.contextWithout(m)...)) > limit
+		*tooSmall = e.calib.tokens(sizes.Tokens(e.contextWithout(m)...)) > limit
 	}
 }
 

@@ -12,14 +12,15 @@ import (
 	"unicode/utf8"
 
 	"github.com/agentfsm/agentfsm/fsm"
+	"github.com/agentfsm/agentfsm/internal/owned"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/agentfsm/agentfsm/transitions"
 )
 
-// SnapshotVersion is the version of the Snapshot format this package
+// snapshotVersion is the version of the Snapshot format this package
 // writes, and the only one it reads.
-const SnapshotVersion = 1
+const snapshotVersion = 1
 
 // Snapshot is an Engine as a serializable value: what Restore needs,
 // with the session's history, to go on in another process. It refers to
@@ -30,6 +31,8 @@ const SnapshotVersion = 1
 // Restore); decoded from JSON, a snapshot must hold every field Snapshot
 // always writes (see UnmarshalJSON).
 type Snapshot struct {
+	// Version is the version of the format: 1, the one this package
+	// writes and the only one Restore reads.
 	Version   int    `json:"version"`
 	SessionID string `json:"sessionId"`
 	Config    Config `json:"config"`
@@ -69,7 +72,7 @@ type Snapshot struct {
 	// before it was recorded.
 	Tickets uint64 `json:"tickets,omitempty"`
 	// TokenRatio is the session's token ratio: how many tokens the
-	// provider counts for each token EstimateTokens gives, as its latest
+	// provider counts for each token the chars/4 estimate gives, as its latest
 	// count said (docs/session.md, "Calibration"). 0 before the provider
 	// gave any count, and in a snapshot written before it was recorded,
 	// when the restored engine takes it from the usage in its history.
@@ -115,10 +118,13 @@ const (
 )
 
 // Snapshot returns the engine as a Snapshot. A manual compaction in flight is not
-// part of it: its caller is in this process.
+// part of it: its caller is in this process. Its Config is the engine's
+// current settings (Setup's, as SetRetryEnabled and SetCompactionEnabled
+// changed them), and Config and Prompt are copies: changing them changes
+// nothing in the engine.
 func (e *Engine) Snapshot() Snapshot {
 	s := Snapshot{
-		Version: SnapshotVersion, SessionID: e.id, Config: e.cfg, State: e.state(),
+		Version: snapshotVersion, SessionID: e.id, Config: e.config(), State: e.state(),
 		Attempt: e.attempt, History: e.ctx.nextSeq, Turn: e.turn != nil,
 		EpisodeCompacted: e.turn != nil && e.turn.episodeCompacted,
 		Tickets:          e.tickets,
@@ -168,7 +174,7 @@ func (e *Engine) Snapshot() Snapshot {
 		s.Aborted = s.State == states.Idle
 	}
 	if t := e.turn; t != nil && t.prompt != nil {
-		p := *t.prompt
+		p := owned.Message(*t.prompt)
 		s.Prompt = &p
 	}
 	return s
@@ -328,8 +334,8 @@ const maxTickets = 1 << 53
 // longer than the input that enters them); in each, what may be in flight,
 // the retry counter and the rest are bound as below.
 func (s Snapshot) check() error {
-	if s.Version != SnapshotVersion {
-		return fmt.Errorf("version %d (this version reads %d)", s.Version, SnapshotVersion)
+	if s.Version != snapshotVersion {
+		return fmt.Errorf("version %d (this version reads %d)", s.Version, snapshotVersion)
 	}
 	if s.SessionID == "" {
 		return errors.New("sessionId: empty")

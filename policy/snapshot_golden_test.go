@@ -27,9 +27,18 @@ import (
 //
 // A release that changes the format writes its own directory
 // (go test ./policy -run TestSnapshotGoldens -record-snapshots writes
-// v<SnapshotVersion>); the directories of earlier versions are never
+// v<the version Snapshot writes>); the directories of earlier versions are never
 // rewritten, since the sessions they stand for are already out there.
-var recordSnapshots = flag.Bool("record-snapshots", false, "write testdata/snapshots/v<SnapshotVersion>/ anew from a real engine (never for a version a release already wrote)")
+var recordSnapshots = flag.Bool("record-snapshots", false, "write testdata/snapshots/v<the version Snapshot writes>/ anew from a real engine (never for a version a release already wrote)")
+
+// writtenVersion is the Version of the snapshots this release writes (and
+// the only one it reads), as a new engine's Snapshot gives it.
+func writtenVersion(t *testing.T) int {
+	t.Helper()
+	e, err := policy.New(policy.Setup{SessionID: "version", Model: testModel, Config: policy.DefaultConfig()})
+	require.NoError(t, err)
+	return e.Snapshot().Version
+}
 
 // snapshotGolden is one file of testdata/snapshots.
 type snapshotGolden struct {
@@ -121,7 +130,7 @@ func TestSnapshotGoldens(t *testing.T) {
 	}
 	dirs, err := filepath.Glob(filepath.Join("testdata", "snapshots", "v*"))
 	require.NoError(t, err)
-	require.Contains(t, dirs, filepath.Join("testdata", "snapshots", fmt.Sprint("v", policy.SnapshotVersion)),
+	require.Contains(t, dirs, filepath.Join("testdata", "snapshots", fmt.Sprint("v", writtenVersion(t))),
 		"this release's snapshot format has its goldens (-record-snapshots)")
 	files := 0
 	for _, dir := range dirs {
@@ -146,7 +155,7 @@ func TestSnapshotGoldens(t *testing.T) {
 // writeSnapshotGoldens plays each golden story on a real engine, takes its
 // snapshot, restores it and writes the file of this release's version.
 func writeSnapshotGoldens(t *testing.T) {
-	dir := filepath.Join("testdata", "snapshots", fmt.Sprint("v", policy.SnapshotVersion))
+	dir := filepath.Join("testdata", "snapshots", fmt.Sprint("v", writtenVersion(t)))
 	require.NoError(t, os.MkdirAll(dir, 0o755))
 	for _, s := range goldenStories {
 		set := policy.Setup{SessionID: "golden-" + s.name, Model: testModel, Config: policy.DefaultConfig()}

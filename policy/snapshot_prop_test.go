@@ -141,7 +141,7 @@ func (w *walker) step(pick func(n int) int) error {
 				err = errors.New("summarizer down")
 			}
 			w.comp = 0
-			if err == nil && w.e.CompactionInFlight() == id {
+			if err == nil && w.e.Status().Compacting { // id: the one in flight, as w tracks it
 				w.comp = id // its entry is being appended
 			}
 			if err := w.apply(w.e.CompactionFinished(w.at, id, policy.Summary{Text: "summary"}, err)); err != nil {

@@ -25,6 +25,7 @@ type driver struct {
 	events  []string
 	run     policy.RunID
 	timer   policy.TimerID
+	comp    policy.CompactionID
 	at      time.Time // the armed timer's deadline
 	settled bool
 }
@@ -41,6 +42,10 @@ func (d *driver) feed(effects []policy.Effect) {
 			d.timer, d.at = ef.Timer, ef.Deadline
 		case policy.StopTimer:
 			d.timer = 0
+		case policy.StartCompaction:
+			d.comp = ef.Compaction
+		case policy.CancelCompaction:
+			d.comp = 0
 		case policy.Append:
 			d.history = append(d.history, ef.Entries...)
 			if ef.Await {
@@ -237,7 +242,7 @@ func drive(t *rapid.T, d *driver, sc *script, turns int, quiet func(*driver, tim
 				d = quiet(d, at)
 				at = d.fire()
 			case st.Compacting:
-				d.feed(d.e.CompactionFinished(at, d.e.CompactionInFlight(), policy.Summary{Text: "summary"}, nil))
+				d.feed(d.e.CompactionFinished(at, d.comp, policy.Summary{Text: "summary"}, nil))
 			case st.Streaming:
 				m, draw := sc.take()
 				d.answerRun(at, m, draw)
@@ -527,4 +532,23 @@ func TestSnapshotJSONNeedsEveryField(t *testing.T) {
 	cfgNull["config"] = nil
 	data, _ := json.Marshal(cfgNull)
 	assert.ErrorContains(t, json.Unmarshal(data, &back), "config: null")
+}
+
+// TestSnapshotSharesNothingWithTheEngine: a snapshot is a value. Changing
+// its fallback settings (a pointer in Config) leaves the engine's as they
+// were, and so does changing the Setup the engine was made from. The
+// snapshot handed out the engine's own FallbackConfig: a caller that
+// edited a snapshot before storing it changed the running session's
+// fallback models and cooldown.
+func TestSnapshotSharesNothingWithTheEngine(t *testing.T) {
+	fb := &policy.FallbackConfig{Models: []policy.FallbackModel{{ID: "small"}}, CooldownMs: 60_000}
+	e := newEngine(t, func(s *policy.Setup) { s.Config.Fallback = fb })
+	fb.Models[0].ID, fb.CooldownMs = "changed in the setup", 1
+	snap := e.Snapshot()
+	require.NotNil(t, snap.Config.Fallback)
+	snap.Config.Fallback.Models[0].ID = "changed in the snapshot"
+	snap.Config.Fallback.CooldownMs = 2
+	snap.Config.Fallback.Models = append(snap.Config.Fallback.Models, policy.FallbackModel{ID: "added"})
+	again := e.Snapshot().Config.Fallback
+	assert.Equal(t, &policy.FallbackConfig{Models: []policy.FallbackModel{{ID: "small"}}, CooldownMs: 60_000}, again)
 }

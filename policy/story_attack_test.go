@@ -36,7 +36,7 @@ func playAt(t *testing.T, at time.Time, s func(*policy.Setup)) *player {
 }
 
 // TestStoryDelayPastTheLastInstant: a delay that would end after 2262
-// (MaxDelay from 2026 ends in 2318) waits until the last instant the
+// (the longest delay, about 292 years, from 2026 ends in 2318) waits until the last instant the
 // engine keeps instead of wrapping: its deadline, reported delay,
 // snapshot and firing all agree, and a firing an hour later starts
 // nothing. It wrapped to 1733: the snapshot's deadline was in the past
@@ -75,7 +75,7 @@ func TestStoryDelayPastTheLastInstant(t *testing.T) {
 func TestStoryResetPastTheLastInstant(t *testing.T) {
 	patientForever := func(s *policy.Setup) {
 		s.Config.Retry.WaitForReset = true
-		s.Config.Retry.MaxResetWaitMs = policy.MaxDelay.Milliseconds()
+		s.Config.Retry.MaxResetWaitMs = 9_223_372_036_854 // the longest delay (RetryConfig)
 	}
 	p := playAt(t, t0, patientForever)
 	text := "usage limit reached, retry-after: 7889400000" // 250 years

@@ -189,7 +189,7 @@ func TestRetryBudgetSurvivesSnapshot(t *testing.T) {
 	_, _, err = policy.Restore(policy.Setup{Model: testModel, History: p.history}, broken, at, 0)
 	require.ErrorIs(t, err, policy.ErrSnapshot)
 	assert.ErrorContains(t, err, "chainStart: the zero time")
-	idle := policy.Snapshot{Version: policy.SnapshotVersion, SessionID: "s", Config: back.Config, State: states.Idle,
+	idle := policy.Snapshot{Version: writtenVersion(t), SessionID: "s", Config: back.Config, State: states.Idle,
 		History: len(p.history), ChainStart: &t0}
 	_, _, err = policy.Restore(policy.Setup{Model: testModel, History: p.history}, idle, at, 0)
 	require.ErrorIs(t, err, policy.ErrSnapshot)

@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"pgregory.net/rapid"
 
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -40,7 +41,7 @@ func ratioOf(e *policy.Engine) float64 {
 
 // calibrated is the size of msgs by the engine's calibrated count.
 func calibrated(e *policy.Engine, msgs []transcript.Message) int {
-	return int(math.Ceil(float64(policy.EstimateTokens(msgs...)) * ratioOf(e)))
+	return int(math.Ceil(float64(sizes.Tokens(msgs...)) * ratioOf(e)))
 }
 
 // usable is the test model's window less the default reserveTokens.
@@ -72,7 +73,7 @@ func TestStoryCalibrationIssueReproduction(t *testing.T) {
 			"start_compaction overflow cut=[user-1 msg-2 user-3] kept=[msg-4 user-5] max=27488",
 			"classifying>compacting overflow", "append removal:msg-6",
 		}, check: func(t *testing.T, p *player) {
-			overflowed = policy.EstimateTokens(p.runContext...)
+			overflowed = sizes.Tokens(p.runContext...)
 			assert.InDelta(t, 210345.0/float64(overflowed), ratioOf(p.e), 1e-9, "the overflow's count calibrates the estimate of the request")
 			// The summary's budget and what is kept fit under the window
 			// less the reserve, by the calibrated count.
@@ -93,7 +94,7 @@ func TestStoryCalibrationIssueReproduction(t *testing.T) {
 			assert.Less(t, after, usable, "the continuation fits by the provider's count")
 			// It is smaller than the request that overflowed, by the
 			// estimate too (the characters sent).
-			assert.Less(t, policy.EstimateTokens(p.runContext...), overflowed)
+			assert.Less(t, sizes.Tokens(p.runContext...), overflowed)
 		}},
 	}})
 }
@@ -122,7 +123,7 @@ func TestStoryCalibrationFromUsage(t *testing.T) {
 			}})
 			p.lines(p.e.RunEvent(p.now, p.run, nil)) // nothing: a nil event is dropped
 			reply(answerOf(8000, c.usage))(p)
-			est := policy.EstimateTokens(p.e.Messages()...)
+			est := sizes.Tokens(p.e.Messages()...)
 			assert.InDelta(t, c.want(est), ratioOf(p.e), 1e-9)
 		})
 	}
@@ -146,7 +147,7 @@ func TestStoryCalibrationFromOverflowText(t *testing.T) {
 			}})
 			reply(answerOf(40000, nil))(p)
 			promptIn("next")(p)
-			est := policy.EstimateTokens(p.e.Messages()...)
+			est := sizes.Tokens(p.e.Messages()...)
 			reply(errorAnswer(fmt.Sprintf(text, 150000)))(p)
 			assert.InDelta(t, 150000/float64(est), ratioOf(p.e), 1e-9)
 			require.NotNil(t, p.request, "the overflow compacts")
@@ -271,7 +272,7 @@ func TestPropertyOverflowCompactionFits(t *testing.T) {
 			// (issue 23 item 6): the provider said the context does not
 			// fit, and the prompt is a cut point after the first message.
 			require.ErrorIs(t, p.turnErr, policy.ErrNothingToCompact)
-			require.Zero(t, policy.EstimateTokens(e.Messages()...), "the overflow was not recovered: %v", p.turnErr)
+			require.Zero(t, sizes.Tokens(e.Messages()...), "the overflow was not recovered: %v", p.turnErr)
 			return
 		}
 		require.NotNil(t, p.request)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
-	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/transcript"
 )
 
@@ -42,8 +42,8 @@ func TestStoryOverflowOfShortContextCompacts(t *testing.T) {
 			// By the overflow's count (210,345 tokens for the request),
 			// the kept messages leave room for the summary's budget
 			// under the threshold.
-			est := policy.EstimateTokens(append(append([]transcript.Message(nil), r.Messages...), r.Kept...)...)
-			kept := policy.EstimateTokens(r.Kept...)
+			est := sizes.Tokens(append(append([]transcript.Message(nil), r.Messages...), r.Kept...)...)
+			kept := sizes.Tokens(r.Kept...)
 			assert.LessOrEqual(t, float64(kept)*210345/float64(est), float64(usable))
 		}},
 		{in: summarized("summary"), want: []string{

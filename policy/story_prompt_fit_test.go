@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/policy"
 )
 
@@ -159,11 +160,11 @@ func TestStorySummaryLimitFollowsTheOverflowCount(t *testing.T) {
 		}},
 		{in: promptIn("two"), want: []string{"start_run prompt user-3 context=[user-1 msg-2 user-3]", "append message:user-3"}},
 	}})
-	est := policy.EstimateTokens(p.runContext...)
+	est := sizes.Tokens(p.runContext...)
 	reply(errorAnswer("400 prompt is too long: 210345 tokens > 200000 maximum"))(p)
 	require.NotNil(t, p.request)
 	perToken := 210345 / float64(est)
-	kept := float64(policy.EstimateTokens(p.request.Kept...)) * perToken
+	kept := float64(sizes.Tokens(p.request.Kept...)) * perToken
 	summary := float64((p.request.MaxChars+3)/4) * perToken
 	assert.LessOrEqual(t, kept+summary, 170000.0, "the kept part and the summary fit under the threshold by the provider's count (MaxChars %d)", p.request.MaxChars)
 	assert.Less(t, p.request.MaxChars, 170000, "not the raw default")

@@ -208,7 +208,7 @@ func TestSnapshotResetWaitChecked(t *testing.T) {
 		{policy.Snapshot{State: states.Idle, ResetWaited: true}, "resetWaited: set with no retry chain active"},
 	}
 	for _, c := range cases {
-		c.snap.Version, c.snap.SessionID, c.snap.Config = policy.SnapshotVersion, "s", cfg
+		c.snap.Version, c.snap.SessionID, c.snap.Config = writtenVersion(t), "s", cfg
 		_, _, err := policy.Restore(policy.Setup{Model: testModel}, c.snap, t0, 0)
 		require.ErrorIs(t, err, policy.ErrSnapshot, c.says)
 		assert.ErrorContains(t, err, c.says)

@@ -668,7 +668,7 @@ func TestStoryRetryChain(t *testing.T) {
 				{in: promptIn("hi"), want: []string{"start_run prompt user-1 context=[user-1]", "append message:user-1"}},
 				{in: reply(errorAnswer(service503)), want: []string{
 					`message msg-2 error p/m "503 Service Unavailable"`, "append message:msg-2", "agent_end [msg-2]", "idle>classifying agent_end",
-					// MaxDelay from t0 would end in 2318: the wait ends at
+					// the longest delay from t0 would end in 2318: the wait ends at
 					// the last instant the engine keeps instead.
 					"retry_start 1/3 " + ms(lastInstant.Sub(t0)) + ` retryable "503 Service Unavailable"`, "start_timer " + lastInstant.Sub(t0).String(),
 					"classifying>backoff retry", "append removal:msg-2",

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -53,7 +54,7 @@ func TestStoryToolResultOverTheWindowIsTruncated(t *testing.T) {
 
 	summarized("## Goal\nread the log")(p)
 	require.False(t, p.turnDone, "the continuation runs: %v", p.turnErr)
-	assert.Less(t, policy.EstimateTokens(p.runContext...), window-cfg.Compaction.ReserveTokens, "the continuation fits")
+	assert.Less(t, sizes.Tokens(p.runContext...), window-cfg.Compaction.ReserveTokens, "the continuation fits")
 	assert.Equal(t, kept, p.runContext[len(p.runContext)-1].Text(), "the continuation holds the truncated result")
 
 	var entry *transcript.Compaction

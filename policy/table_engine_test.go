@@ -69,7 +69,7 @@ func TestEngineCompactDuringBackoff(t *testing.T) {
 		"finish_turn policy: retry cancelled",
 	}, describe(effects))
 	assert.Equal(t, states.Compacting, e.Status().State)
-	e.CompactionFinished(t0, e.CompactionInFlight(), policy.Summary{Text: "summary"}, nil)
+	e.CompactionFinished(t0, compactionIn(t, effects), policy.Summary{Text: "summary"}, nil)
 	assert.Equal(t, []string{"finish_compact <nil>", "state compacting>idle compaction_end"}, describe(e.Appended(t0, nil)))
 }
 
@@ -79,11 +79,11 @@ func TestEngineCompactRefused(t *testing.T) {
 	e := newEngine(t, func(s *policy.Setup) { s.Config.Compaction.KeepRecentTokens = 5 })
 	_, run := prompt(t, e, t0)
 	call(e, t0, run, answer(transcript.StopReasonStop, "a first answer, long enough"))
-	_, err := e.Compact(t0, "")
-	require.NoError(t, err)
-	e.CompactionFinished(t0, e.CompactionInFlight(), policy.Summary{Text: "summary"}, nil)
-	e.Appended(t0, nil)
 	effects, err := e.Compact(t0, "")
+	require.NoError(t, err)
+	e.CompactionFinished(t0, compactionIn(t, effects), policy.Summary{Text: "summary"}, nil)
+	e.Appended(t0, nil)
+	effects, err = e.Compact(t0, "")
 	require.ErrorIs(t, err, policy.ErrAlreadyCompacted)
 	assert.Equal(t, []string{"finish_compact policy: already compacted"}, describe(effects))
 	assert.Equal(t, states.Idle, e.Status().State)
@@ -138,7 +138,7 @@ func TestEngineManualCompactionSnapshotAndAbort(t *testing.T) {
 
 	assert.Equal(t, []string{"cancel_compaction 2", "finish_compact policy: compaction cancelled", "state compacting>cancelled cancel", "state cancelled>idle reset"},
 		describe(d.e.Abort(t0, errors.New("user"))))
-	assert.Zero(t, d.e.CompactionInFlight())
+	assert.False(t, d.e.Status().Compacting)
 	assert.Empty(t, describe(d.e.CompactionFinished(t0, 2, policy.Summary{Text: "late"}, nil)), "a late summary changes nothing")
 	assert.Equal(t, states.Idle, d.e.Status().State)
 }

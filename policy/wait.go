@@ -42,7 +42,7 @@ var lastInstant = time.UnixMilli(math.MaxInt64 / int64(time.Millisecond))
 
 // untilLast is the time from at to lastInstant in whole milliseconds, 0
 // when at is past it: no wait the engine schedules ends later, so a delay
-// that would (MaxDelay from today ends in 2318) waits until then instead,
+// that would (maxDelay from today ends in 2318) waits until then instead,
 // and the delayMs reported is still the wait scheduled.
 func untilLast(at time.Time) time.Duration {
 	return max(lastInstant.Sub(at), 0).Truncate(time.Millisecond)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -89,7 +90,8 @@ type AgentSummarizer struct {
 	SessionID string
 	// MaxChars bounds the summary when the request gives no bound (its
 	// MaxChars is 0: the model's context window is unknown); 0 means
-	// DefaultDigestChars. The request's bound wins when it has one.
+	// 20,000 characters (about 5,000 tokens), policy.DigestSummarizer's default.
+	// The request's bound wins when it has one.
 	MaxChars int
 	// TranscriptChars bounds the prompt's transcript and previous summary,
 	// in characters as the token estimate counts them (bytes of UTF-8);
@@ -97,17 +99,17 @@ type AgentSummarizer struct {
 	// of it, at 4 characters a token divided by the request's TokenRatio
 	// when that is over 1, less the summary's bound (so the
 	// prompt, the instructions and the answer fit with room to spare), or
-	// DefaultTranscriptChars when the window is unknown.
+	// 200,000 characters (about 50,000 tokens, which fits the windows of
+	// the models in common use) when the window is unknown.
 	TranscriptChars int
 	// MaxPieces bounds the model calls of one summary (see Summarize); 0
 	// means 8.
 	MaxPieces int
 }
 
-// DefaultTranscriptChars bounds an AgentSummarizer's transcript when the
-// model's context window is unknown: about 50,000 tokens, which fits the
-// windows of the models in common use.
-const DefaultTranscriptChars = 200_000
+// defaultTranscriptChars bounds an AgentSummarizer's transcript when the
+// model's context window is unknown (see TranscriptChars).
+const defaultTranscriptChars = 200_000
 
 // minTranscriptChars is the smallest transcript budget a context window
 // is given, however small the window.
@@ -245,7 +247,7 @@ func (a AgentSummarizer) Summarize(ctx context.Context, req policy.SummaryReques
 	if maxChars <= 0 {
 		maxChars = a.MaxChars
 		if maxChars <= 0 {
-			maxChars = policy.DefaultDigestChars
+			maxChars = sizes.DigestChars
 		}
 	}
 	model, cred := a.target(req)
@@ -327,7 +329,7 @@ func (a AgentSummarizer) transcriptBudget(model policy.Model, maxChars int, rati
 		return a.TranscriptChars
 	}
 	if model.ContextWindow <= 0 {
-		return DefaultTranscriptChars
+		return defaultTranscriptChars
 	}
 	// Half the window in characters, computed so it cannot overflow:
 	// by the session's token ratio when the provider counts more than

@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -187,7 +188,7 @@ func TestAgentSummarizerMaxChars(t *testing.T) {
 
 	sum, err = session.AgentSummarizer{Agent: agent}.Summarize(context.Background(), policy.SummaryRequest{Messages: cutConversation()})
 	require.NoError(t, err)
-	assert.LessOrEqual(t, len(sum.Text), policy.DefaultDigestChars, "the default bound")
+	assert.LessOrEqual(t, len(sum.Text), sizes.DigestChars, "the default bound")
 }
 
 func utf8Valid(s string) bool { return strings.ToValidUTF8(s, "?") == s }
@@ -452,7 +453,7 @@ func TestAgentSummarizerTranscriptIsBounded(t *testing.T) {
 	_, err := session.AgentSummarizer{Agent: agent, MaxPieces: 1}.Summarize(context.Background(), policy.SummaryRequest{Messages: long})
 	require.NoError(t, err)
 	text = transcriptOf(t, agent.got[0].Context[0].Text())
-	assert.LessOrEqual(t, len(text), session.DefaultTranscriptChars)
+	assert.LessOrEqual(t, len(text), 200_000, "the documented default")
 	assert.Contains(t, text, "message 29:")
 	assert.Contains(t, text, "more characters truncated]", "a long message is truncated with the marker")
 
@@ -623,13 +624,13 @@ func TestAgentSummarizerSmallWindowSession(t *testing.T) {
 			require.NoError(t, s.Prompt(context.Background(), "question "+strconv.Itoa(i)))
 		}
 		cut := s.Messages()
-		require.Greater(t, policy.EstimateTokens(cut...), window, "the context is over the summarizer's window")
+		require.Greater(t, sizes.Tokens(cut...), window, "the context is over the summarizer's window")
 		require.NoError(t, s.Prompt(context.Background(), "one more question"))
 		assert.Equal(t, []string{"compaction_start overflow", "compaction_end ok willRetry=true"}, rec.recovery())
 		n := len(summaries.requests())
 		require.Greater(t, n, 2, "asked in pieces")
 		for i, req := range summaries.requests() {
-			assert.LessOrEqual(t, policy.EstimateTokens(req.Context...), window/2, "request %d within half the window", i)
+			assert.LessOrEqual(t, sizes.Tokens(req.Context...), window/2, "request %d within half the window", i)
 		}
 		msgs := s.Messages()
 		assert.Equal(t, transcript.RoleSummary, msgs[0].Role)

@@ -14,6 +14,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -273,7 +274,7 @@ type contextRecorder struct {
 
 func (c *contextRecorder) Run(ctx context.Context, req session.RunRequest, emit func(events.Event)) error {
 	c.mu.Lock()
-	c.sizes = append(c.sizes, policy.EstimateTokens(req.Context...))
+	c.sizes = append(c.sizes, sizes.Tokens(req.Context...))
 	c.mu.Unlock()
 	return c.Agent.Run(ctx, req, emit)
 }

@@ -30,14 +30,14 @@ import (
 //     classifier as a type, which it reads before the text;
 //   - Headers keeps the headers that carry retry hints (retry-after,
 //     retry-after-ms, x-ratelimit-*, anthropic-ratelimit-*) and request IDs,
-//     with lower-case names: the first value of each, cut to
-//     MaxHeaderValue bytes, and at most MaxHeaders of them (the retry
-//     hints and request IDs first, then by name);
+//     with lower-case names: the first value of each, cut to 256 bytes,
+//     and at most 64 of them (the retry hints and request IDs first, then
+//     by name);
 //   - ErrorMessage is short: "529 overloaded_error: Overloaded" (and
 //     " (retryDelay: 30s)" when the body has a Google RetryInfo, which the
 //     classifier reads as a retry hint), the body's text when it is not a
 //     known shape (cut to 500 characters), or err's;
-//     whatever the body, at most MaxErrorMessage bytes, cut on a UTF-8
+//     whatever the body, at most 2048 bytes, cut on a UTF-8
 //     boundary and ended with "…" when cut. The classifier reads the body's
 //     type and message, which come first;
 //   - Err is err.
@@ -82,7 +82,7 @@ func FailedMessage(status int, header http.Header, body []byte, err error) trans
 	if parsed && pe.RetryDelay != "" {
 		hint = " (retryDelay: " + pe.RetryDelay + ")"
 	}
-	m.ErrorMessage = clipBytes(strings.TrimSuffix(strings.Join(parts, " "), ":"), MaxErrorMessage-len(hint)) + hint
+	m.ErrorMessage = clipBytes(strings.TrimSuffix(strings.Join(parts, " "), ":"), maxErrorMessage-len(hint)) + hint
 	if m.ErrorMessage == "" {
 		m.ErrorMessage = "the model call failed"
 	}
@@ -106,20 +106,20 @@ func detailsCode(body []byte) string {
 	return strings.TrimSpace(b.Error.Details.ErrorCode)
 }
 
-// MaxErrorMessage is the longest ErrorMessage FailedMessage makes, in
+// maxErrorMessage is the longest ErrorMessage FailedMessage makes, in
 // bytes.
-const MaxErrorMessage = 2048
+const maxErrorMessage = 2048
 
-// MaxHeaders is the most headers FailedMessage keeps, and MaxHeaderValue
+// maxHeaders is the most headers FailedMessage keeps, and maxHeaderValue
 // the longest value, in bytes, it keeps of one.
 const (
-	MaxHeaders     = 64
-	MaxHeaderValue = 256
+	maxHeaders     = 64
+	maxHeaderValue = 256
 )
 
 // keptHeaders are the headers of header that FailedMessage keeps, nil when
 // none: the retry hints and request IDs first, then the rate-limit headers
-// by name, up to MaxHeaders, each value cut to MaxHeaderValue bytes.
+// by name, up to maxHeaders, each value cut to maxHeaderValue bytes.
 func keptHeaders(header http.Header) map[string]string {
 	var first, rest []string
 	values := map[string]string{}
@@ -145,10 +145,10 @@ func keptHeaders(header http.Header) map[string]string {
 	slices.Sort(rest)
 	out := map[string]string{}
 	for _, name := range append(first, rest...) {
-		if len(out) == MaxHeaders {
+		if len(out) == maxHeaders {
 			break
 		}
-		out[name] = clipBytes(values[name], MaxHeaderValue)
+		out[name] = clipBytes(values[name], maxHeaderValue)
 	}
 	return out
 }
@@ -207,8 +207,8 @@ type limitedBody struct {
 	io.Closer
 }
 
-// ClipError returns err, or, when its text is longer than MaxErrorMessage
-// bytes, a plain error of that text cut as FailedMessage cuts
+// ClipError returns err, or, when its text is longer than 2048 bytes (the
+// bound of FailedMessage's ErrorMessage), a plain error of that text cut as FailedMessage cuts
 // ErrorMessage: a huge error (a client's holding a whole body) is not kept
 // alive in a message, at the price of what errors.Is and errors.As
 // reached through it.
@@ -216,8 +216,8 @@ func ClipError(err error) error {
 	if err == nil {
 		return nil
 	}
-	if text := err.Error(); len(text) > MaxErrorMessage {
-		return errors.New(clipBytes(text, MaxErrorMessage))
+	if text := err.Error(); len(text) > maxErrorMessage {
+		return errors.New(clipBytes(text, maxErrorMessage))
 	}
 	return err
 }

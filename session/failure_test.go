@@ -109,7 +109,7 @@ func TestFailedMessageGeminiRetryInfo(t *testing.T) {
 		assert.Equal(t, "RESOURCE_EXHAUSTED", m.ErrorType)
 		assert.True(t, strings.HasPrefix(m.ErrorMessage, "429 RESOURCE_EXHAUSTED: "), m.ErrorMessage)
 		assert.True(t, strings.HasSuffix(m.ErrorMessage, " (retryDelay: 26.5s)"), m.ErrorMessage)
-		assert.LessOrEqual(t, len(m.ErrorMessage), session.MaxErrorMessage)
+		assert.LessOrEqual(t, len(m.ErrorMessage), maxErrorMessage)
 		got := classify.Extended.Classify(classify.Message{StopReason: m.StopReason, ErrorMessage: m.ErrorMessage,
 			Status: m.HTTPStatus, ErrorType: m.ErrorType, Headers: m.Headers}, time.Now())
 		assert.True(t, got.HasRetryAfter)

@@ -12,6 +12,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 )
@@ -66,7 +67,7 @@ func BenchmarkFileHistoryHeap(b *testing.B) {
 		}
 		// The summary grows with each compaction up to its bound: the
 		// measures start once it is there.
-		for summary.Load() < policy.DefaultDigestChars*9/10 {
+		for summary.Load() < sizes.DigestChars*9/10 {
 			untilCompaction()
 		}
 		warm, from := compactions.Load(), turn

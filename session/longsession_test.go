@@ -17,6 +17,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -39,16 +40,16 @@ type sizedAgent struct {
 
 func (a *sizedAgent) Run(_ context.Context, req session.RunRequest, emit func(events.Event)) error {
 	n := a.runs.Add(1)
-	size := policy.EstimateTokens(req.Context...)
+	size := sizes.Tokens(req.Context...)
 	emit(events.AgentStart{})
 	var made []transcript.Message
 	say := func(m transcript.Message) {
 		m.Provider, m.Model, m.Timestamp = req.Model.Provider, req.Model.ID, time.Now().UnixMilli()
 		if m.Role == transcript.RoleAssistant {
-			size += policy.EstimateTokens(m)
+			size += sizes.Tokens(m)
 			m.Usage = &transcript.Usage{Input: size, TotalTokens: size}
 		} else {
-			size += policy.EstimateTokens(m)
+			size += sizes.Tokens(m)
 		}
 		emit(events.MessageStart{Message: m})
 		emit(events.MessageEnd{Message: m})
@@ -119,7 +120,7 @@ func longSessionTimed(tb testing.TB, turns int, clock *turnClock, opts []session
 			check(turn, fresh[len(fresh)-1], s.Messages())
 		}
 	}
-	return seen, policy.EstimateTokens(s.Messages()...)
+	return seen, sizes.Tokens(s.Messages()...)
 }
 
 // The summary of a long session stays within its budget and every
@@ -133,8 +134,8 @@ func TestLongSessionStaysUnderThreshold(t *testing.T) {
 		compactions, _ = longSession(t, 2000, nil, func(turn int, summary string, msgs []transcript.Message) {
 			require.Equal(t, transcript.RoleSummary, msgs[0].Role, "turn %d", turn)
 			assert.Equal(t, summary, msgs[0].Text())
-			assert.LessOrEqual(t, len(summary), policy.DefaultDigestChars, "turn %d: the summary's budget", turn)
-			assert.LessOrEqual(t, policy.EstimateTokens(msgs...), threshold, "turn %d: the context after compaction", turn)
+			assert.LessOrEqual(t, len(summary), sizes.DigestChars, "turn %d: the summary's budget", turn)
+			assert.LessOrEqual(t, sizes.Tokens(msgs...), threshold, "turn %d: the context after compaction", turn)
 			assert.NotEqual(t, transcript.RoleToolResult, msgs[1].Role, "turn %d: a tool result stays with its call", turn)
 			assert.Greater(t, turn-last, 1, "turn %d: compacted on two turns in a row", turn)
 			last = turn
@@ -161,11 +162,11 @@ func TestHugeSummaryIsCutToTheBudget(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		last := -1
 		n, _ := longSession(t, 300, []session.Option{session.WithSummarizer(huge)}, func(turn int, summary string, msgs []transcript.Message) {
-			assert.LessOrEqual(t, policy.EstimateTokens(msgs[0]), budget, "turn %d", turn)
+			assert.LessOrEqual(t, sizes.Tokens(msgs[0]), budget, "turn %d", turn)
 			assert.True(t, strings.HasPrefix(summary, "[the start of this summary was cut]\n"), "turn %d", turn)
 			assert.True(t, strings.HasSuffix(summary, "the end"), "turn %d: the end is kept", turn)
 			assert.True(t, utf8.ValidString(summary), "turn %d: cut between characters", turn)
-			assert.LessOrEqual(t, policy.EstimateTokens(msgs...), threshold, "turn %d", turn)
+			assert.LessOrEqual(t, sizes.Tokens(msgs...), threshold, "turn %d", turn)
 			assert.Greater(t, turn-last, 1, "turn %d: compacted on two turns in a row", turn)
 			last = turn
 		})
@@ -182,8 +183,8 @@ func TestCompactionCutsDeeperToFitUnderTheThreshold(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		last := -1
 		n, _ := longSession(t, 300, []session.Option{session.WithConfig(cfg)}, func(turn int, summary string, msgs []transcript.Message) {
-			assert.LessOrEqual(t, policy.EstimateTokens(msgs...), threshold, "turn %d", turn)
-			assert.LessOrEqual(t, policy.EstimateTokens(msgs[1:]...), threshold-budget, "turn %d: room for a summary of the budget", turn)
+			assert.LessOrEqual(t, sizes.Tokens(msgs...), threshold, "turn %d", turn)
+			assert.LessOrEqual(t, sizes.Tokens(msgs[1:]...), threshold-budget, "turn %d: room for a summary of the budget", turn)
 			assert.Contains(t, []transcript.Role{transcript.RoleUser, transcript.RoleAssistant}, msgs[1].Role, "turn %d: a valid cut point", turn)
 			for i, m := range msgs {
 				if m.Role == transcript.RoleToolResult {
@@ -219,13 +220,13 @@ func TestOversizedSummaryInHistoryIsSummarizedAgain(t *testing.T) {
 		s, err := session.New(agent, session.WithModel(scripted.DefaultModel), session.WithHistory(history))
 		require.NoError(t, err)
 		defer s.Close()
-		require.Greater(t, policy.EstimateTokens(s.Messages()...), scripted.DefaultModel.ContextWindow)
+		require.Greater(t, sizes.Tokens(s.Messages()...), scripted.DefaultModel.ContextWindow)
 		require.NoError(t, s.Prompt(context.Background(), "a new question"))
 		msgs := s.Messages()
-		assert.LessOrEqual(t, len(msgs[0].Text()), policy.DefaultDigestChars)
+		assert.LessOrEqual(t, len(msgs[0].Text()), sizes.DigestChars)
 		assert.Contains(t, msgs[0].Text(), "- user: question 19999 of a conversation long ago", "the newest lines are kept")
 		assert.Regexp(t, `\n\[\d+ earlier lines dropped\]\n`, msgs[0].Text())
-		assert.LessOrEqual(t, policy.EstimateTokens(msgs...), threshold)
+		assert.LessOrEqual(t, sizes.Tokens(msgs...), threshold)
 		require.NoError(t, s.Prompt(context.Background(), "and another"))
 	})
 }
@@ -243,9 +244,9 @@ func TestOversizedMessageIsCompactedAwayByTheNextTurn(t *testing.T) {
 		err = s.Prompt(context.Background(), strings.Repeat("x", 1_000_000))
 		require.ErrorIs(t, err, policy.ErrOverflow)
 		assert.ErrorContains(t, err, "the last message alone is 250000 tokens, over the model's window of 200000")
-		require.Less(t, policy.EstimateTokens(s.Messages()...), scripted.DefaultModel.ContextWindow, "the prompt was not sent")
+		require.Less(t, sizes.Tokens(s.Messages()...), scripted.DefaultModel.ContextWindow, "the prompt was not sent")
 		require.NoError(t, s.Prompt(context.Background(), "a small question"))
-		assert.LessOrEqual(t, policy.EstimateTokens(s.Messages()...), threshold)
+		assert.LessOrEqual(t, sizes.Tokens(s.Messages()...), threshold)
 		for _, m := range s.Messages() {
 			assert.Less(t, len(m.Text()), 1_000_000)
 		}
@@ -276,7 +277,7 @@ func BenchmarkLongSession(b *testing.B) {
 		start, allocated := time.Now(), totalAlloc()
 		clock := newTurnClock(*longTurns)
 		compactions, final := longSessionTimed(b, *longTurns, clock, []session.Option{session.WithHistory(discardHistory{})}, func(turn int, summary string, msgs []transcript.Message) {
-			if n := policy.EstimateTokens(msgs...); n > threshold || len(summary) > policy.DefaultDigestChars {
+			if n := sizes.Tokens(msgs...); n > threshold || len(summary) > sizes.DigestChars {
 				b.Fatalf("turn %d: context %d tokens (threshold %d), summary %d characters", turn, n, threshold, len(summary))
 			}
 		})

@@ -20,10 +20,10 @@ import (
 // appends to history and returns (see NoteSecret).
 const Redacted = "[redacted]"
 
-// MinSecretLen is the length, in bytes, below which NoteSecret ignores a
+// minSecretLen is the length, in bytes, below which NoteSecret ignores a
 // secret: a string that short is no real key (Ollama's "ollama"), and
 // replacing it everywhere would mangle ordinary text.
-const MinSecretLen = 8
+const minSecretLen = 8
 
 // NoteSecret tells the session whose run (or compaction) ctx belongs to
 // that secret is sensitive: from then on, for the rest of the session's
@@ -52,8 +52,10 @@ const MinSecretLen = 8
 // and, when the original was a net.Error, is one with the same Timeout:
 // errors.As no longer reaches the original's values.
 //
-// Secrets shorter than MinSecretLen are ignored, and so is a ctx that is
-// not a session's. NoteSecret is safe to call from any goroutine.
+// Secrets shorter than 8 bytes are ignored (a string that short is no
+// real key, Ollama's "ollama", and replacing it everywhere would mangle
+// ordinary text), and so is a ctx that is not a session's. NoteSecret is
+// safe to call from any goroutine.
 func NoteSecret(ctx context.Context, secret string) {
 	if r, ok := ctx.Value(redactorKey{}).(*redactor); ok {
 		r.add(secret)
@@ -84,7 +86,7 @@ func (r *redactor) with(ctx context.Context) context.Context {
 }
 
 func (r *redactor) add(secret string) {
-	if len(secret) < MinSecretLen {
+	if len(secret) < minSecretLen {
 		return
 	}
 	r.mu.Lock()

@@ -222,8 +222,9 @@ func (f agentFunc) Run(ctx context.Context, req session.RunRequest, emit func(ev
 	return f(ctx, req, emit)
 }
 
-// TestShortSecretIsNotRedacted: a "key" shorter than MinSecretLen (a
-// local server's placeholder) leaves the text alone.
+// TestShortSecretIsNotRedacted: a "key" shorter than 8 bytes (a local
+// server's placeholder) leaves the text alone; one of 8 bytes is
+// redacted (NoteSecret's documented bound).
 func TestShortSecretIsNotRedacted(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		agent := &echoAgent{key: "ollama1"}
@@ -233,35 +234,51 @@ func TestShortSecretIsNotRedacted(t *testing.T) {
 		require.Error(t, s.Prompt(context.Background(), "hi"))
 		assert.Contains(t, s.Messages()[1].ErrorMessage, "ollama1")
 	})
+	bubble(t, func(t *testing.T) {
+		agent := &echoAgent{key: "ollama12"}
+		s, err := session.New(agent, session.WithModel(scripted.DefaultModel))
+		require.NoError(t, err)
+		defer s.Close()
+		require.Error(t, s.Prompt(context.Background(), "hi"))
+		assert.NotContains(t, s.Messages()[1].ErrorMessage, "ollama12")
+		assert.Contains(t, s.Messages()[1].ErrorMessage, session.Redacted)
+	})
 }
+
+// The bounds of FailedMessage, as its doc and docs/session.md state them.
+const (
+	maxErrorMessage = 2048
+	maxHeaders      = 64
+	maxHeaderValue  = 256
+)
 
 // TestFailedMessageBounds: a huge error message, header value or number of
 // headers is cut to the documented bounds, on a UTF-8 boundary, keeping
 // the retry hints and the error's type.
 func TestFailedMessageBounds(t *testing.T) {
-	msg := strings.Repeat("é", 3*session.MaxErrorMessage) // two bytes each
+	msg := strings.Repeat("é", 3*maxErrorMessage) // two bytes each
 	body, _ := json.Marshal(map[string]any{"type": "error", "error": map[string]any{"type": "overloaded_error", "message": "x" + msg}})
-	header := map[string][]string{"Retry-After": {"7"}, "Request-Id": {strings.Repeat("r", 10*session.MaxHeaderValue)}}
+	header := map[string][]string{"Retry-After": {"7"}, "Request-Id": {strings.Repeat("r", 10*maxHeaderValue)}}
 	for i := range 500 {
 		header[fmt.Sprintf("X-Ratelimit-N%03d", i)] = []string{"1"}
 	}
 	m := session.FailedMessage(529, header, body, nil)
-	assert.LessOrEqual(t, len(m.ErrorMessage), session.MaxErrorMessage)
+	assert.LessOrEqual(t, len(m.ErrorMessage), maxErrorMessage)
 	assert.True(t, utf8.ValidString(m.ErrorMessage))
 	assert.True(t, strings.HasPrefix(m.ErrorMessage, "529 overloaded_error: xé"))
 	assert.True(t, strings.HasSuffix(m.ErrorMessage, "é…"))
 	assert.Equal(t, "overloaded_error", m.ErrorType)
-	assert.Len(t, m.Headers, session.MaxHeaders)
+	assert.Len(t, m.Headers, maxHeaders)
 	assert.Equal(t, "7", m.Headers["retry-after"])
-	assert.Len(t, m.Headers["request-id"], session.MaxHeaderValue)
+	assert.Len(t, m.Headers["request-id"], maxHeaderValue)
 	assert.Equal(t, "1", m.Headers["x-ratelimit-n000"])
 
-	long := errors.New(strings.Repeat("ü", session.MaxErrorMessage))
+	long := errors.New(strings.Repeat("ü", maxErrorMessage))
 	m = session.FailedMessage(0, nil, nil, long)
-	assert.LessOrEqual(t, len(m.ErrorMessage), session.MaxErrorMessage)
+	assert.LessOrEqual(t, len(m.ErrorMessage), maxErrorMessage)
 	assert.True(t, utf8.ValidString(m.ErrorMessage))
 	clipped := session.ClipError(long)
-	assert.LessOrEqual(t, len(clipped.Error()), session.MaxErrorMessage)
+	assert.LessOrEqual(t, len(clipped.Error()), maxErrorMessage)
 	assert.True(t, utf8.ValidString(clipped.Error()))
 	short := io.ErrUnexpectedEOF
 	assert.Same(t, short, session.ClipError(short))

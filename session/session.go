@@ -16,6 +16,7 @@ import (
 	"github.com/agentfsm/agentfsm/credentials"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/internal/owned"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/transcript"
 )
@@ -627,11 +628,11 @@ func (s *Session) Compact(ctx context.Context, instructions string) (transcript.
 		err error
 	}
 	reply := make(chan answer, 1)
-	var mine policy.CompactionID
+	started := false
 	err := s.do(func() {
 		effects, err := s.x.engine.Compact(time.Now(), instructions)
 		if err == nil {
-			mine = s.x.engine.CompactionInFlight()
+			started = true
 			s.x.compact = func(res transcript.Compaction, err error) { reply <- answer{res, err} }
 		}
 		s.apply(effects)
@@ -646,9 +647,12 @@ func (s *Session) Compact(ctx context.Context, instructions string) (transcript.
 	case a := <-reply:
 		return a.res, a.err
 	case <-ctx.Done():
-		// Cancel this call's compaction only, never another's.
+		// Cancel this call's compaction only, never another's. Until its
+		// answer is in reply it is the one in flight: a manual compaction
+		// ends with FinishCompact, which answers at once on this loop,
+		// and no other compaction starts while it runs.
 		_ = s.do(func() {
-			if mine != 0 && s.x.engine.CompactionInFlight() == mine {
+			if started && len(reply) == 0 {
 				s.apply(s.x.engine.AbortCompaction(time.Now()))
 			}
 		})
@@ -670,10 +674,12 @@ func (s *Session) SetAutoCompactionEnabled(on bool) {
 	_ = s.do(func() { s.x.engine.SetCompactionEnabled(on) })
 }
 
-// Config returns the session's current settings.
+// Config returns the session's current settings: those it was made with,
+// as SetAutoRetryEnabled and SetAutoCompactionEnabled changed them. The
+// value is the caller's: changing it changes nothing in the session.
 func (s *Session) Config() policy.Config {
 	var cfg policy.Config
-	if s.do(func() { cfg = s.x.engine.Config() }) != nil {
+	if s.do(func() { cfg = s.x.engine.Snapshot().Config }) != nil {
 		return policy.Config{}
 	}
 	return cfg
@@ -714,11 +720,16 @@ func (s *Session) Snapshot() (policy.Snapshot, error) {
 }
 
 // Messages returns a copy of the runtime context: the messages the next
-// model call will see.
+// model call will see. The copy is the caller's, content blocks, tool
+// arguments, usage and headers included: changing it changes nothing in
+// the session.
 func (s *Session) Messages() []transcript.Message {
 	var out []transcript.Message
 	if s.do(func() { out = s.x.engine.Messages() }) != nil {
 		return nil
+	}
+	for i := range out {
+		out[i] = owned.Message(out[i])
 	}
 	return out
 }

@@ -3,6 +3,8 @@ package session_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -95,6 +97,7 @@ func TestResumeAfterTheDeadlineRacesNothing(t *testing.T) {
 // threshold compaction, here never answered), then stopped, sends that
 // prompt once resumed: history records it, the agent gets it, the turn
 // settles on its run. The prompt was lost, and the turn went on without it.
+// The snapshot's copy of the prompt is the caller's to change.
 func TestSnapshotKeepsThePromptTheCheckHeld(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		history := &history.MemoryHistory{}
@@ -113,6 +116,13 @@ func TestSnapshotKeepsThePromptTheCheckHeld(t *testing.T) {
 		require.NoError(t, err)
 		data, err := json.Marshal(snap)
 		require.NoError(t, err)
+		// The snapshot's prompt is the caller's: changing it leaves the
+		// held prompt as it was (it shared the engine's content blocks).
+		require.NotNil(t, snap.Prompt)
+		snap.Prompt.Content[0].Text = "changed in the snapshot"
+		again, err := s.Snapshot()
+		require.NoError(t, err)
+		assert.Equal(t, "third question, waiting for its check", again.Prompt.Text())
 		require.NoError(t, s.Close())
 		require.Error(t, <-done)
 
@@ -137,5 +147,95 @@ func TestSnapshotKeepsThePromptTheCheckHeld(t *testing.T) {
 		}
 		assert.Contains(t, prompts, "third question, waiting for its check")
 		assert.Equal(t, states.Idle, r.Status().State)
+	})
+}
+
+// TestSnapshotAndConfigAreTheCallers: the snapshot and the settings a
+// session hands out are values. Changing the fallback settings of either
+// (a pointer in Config) changes nothing in the session. The snapshot
+// handed out the engine's own FallbackConfig, which a caller could edit
+// while the session's loop read it.
+func TestSnapshotAndConfigAreTheCallers(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		cfg := policy.DefaultConfig()
+		cfg.Fallback = &policy.FallbackConfig{Models: []policy.FallbackModel{{ID: "small"}}}
+		s, _, _ := newSession(t, nil, session.WithConfig(cfg))
+		want := s.Config()
+		snap, err := s.Snapshot()
+		require.NoError(t, err)
+		snap.Config.Fallback.Models[0].ID = "changed in the snapshot"
+		snap.Config.Fallback.CooldownMs = 1
+		got := s.Config()
+		got.Fallback.Models[0].ID = "changed in the config"
+		assert.Equal(t, want, s.Config())
+		again, err := s.Snapshot()
+		require.NoError(t, err)
+		assert.Equal(t, want, again.Config)
+	})
+}
+
+// TestMessagesAreTheCallers: Messages returns a copy, which the caller
+// may change: its content blocks, tool arguments, usage (and cost) and
+// headers belong to it, and the session's context stays as it was. The
+// copy shared the session's blocks, so a caller that edited a message for
+// display rewrote what the next model call would see, from another
+// goroutine than the session's loop.
+func TestMessagesAreTheCallers(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		call := transcript.Block{Type: transcript.BlockToolCall, ID: "c1", Name: "read", Arguments: json.RawMessage(`{"path":"a.go"}`)}
+		usage := &transcript.Usage{Input: 100, Output: 20, TotalTokens: 120, Cost: &transcript.Cost{Total: 0.5}}
+		failed := fail(service503)
+		failed.Status, failed.Headers = 503, map[string]string{"request-id": "req-1"}
+		cfg := policy.ReferenceConfig()
+		cfg.Retry.Enabled = false // the failed message stays in the context
+		s, _, _ := newSession(t, []scripted.Call{failed,
+			{StopReason: "toolUse", Content: []transcript.Block{call}, Usage: usage}, ok("the answer")},
+			session.WithConfig(cfg))
+		require.Error(t, s.Prompt(context.Background(), "the first question"))
+		require.NoError(t, s.Prompt(context.Background(), "the question"))
+		// What a caller could change, spelled out.
+		held := func(msgs []transcript.Message) string {
+			var b strings.Builder
+			for _, m := range msgs {
+				for _, c := range m.Content {
+					fmt.Fprintf(&b, "%q %s|", c.Text, c.Arguments)
+				}
+				if m.Usage != nil {
+					fmt.Fprintf(&b, "usage %d|", m.Usage.Input)
+					if m.Usage.Cost != nil {
+						fmt.Fprintf(&b, "cost %v|", m.Usage.Cost.Total)
+					}
+				}
+				for k, v := range m.Headers {
+					fmt.Fprintf(&b, "%s=%s|", k, v)
+				}
+				b.WriteString("\n")
+			}
+			return b.String()
+		}
+		got := s.Messages()
+		want := held(got)
+		require.Contains(t, want, `{"path":"a.go"}`)
+		require.Contains(t, want, "cost 0.5")
+		require.Contains(t, want, "request-id=req-1")
+		for i := range got {
+			m := &got[i]
+			for j := range m.Content {
+				m.Content[j].Text = "changed"
+				if len(m.Content[j].Arguments) > 0 {
+					m.Content[j].Arguments[0] = 'X'
+				}
+			}
+			if m.Usage != nil {
+				m.Usage.Input = -1
+				if m.Usage.Cost != nil {
+					m.Usage.Cost.Total = -1
+				}
+			}
+			for k := range m.Headers {
+				m.Headers[k] = "changed"
+			}
+		}
+		assert.Equal(t, want, held(s.Messages()))
 	})
 }

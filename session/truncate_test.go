@@ -6,11 +6,14 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/history"
+	"github.com/agentfsm/agentfsm/internal/sizes"
 	"github.com/agentfsm/agentfsm/policy"
 	"github.com/agentfsm/agentfsm/session"
 	"github.com/agentfsm/agentfsm/session/scripted"
@@ -54,7 +57,7 @@ func TestToolResultOverTheWindowTruncatedAndReopened(t *testing.T) {
 		}
 		require.NotNil(t, result)
 		assert.Contains(t, result.Text(), "of this tool result truncated by compaction: it was too large to keep whole]")
-		assert.Less(t, policy.EstimateTokens(live...), 30000-policy.DefaultConfig().Compaction.ReserveTokens)
+		assert.Less(t, sizes.Tokens(live...), 30000-policy.DefaultConfig().Compaction.ReserveTokens)
 		require.NoError(t, s.Close())
 		require.NoError(t, h.Close())
 
@@ -70,5 +73,42 @@ func TestToolResultOverTheWindowTruncatedAndReopened(t *testing.T) {
 		require.NoError(t, err)
 		defer s2.Close()
 		assert.Equal(t, live, s2.Messages(), "reopened, the same runtime context")
+	})
+}
+
+// TestCompactionResultIsTheSubscribers: the result an AutoCompactionEnd
+// hands a subscriber is its own to change: the session's record of the
+// tool results the compaction kept truncated (LastCompactionTruncated,
+// get_state's lastCompaction.truncated) stays as it was. The result
+// shared its Truncated with that record.
+func TestCompactionResultIsTheSubscribers(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		model := policy.Model{Provider: "scripted", ID: "small", ContextWindow: 30000}
+		big := strings.Repeat("0123456789abcdef\n", 20000)
+		agent := scripted.New(scripted.Script{Model: model, Calls: []scripted.Call{
+			{StopReason: transcript.StopReasonToolUse, Content: []transcript.Block{
+				transcript.TextBlock("reading it"),
+				{Type: transcript.BlockToolCall, ID: "call-1", Name: "read", Arguments: []byte(`{"path":"big.log"}`)},
+			}, ToolResults: []scripted.ToolResult{{Content: transcript.TextContent(big)}}},
+			fail("prompt is too long: 90000 tokens > 30000 maximum"),
+			ok("## Goal\nread big.log"), // the summary
+			ok("the log is long"),
+		}})
+		s, err := session.New(agent, session.WithModel(model))
+		require.NoError(t, err)
+		defer s.Close()
+		s.Subscribe(func(ev events.Event) {
+			if end, ok := ev.(events.AutoCompactionEnd); ok && end.Result != nil {
+				for i := range end.Result.Truncated {
+					end.Result.Truncated[i] = transcript.Truncation{EntryID: "changed by a subscriber", KeptChars: -1}
+				}
+			}
+		})
+		require.NoError(t, s.Prompt(context.Background(), "read big.log"))
+		synctest.Wait()
+		_, truncated := s.LastCompactionTruncated()
+		require.Len(t, truncated, 1)
+		assert.NotEqual(t, "changed by a subscriber", truncated[0].EntryID)
+		assert.Positive(t, truncated[0].KeptChars)
 	})
 }

@@ -150,8 +150,13 @@ func (w *syncWriter) String() string {
 	return w.b.String()
 }
 
+// maxErrorMessage is the longest ErrorMessage session.FailedMessage
+// makes, and the longest error text session.ClipError leaves, as their
+// docs state it.
+const maxErrorMessage = 2048
+
 // TestHugeErrorBodyIsBounded: a 50 MiB error body is read up to
-// session.MaxErrorBody, its message cut to session.MaxErrorMessage, and
+// session.MaxErrorBody, its message cut to maxErrorMessage, and
 // nothing of its size is kept once the turn is over.
 func TestHugeErrorBodyIsBounded(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
@@ -184,12 +189,12 @@ func TestHugeErrorBodyIsBounded(t *testing.T) {
 		require.ErrorIs(t, err, policy.ErrProvider)
 		synctest.Wait()
 		assert.Less(t, written.Load(), int64(session.MaxErrorBody+256<<10), "the client read past the limit")
-		assert.LessOrEqual(t, len(err.Error()), session.MaxErrorMessage+len("policy: provider error: "))
+		assert.LessOrEqual(t, len(err.Error()), maxErrorMessage+len("policy: provider error: "))
 		ends := rec.ends()
 		require.Len(t, ends, 1)
-		assert.LessOrEqual(t, len(ends[0].ErrorMessage), session.MaxErrorMessage)
+		assert.LessOrEqual(t, len(ends[0].ErrorMessage), maxErrorMessage)
 		assert.True(t, strings.HasPrefix(ends[0].ErrorMessage, `400 {"type":"error","error":{"type":"invalid_request_error"`), ends[0].ErrorMessage[:80])
-		assert.LessOrEqual(t, len(ends[0].Err.Error()), session.MaxErrorMessage)
+		assert.LessOrEqual(t, len(ends[0].Err.Error()), maxErrorMessage)
 		for e, err := range s.History().Entries() {
 			require.NoError(t, err)
 			b, err := json.Marshal(e)

@@ -84,6 +84,11 @@ func TestOpenAIFailedCallsHoldNoKey(t *testing.T) {
 	})
 }
 
+// maxErrorMessage is the longest ErrorMessage session.FailedMessage
+// makes, and the longest error text session.ClipError leaves, as their
+// docs state it.
+const maxErrorMessage = 2048
+
 // TestOpenAIHugeErrorBodyIsBounded: an error body is read only so far: the
 // adapter makes it end at session.MaxErrorBody, so a 50 MiB body is not
 // read (nor kept) past that.
@@ -118,7 +123,7 @@ func TestOpenAIHugeErrorBodyIsBounded(t *testing.T) {
 		msgs := s.Messages()
 		last := msgs[len(msgs)-1]
 		assert.Equal(t, 400, last.HTTPStatus)
-		assert.LessOrEqual(t, len(last.ErrorMessage), session.MaxErrorMessage)
-		assert.LessOrEqual(t, len(err.Error()), session.MaxErrorMessage+len("policy: provider error: "))
+		assert.LessOrEqual(t, len(last.ErrorMessage), maxErrorMessage)
+		assert.LessOrEqual(t, len(err.Error()), maxErrorMessage+len("policy: provider error: "))
 	})
 }
