@@ -7,6 +7,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
 )
 
@@ -97,4 +98,28 @@ func TestReleaseTakesTheRoomBack(t *testing.T) {
 		}
 		return false
 	}, "the backoff's end starts the retry: %v", next)
+}
+
+// TestUnreleasedEffectsGoAtTheNextInput: a driver that does not release
+// an input's effects finds them cleared by the next input, so that a room
+// released later holds only the last input's, and the room past an
+// input's effects is zero (the engine writes only the fields of the
+// effects it makes there).
+func TestUnreleasedEffectsGoAtTheNextInput(t *testing.T) {
+	e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
+	require.NoError(t, err)
+	first, err := e.Prompt(t0, "hi")
+	require.NoError(t, err)
+	run := runOfB(t, first)
+	n := len(first)
+	second := e.RunEvent(t0, run, events.AgentStart{})
+	require.Less(t, len(second), n, "the second input makes fewer effects than the first")
+	room := second[:cap(second)]
+	for i, ef := range room[len(second):] {
+		assert.Zero(t, ef, "effect %d past the second input's", len(second)+i)
+	}
+	e.Release()
+	for i, ef := range room {
+		assert.Zero(t, ef, "effect %d of the released room", i)
+	}
 }

@@ -283,6 +283,10 @@ var effectRooms = sync.Pool{New: func() any { return new([effectRoom]Effect) }}
 func (e *Engine) begin() {
 	if e.out == nil {
 		e.out = effectRooms.Get().(*[effectRoom]Effect)[:0]
+	} else {
+		// Not released: the last input's effects go now, so that the
+		// room holds only this input's when it is released.
+		clear(e.out)
 	}
 	e.out, e.entries = e.out[:0], e.entries[:0]
 	e.ctx.appendedN = 0
@@ -295,7 +299,8 @@ func (e *Engine) end(at time.Time) []Effect {
 	e.drain()
 	e.advanceTurn(at)
 	if len(e.entries) > 0 {
-		e.effect(Effect{Kind: Append, Entries: e.entries, Await: e.comp != nil && e.comp.committing})
+		ef := e.next()
+		ef.Kind, ef.Entries, ef.Await = Append, e.entries, e.comp != nil && e.comp.committing
 	}
 	out := e.out
 	if e.quiet() {
@@ -319,19 +324,38 @@ func (e *Engine) end(at time.Time) []Effect {
 // loses only that: each engine keeps the room of its last effects.
 func (e *Engine) Release() {
 	if cap(e.out) == effectRoom {
-		room := (*[effectRoom]Effect)(e.out[:effectRoom])
-		clear(room[:]) // the pool keeps no event, message or error
-		effectRooms.Put(room)
+		// The room holds this input's effects only (begin cleared the
+		// ones before): the pool keeps no event, message or error.
+		clear(e.out)
+		effectRooms.Put((*[effectRoom]Effect)(e.out[:effectRoom]))
 	}
 	e.out = nil
 }
 
 func isMessageEntry(en transcript.Entry) bool { return en.Type == transcript.EntryMessage }
 
-func (e *Engine) effect(ef Effect) { e.out = append(e.out, ef) }
+func (e *Engine) effect(ef Effect) { *e.next() = ef }
+
+// next adds a zero effect to the input's effects and returns it, for the
+// caller to set the fields its kind uses: the room past the effects is
+// always zero (a room comes from the pool cleared, and begin clears the
+// effects before), so the effects an input makes most write only those
+// fields rather than a whole Effect.
+func (e *Engine) next() *Effect {
+	n := len(e.out)
+	if n == cap(e.out) {
+		e.out = append(e.out, Effect{})
+	} else {
+		e.out = e.out[:n+1]
+	}
+	return &e.out[n]
+}
 
 // emit reports ev to the session's subscribers.
-func (e *Engine) emit(ev events.Event) { e.out = append(e.out, Effect{Kind: Emit, Event: ev}) }
+func (e *Engine) emit(ev events.Event) {
+	ef := e.next()
+	ef.Kind, ef.Event = Emit, ev
+}
 
 // ticket gives out the identity of a new run, timer or compaction.
 func (e *Engine) ticket() uint64 {

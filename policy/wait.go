@@ -138,7 +138,8 @@ func (e *Engine) scheduleResetWait(s *step) {
 func (e *Engine) startWait(deadline time.Time) {
 	e.wait, e.resetWait = wait{timer: TimerID(e.ticket()), deadline: unixNano(deadline)}, false
 	e.setShared(nil)
-	e.effect(Effect{Kind: StartTimer, Timer: e.wait.timer, Deadline: deadline})
+	ef := e.next()
+	ef.Kind, ef.Timer, ef.Deadline = StartTimer, e.wait.timer, deadline
 }
 
 // sharedWait is a limit shared by the sessions of a process that holds
