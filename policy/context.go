@@ -387,6 +387,9 @@ func (e *Engine) record(en transcript.Entry) int {
 			c.index()
 		}
 	}
+	if e.entries == nil {
+		e.entries = entryRooms.Get().(*[entryRoom]transcript.Entry)[:0]
+	}
 	e.entries = append(e.entries, en)
 	return c.nextSeq
 }

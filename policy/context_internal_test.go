@@ -169,6 +169,7 @@ func TestWaitingContextKeepsNoRoom(t *testing.T) {
 		t.Fatalf("%d messages before the decision", len(e.ctx.msgs))
 	}
 	e.RunReturned(at, run, RunReturn{})
+	e.Release() // as the driver does, once it has carried the effects out
 	if st := e.Status(); st.State != "backoff" {
 		t.Fatalf("state %s", st.State)
 	}

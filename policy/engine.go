@@ -275,9 +275,16 @@ func (e *Engine) SetCompactionEnabled(on bool) { e.cfg.Compaction.Enabled = on }
 // more grows it.
 const effectRoom = 6
 
-// effectRooms holds the effect buffers drivers gave back (Release), for
-// the next input of any engine.
-var effectRooms = sync.Pool{New: func() any { return new([effectRoom]Effect) }}
+// entryRoom is the room an input's history entries start in: an input
+// records one to three.
+const entryRoom = 4
+
+// effectRooms and entryRooms hold the effect and entry buffers drivers
+// gave back (Release), for the next input of any engine.
+var (
+	effectRooms = sync.Pool{New: func() any { return new([effectRoom]Effect) }}
+	entryRooms  = sync.Pool{New: func() any { return new([entryRoom]transcript.Entry) }}
+)
 
 // begin starts the effects of an input.
 func (e *Engine) begin() {
@@ -305,20 +312,16 @@ func (e *Engine) end(at time.Time) []Effect {
 	out := e.out
 	if e.quiet() {
 		// A session that waits (for a prompt, or out a backoff) keeps no
-		// buffer of the steps raised; its effects' buffer goes at Release.
+		// buffer of the steps raised; the room of its effects and entries
+		// goes at Release (the entries are kept for Appended until then).
 		e.raised = nil
-		if !slices.ContainsFunc(e.entries, isMessageEntry) {
-			// The messages this input appended are kept for Appended,
-			// which undoes their positions if the append fails; a
-			// session that waits after a removal keeps no entry.
-			e.entries = nil
-		}
 	}
 	return out
 }
 
 // Release tells the engine that the driver has carried out the effects of
-// its last input and holds none of them: their room goes to the next
+// its last input, an Append's failure reported (Appended), and holds none
+// of them: their room, and that of the entries appended, goes to the next
 // input, of this engine or another, and an engine that waits keeps none.
 // The effects must not be read after it. A driver that never calls it
 // loses only that: each engine keeps the room of its last effects.
@@ -329,10 +332,13 @@ func (e *Engine) Release() {
 		clear(e.out)
 		effectRooms.Put((*[effectRoom]Effect)(e.out[:effectRoom]))
 	}
-	e.out = nil
+	if cap(e.entries) == entryRoom {
+		room := (*[entryRoom]transcript.Entry)(e.entries[:entryRoom])
+		clear(room[:])
+		entryRooms.Put(room)
+	}
+	e.out, e.entries = nil, nil
 }
-
-func isMessageEntry(en transcript.Entry) bool { return en.Type == transcript.EntryMessage }
 
 func (e *Engine) effect(ef Effect) { *e.next() = ef }
 
