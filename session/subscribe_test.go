@@ -68,37 +68,6 @@ func TestBlockingSubscriber(t *testing.T) {
 	})
 }
 
-// A subscriber that blocks on the last event of the loop's queue holds up
-// only itself: the loop delivers that event itself as its last work (no
-// goroutine of its own to start and end), having handed the loop on
-// first, so the wait's end runs and the turn completes.
-func TestSubscriberBlockedOnTheQueuesLastEvent(t *testing.T) {
-	bubble(t, func(t *testing.T) {
-		s, _, rec := newSession(t, []scripted.Call{fail(service503), ok("done")})
-		release := make(chan struct{})
-		var mu sync.Mutex
-		var got []string
-		s.Subscribe(func(ev events.Event) {
-			if _, waits := ev.(events.AutoRetryStart); waits {
-				<-release // the decision's input is the last of its queue
-			}
-			mu.Lock()
-			got = append(got, rpc.EventType(ev))
-			mu.Unlock()
-		})
-		require.NoError(t, s.Prompt(context.Background(), "hi"))
-		close(release)
-		synctest.Wait()
-		var want []string
-		for _, ev := range rec.events() {
-			want = append(want, rpc.EventType(ev))
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		assert.Equal(t, want, got)
-	})
-}
-
 // A bounded subscriber that falls behind loses events and is told how many.
 func TestBoundedSubscriberIsToldWhatItLost(t *testing.T) {
 	bubble(t, func(t *testing.T) {
