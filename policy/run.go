@@ -164,14 +164,19 @@ func (e *Engine) onMessageEnd(at time.Time, r *run, m transcript.Message) {
 		r.messages = r.first[:0:1]
 	}
 	r.messages = append(r.messages, m)
+	// The run's list keeps m as it is (an append never changes what it
+	// holds, and the list goes out capped): the history entry and the
+	// decision point at it there, rather than at a copy of their own (the
+	// first message of a run is in the run itself).
+	mp := &r.messages[len(r.messages)-1]
 	prev := e.ctx.msgs
-	e.recordMessage(&m)
+	e.recordMessage(mp)
 	e.ctx.keepOutgrown(prev)
 	if m.Role != transcript.RoleAssistant {
 		return
 	}
-	e.calibrateUsage(&m)
-	r.last = &m
+	e.calibrateUsage(mp)
+	r.last = mp
 	e.fire(&step{at: at, msg: r.last, facts: transitions.Facts{
 		Signal: transitions.Replied, Error: m.IsError(), Aborted: m.StopReason == transcript.StopReasonAborted,
 	}})
