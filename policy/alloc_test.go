@@ -44,12 +44,12 @@ func TestDecisionAllocations(t *testing.T) {
 	assert.LessOrEqual(t, got, float64(1+poolMisses), "a decision allocates %v", got)
 }
 
-// TestTurnAllocations: a turn with three retries allocates no more than 34
-// values (the aim: 60): the prompt and its ID,
-// each run (its first message inside it) and its messages, and the events
-// that carry data. The effects' room comes back through Release, which the
-// player calls as a driver does (without it, four more: one after each
-// wait).
+// TestTurnAllocations: a turn with three retries allocates no more than 26
+// values (the aim: 60): the prompt and its ID, each run (its
+// first message inside it, where the history entry points too), each
+// answer's ID, and the events that carry data. The room of the effects and
+// entries comes back through Release, which the player calls as a driver
+// does (without it, more: after each wait).
 func TestTurnAllocations(t *testing.T) {
 	// A prompt, four runs of four events and a return each, three timers:
 	// under the race detector each may miss the pool once (it drops a
@@ -60,7 +60,7 @@ func TestTurnAllocations(t *testing.T) {
 	at := t0
 	turn := newTurnPlayer()
 	got := testing.AllocsPerRun(20, func() { at = turn.play(t, e, at) })
-	assert.LessOrEqual(t, got, float64(34+turnInputs*poolMisses), "a turn allocates %v", got)
+	assert.LessOrEqual(t, got, float64(26+turnInputs*poolMisses), "a turn allocates %v", got)
 	assert.Equal(t, "idle", string(e.Status().State))
 }
 
