@@ -428,23 +428,22 @@ func (e *Engine) lastAssistant() *transcript.Message {
 // behind it, and a session reopened on it does not see them). A compaction
 // whose entry failed to append fails, and changes nothing.
 func (e *Engine) Appended(at time.Time, err error) []Effect {
-	// What the last input appended: begin forgets it (the entries stay
-	// in their array until an entry is recorded).
-	appended, appendedN := e.entries, e.ctx.appendedN
-	e.begin()
 	err = wiretext.Error(err) // a history's error may name a file
 	if err != nil {
+		// What the last input appended, which begin clears: the
+		// entries the driver has not released yet.
 		c := &e.ctx
-		for _, en := range appended {
+		for _, en := range e.entries {
 			if en.Type == transcript.EntryMessage && c.seq != nil && c.taken(en.ID) {
 				c.setPosition(en.ID, 0) // in no history: as old as can be
 			}
 		}
-		c.nextSeq -= int(appendedN)
+		c.nextSeq -= int(c.appendedN)
 		if cp := e.comp; cp != nil && cp.committing {
 			c.compactionSeq = cp.previousSeq
 		}
 	}
+	e.begin()
 	if cp := e.comp; cp != nil && cp.committing {
 		e.committed(at, err)
 	} else if err != nil {

@@ -295,6 +295,7 @@ func (e *Engine) begin() {
 		// room holds only this input's when it is released.
 		clear(e.out)
 	}
+	clear(e.entries) // likewise
 	e.out, e.entries = e.out[:0], e.entries[:0]
 	e.ctx.appendedN = 0
 }
@@ -333,9 +334,8 @@ func (e *Engine) Release() {
 		effectRooms.Put((*[effectRoom]Effect)(e.out[:effectRoom]))
 	}
 	if cap(e.entries) == entryRoom {
-		room := (*[entryRoom]transcript.Entry)(e.entries[:entryRoom])
-		clear(room[:])
-		entryRooms.Put(room)
+		clear(e.entries) // as the effects, the input's entries only
+		entryRooms.Put((*[entryRoom]transcript.Entry)(e.entries[:entryRoom]))
 	}
 	e.out, e.entries = nil, nil
 }
