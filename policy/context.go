@@ -387,10 +387,8 @@ func (e *Engine) record(en transcript.Entry) int {
 			c.index()
 		}
 	}
-	if e.entries == nil {
-		e.entries = entryRooms.Get().(*[entryRoom]transcript.Entry)[:0]
-	}
-	e.entries = append(e.entries, en)
+	sc := e.work()
+	sc.entries = append(sc.entries, en)
 	return c.nextSeq
 }
 
@@ -433,7 +431,11 @@ func (e *Engine) Appended(at time.Time, err error) []Effect {
 		// What the last input appended, which begin clears: the
 		// entries the driver has not released yet.
 		c := &e.ctx
-		for _, en := range e.entries {
+		var appended []transcript.Entry
+		if e.sc != nil {
+			appended = e.sc.entries
+		}
+		for _, en := range appended {
 			if en.Type == transcript.EntryMessage && c.seq != nil && c.taken(en.ID) {
 				c.setPosition(en.ID, 0) // in no history: as old as can be
 			}

@@ -179,8 +179,8 @@ func TestWaitingContextKeepsNoRoom(t *testing.T) {
 	if &e.ctx.msgs[0] != &handed[0] {
 		t.Fatal("the waiting context is not in the array the run was handed")
 	}
-	if e.ctx.seq != nil || e.ctx.outgrown != nil || e.entries != nil {
-		t.Fatalf("the waiting engine keeps a position map (%v), an outgrown array (%v) or entries (%v)", e.ctx.seq != nil, e.ctx.outgrown != nil, e.entries != nil)
+	if e.ctx.seq != nil || e.ctx.outgrown != nil || e.sc != nil {
+		t.Fatalf("the waiting engine keeps a position map (%v), an outgrown array (%v) or its input's scratch (%v)", e.ctx.seq != nil, e.ctx.outgrown != nil, e.sc != nil)
 	}
 	// The retry's run is handed the same array; its answer grows it.
 	effects = e.TimerFired(at.Add(time.Hour), e.wait.timer)

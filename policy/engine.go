@@ -72,9 +72,10 @@ type Engine struct {
 	comp    *compaction
 	turn    *turn
 
-	out     []Effect
-	entries []transcript.Entry // recorded by the input in progress
-	raised  []step             // steps raised by the input in progress, not yet taken
+	// sc is what the input in progress works in (its effects, entries
+	// and raised steps): taken from a pool at the input's begin, given
+	// back at Release, so an engine that waits keeps none.
+	sc *scratch
 }
 
 // Setup is what an Engine is made from.
@@ -279,24 +280,45 @@ const effectRoom = 6
 // records one to three.
 const entryRoom = 4
 
-// effectRooms and entryRooms hold the effect and entry buffers drivers
-// gave back (Release), for the next input of any engine.
-var (
-	effectRooms = sync.Pool{New: func() any { return new([effectRoom]Effect) }}
-	entryRooms  = sync.Pool{New: func() any { return new([entryRoom]transcript.Entry) }}
-)
+// scratch is what an input works in: its effects (out), the history
+// entries it records (held for Appended until the driver releases them),
+// and the steps its actions raise, the first two with room to start in.
+// The room past out and entries is always zero (a scratch comes from the
+// pool cleared, and begin clears what a driver did not release), so an
+// effect is written field by field where it lands (next).
+type scratch struct {
+	out       []Effect
+	entries   []transcript.Entry
+	raised    []step
+	effects   [effectRoom]Effect
+	entryRoom [entryRoom]transcript.Entry
+}
+
+// scratches holds the scratches drivers gave back (Release), for the next
+// input of any engine.
+var scratches = sync.Pool{New: func() any {
+	sc := new(scratch)
+	sc.out, sc.entries = sc.effects[:0], sc.entryRoom[:0]
+	return sc
+}}
+
+// work returns the engine's scratch, taking one from the pool when it has
+// none.
+func (e *Engine) work() *scratch {
+	if e.sc == nil {
+		e.sc = scratches.Get().(*scratch)
+	}
+	return e.sc
+}
 
 // begin starts the effects of an input.
 func (e *Engine) begin() {
-	if e.out == nil {
-		e.out = effectRooms.Get().(*[effectRoom]Effect)[:0]
-	} else {
-		// Not released: the last input's effects go now, so that the
-		// room holds only this input's when it is released.
-		clear(e.out)
-	}
-	clear(e.entries) // likewise
-	e.out, e.entries = e.out[:0], e.entries[:0]
+	sc := e.work()
+	// Not released: the last input's effects and entries go now, so
+	// that the scratch holds only this input's when it is released.
+	clear(sc.out)
+	clear(sc.entries)
+	sc.out, sc.entries = sc.out[:0], sc.entries[:0]
 	e.ctx.appendedN = 0
 }
 
@@ -306,18 +328,12 @@ func (e *Engine) begin() {
 func (e *Engine) end(at time.Time) []Effect {
 	e.drain()
 	e.advanceTurn(at)
-	if len(e.entries) > 0 {
+	sc := e.sc
+	if len(sc.entries) > 0 {
 		ef := e.next()
-		ef.Kind, ef.Entries, ef.Await = Append, e.entries, e.comp != nil && e.comp.committing
+		ef.Kind, ef.Entries, ef.Await = Append, sc.entries, e.comp != nil && e.comp.committing
 	}
-	out := e.out
-	if e.quiet() {
-		// A session that waits (for a prompt, or out a backoff) keeps no
-		// buffer of the steps raised; the room of its effects and entries
-		// goes at Release (the entries are kept for Appended until then).
-		e.raised = nil
-	}
-	return out
+	return sc.out
 }
 
 // Release tells the engine that the driver has carried out the effects of
@@ -327,34 +343,44 @@ func (e *Engine) end(at time.Time) []Effect {
 // The effects must not be read after it. A driver that never calls it
 // loses only that: each engine keeps the room of its last effects.
 func (e *Engine) Release() {
-	if cap(e.out) == effectRoom {
-		// The room holds this input's effects only (begin cleared the
-		// ones before): the pool keeps no event, message or error.
-		clear(e.out)
-		effectRooms.Put((*[effectRoom]Effect)(e.out[:effectRoom]))
+	sc := e.sc
+	if sc == nil {
+		return
 	}
-	if cap(e.entries) == entryRoom {
-		clear(e.entries) // as the effects, the input's entries only
-		entryRooms.Put((*[entryRoom]transcript.Entry)(e.entries[:entryRoom]))
+	e.sc = nil
+	// The scratch holds this input's effects and entries only (begin
+	// cleared the ones before), or, where they outgrew their room, the
+	// room full: the pool keeps no event, message or error.
+	if cap(sc.out) == effectRoom {
+		clear(sc.out)
+	} else {
+		clear(sc.effects[:])
+		sc.out = sc.effects[:0]
 	}
-	e.out, e.entries = nil, nil
+	if cap(sc.entries) == entryRoom {
+		clear(sc.entries)
+	} else {
+		clear(sc.entryRoom[:])
+		sc.entries = sc.entryRoom[:0]
+	}
+	sc.out, sc.entries, sc.raised = sc.out[:0], sc.entries[:0], nil
+	scratches.Put(sc)
 }
 
 func (e *Engine) effect(ef Effect) { *e.next() = ef }
 
 // next adds a zero effect to the input's effects and returns it, for the
-// caller to set the fields its kind uses: the room past the effects is
-// always zero (a room comes from the pool cleared, and begin clears the
-// effects before), so the effects an input makes most write only those
-// fields rather than a whole Effect.
+// caller to set the fields its kind uses (see scratch): the effects an
+// input makes most write only those fields rather than a whole Effect.
 func (e *Engine) next() *Effect {
-	n := len(e.out)
-	if n == cap(e.out) {
-		e.out = append(e.out, Effect{})
+	sc := e.work()
+	n := len(sc.out)
+	if n == cap(sc.out) {
+		sc.out = append(sc.out, Effect{})
 	} else {
-		e.out = e.out[:n+1]
+		sc.out = sc.out[:n+1]
 	}
-	return &e.out[n]
+	return &sc.out[n]
 }
 
 // emit reports ev to the session's subscribers.

@@ -49,11 +49,13 @@ func (e *Engine) fire(s *step) bool {
 
 // drain takes the raised steps, in the order they were raised.
 func (e *Engine) drain() {
-	for i := 0; i < len(e.raised); i++ {
-		r := e.raised[i]
+	sc := e.work()
+	for i := 0; i < len(sc.raised); i++ {
+		r := sc.raised[i]
 		e.take(&r)
 	}
-	e.raised = e.raised[:0]
+	clear(sc.raised) // the scratch keeps no message or error of a step
+	sc.raised = sc.raised[:0]
 }
 
 // take takes the rules that apply to in, as fire says. The actions are
@@ -102,4 +104,7 @@ func onward(s states.State) bool { return s == states.Classifying || s.PassThrou
 
 // raise queues a step that an action or a report caused: it is taken once
 // the rule in progress is done, or at the end of the input.
-func (e *Engine) raise(s step) { e.raised = append(e.raised, s) }
+func (e *Engine) raise(s step) {
+	sc := e.work()
+	sc.raised = append(sc.raised, s)
+}

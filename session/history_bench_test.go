@@ -106,6 +106,12 @@ func slope(x, y []float64) float64 {
 
 // heapInUse is the heap in use, after a collection.
 func heapInUse() uint64 {
+	// Twice: the first collection moves what sync.Pools hold to their
+	// victim caches, the second frees it. A pool's cache (the policy
+	// engine's scratches, the steps its actions are handed) is the
+	// process's, bounded by how many inputs were in progress at once, not
+	// any session's.
+	runtime.GC()
 	runtime.GC()
 	var ms runtime.MemStats
 	runtime.ReadMemStats(&ms)
