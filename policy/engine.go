@@ -260,10 +260,6 @@ func (e *Engine) SessionID() string { return e.id }
 // (session.Session.Messages copies them whole).
 func (e *Engine) Messages() []transcript.Message { return cloneMessages(e.ctx.msgs) }
 
-// quiet reports whether nothing is in flight: no run and no compaction
-// (Status: neither Streaming nor Compacting). Abort's caller waits for it.
-func (e *Engine) quiet() bool { return e.run == nil && e.pending == nil && e.comp == nil }
-
 // SetRetryEnabled writes retry.enabled; it takes effect at the next
 // decision.
 func (e *Engine) SetRetryEnabled(on bool) { e.cfg.Retry.Enabled = on }
