@@ -12,8 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/events"
-	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session"
+	"github.com/agentfsm/agentfsm/session/rpc"
 	"github.com/agentfsm/agentfsm/session/scripted"
 )
 
@@ -68,8 +68,8 @@ func TestHostileSubscriberFirstInLine(t *testing.T) {
 
 				var (
 					plain, callback, goexit, panics, blocked, quitter, bounded, late seen
-					again                                                         <-chan error
-					againMu                                                       sync.Mutex
+					again                                                            <-chan error
+					againMu                                                          sync.Mutex
 				)
 				release := make(chan struct{}) // the blocked one waits for the first turn's end
 				var releaseOnce sync.Once
