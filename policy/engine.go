@@ -28,9 +28,10 @@ import (
 //
 // The slice of effects an input returns is valid until the next input, or
 // until Release, which a driver calls once it has carried them out so that
-// their room serves the next input (of any engine). An
-// Engine is not safe for concurrent use: a driver feeds it one input at a
-// time.
+// their room serves the next input (of any engine). It is capped at its
+// length (and so is an Append's Entries): a driver may append to it, which
+// copies it. An Engine is not safe for concurrent use: a driver feeds it
+// one input at a time.
 type Engine struct {
 	id    string
 	model Model
@@ -305,11 +306,15 @@ func (e *Engine) begin() {
 func (e *Engine) end(at time.Time) []Effect {
 	e.drain()
 	e.advanceTurn(at)
-	if len(e.entries) > 0 {
+	if n := len(e.entries); n > 0 {
 		ef := e.next()
-		ef.Kind, ef.Entries, ef.Await = Append, e.entries, e.comp != nil && e.comp.committing
+		ef.Kind, ef.Entries, ef.Await = Append, e.entries[:n:n], e.comp != nil && e.comp.committing
 	}
-	out := e.out
+	// Capped at their length, so that a driver appending to them (its
+	// own work list) copies them rather than write into the room, whose
+	// part past them must stay zero: the engine writes there only the
+	// fields of the effects it makes, and the room goes to the pool.
+	out := e.out[:len(e.out):len(e.out)]
 	if e.quiet() {
 		// A session that waits (for a prompt, or out a backoff) keeps no
 		// buffer of the steps raised; the room of its effects and entries

@@ -21,3 +21,8 @@ func Positions(e *Engine) (pos []int, next, compaction int) {
 	}
 	return pos, c.nextSeq, c.compactionSeq
 }
+
+// Room returns the whole room of the engine's effects: its last input's
+// effects and the room past them, which a driver's slice (capped at its
+// length) does not reach; nil once released.
+func Room(e *Engine) []Effect { return e.out[:cap(e.out)] }
