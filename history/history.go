@@ -23,7 +23,9 @@ import (
 type History interface {
 	// Append adds entries at the end, in order. It returns only when they
 	// are stored; on an error none of them was added. The session passes
-	// every entry one step of it makes in one call.
+	// every entry one step of it makes in one call. It must not keep the
+	// slice once it returns (the session, and other sessions, reuse its
+	// array for the entries of later steps); it may keep the entries.
 	Append(entries ...transcript.Entry) error
 	// Entries returns every entry, oldest first, as a stream read while
 	// it is iterated (those appended before the call). A read that fails

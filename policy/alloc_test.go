@@ -1,6 +1,8 @@
 package policy_test
 
 import (
+	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -83,9 +85,12 @@ func TestReleaseTakesTheRoomBack(t *testing.T) {
 		}
 	}
 	require.NotZero(t, timer, "the decision arms the backoff's timer")
+	room := policy.Room(e)
+	require.Len(t, room, 6, "the room of the decision's effects")
 	e.Release()
 	e.Release()
-	for i, ef := range effects[:cap(effects)] {
+	assert.Nil(t, policy.Room(e), "a released engine keeps no room")
+	for i, ef := range room {
 		assert.Zero(t, ef, "effect %d of the released room", i)
 	}
 	next := e.TimerFired(t0.Add(time.Hour), timer)
@@ -114,12 +119,54 @@ func TestUnreleasedEffectsGoAtTheNextInput(t *testing.T) {
 	n := len(first)
 	second := e.RunEvent(t0, run, events.AgentStart{})
 	require.Less(t, len(second), n, "the second input makes fewer effects than the first")
-	room := second[:cap(second)]
+	room := policy.Room(e)
+	require.Len(t, room, 6, "the room of the second input's effects")
 	for i, ef := range room[len(second):] {
 		assert.Zero(t, ef, "effect %d past the second input's", len(second)+i)
 	}
 	e.Release()
 	for i, ef := range room {
 		assert.Zero(t, ef, "effect %d of the released room", i)
+	}
+}
+
+// TestDriverAppendingToEffectsReachesNoInput: a driver may append to the
+// effects it is handed (its own work list, say); what it appends never
+// shows in the engine's later effects, whether it releases them or not,
+// nor in another engine's, which may take the released room.
+func TestDriverAppendingToEffectsReachesNoInput(t *testing.T) {
+	driver := policy.Effect{Kind: policy.Emit, Run: 99, Timer: 99, Compaction: 99, Hint: time.Hour, Await: true, Err: errors.New("the driver's"), Cause: errors.New("the driver's")}
+	for _, release := range []bool{false, true} {
+		e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
+		require.NoError(t, err)
+		var all [][]policy.Effect
+		input := func(effects []policy.Effect) {
+			all = append(all, slices.Clone(effects))
+			for len(effects) < 8 {
+				effects = append(effects, driver) // the driver's own work
+			}
+			if release {
+				e.Release()
+			}
+		}
+		effects, err := e.Prompt(t0, "hi")
+		require.NoError(t, err)
+		run := runOfB(t, effects)
+		input(effects)
+		for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: benchFailure}, events.MessageEnd{Message: benchFailure}, events.AgentEnd{}} {
+			input(e.RunEvent(t0, run, ev))
+		}
+		input(e.RunReturned(t0, run, policy.RunReturn{Draw: 0.5}))
+		other, err := policy.New(policy.Setup{SessionID: "other", Model: testModel, Config: policy.DefaultConfig()})
+		require.NoError(t, err)
+		otherEffects, err := other.Prompt(t0, "hello")
+		require.NoError(t, err)
+		all = append(all, otherEffects)
+		for i, effects := range all {
+			for j, ef := range effects {
+				assert.False(t, ef.Run == 99 || ef.Timer == 99 || ef.Compaction == 99 || ef.Hint == time.Hour || ef.Await || ef.Err != nil || ef.Cause != nil,
+					"release %v: input %d's effect %d carries what the driver appended: %+v", release, i, j, ef)
+			}
+		}
 	}
 }

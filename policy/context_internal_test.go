@@ -26,13 +26,32 @@ func TestSharedContextNeverChanges(t *testing.T) {
 		}
 		var out []handed
 		n := 0
+		// The model of the positions: pos[i] is where msgs[i] is in
+		// history, as a map of every message would say (0 for the ones
+		// in the context when the positions began to count, and for one
+		// whose append failed).
+		var pos []int
+		var removed []string // IDs no message has now: an agent may reuse one
 		for range rapid.IntRange(1, 60).Draw(t, "steps") {
-			switch op := rapid.IntRange(0, 4).Draw(t, "op"); {
+			switch op := rapid.IntRange(0, 5).Draw(t, "op"); {
 			case op == 0 || len(c.msgs) == 0:
 				n++
 				c.nextSeq++
 				prev := c.msgs
-				c.push(transcript.Message{ID: fmt.Sprint("m", n), Role: transcript.RoleUser, Content: transcript.TextContent(fmt.Sprint("text ", n))}, c.nextSeq)
+				id := fmt.Sprint("m", n)
+				if k := len(removed); k > 0 && rapid.Bool().Draw(t, "an ID reused") {
+					id = removed[rapid.IntRange(0, k-1).Draw(t, "reused")]
+				}
+				if c.taken(id) {
+					t.Fatalf("%q is taken, and no message has it", id)
+				}
+				removed = slices.DeleteFunc(removed, func(r string) bool { return r == id })
+				indexed := c.seq != nil
+				c.push(transcript.Message{ID: id, Role: transcript.RoleUser, Content: transcript.TextContent(fmt.Sprint("text ", n))}, c.nextSeq)
+				pos = append(pos, c.nextSeq)
+				if !indexed && c.seq != nil {
+					clear(pos) // the map begins: every message at 0
+				}
 				if rapid.Bool().Draw(t, "a run's message") {
 					c.keepOutgrown(prev)
 				} else if rapid.Bool().Draw(t, "the run returned") {
@@ -40,18 +59,41 @@ func TestSharedContextNeverChanges(t *testing.T) {
 				}
 			case op == 1:
 				i := rapid.IntRange(0, len(c.msgs)-1).Draw(t, "remove")
-				if !c.remove(c.msgs[i].ID) {
-					t.Fatalf("%q not removed", c.msgs[i].ID)
+				if rapid.Bool().Draw(t, "the last") {
+					i = len(c.msgs) - 1 // a failed answer, before its retry
 				}
+				id := c.msgs[i].ID
+				if !c.remove(id) {
+					t.Fatalf("%q not removed", id)
+				}
+				pos = slices.Delete(pos, i, i+1)
+				removed = append(removed, id)
 			case op == 2:
 				n++
 				c.nextSeq++
 				c.compactionSeq = c.nextSeq
 				if c.seq == nil {
 					c.index() // as record does
+					clear(pos)
 				}
-				kept := c.msgs[rapid.IntRange(0, len(c.msgs)-1).Draw(t, "kept")].ID
-				c.compact(transcript.Entry{Type: transcript.EntryCompaction, ID: fmt.Sprint("c", n), Compaction: &transcript.Compaction{Summary: "s", FirstKeptEntryID: kept}}, -1)
+				i := rapid.IntRange(0, len(c.msgs)-1).Draw(t, "kept")
+				if rapid.Bool().Draw(t, "keeps the last only") {
+					i = len(c.msgs) - 1
+				}
+				for _, m := range c.msgs[:i] {
+					removed = append(removed, m.ID)
+				}
+				c.compact(transcript.Entry{Type: transcript.EntryCompaction, ID: fmt.Sprint("c", n), Compaction: &transcript.Compaction{Summary: "s", FirstKeptEntryID: c.msgs[i].ID}}, -1)
+				pos = append([]int{c.compactionSeq}, pos[i:]...)
+			case op == 3 && c.seq != nil:
+				// An append that failed: its message is as old as can be
+				// (Appended).
+				i := rapid.IntRange(0, len(c.msgs)-1).Draw(t, "append failed")
+				if rapid.Bool().Draw(t, "the last's") {
+					i = len(c.msgs) - 1
+				}
+				c.setPosition(c.msgs[i].ID, 0)
+				pos[i] = 0
 			default:
 				from := rapid.IntRange(0, len(c.msgs)).Draw(t, "from")
 				msgs := c.share(from, len(c.msgs))
@@ -90,6 +132,24 @@ func TestSharedContextNeverChanges(t *testing.T) {
 			}
 			if c.taken("m0") {
 				t.Fatal("an ID no message has is taken")
+			}
+			// Every message is where the model says, the last as much as
+			// the others (its position kept aside or not), and an ID no
+			// message has is nowhere.
+			if len(pos) != len(c.msgs) {
+				t.Fatalf("the model holds %d positions, the context %d messages", len(pos), len(c.msgs))
+			}
+			if c.seq != nil {
+				for i, m := range c.msgs {
+					if got := c.position(m.ID); got != pos[i] {
+						t.Fatalf("%q (%d of %d) is at %d, the model says %d", m.ID, i, len(c.msgs), got, pos[i])
+					}
+				}
+				for _, id := range removed {
+					if c.taken(id) || c.position(id) != 0 {
+						t.Fatalf("%q, which no message has, is taken (%v) at %d", id, c.taken(id), c.position(id))
+					}
+				}
 			}
 			if c.seq == nil && (c.compactionSeq > 0 || len(c.msgs) > shortContext) {
 				t.Fatalf("no positions for %d messages after compaction %d", len(c.msgs), c.compactionSeq)

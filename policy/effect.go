@@ -48,7 +48,10 @@ const (
 	CancelCompaction
 	// Append: append Entries to history, in order, in one write where the
 	// history can. Report a failure with Appended; when Await is set,
-	// report the outcome either way: the engine waits for it.
+	// report the outcome either way: the engine waits for it. The report
+	// is the engine's next input, before the answer to any other effect
+	// of the same input (UsageLimitAnswered, a held run's RunReturned),
+	// and before Release: a failure undoes what this input recorded.
 	Append
 	// MarkUsageLimit: tell the credential store that the session's
 	// credential hit a usage limit (block it for Hint, 0 meaning the

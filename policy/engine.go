@@ -28,9 +28,10 @@ import (
 //
 // The slice of effects an input returns is valid until the next input, or
 // until Release, which a driver calls once it has carried them out so that
-// their room serves the next input (of any engine). An
-// Engine is not safe for concurrent use: a driver feeds it one input at a
-// time.
+// their room serves the next input (of any engine). It is capped at its
+// length (and so is an Append's Entries): a driver may append to it, which
+// copies it. An Engine is not safe for concurrent use: a driver feeds it
+// one input at a time.
 type Engine struct {
 	id    string
 	model Model
@@ -325,11 +326,15 @@ func (e *Engine) end(at time.Time) []Effect {
 	e.drain()
 	e.advanceTurn(at)
 	sc := e.sc
-	if len(sc.entries) > 0 {
+	if n := len(sc.entries); n > 0 {
 		ef := e.next()
-		ef.Kind, ef.Entries, ef.Await = Append, sc.entries, e.comp != nil && e.comp.committing
+		ef.Kind, ef.Entries, ef.Await = Append, sc.entries[:n:n], e.comp != nil && e.comp.committing
 	}
-	return sc.out
+	// Capped at their length, so that a driver appending to them (its
+	// own work list) copies them rather than write into the room, whose
+	// part past them must stay zero: the engine writes there only the
+	// fields of the effects it makes, and the room goes to the pool.
+	return sc.out[:len(sc.out):len(sc.out)]
 }
 
 // Release tells the engine that the driver has carried out the effects of

@@ -34,7 +34,15 @@ type walker struct {
 	await     bool // an Append waits for Appended
 	finished  int  // FinishTurn effects seen
 	failAppnd bool // the next Append that awaits nothing fails
+	failures  int  // Appends that failed
+	noFail    bool // no Append fails
 	prompts   []string
+
+	// seen, when set, is told of every input's effects as they come;
+	// released, when set, runs once apply has carried effects out (and
+	// fed back what they asked), where a driver calls Release.
+	seen     func([]policy.Effect)
+	released func()
 }
 
 func newWalker(e *policy.Engine, history []transcript.Entry, at time.Time) *walker {
@@ -44,6 +52,12 @@ func newWalker(e *policy.Engine, history []transcript.Entry, at time.Time) *walk
 // apply carries out effects, then feeds back a failed append's report,
 // which the engine takes only at once.
 func (w *walker) apply(effects []policy.Effect) error {
+	if w.seen != nil {
+		w.seen(effects)
+	}
+	if w.released != nil {
+		defer w.released()
+	}
 	failed := false
 	for _, ef := range effects {
 		switch ef.Kind {
@@ -81,6 +95,7 @@ func (w *walker) apply(effects []policy.Effect) error {
 		}
 	}
 	if failed {
+		w.failures++
 		return w.apply(w.e.Appended(w.at, errors.New("disk full")))
 	}
 	return nil
@@ -167,7 +182,7 @@ func (w *walker) step(pick func(n int) int) error {
 	}
 	inputs = append(inputs,
 		func() error {
-			w.failAppnd = pick(8) == 0
+			w.failAppnd = pick(8) == 0 && !w.noFail
 			effects, err := w.e.Prompt(w.at, fmt.Sprint("question ", len(w.prompts)))
 			if err != nil && !errors.Is(err, policy.ErrBusy) {
 				return err

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/agentfsm/agentfsm/events"
@@ -47,8 +48,10 @@ var errCompactionAborted = errors.New("compaction aborted")
 
 // apply carries out effects, in order. The answers the engine waits for (a
 // history append it awaits or that failed, the credential store's answer
-// to a usage limit) are fed back once the batch is done, since feeding the
-// engine reuses the slice the batch is in.
+// to a usage limit, a run the shared limit holds) are fed back once the
+// batch is done, since feeding the engine reuses the slice the batch is
+// in; the append's first, as the engine's next input (see
+// policy.Engine.Appended).
 func (s *Session) apply(effects []policy.Effect) {
 	// The engine's state is already the input's outcome: Status reads
 	// it before any of the input's events can reach a subscriber, and
@@ -101,7 +104,11 @@ func (s *Session) apply(effects []policy.Effect) {
 		case policy.Append:
 			err := s.append(ef.Entries)
 			if err != nil || ef.Await {
-				feedback = append(feedback, func() []policy.Effect { return x.engine.Appended(time.Now(), err) })
+				// The answer to this input: the engine's next, before
+				// any other answer (a held run's, the credential
+				// store's), whose input would take the place of this
+				// one's entries that a failure undoes.
+				feedback = slices.Insert(feedback, 0, func() []policy.Effect { return x.engine.Appended(time.Now(), err) })
 			}
 		case policy.MarkUsageLimit:
 			switched := s.markUsageLimit(ef.Hint)

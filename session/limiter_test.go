@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -358,3 +359,34 @@ func (s *safeBuffer) String() string {
 	defer s.mu.Unlock()
 	return s.b.String()
 }
+
+// TestFailedAppendReportedBeforeTheHeldRun: a prompt whose run the shared
+// limit holds and whose message the history fails to append asks two
+// answers of the engine at once; the append's failure is reported first,
+// as the answer to the input that made it, so that the engine counts the
+// entries the history has: its snapshot restores on that history.
+func TestFailedAppendReportedBeforeTheHeldRun(t *testing.T) {
+	bubble(t, func(t *testing.T) {
+		h := &failingHistory{fail: map[int]bool{1: true}}
+		s, _, _ := newSession(t, []scripted.Call{ok("fine")}, session.WithLimiter(&heldOnce{}), session.WithHistory(h))
+		err := s.Prompt(context.Background(), "hi")
+		require.ErrorIs(t, err, policy.ErrHistory)
+		snap, err := s.Snapshot()
+		require.NoError(t, err)
+		assert.Equal(t, len(readAll(t, h)), snap.History, "the entries the snapshot counts")
+		again, err := session.New(scripted.New(scripted.Script{Model: scripted.DefaultModel}), session.WithModel(scripted.DefaultModel), session.WithHistory(h), session.WithSnapshot(snap))
+		require.NoError(t, err, "the session's own snapshot, on its own history")
+		require.NoError(t, again.Close())
+	})
+}
+
+// heldOnce holds the first run for a minute, and admits the rest.
+type heldOnce struct{ held atomic.Bool }
+
+func (l *heldOnce) Admit(string, string) (time.Time, string, string) {
+	if l.held.Swap(true) {
+		return time.Time{}, "", ""
+	}
+	return time.Now().Add(time.Minute), "key", "busy"
+}
+func (*heldOnce) Done(string, string, *transcript.Message) {}
