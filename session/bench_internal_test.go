@@ -81,13 +81,15 @@ func (s *Session) applyBut(effects []policy.Effect, skip policy.EffectKind) {
 
 // BenchmarkAgentEndDecision measures the decision at agent_end for a
 // retryable error: from the run's return to the machine in backoff with
-// auto_retry_start emitted to a subscriber, the removal appended to
-// history, the timer armed and the subscriber woken (the wait itself
+// auto_retry_start delivered to a subscriber (as the loop does at the end
+// of its queue, on its own goroutine), the removal appended to history,
+// the timer armed and the input's scratch given back (the wait itself
 // excluded). It cycles through a pool of sessions whose runs have ended;
-// bringing them back is outside the measurement, and rare enough that
-// their conversations stay short. It measures the session's decision, not
-// the benchmark's own work: the garbage of bringing the pool back is
-// collected then too, outside the measurement.
+// bringing them back is outside the measurement, and adds a turn to each
+// conversation (a few dozen messages after a run of a second: past the
+// short context that keeps no position map). It measures the session's
+// decision, not the benchmark's own work: the garbage of bringing the
+// pool back is collected then too, outside the measurement.
 func BenchmarkAgentEndDecision(b *testing.B) {
 	type ready struct {
 		s   *Session
