@@ -31,16 +31,7 @@ func TestToolResultOverTheWindowTruncatedAndReopened(t *testing.T) {
 		path := filepath.Join(t.TempDir(), "h.jsonl")
 		h, err := history.OpenFileHistory(path)
 		require.NoError(t, err)
-		big := strings.Repeat("0123456789abcdef\n", 20000) // 340,000 characters, 85,000 tokens
-		agent := scripted.New(scripted.Script{Model: model, Calls: []scripted.Call{
-			{StopReason: transcript.StopReasonToolUse, Content: []transcript.Block{
-				transcript.TextBlock("reading it"),
-				{Type: transcript.BlockToolCall, ID: "call-1", Name: "read", Arguments: []byte(`{"path":"big.log"}`)},
-			}, ToolResults: []scripted.ToolResult{{Content: transcript.TextContent(big)}}},
-			fail("prompt is too long: 90000 tokens > 30000 maximum"),
-			ok("## Goal\nread big.log"), // the summary
-			ok("the log is long"),
-		}})
+		agent := bigToolResultAgent(model)
 		s, err := session.New(agent, session.WithModel(model), session.WithHistory(h))
 		require.NoError(t, err)
 		rec := record(s)
@@ -84,16 +75,7 @@ func TestToolResultOverTheWindowTruncatedAndReopened(t *testing.T) {
 func TestCompactionResultIsTheSubscribers(t *testing.T) {
 	bubble(t, func(t *testing.T) {
 		model := policy.Model{Provider: "scripted", ID: "small", ContextWindow: 30000}
-		big := strings.Repeat("0123456789abcdef\n", 20000)
-		agent := scripted.New(scripted.Script{Model: model, Calls: []scripted.Call{
-			{StopReason: transcript.StopReasonToolUse, Content: []transcript.Block{
-				transcript.TextBlock("reading it"),
-				{Type: transcript.BlockToolCall, ID: "call-1", Name: "read", Arguments: []byte(`{"path":"big.log"}`)},
-			}, ToolResults: []scripted.ToolResult{{Content: transcript.TextContent(big)}}},
-			fail("prompt is too long: 90000 tokens > 30000 maximum"),
-			ok("## Goal\nread big.log"), // the summary
-			ok("the log is long"),
-		}})
+		agent := bigToolResultAgent(model)
 		s, err := session.New(agent, session.WithModel(model))
 		require.NoError(t, err)
 		defer s.Close()
@@ -111,4 +93,21 @@ func TestCompactionResultIsTheSubscribers(t *testing.T) {
 		assert.NotEqual(t, "changed by a subscriber", truncated[0].EntryID)
 		assert.Positive(t, truncated[0].KeptChars)
 	})
+}
+
+// bigToolResultAgent answers "read big.log" with a tool call whose result
+// (340,000 characters, 85,000 tokens) overflows model's window of 30,000:
+// the next call fails on it, the summary of the compaction comes, and the
+// retried call answers.
+func bigToolResultAgent(model policy.Model) *scripted.Agent {
+	big := strings.Repeat("0123456789abcdef\n", 20000)
+	return scripted.New(scripted.Script{Model: model, Calls: []scripted.Call{
+		{StopReason: transcript.StopReasonToolUse, Content: []transcript.Block{
+			transcript.TextBlock("reading it"),
+			{Type: transcript.BlockToolCall, ID: "call-1", Name: "read", Arguments: []byte(`{"path":"big.log"}`)},
+		}, ToolResults: []scripted.ToolResult{{Content: transcript.TextContent(big)}}},
+		fail("prompt is too long: 90000 tokens > 30000 maximum"),
+		ok("## Goal\nread big.log"), // the summary
+		ok("the log is long"),
+	}})
 }
