@@ -50,14 +50,14 @@ func TestLooplabIsConsulted(t *testing.T) {
 	eng := build(cloneRules(rules))
 	without := slices.DeleteFunc(cloneRules(rules), func(r transitions.Rule) bool { return r.Trigger == transitions.Retry })
 	eng.lf = looplab.NewFSM(string(states.Idle), looplabEvents(without), nil)
-	m := &Machine{state: states.Classifying, eng: eng}
+	m := &Machine{at: eng.nodes[states.Classifying], eng: eng}
 
 	retry := transitions.Facts{Signal: transitions.RunEnded, Started: true, Class: classify.Retryable, Error: true, RetryEnabled: true, MaxRetries: 3}
-	want, ok := transitions.Rules(rules).Next(states.Classifying, retry)
+	want, ok := transitions.Rules(rules).Next(states.Classifying, &retry)
 	require.True(t, ok)
 	require.Equal(t, transitions.Retry, want.Trigger, "the table's rule for these facts")
 
-	_, err := m.Step(t.Context(), retry)
+	_, err := m.Step(t.Context(), &retry)
 	require.ErrorIs(t, err, ErrNotAllowed)
 	require.ErrorAs(t, err, new(looplab.InvalidEventError))
 	assert.Equal(t, states.Classifying, m.State(), "a refused move changes nothing")
@@ -65,7 +65,7 @@ func TestLooplabIsConsulted(t *testing.T) {
 	assert.Equal(t, states.Classifying, m.State())
 
 	// Looplab allows the next rule in line: the machine takes it.
-	tr, err := m.Step(t.Context(), transitions.Facts{Signal: transitions.RunEnded, Started: true})
+	tr, err := m.Step(t.Context(), &transitions.Facts{Signal: transitions.RunEnded, Started: true})
 	require.NoError(t, err)
 	assert.Equal(t, transitions.Accept, tr.Trigger)
 	assert.Equal(t, states.Idle, m.State())
@@ -77,10 +77,10 @@ func TestMoveAllocatesNothing(t *testing.T) {
 	m := Default()
 	agentEnd := transitions.Facts{Signal: transitions.RunEnded, Started: true}
 	got := testing.AllocsPerRun(100, func() {
-		if _, err := m.Step(context.Background(), agentEnd); err != nil { // idle → classifying
+		if _, err := m.Step(context.Background(), &agentEnd); err != nil { // idle → classifying
 			panic(err)
 		}
-		if _, err := m.Step(context.Background(), agentEnd); err != nil { // settle: classifying → idle
+		if _, err := m.Step(context.Background(), &agentEnd); err != nil { // settle: classifying → idle
 			panic(err)
 		}
 	})

@@ -17,7 +17,7 @@ func (m *Machine) Can(t transitions.Trigger) bool {
 	defer m.mu.Unlock()
 	m.eng.mu.Lock()
 	defer m.eng.mu.Unlock()
-	m.eng.lf.SetState(string(m.state))
+	m.eng.lf.SetState(string(m.at.state))
 	return m.eng.lf.Can(string(t))
 }
 

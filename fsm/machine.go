@@ -24,9 +24,19 @@ import (
 // session waiting out a backoff holds a few words, not a looplab machine of
 // its own; docs/policy.md §5 gives the figures).
 type Machine struct {
-	mu    sync.Mutex
-	state states.State
-	eng   *engine
+	mu sync.Mutex
+	// at is the current state, with the moves that leave it.
+	at  *node
+	eng *engine
+}
+
+// node is one state of a table: the rules that leave it, in table order,
+// each with the Transition taking it makes, so that Step tries only those
+// and builds nothing, and the error of an input none of them takes.
+type node struct {
+	state  states.State
+	moves  []move
+	noRule *TransitionError
 }
 
 // engine is a looplab machine on a validated table, shared by the Machines
@@ -38,10 +48,8 @@ type engine struct {
 	mu    sync.Mutex
 	lf    *looplab.FSM
 	rules transitions.Rules
-	// moves lists, for each state, the rules that leave it, in table
-	// order, each with the Transition taking it makes: Step tries only
-	// those, and builds nothing.
-	moves map[states.State][]move
+	// nodes holds every state's node.
+	nodes map[states.State]*node
 	// to is, for each trigger handed to looplab, its destination: the Dst
 	// looplab was given, which it does not let be read back.
 	to map[transitions.Trigger]states.State
@@ -49,8 +57,9 @@ type engine struct {
 
 // move is one rule as Step takes it from one source state.
 type move struct {
-	holds func(states.State, transitions.Facts) bool
+	holds func(states.State, *transitions.Facts) bool
 	tr    Transition
+	to    *node
 }
 
 // New validates rules and builds a Machine on them, starting in states.Idle.
@@ -64,7 +73,8 @@ func New(rules []transitions.Rule) (*Machine, error) {
 	if err := Validate(rules); err != nil {
 		return nil, err
 	}
-	return &Machine{state: states.Idle, eng: build(cloneRules(rules))}, nil
+	eng := build(cloneRules(rules))
+	return &Machine{at: eng.nodes[states.Idle], eng: eng}, nil
 }
 
 // build makes the looplab machine on rules it may keep: validated, and
@@ -76,17 +86,21 @@ func build(rules transitions.Rules) *engine {
 	for _, ev := range descs {
 		to[transitions.Trigger(ev.Name)] = states.State(ev.Dst)
 	}
-	moves := map[states.State][]move{}
+	nodes := map[states.State]*node{}
+	for _, s := range states.All() {
+		nodes[s] = &node{state: s, noRule: &TransitionError{State: s, Err: ErrNoRule}}
+	}
 	for _, r := range rules {
 		for _, from := range r.From {
 			tr := Transition{From: from, To: r.Target(from), Trigger: r.Trigger, Guard: r.Guard.Name, Actions: r.Actions}
 			if !tr.Internal() {
 				tr.Change = events.StateChange{From: tr.From, To: tr.To, Trigger: tr.Trigger}
 			}
-			moves[from] = append(moves[from], move{holds: r.Guard.Holds, tr: tr})
+			n := nodes[from]
+			n.moves = append(n.moves, move{holds: r.Guard.Holds, tr: tr, to: nodes[tr.To]})
 		}
 	}
-	return &engine{lf: looplab.NewFSM(string(states.Idle), descs, nil), rules: rules, moves: moves, to: to}
+	return &engine{lf: looplab.NewFSM(string(states.Idle), descs, nil), rules: rules, nodes: nodes, to: to}
 }
 
 // looplabEvents is rules as looplab's events: each rule's event from the
@@ -119,22 +133,23 @@ var defaultEngine = func() *engine {
 }()
 
 // Default returns a Machine on transitions.Table(), in states.Idle.
-func Default() *Machine { return &Machine{state: states.Idle, eng: defaultEngine} }
+func Default() *Machine { return &Machine{at: defaultEngine.nodes[states.Idle], eng: defaultEngine} }
 
 // DefaultIn returns a Machine on transitions.Table() in state s, as a
 // machine restored from a snapshot is. s must be a state the table has.
 func DefaultIn(s states.State) (*Machine, error) {
-	if !s.Valid() {
+	n, ok := defaultEngine.nodes[s]
+	if !ok {
 		return nil, fmt.Errorf("fsm: unknown state %q", s)
 	}
-	return &Machine{state: s, eng: defaultEngine}, nil
+	return &Machine{at: n, eng: defaultEngine}, nil
 }
 
 // State returns the current state.
 func (m *Machine) State() states.State {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.state
+	return m.at.state
 }
 
 // Transition records one rule the machine took.
@@ -170,40 +185,27 @@ func (t Transition) Internal() bool { return t.From == t.To }
 // which take no context (a cancelled one handed to looplab's Event would
 // leave it stuck mid-transition for good). A cancelled ctx still moves the
 // machine; cancellation is the caller's to turn into the cancel trigger.
-func (m *Machine) Step(ctx context.Context, f transitions.Facts) (Transition, error) {
+func (m *Machine) Step(ctx context.Context, f *transitions.Facts) (Transition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	from := m.state
+	at := m.at
 	// The rule the table's Next picks: the first, in table order, that
-	// leaves from and whose guard holds.
-	moves := m.eng.moves[from]
-	for i := range moves {
-		mv := &moves[i]
-		if !mv.holds(from, f) {
+	// leaves the current state and whose guard holds.
+	for i := range at.moves {
+		mv := &at.moves[i]
+		if !mv.holds(at.state, f) {
 			continue
 		}
 		if mv.tr.Internal() {
 			return mv.tr, nil
 		}
-		if err := m.move(mv.tr.Trigger, mv.tr.To); err != nil {
+		if err := m.move(mv.tr.Trigger, mv.to); err != nil {
 			return Transition{}, err
 		}
 		return mv.tr, nil
 	}
-	if err, ok := noRule[from]; ok {
-		return Transition{}, err
-	}
-	return Transition{}, &TransitionError{State: from, Err: ErrNoRule}
+	return Transition{}, at.noRule
 }
-
-// noRule holds Step's ErrNoRule error for each state, made once.
-var noRule = func() map[states.State]*TransitionError {
-	out := map[states.State]*TransitionError{}
-	for _, s := range states.All() {
-		out[s] = &TransitionError{State: s, Err: ErrNoRule}
-	}
-	return out
-}()
 
 // fire takes the rule of trigger t from the current state, without
 // evaluating its guard; the caller holds m.mu. It returns a
@@ -211,7 +213,7 @@ var noRule = func() map[states.State]*TransitionError {
 // cannot be taken, and the state is then unchanged. ctx never reaches
 // looplab (see Step); it is accepted for the callers that have one.
 func (m *Machine) fire(_ context.Context, t transitions.Trigger) error {
-	return m.move(t, m.eng.to[t])
+	return m.move(t, m.eng.nodes[m.eng.to[t]])
 }
 
 // move takes trigger t from the current state to `to` on the shared looplab
@@ -221,18 +223,18 @@ func (m *Machine) fire(_ context.Context, t transitions.Trigger) error {
 // nothing. A refusal is a *TransitionError wrapping ErrNotAllowed (the
 // trigger leaves some other state) or ErrUnknownEvent (it leaves none), with
 // the looplab error its Event would have returned as the Cause.
-func (m *Machine) move(t transitions.Trigger, to states.State) error {
-	from := m.state
+func (m *Machine) move(t transitions.Trigger, to *node) error {
+	from := m.at.state
 	e := m.eng
 	e.mu.Lock()
 	e.lf.SetState(string(from))
 	ok := e.lf.Can(string(t))
 	if ok {
-		e.lf.SetState(string(to))
+		e.lf.SetState(string(to.state))
 	}
 	e.mu.Unlock()
 	if ok {
-		m.state = to
+		m.at = to
 		return nil
 	}
 	if _, known := e.to[t]; known {

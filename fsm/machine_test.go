@@ -74,19 +74,19 @@ func TestFireErrors(t *testing.T) {
 func TestStep(t *testing.T) {
 	m := fsm.Default()
 	ctx := context.Background()
-	mv, err := m.Step(ctx, transitions.Facts{Signal: transitions.RunEnded, Started: true})
+	mv, err := m.Step(ctx, &transitions.Facts{Signal: transitions.RunEnded, Started: true})
 	require.NoError(t, err)
 	assert.Equal(t, fsm.Transition{From: states.Idle, To: states.Classifying, Trigger: transitions.AgentEnd, Guard: "runEnded",
 		Change: events.StateChange{From: states.Idle, To: states.Classifying, Trigger: transitions.AgentEnd}}, mv)
 
-	mv, err = m.Step(ctx, transitions.Facts{Signal: transitions.RunEnded, Started: true, Class: classify.Retryable, Error: true, RetryEnabled: true, MaxRetries: 3})
+	mv, err = m.Step(ctx, &transitions.Facts{Signal: transitions.RunEnded, Started: true, Class: classify.Retryable, Error: true, RetryEnabled: true, MaxRetries: 3})
 	require.NoError(t, err)
 	assert.Equal(t, transitions.Retry, mv.Trigger)
 	assert.Equal(t, []transitions.Action{transitions.ScheduleBackoff, transitions.RemoveFailed}, mv.Actions)
 	assert.Equal(t, states.Backoff, m.State())
 
 	// An internal rule acts and stays.
-	mv, err = m.Step(ctx, transitions.Facts{Signal: transitions.CompactCalled, AlreadyCompacted: true})
+	mv, err = m.Step(ctx, &transitions.Facts{Signal: transitions.CompactCalled, AlreadyCompacted: true})
 	require.NoError(t, err)
 	assert.Equal(t, transitions.CompactRefused, mv.Trigger)
 	assert.True(t, mv.Internal())
@@ -94,14 +94,14 @@ func TestStep(t *testing.T) {
 	assert.Equal(t, states.Backoff, m.State())
 
 	// A timer from an earlier backoff changes nothing.
-	_, err = m.Step(ctx, transitions.Facts{Signal: transitions.TimerFired, CurrentTimer: false})
+	_, err = m.Step(ctx, &transitions.Facts{Signal: transitions.TimerFired, CurrentTimer: false})
 	assert.ErrorIs(t, err, fsm.ErrNoRule)
 	assert.Equal(t, states.Backoff, m.State())
 
-	mv, err = m.Step(ctx, transitions.Facts{Signal: transitions.AbortRetryCalled})
+	mv, err = m.Step(ctx, &transitions.Facts{Signal: transitions.AbortRetryCalled})
 	require.NoError(t, err)
 	assert.Equal(t, states.Cancelled, mv.To)
-	mv, err = m.Step(ctx, transitions.Facts{})
+	mv, err = m.Step(ctx, &transitions.Facts{})
 	require.NoError(t, err)
 	assert.Equal(t, transitions.Reset, mv.Trigger)
 	assert.Equal(t, states.Idle, m.State())
@@ -146,7 +146,7 @@ func TestCancelledContextNeverWedges(t *testing.T) {
 		require.NoError(t, m.Fire(ctx, e), "event %s with a cancelled context", e)
 	}
 	assert.Equal(t, states.Idle, m.State())
-	_, err := m.Step(ctx, transitions.Facts{Signal: transitions.RunEnded, Started: true})
+	_, err := m.Step(ctx, &transitions.Facts{Signal: transitions.RunEnded, Started: true})
 	require.NoError(t, err)
 	assert.Equal(t, states.Classifying, m.State())
 	// A nil context is treated as Background.
@@ -156,7 +156,7 @@ func TestCancelledContextNeverWedges(t *testing.T) {
 }
 
 func TestNewValidatesTable(t *testing.T) {
-	guard := transitions.Guard{Name: "g", Holds: func(states.State, transitions.Facts) bool { return true }}
+	guard := transitions.Guard{Name: "g", Holds: func(states.State, *transitions.Facts) bool { return true }}
 	mutate := func(f func([]transitions.Rule) []transitions.Rule) []transitions.Rule {
 		return f(transitions.Table())
 	}
@@ -217,13 +217,13 @@ func TestNewValidatesTable(t *testing.T) {
 // Machines share one looplab machine: moves of one never show in another.
 func TestMachinesKeepTheirOwnState(t *testing.T) {
 	a, b := fsm.Default(), fsm.Default()
-	_, err := a.Step(context.Background(), transitions.Facts{Signal: transitions.RunEnded, Started: true})
+	_, err := a.Step(context.Background(), &transitions.Facts{Signal: transitions.RunEnded, Started: true})
 	require.NoError(t, err)
 	assert.Equal(t, states.Classifying, a.State())
 	assert.Equal(t, states.Idle, b.State())
 	assert.True(t, b.Can(transitions.AgentEnd))
 	assert.False(t, a.Can(transitions.AgentEnd))
-	_, err = b.Step(context.Background(), transitions.Facts{Signal: transitions.RunEnded, Started: true, Class: classify.Retryable, Error: true, RetryEnabled: true, MaxRetries: 1})
+	_, err = b.Step(context.Background(), &transitions.Facts{Signal: transitions.RunEnded, Started: true, Class: classify.Retryable, Error: true, RetryEnabled: true, MaxRetries: 1})
 	require.NoError(t, err)
 	assert.Equal(t, states.Classifying, b.State())
 }
@@ -237,10 +237,10 @@ func TestConcurrentStepsAreAtomic(t *testing.T) {
 			n := 0
 			for range 200 {
 				ended := transitions.Facts{Signal: transitions.RunEnded, Started: true}
-				if _, err := m.Step(ctx, ended); err == nil {
+				if _, err := m.Step(ctx, &ended); err == nil {
 					n++
 				}
-				if _, err := m.Step(ctx, ended); err == nil {
+				if _, err := m.Step(ctx, &ended); err == nil {
 					n++
 				}
 			}
@@ -264,7 +264,7 @@ func TestStepWithNoRuleAllocatesNothing(t *testing.T) {
 	ctx := context.Background()
 	f := transitions.Facts{Signal: transitions.TimerFired}
 	var err error
-	allocs := testing.AllocsPerRun(100, func() { _, err = m.Step(ctx, f) })
+	allocs := testing.AllocsPerRun(100, func() { _, err = m.Step(ctx, &f) })
 	assert.ErrorIs(t, err, fsm.ErrNoRule)
 	var te *fsm.TransitionError
 	require.ErrorAs(t, err, &te)

@@ -24,8 +24,8 @@ func TestStepTakesTheRuleNextPicks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, ok := rules.Next(from, f)
-		tr, err := m.Step(t.Context(), f)
+		want, ok := rules.Next(from, &f)
+		tr, err := m.Step(t.Context(), &f)
 		switch {
 		case !ok && err == nil:
 			t.Fatalf("%s: Step took %s where Next has no rule", from, tr.Trigger)

@@ -86,7 +86,7 @@ func (c RetryConfig) Next(n int, elapsed time.Duration, failure classify.Result)
 		HintOverCap:  hintOverCap(c, failure.RetryAfter, failure.HasRetryAfter),
 		DelayMs:      delay.Milliseconds(),
 	}
-	r, ok := nextRetryRules.Next(states.Classifying, f)
+	r, ok := nextRetryRules.Next(states.Classifying, &f)
 	return delay, ok && r.Target(states.Classifying) == states.Backoff
 }
 

@@ -407,13 +407,15 @@ func (e *Engine) removeMessage(at time.Time, id string) {
 	}
 }
 
-// lastAssistant is the last assistant message of the runtime context.
+// lastAssistant is the last assistant message of the runtime context, in
+// place: the context is frozen through it (share), so that no change to
+// the context writes over what the decision reads.
 func (e *Engine) lastAssistant() *transcript.Message {
 	msgs := e.ctx.msgs
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i].Role == transcript.RoleAssistant {
-			m := msgs[i]
-			return &m
+			e.ctx.share(i, i+1)
+			return &msgs[i]
 		}
 	}
 	return nil

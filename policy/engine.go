@@ -279,7 +279,8 @@ const entryRoom = 4
 
 // scratch is what an input works in: its effects (out), the history
 // entries it records (held for Appended until the driver releases them),
-// and the steps its actions raise, the first two with room to start in.
+// the steps its actions raise, the first two with room to start in, and
+// the step the actions in progress read (take).
 // The room past out and entries is always zero (a scratch comes from the
 // pool cleared, and begin clears what a driver did not release), so an
 // effect is written field by field where it lands (next).
@@ -287,6 +288,8 @@ type scratch struct {
 	out       []Effect
 	entries   []transcript.Entry
 	raised    []step
+	step      step
+	taking    bool
 	effects   [effectRoom]Effect
 	entryRoom [entryRoom]transcript.Entry
 }

@@ -2,7 +2,6 @@ package policy
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/agentfsm/agentfsm/states"
@@ -59,25 +58,28 @@ func (e *Engine) drain() {
 }
 
 // take takes the rules that apply to in, as fire says. The actions are
-// given a copy of in from a pool (steps), so that calling them through
-// their table does not move every input's step to the heap, and an engine
-// keeps no step of its own while it waits.
+// given a copy of in in the input's scratch, so that calling them through
+// their table does not move every input's step to the heap; the copy is
+// cleared once they are done, so that no scratch keeps a message or an
+// error of a step. Actions raise steps rather than take them, so a take is
+// never nested in another; one that were would be given a copy of its own.
 func (e *Engine) take(in *step) bool {
-	s := steps.Get().(*step)
-	*s = *in
-	took := e.takeStep(s)
-	*s = step{} // the pool keeps no message through it
-	steps.Put(s)
+	sc := e.work()
+	if sc.taking {
+		s := *in
+		return e.takeStep(&s)
+	}
+	sc.taking = true
+	sc.step = *in
+	took := e.takeStep(&sc.step)
+	sc.step, sc.taking = step{}, false
 	return took
 }
-
-// steps holds the steps take hands to the actions.
-var steps = sync.Pool{New: func() any { return new(step) }}
 
 func (e *Engine) takeStep(s *step) bool {
 	took := false
 	for {
-		tr, err := e.machine.Step(context.Background(), s.facts)
+		tr, err := e.machine.Step(context.Background(), &s.facts)
 		if err != nil {
 			// The machine is built from the validated table and fed one
 			// input at a time: its only error is ErrNoRule.

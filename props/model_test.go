@@ -341,7 +341,7 @@ func (h *harness) stateChange(e events.StateChange) {
 			h.fail("agent_end without a run that ended")
 		}
 		f := h.facts()
-		r, ok := transitions.Table().Next(states.Classifying, f)
+		r, ok := transitions.Table().Next(states.Classifying, &f)
 		if !ok {
 			h.fail("no rule for facts %+v", f)
 		}

@@ -244,35 +244,35 @@ func (f Facts) OverThreshold() bool {
 // retryableError reports whether M is an error the retry chain handles: a
 // plain retryable error or a usage limit, after a run (the check before a
 // prompt is a compaction check only). An overflow never is.
-func (f Facts) retryableError() bool {
+func (f *Facts) retryableError() bool {
 	return (f.Class == classify.Retryable || f.Class == classify.UsageLimit) && f.Signal != PromptCheck
 }
 
 // sameModelOverflow reports whether M is an overflow the overflow path owns:
 // from the current model. Such a message never reaches the threshold path,
 // whether or not it is recovered.
-func (f Facts) sameModelOverflow() bool {
+func (f *Facts) sameModelOverflow() bool {
 	return f.Class == classify.Overflow && f.SameModel
 }
 
 // awaitingCredential reports whether the decision on a run's usage limit
 // waits for the credential store's answer.
-func (f Facts) awaitingCredential() bool {
+func (f *Facts) awaitingCredential() bool {
 	return f.Signal == RunEnded && f.UsageLimit && f.CredentialStore
 }
 
 // tooLarge reports whether TooLarge holds for a decision that reads it:
 // not the check before a prompt, whose prompt is not in the context yet.
-func (f Facts) tooLarge() bool { return f.TooLarge && f.Signal != PromptCheck }
+func (f *Facts) tooLarge() bool { return f.TooLarge && f.Signal != PromptCheck }
 
 // countLeft reports whether the chain's count limit allows one more
 // retry: no count limit (MaxRetries negative), or Attempt below it.
-func (f Facts) countLeft() bool { return f.MaxRetries < 0 || f.Attempt < f.MaxRetries }
+func (f *Facts) countLeft() bool { return f.MaxRetries < 0 || f.Attempt < f.MaxRetries }
 
 // withinBudget reports whether a retry that waits delayMs from now ends
 // within the chain's time budget: no budget, or ElapsedMs + delayMs at
 // most MaxElapsedMs. Negative figures count as 0; the sum cannot overflow.
-func (f Facts) withinBudget(delayMs int64) bool {
+func (f *Facts) withinBudget(delayMs int64) bool {
 	if f.MaxElapsedMs <= 0 {
 		return true
 	}
@@ -283,7 +283,7 @@ func (f Facts) withinBudget(delayMs int64) bool {
 // retryWithinBudget reports whether the retry the decision would make ends
 // within the time budget: at once after a credential switch, after
 // DelayMs otherwise.
-func (f Facts) retryWithinBudget() bool {
+func (f *Facts) retryWithinBudget() bool {
 	if f.CredentialSwitched {
 		return f.withinBudget(0)
 	}
@@ -292,17 +292,17 @@ func (f Facts) retryWithinBudget() bool {
 
 // promptTooLarge reports whether PromptTooLarge holds for the check before
 // a prompt, the one decision that reads it.
-func (f Facts) promptTooLarge() bool { return f.PromptTooLarge && f.Signal == PromptCheck }
+func (f *Facts) promptTooLarge() bool { return f.PromptTooLarge && f.Signal == PromptCheck }
 
 // resetWithinBudget reports whether a wait for the reset fits the time
 // budget: the chain's first wait has its own bound (retry.maxResetWaitMs)
 // and the budget counts from its reset; a later wait must end within the
 // budget, as any retry.
-func (f Facts) resetWithinBudget() bool { return !f.ResetWaited || f.withinBudget(f.ResetInMs) }
+func (f *Facts) resetWithinBudget() bool { return !f.ResetWaited || f.withinBudget(f.ResetInMs) }
 
 // hintEndsChain reports whether the server's retry hint ends the chain: it
 // is above the delay cap and no credential switch made it moot.
-func (f Facts) hintEndsChain() bool {
+func (f *Facts) hintEndsChain() bool {
 	return f.HintOverCap && !f.CredentialSwitched
 }
 
@@ -311,7 +311,7 @@ func (f Facts) hintEndsChain() bool {
 // retryable error of a chain that may retry, a usage limit or a rate limit
 // whose hint is over the cap, no credential switched, the setting is on
 // and the reset time is known.
-func (f Facts) waitsForReset() bool {
+func (f *Facts) waitsForReset() bool {
 	return f.retryableError() && f.RetryEnabled && f.countLeft() && !f.CredentialSwitched &&
 		(f.UsageLimit || f.HintOverCap) && f.WaitForReset && f.ResetKnown
 }
@@ -322,7 +322,7 @@ func (f Facts) waitsForReset() bool {
 // limit no credential switch answered, or an error on which the chain
 // would end: retries off, or the limits of the exhaust, exhaust_elapsed
 // and reset_too_far rules.
-func (f Facts) fallbackDue(from states.State) bool {
+func (f *Facts) fallbackDue(from states.State) bool {
 	if !decides(from, f) || !f.retryableError() || !f.FallbackAvailable || f.awaitingCredential() {
 		return false
 	}
@@ -333,25 +333,25 @@ func (f Facts) fallbackDue(from states.State) bool {
 // chainExhausted, budgetExhausted and resetTooFar are the conditions of
 // the guards retriesExhausted, budgetExhausted and resetTooFar, before a
 // fallback takes the decision over.
-func (f Facts) chainExhausted(from states.State) bool {
+func (f *Facts) chainExhausted(from states.State) bool {
 	return decides(from, f) && f.retryableError() && f.RetryEnabled && (!f.countLeft() || (f.hintEndsChain() && !f.waitsForReset())) && !f.awaitingCredential()
 }
 
-func (f Facts) budgetExhausted(from states.State) bool {
+func (f *Facts) budgetExhausted(from states.State) bool {
 	return decides(from, f) && f.retryableError() && f.RetryEnabled && f.countLeft() && !f.awaitingCredential() &&
 		((!f.hintEndsChain() && !f.retryWithinBudget() && !f.waitsForReset()) || (f.waitsForReset() && f.ResetWithin && !f.resetWithinBudget()))
 }
 
-func (f Facts) resetTooFar(from states.State) bool {
+func (f *Facts) resetTooFar(from states.State) bool {
 	return decides(from, f) && f.waitsForReset() && !f.ResetWithin && !f.awaitingCredential()
 }
 
 // sharedHold reports whether a shared limit held the run that ended: it
 // made no call, and the session waits out the limit's deadline.
-func (f Facts) sharedHold() bool { return f.Signal == RunEnded && f.SharedHoldMs > 0 }
+func (f *Facts) sharedHold() bool { return f.Signal == RunEnded && f.SharedHoldMs > 0 }
 
 // successLike reports whether M is not an error: no error class, or a silent
 // or truncated overflow (Class Overflow without stopReason "error").
-func (f Facts) successLike() bool {
+func (f *Facts) successLike() bool {
 	return !f.Error && (f.Class == classify.None || f.Class == classify.Overflow)
 }

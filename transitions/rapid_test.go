@@ -22,6 +22,7 @@ func TestRandomFactsPickTheSpecRule(t *testing.T) {
 	rules := tr.Table()
 	rapid.Check(t, func(t *rapid.T) {
 		s := rapid.SampledFrom(states.All()).Draw(t, "state")
-		checkAgainstSpec(t, rules, s, genFacts(t))
+		f := genFacts(t)
+		checkAgainstSpec(t, rules, s, &f)
 	})
 }

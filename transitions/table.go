@@ -78,7 +78,10 @@ const (
 func (t Trigger) String() string { return string(t) }
 
 // Guard is a named predicate over the source state and the Facts. Holds must
-// be pure: the same arguments always give the same answer.
+// be pure: the same arguments always give the same answer, and it never
+// changes the facts it is handed (by pointer: a machine tries many guards
+// on the same facts, and a copy of them for each would cost more than the
+// guard).
 type Guard struct {
 	// Name is the guard's identifier, drawn on the diagram's edges.
 	Name string
@@ -86,7 +89,7 @@ type Guard struct {
 	Doc string
 	// Holds reports whether the guard admits the transition from the given
 	// source state with the given facts.
-	Holds func(from states.State, f Facts) bool
+	Holds func(from states.State, f *Facts) bool
 }
 
 // Rule is one row of the transition table: in any state of From, when Guard
@@ -125,42 +128,42 @@ var (
 	guardRunEnded = Guard{
 		Name: "runEnded",
 		Doc:  "a run ended having produced an assistant message to decide on",
-		Holds: func(_ states.State, f Facts) bool {
+		Holds: func(_ states.State, f *Facts) bool {
 			return f.Signal == RunEnded && f.Started && !f.sharedHold()
 		},
 	}
 	guardStartFailed = Guard{
 		Name: "startFailed",
 		Doc:  "a run ended without producing an assistant message, and no shared limit held it: it could not start",
-		Holds: func(_ states.State, f Facts) bool {
+		Holds: func(_ states.State, f *Facts) bool {
 			return f.Signal == RunEnded && !f.Started && !f.sharedHold()
 		},
 	}
 	guardSharedLimitHolds = Guard{
 		Name: "sharedLimitHolds",
 		Doc:  "a limit shared by the sessions of a process holds the key (provider and credential) of the run about to start until a deadline still ahead (sharedHoldMs > 0): the run made no call",
-		Holds: func(_ states.State, f Facts) bool {
+		Holds: func(_ states.State, f *Facts) bool {
 			return f.sharedHold()
 		},
 	}
 	guardReplySucceeded = Guard{
 		Name: "replySucceeded",
 		Doc:  "an assistant message ended that is neither an error nor aborted",
-		Holds: func(_ states.State, f Facts) bool {
+		Holds: func(_ states.State, f *Facts) bool {
 			return f.Signal == Replied && !f.Error && !f.Aborted
 		},
 	}
 	guardAwaitingCredential = Guard{
 		Name: "awaitingCredential",
 		Doc:  "the run ended on a usage limit ∧ a credential store answers this session's usage limits, and has not answered yet",
-		Holds: func(_ states.State, f Facts) bool {
+		Holds: func(_ states.State, f *Facts) bool {
 			return f.awaitingCredential()
 		},
 	}
 	guardRetryAfterSwitch = Guard{
 		Name: "retryAfterSwitch",
 		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ the credential store switched the session to a free credential ∧ elapsed ≤ maxElapsedMs (or no budget) (∧ not the check before a prompt) ∧ no fallback due",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.countLeft() && f.CredentialSwitched && f.retryWithinBudget() &&
 				!f.awaitingCredential() && !f.fallbackDue(from)
 		},
@@ -168,7 +171,7 @@ var (
 	guardRetryAllowed = Guard{
 		Name: "retryAllowed",
 		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no credential switch ∧ no retry hint above the delay cap ∧ elapsed + the drawn delay ≤ maxElapsedMs (or no budget) ∧ no wait for a reset (∧ not the check before a prompt) ∧ no fallback due",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			return decides(from, f) && f.retryableError() && f.RetryEnabled && f.countLeft() && !f.CredentialSwitched && !f.HintOverCap &&
 				f.retryWithinBudget() && !f.waitsForReset() && !f.awaitingCredential() && !f.fallbackDue(from)
 		},
@@ -176,35 +179,35 @@ var (
 	guardResetWithin = Guard{
 		Name: "resetWithin",
 		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ no credential switch ∧ (a usage limit ∨ a retry hint above the delay cap) ∧ waitForReset ∧ the reset time known ∧ at most maxResetWaitMs away ∧ (the chain's first wait for a reset, which has its own bound, ∨ elapsed + the time until the reset ≤ maxElapsedMs, or no budget) (∧ not the check before a prompt) ∧ no fallback due",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			return decides(from, f) && f.waitsForReset() && f.ResetWithin && f.resetWithinBudget() && !f.awaitingCredential() && !f.fallbackDue(from)
 		},
 	}
 	guardResetTooFar = Guard{
 		Name: "resetTooFar",
 		Doc:  "as resetWithin, but the reset is more than maxResetWaitMs away ∧ no fallback due",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			return f.resetTooFar(from) && !f.fallbackDue(from)
 		},
 	}
 	guardRetriesExhausted = Guard{
 		Name: "retriesExhausted",
 		Doc:  "retryable error ∧ retry enabled ∧ (attempt ≥ maxRetries, not −1 ∨ a retry hint above the delay cap, no credential switch and no wait for a reset) (∧ not the check before a prompt) ∧ no fallback due",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			return f.chainExhausted(from) && !f.fallbackDue(from)
 		},
 	}
 	guardBudgetExhausted = Guard{
 		Name: "budgetExhausted",
 		Doc:  "retryable error ∧ retry enabled ∧ attempt < maxRetries (or maxRetries −1) ∧ maxElapsedMs > 0 ∧ (no retry hint above the delay cap that ends the chain ∧ no wait for a reset ∧ elapsed + the delay of the retry (0 after a credential switch) > maxElapsedMs ∨ a wait for a reset at most maxResetWaitMs away, not the chain's first, that would end past maxElapsedMs) (∧ not the check before a prompt) ∧ no fallback due",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			return f.budgetExhausted(from) && !f.fallbackDue(from)
 		},
 	}
 	guardOverflowRecoverable = Guard{
 		Name: "overflowRecoverable",
 		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode not yet compacted ∧ not tooLarge (from idle: only the check before a prompt, whose prompt is not promptTooLarge)",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			return decides(from, f) && f.sameModelOverflow() && !f.Stale && f.CompactionEnabled && !f.EpisodeCompacted &&
 				!f.tooLarge() && !f.promptTooLarge() && !f.awaitingCredential()
 		},
@@ -212,7 +215,7 @@ var (
 	guardOverflowTooLarge = Guard{
 		Name: "overflowTooLarge",
 		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode not yet compacted ∧ what every compaction keeps leaves, calibrated, no room for a summary under the window less reserveTokens (tooLarge; not the check before a prompt)",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			return decides(from, f) && f.sameModelOverflow() && !f.Stale && f.CompactionEnabled && !f.EpisodeCompacted &&
 				f.tooLarge() && !f.awaitingCredential()
 		},
@@ -220,7 +223,7 @@ var (
 	guardOverThreshold = Guard{
 		Name: "overThreshold",
 		Doc:  "not an error ∧ not aborted (except before a prompt) ∧ not a same-model overflow ∧ not stale ∧ compaction enabled ∧ tokens over the threshold (from idle: only the check before a prompt, whose prompt is not promptTooLarge)",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			skipAborted := f.Aborted && f.Signal != PromptCheck
 			return decides(from, f) && f.successLike() && !skipAborted && !f.sameModelOverflow() && !f.Stale &&
 				f.CompactionEnabled && f.OverThreshold() && !f.promptTooLarge() && !f.awaitingCredential()
@@ -229,14 +232,14 @@ var (
 	guardPromptTooLarge = Guard{
 		Name: "promptTooLarge",
 		Doc:  "the check before a prompt ∧ the new prompt alone leaves, calibrated, no room for a summary under the window less reserveTokens (whatever the settings: no compaction can make it fit)",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			return from == states.Idle && f.promptTooLarge()
 		},
 	}
 	guardPromptOverWindow = Guard{
 		Name: "promptOverWindow",
 		Doc:  "the check before a prompt ∧ compaction enabled ∧ the context with the new prompt is, calibrated, over the window less reserveTokens ∧ not promptTooLarge ∧ neither overflowRecoverable nor overThreshold holds",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			return from == states.Idle && f.Signal == PromptCheck && f.CompactionEnabled && f.PromptOverWindow && !f.PromptTooLarge &&
 				!guardOverflowRecoverable.Holds(from, f) && !guardOverThreshold.Holds(from, f)
 		},
@@ -244,21 +247,21 @@ var (
 	guardOverflowRepeated = Guard{
 		Name: "overflowRepeated",
 		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction enabled ∧ episode already compacted once",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			return decides(from, f) && f.sameModelOverflow() && !f.Stale && f.CompactionEnabled && f.EpisodeCompacted && !f.awaitingCredential()
 		},
 	}
 	guardOverflowNotCompacted = Guard{
 		Name: "overflowNotCompacted",
 		Doc:  "overflow ∧ same model ∧ not stale ∧ compaction disabled",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			return decides(from, f) && f.sameModelOverflow() && !f.Stale && !f.CompactionEnabled && !f.awaitingCredential()
 		},
 	}
 	guardNothingToDo = Guard{
 		Name: "nothingToDo",
 		Doc:  "a run's end or the credential store's answer, and none of awaitingCredential, fallbackSwitch, fallbackCompact, retryAfterSwitch, retryAllowed, resetWithin, resetTooFar, retriesExhausted, budgetExhausted, overflowRecoverable, overflowTooLarge, overThreshold, overflowRepeated, overflowNotCompacted holds",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			if !decides(from, f) {
 				return false
 			}
@@ -274,98 +277,98 @@ var (
 	guardFallbackSwitch = Guard{
 		Name: "fallbackSwitch",
 		Doc:  "fallback due (retryable error ∧ a next model in fallback.models ∧ (an overload with fallback.after \"overloaded\" ∨ a usage limit no credential switch answered ∨ retry off ∨ the chain would end: retriesExhausted, budgetExhausted or resetTooFar before the fallback)) ∧ not (the context over the next model's compaction threshold ∧ compaction enabled)",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			return f.fallbackDue(from) && !(f.FallbackTooSmall && f.CompactionEnabled)
 		},
 	}
 	guardFallbackCompact = Guard{
 		Name: "fallbackCompact",
 		Doc:  "fallback due ∧ the context, calibrated, over the next model's compaction threshold ∧ compaction enabled",
-		Holds: func(from states.State, f Facts) bool {
+		Holds: func(from states.State, f *Facts) bool {
 			return f.fallbackDue(from) && f.FallbackTooSmall && f.CompactionEnabled
 		},
 	}
 	guardCooldownOver = Guard{
 		Name: "cooldownOver",
 		Doc:  "a turn starts ∧ the session is on a fallback model ∧ fallback.cooldownMs has passed since it switched there",
-		Holds: func(_ states.State, f Facts) bool {
+		Holds: func(_ states.State, f *Facts) bool {
 			return f.Signal == TurnStarted && f.OnFallback && f.CooldownOver
 		},
 	}
 	guardCurrentTimerFired = Guard{
 		Name: "currentTimerFired",
 		Doc:  "the timer of the backoff in progress fired",
-		Holds: func(_ states.State, f Facts) bool {
+		Holds: func(_ states.State, f *Facts) bool {
 			return f.Signal == TimerFired && f.CurrentTimer
 		},
 	}
 	guardCompactRequested = Guard{
 		Name: "compactRequested",
 		Doc:  "Compact() ∧ something was added to history since the last compaction",
-		Holds: func(_ states.State, f Facts) bool {
+		Holds: func(_ states.State, f *Facts) bool {
 			return f.Signal == CompactCalled && !f.AlreadyCompacted
 		},
 	}
 	guardAlreadyCompacted = Guard{
 		Name: "alreadyCompacted",
 		Doc:  "Compact() ∧ nothing was added to history since the last compaction",
-		Holds: func(_ states.State, f Facts) bool {
+		Holds: func(_ states.State, f *Facts) bool {
 			return f.Signal == CompactCalled && f.AlreadyCompacted
 		},
 	}
 	guardCompactedWillRetry = Guard{
 		Name: "compactedWillRetry",
 		Doc:  "the compaction succeeded ∧ it is an overflow recovery (willRetry)",
-		Holds: func(_ states.State, f Facts) bool {
+		Holds: func(_ states.State, f *Facts) bool {
 			return f.Signal == CompactionEnded && f.Compacted && f.WillRetry
 		},
 	}
 	guardCompactionEnded = Guard{
 		Name: "compactionEnded",
 		Doc:  "the compaction ended, with or without a result, and it is no overflow recovery (no willRetry)",
-		Holds: func(_ states.State, f Facts) bool {
+		Holds: func(_ states.State, f *Facts) bool {
 			return f.Signal == CompactionEnded && !f.WillRetry
 		},
 	}
 	guardRecoveryFailed = Guard{
 		Name: "recoveryFailed",
 		Doc:  "the compaction of an overflow recovery (willRetry) ended without a result",
-		Holds: func(_ states.State, f Facts) bool {
+		Holds: func(_ states.State, f *Facts) bool {
 			return f.Signal == CompactionEnded && !f.Compacted && f.WillRetry
 		},
 	}
 	guardAbortCalled = Guard{
 		Name: "abortCalled",
 		Doc:  "Abort()",
-		Holds: func(_ states.State, f Facts) bool {
+		Holds: func(_ states.State, f *Facts) bool {
 			return f.Signal == AbortCalled
 		},
 	}
 	guardAbortRetryCalled = Guard{
 		Name: "abortRetryCalled",
 		Doc:  "AbortRetry()",
-		Holds: func(_ states.State, f Facts) bool {
+		Holds: func(_ states.State, f *Facts) bool {
 			return f.Signal == AbortRetryCalled
 		},
 	}
 	guardAbortCompactionCalled = Guard{
 		Name: "abortCompactionCalled",
 		Doc:  "AbortCompaction() ∧ the compaction's entry is not being written yet (past that it cannot be cancelled)",
-		Holds: func(_ states.State, f Facts) bool {
+		Holds: func(_ states.State, f *Facts) bool {
 			return f.Signal == AbortCompactionCalled && !f.Committing
 		},
 	}
 	guardAlways = Guard{
 		Name:  "always",
 		Doc:   "always, at once",
-		Holds: func(states.State, Facts) bool { return true },
+		Holds: func(states.State, *Facts) bool { return true },
 	}
 )
 
 // decides reports whether the facts are a decision's: in idle only the
 // check before a prompt, elsewhere (classifying) a run's end or the
 // credential store's answer.
-func decides(from states.State, f Facts) bool {
+func decides(from states.State, f *Facts) bool {
 	if from == states.Idle {
 		return f.Signal == PromptCheck
 	}
@@ -466,8 +469,8 @@ func Table() Rules {
 //
 // Table's guards are written so that at most one rule applies; the
 // package's tests check that over every state and every combination of
-// facts.
-func (rs Rules) Next(from states.State, f Facts) (r Rule, ok bool) {
+// facts. The guards read f; nothing changes it.
+func (rs Rules) Next(from states.State, f *Facts) (r Rule, ok bool) {
 	for i := range rs {
 		r := &rs[i]
 		if slices.Contains(r.From, from) && r.Guard.Holds(from, f) {

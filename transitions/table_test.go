@@ -237,20 +237,20 @@ func compact(f tr.Facts) (tr.Trigger, []tr.Action, bool) {
 }
 
 // applies reports whether r applies in state s with facts f.
-func applies(r tr.Rule, s states.State, f tr.Facts) bool {
+func applies(r tr.Rule, s states.State, f *tr.Facts) bool {
 	return slices.Contains(r.From, s) && r.Guard.Holds(s, f)
 }
 
 // checkAgainstSpec fails t unless exactly the rule the specification names
 // applies, with the specification's actions.
-func checkAgainstSpec(t interface{ Fatalf(string, ...any) }, rules tr.Rules, s states.State, f tr.Facts) {
+func checkAgainstSpec(t interface{ Fatalf(string, ...any) }, rules tr.Rules, s states.State, f *tr.Facts) {
 	var holding []tr.Trigger
 	for _, r := range rules {
 		if applies(r, s, f) {
 			holding = append(holding, r.Trigger)
 		}
 	}
-	want, actions, ok := specNext(s, f)
+	want, actions, ok := specNext(s, *f)
 	got, gotOK := rules.Next(s, f)
 	if len(holding) > 1 || ok != gotOK || (ok && (got.Trigger != want || holding[0] != want || !slices.Equal(got.Actions, actions))) {
 		t.Fatalf("state %s, facts %+v: rules holding %v, Next %v %v/%v, spec names %q %v/%v",
@@ -293,6 +293,10 @@ func TestExhaustive(t *testing.T) {
 	rules := tr.Table()
 	checked, seen := 0, 0
 	taken := map[tr.Trigger]bool{}
+	// The facts of each combination, in one variable: the guards take
+	// them by pointer, and one made in the loop would be one allocation
+	// for each of 90 million combinations.
+	var f tr.Facts
 	for _, s := range states.All() {
 		for _, sig := range tr.Signals() {
 			extra := 0
@@ -354,7 +358,7 @@ func TestExhaustive(t *testing.T) {
 								continue
 							}
 							more := bits >> nBools
-							f := tr.Facts{
+							f = tr.Facts{
 								Signal: sig, Class: c,
 								Error: bits&1 != 0, Aborted: bits&2 != 0, RetryEnabled: bits&4 != 0,
 								HintOverCap: bits&8 != 0, CompactionEnabled: bits&16 != 0, SameModel: bits&32 != 0,
@@ -367,9 +371,9 @@ func TestExhaustive(t *testing.T) {
 								Tokens: n.tokens, ContextWindow: n.window, ReserveTokens: n.reserve,
 							}
 							vary(&f, r)
-							checkAgainstSpec(t, rules, s, f)
+							checkAgainstSpec(t, rules, s, &f)
 							checked++
-							if r, ok := rules.Next(s, f); ok {
+							if r, ok := rules.Next(s, &f); ok {
 								taken[r.Trigger] = true
 							}
 						}
@@ -566,7 +570,7 @@ func TestNextEveryStateAndTrigger(t *testing.T) {
 	seen := map[string]bool{}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
-			r, ok := tr.Table().Next(c.from, c.facts)
+			r, ok := tr.Table().Next(c.from, &c.facts)
 			if c.want == "" {
 				assert.False(t, ok, "nothing should apply, got %s", r.Trigger)
 				return
