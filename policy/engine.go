@@ -357,7 +357,9 @@ func (e *Engine) Release() {
 	// cleared the ones before), or, where they outgrew their room, the
 	// room full: the pool keeps no event, message or error.
 	if cap(sc.out) == effectRoom {
-		clear(sc.out)
+		for i := range sc.out {
+			sc.out[i].clear()
+		}
 	} else {
 		clear(sc.effects[:])
 		sc.out = sc.effects[:0]
@@ -377,6 +379,19 @@ func (e *Engine) Release() {
 }
 
 func (e *Engine) effect(ef Effect) { *e.next() = ef }
+
+// clear zeroes ef. Most effects are an event to emit and nothing else:
+// those have their two fields zeroed, rather than the whole Effect, whose
+// every pointer costs a write barrier while the collector marks.
+func (ef *Effect) clear() {
+	if ef.Run == 0 && ef.Prompt == nil && ef.Context == nil && ef.Model == (Model{}) && ef.Cause == nil &&
+		ef.Timer == 0 && ef.Deadline == (time.Time{}) && ef.Compaction == 0 && ef.Request == nil &&
+		ef.Entries == nil && !ef.Await && ef.Hint == 0 && ef.Err == nil && ef.Result == nil {
+		ef.Kind, ef.Event = 0, nil
+		return
+	}
+	*ef = Effect{}
+}
 
 // next adds a zero effect to the input's effects and returns it, for the
 // caller to set the fields its kind uses (see scratch): the effects an

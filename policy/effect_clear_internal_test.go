@@ -1,0 +1,59 @@
+package policy
+
+import (
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+
+	"github.com/agentfsm/agentfsm/events"
+)
+
+// TestEffectClearZeroesEveryField: Effect.clear zeroes an effect whatever
+// field is set besides Kind and Event, each of them alone, so that a field
+// added to Effect and missed by clear's shortcut leaves no value in the
+// room (where the next input's effects are written field by field).
+func TestEffectClearZeroesEveryField(t *testing.T) {
+	typ := reflect.TypeFor[Effect]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		if f.Name == "Kind" || f.Name == "Event" {
+			continue
+		}
+		for _, v := range nonZero(t, f) {
+			ef := Effect{Kind: Emit, Event: events.AgentStart{}}
+			reflect.ValueOf(&ef).Elem().Field(i).Set(v)
+			ef.clear()
+			assert.True(t, reflect.ValueOf(ef).IsZero(), "an effect with %s set (%v) is not zero once cleared: %+v", f.Name, v, ef)
+		}
+	}
+	ef := Effect{Kind: Emit, Event: events.AgentStart{}}
+	ef.clear()
+	assert.True(t, reflect.ValueOf(ef).IsZero(), "an event's effect")
+}
+
+// nonZero returns values of f's type that are not its zero value.
+func nonZero(t *testing.T, f reflect.StructField) []reflect.Value {
+	switch ft := f.Type; {
+	case ft == reflect.TypeFor[time.Time]():
+		// The zero instant in a location is not the zero Time.
+		return []reflect.Value{reflect.ValueOf(time.Unix(1, 0)), reflect.ValueOf(time.Time{}.In(time.FixedZone("X", 3600)))}
+	case ft == reflect.TypeFor[Model]():
+		return []reflect.Value{reflect.ValueOf(Model{ID: "m"}), reflect.ValueOf(Model{ContextWindow: 1})}
+	case ft.Kind() == reflect.Pointer:
+		return []reflect.Value{reflect.New(ft.Elem())}
+	case ft.Kind() == reflect.Slice:
+		// Empty but not nil.
+		return []reflect.Value{reflect.MakeSlice(ft, 0, 1)}
+	case ft.Kind() == reflect.Interface:
+		return []reflect.Value{reflect.ValueOf(errors.New("x"))}
+	case ft.Kind() == reflect.Bool:
+		return []reflect.Value{reflect.ValueOf(true).Convert(ft)}
+	case ft.Kind() >= reflect.Int && ft.Kind() <= reflect.Uint64:
+		return []reflect.Value{reflect.ValueOf(1).Convert(ft)}
+	}
+	t.Fatalf("Effect.%s is of a type this test sets no value of: %s", f.Name, f.Type)
+	return nil
+}
