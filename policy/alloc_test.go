@@ -105,31 +105,6 @@ func TestReleaseTakesTheRoomBack(t *testing.T) {
 	}, "the backoff's end starts the retry: %v", next)
 }
 
-// TestRunInFlightKeepsItsRoomEmpty: while a run is in flight the engine
-// keeps its room across Release (the run's events come next), emptied;
-// once the run has returned, Release gives it back.
-func TestRunInFlightKeepsItsRoomEmpty(t *testing.T) {
-	e, err := policy.New(policy.Setup{SessionID: "s", Model: testModel, Config: policy.DefaultConfig()})
-	require.NoError(t, err)
-	effects, err := e.Prompt(t0, "hi")
-	require.NoError(t, err)
-	run := runOf(t, effects)
-	e.Release()
-	room := policy.Room(e)
-	require.NotNil(t, room, "a run in flight keeps its room")
-	for i, ef := range room {
-		assert.Zero(t, ef, "effect %d of the released room", i)
-	}
-	e.RunEvent(t0, run, events.MessageEnd{Message: benchSuccess})
-	e.Release()
-	for i, ef := range policy.Room(e) {
-		assert.Zero(t, ef, "effect %d of the released room", i)
-	}
-	e.RunReturned(t0, run, policy.RunReturn{})
-	e.Release()
-	assert.Nil(t, policy.Room(e), "an engine whose run returned keeps no room")
-}
-
 // TestUnreleasedEffectsGoAtTheNextInput: a driver that does not release
 // an input's effects finds them cleared by the next input, so that a room
 // released later holds only the last input's, and the room past an

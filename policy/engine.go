@@ -344,15 +344,14 @@ func (e *Engine) end(at time.Time) []Effect {
 // its last input, an Append's failure reported (Appended), and holds none
 // of them: their room, and that of the entries appended, goes to the next
 // input, of this engine or another, and an engine that waits keeps none.
-// While a run is in flight the engine keeps the room, emptied, for the
-// events the run reports next. The effects must not be read after it. A
-// driver that never calls it loses only that: each engine keeps the room
-// of its last effects.
+// The effects must not be read after it. A driver that never calls it
+// loses only that: each engine keeps the room of its last effects.
 func (e *Engine) Release() {
 	sc := e.sc
 	if sc == nil {
 		return
 	}
+	e.sc = nil
 	// The scratch holds this input's effects and entries only (begin
 	// cleared the ones before), or, where they outgrew their room, the
 	// room full: the pool keeps no event, message or error.
@@ -371,10 +370,6 @@ func (e *Engine) Release() {
 		sc.entries = sc.entryRoom[:0]
 	}
 	sc.out, sc.entries, sc.raised = sc.out[:0], sc.entries[:0], nil
-	if e.run != nil {
-		return
-	}
-	e.sc = nil
 	scratches.Put(sc)
 }
 

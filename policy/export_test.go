@@ -24,8 +24,7 @@ func Positions(e *Engine) (pos []int, next, compaction int) {
 
 // Room returns the whole room of the engine's effects: its last input's
 // effects and the room past them, which a driver's slice (capped at its
-// length) does not reach; nil once given back (Release, with no run in
-// flight).
+// length) does not reach; nil once released.
 func Room(e *Engine) []Effect {
 	if e.sc == nil {
 		return nil
