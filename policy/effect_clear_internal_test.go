@@ -40,8 +40,19 @@ func nonZero(t *testing.T, f reflect.StructField) []reflect.Value {
 	case ft == reflect.TypeFor[time.Time]():
 		// The zero instant in a location is not the zero Time.
 		return []reflect.Value{reflect.ValueOf(time.Unix(1, 0)), reflect.ValueOf(time.Time{}.In(time.FixedZone("X", 3600)))}
-	case ft == reflect.TypeFor[Model]():
-		return []reflect.Value{reflect.ValueOf(Model{ID: "m"}), reflect.ValueOf(Model{ContextWindow: 1})}
+	case ft.Kind() == reflect.Struct:
+		// Each of its fields set alone.
+		var out []reflect.Value
+		for i := range ft.NumField() {
+			for _, v := range nonZero(t, ft.Field(i)) {
+				s := reflect.New(ft).Elem()
+				s.Field(i).Set(v)
+				out = append(out, s)
+			}
+		}
+		return out
+	case ft.Kind() == reflect.String:
+		return []reflect.Value{reflect.ValueOf("x").Convert(ft)}
 	case ft.Kind() == reflect.Pointer:
 		return []reflect.Value{reflect.New(ft.Elem())}
 	case ft.Kind() == reflect.Slice:

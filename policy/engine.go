@@ -379,7 +379,8 @@ func (e *Engine) effect(ef Effect) { *e.next() = ef }
 // those have their two fields zeroed, rather than the whole Effect, whose
 // every pointer costs a write barrier while the collector marks.
 func (ef *Effect) clear() {
-	if ef.Run == 0 && ef.Prompt == nil && ef.Context == nil && ef.Model == (Model{}) && ef.Cause == nil &&
+	m := &ef.Model
+	if ef.Run == 0 && ef.Prompt == nil && ef.Context == nil && m.Provider == "" && m.ID == "" && m.ContextWindow == 0 && m.BaseURL == "" && ef.Cause == nil &&
 		ef.Timer == 0 && ef.Deadline == (time.Time{}) && ef.Compaction == 0 && ef.Request == nil &&
 		ef.Entries == nil && !ef.Await && ef.Hint == 0 && ef.Err == nil && ef.Result == nil {
 		ef.Kind, ef.Event = 0, nil
