@@ -93,6 +93,9 @@ func build(rules transitions.Rules) *engine {
 	for _, r := range rules {
 		for _, from := range r.From {
 			tr := Transition{From: from, To: r.Target(from), Trigger: r.Trigger, Guard: r.Guard.Name, Actions: r.Actions}
+			for _, a := range r.Actions {
+				tr.Indexes = append(tr.Indexes, a.Index())
+			}
 			if !tr.Internal() {
 				tr.Change = events.StateChange{From: tr.From, To: tr.To, Trigger: tr.Trigger}
 			}
@@ -162,6 +165,10 @@ type Transition struct {
 	// Actions are the rule's actions, in order. They are the table's
 	// own: do not change them.
 	Actions []transitions.Action
+	// Indexes are the positions of Actions in transitions.Actions()
+	// (Action.Index), made once when the machine is built, for a package
+	// that carries the actions out by position.
+	Indexes []int
 	// Change is the events.StateChange the move reports, made once when
 	// the machine is built, so that reporting it allocates nothing; nil
 	// for an internal rule, which changes no state.
@@ -173,7 +180,8 @@ func (t Transition) Internal() bool { return t.From == t.To }
 
 // Step picks the rule that applies in the current state with facts f
 // (the machine's table's Next) and takes it. It returns the
-// rule taken, or a *TransitionError wrapping ErrNoRule when no rule applies, in
+// rule taken (the machine's own Transition, made when it was built: do not
+// change it), or a *TransitionError wrapping ErrNoRule when no rule applies, in
 // which case the state is unchanged. That error is made once for each state
 // and returned as is every time, so that an input no rule takes costs no
 // allocation: do not change it. An internal rule changes no state and does
@@ -185,7 +193,7 @@ func (t Transition) Internal() bool { return t.From == t.To }
 // which take no context (a cancelled one handed to looplab's Event would
 // leave it stuck mid-transition for good). A cancelled ctx still moves the
 // machine; cancellation is the caller's to turn into the cancel trigger.
-func (m *Machine) Step(ctx context.Context, f *transitions.Facts) (Transition, error) {
+func (m *Machine) Step(ctx context.Context, f *transitions.Facts) (*Transition, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	at := m.at
@@ -197,14 +205,14 @@ func (m *Machine) Step(ctx context.Context, f *transitions.Facts) (Transition, e
 			continue
 		}
 		if mv.tr.Internal() {
-			return mv.tr, nil
+			return &mv.tr, nil
 		}
 		if err := m.move(mv.tr.Trigger, mv.to); err != nil {
-			return Transition{}, err
+			return nil, err
 		}
-		return mv.tr, nil
+		return &mv.tr, nil
 	}
-	return Transition{}, at.noRule
+	return nil, at.noRule
 }
 
 // fire takes the rule of trigger t from the current state, without

@@ -77,12 +77,13 @@ func TestStep(t *testing.T) {
 	mv, err := m.Step(ctx, &transitions.Facts{Signal: transitions.RunEnded, Started: true})
 	require.NoError(t, err)
 	assert.Equal(t, fsm.Transition{From: states.Idle, To: states.Classifying, Trigger: transitions.AgentEnd, Guard: "runEnded",
-		Change: events.StateChange{From: states.Idle, To: states.Classifying, Trigger: transitions.AgentEnd}}, mv)
+		Change: events.StateChange{From: states.Idle, To: states.Classifying, Trigger: transitions.AgentEnd}}, *mv)
 
 	mv, err = m.Step(ctx, &transitions.Facts{Signal: transitions.RunEnded, Started: true, Class: classify.Retryable, Error: true, RetryEnabled: true, MaxRetries: 3})
 	require.NoError(t, err)
 	assert.Equal(t, transitions.Retry, mv.Trigger)
 	assert.Equal(t, []transitions.Action{transitions.ScheduleBackoff, transitions.RemoveFailed}, mv.Actions)
+	assert.Equal(t, []int{transitions.ScheduleBackoff.Index(), transitions.RemoveFailed.Index()}, mv.Indexes)
 	assert.Equal(t, states.Backoff, m.State())
 
 	// An internal rule acts and stays.

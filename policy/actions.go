@@ -7,12 +7,13 @@ import (
 	"github.com/agentfsm/agentfsm/classify"
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/transcript"
-	"github.com/agentfsm/agentfsm/transitions"
 )
 
 // actions carries out the table's actions: actions[i] does
 // transitions.Actions()[i] and is named after it (whose Doc says what it
-// does; TestActionsAreNamedAfterTheTable checks the binding). These small
+// does; TestActionsAreNamedAfterTheTable checks the binding); the machine
+// hands over each rule's actions by position (fsm.Transition.Indexes),
+// which its table's validation keeps in range. These small
 // functions are the only code that acts on a decision; which of them run,
 // and in what order, is the table's: nothing here names an action or a
 // trigger.
@@ -26,17 +27,6 @@ var actions = [...]func(e *Engine, s *step){
 	endChainExhaustedElapsed, failTurnExhaustedElapsed,
 	scheduleResetWait, failTurnResetTooFar, endChainExhaustedReset,
 	switchModel, revertModel, scheduleSharedWait,
-}
-
-// act carries out the action a for the step s, and reports whether it
-// knows a.
-func (e *Engine) act(a transitions.Action, s *step) bool {
-	i := a.Index()
-	if i < 0 || i >= len(actions) {
-		return false
-	}
-	actions[i](e, s)
-	return true
 }
 
 // The retry chain.

@@ -86,10 +86,10 @@ func (e *Engine) takeStep(s *step) bool {
 			return took
 		}
 		took = true
-		for _, a := range tr.Actions {
-			// The table is validated: it names only actions act knows
-			// (TestActionsAreNamedAfterTheTable).
-			e.act(a, s)
+		for _, i := range tr.Indexes {
+			// The table is validated: it names only actions policy
+			// carries out (TestActionsAreNamedAfterTheTable).
+			actions[i](e, s)
 		}
 		if !tr.Internal() {
 			e.emit(tr.Change)
