@@ -11,6 +11,7 @@ import (
 	"github.com/agentfsm/agentfsm/fsm"
 	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
+	"github.com/agentfsm/agentfsm/transitions"
 )
 
 // Engine is one session's recovery policy as a deterministic machine: the
@@ -280,7 +281,7 @@ const entryRoom = 4
 // scratch is what an input works in: its effects (out), the history
 // entries it records (held for Appended until the driver releases them),
 // the steps its actions raise, the first two with room to start in, and
-// the step the actions in progress read (take).
+// the facts the guards in progress read (take).
 // The room past out and entries is always zero (a scratch comes from the
 // pool cleared, and begin clears what a driver did not release), so an
 // effect is written field by field where it lands (next).
@@ -288,7 +289,7 @@ type scratch struct {
 	out       []Effect
 	entries   []transcript.Entry
 	raised    []step
-	step      step
+	facts     transitions.Facts
 	taking    bool
 	effects   [effectRoom]Effect
 	entryRoom [entryRoom]transcript.Entry

@@ -57,29 +57,28 @@ func (e *Engine) drain() {
 	sc.raised = sc.raised[:0]
 }
 
-// take takes the rules that apply to in, as fire says. The actions are
-// given a copy of in in the input's scratch, so that calling them through
-// their table does not move every input's step to the heap; the copy is
-// cleared once they are done, so that no scratch keeps a message or an
-// error of a step. Actions raise steps rather than take them, so a take is
-// never nested in another; one that were would be given a copy of its own.
+// take takes the rules that apply to in, as fire says. The guards read
+// in's facts through a pointer, which their table's functions keep from
+// the stack: they read a copy in the input's scratch (Facts holds no
+// pointer, so the copy is a plain one), and in stays where its caller made
+// it. Actions raise steps rather than take them, so a take is never nested
+// in another; one that were would read a copy of its own.
 func (e *Engine) take(in *step) bool {
 	sc := e.work()
 	if sc.taking {
-		s := *in
-		return e.takeStep(&s)
+		f := in.facts
+		return e.takeStep(in, &f)
 	}
-	sc.taking = true
-	sc.step = *in
-	took := e.takeStep(&sc.step)
-	sc.step, sc.taking = step{}, false
+	sc.taking, sc.facts = true, in.facts
+	took := e.takeStep(in, &sc.facts)
+	sc.taking = false
 	return took
 }
 
-func (e *Engine) takeStep(s *step) bool {
+func (e *Engine) takeStep(s *step, f *transitions.Facts) bool {
 	took := false
 	for {
-		tr, err := e.machine.Step(context.Background(), &s.facts)
+		tr, err := e.machine.Step(context.Background(), f)
 		if err != nil {
 			// The machine is built from the validated table and fed one
 			// input at a time: its only error is ErrNoRule.
@@ -89,7 +88,7 @@ func (e *Engine) takeStep(s *step) bool {
 		for _, i := range tr.Indexes {
 			// The table is validated: it names only actions policy
 			// carries out (TestActionsAreNamedAfterTheTable).
-			actions[i](e, s)
+			actions[i](e, *s)
 		}
 		if !tr.Internal() {
 			e.emit(tr.Change)
