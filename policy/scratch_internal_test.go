@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 
 	"github.com/agentfsm/agentfsm/events"
+	"github.com/agentfsm/agentfsm/transitions"
 )
 
 // TestEffectClearZeroesEveryField: Effect.clear zeroes an effect whatever
@@ -67,4 +68,22 @@ func nonZero(t *testing.T, f reflect.StructField) []reflect.Value {
 	}
 	t.Fatalf("Effect.%s is of a type this test sets no value of: %s", f.Name, f.Type)
 	return nil
+}
+
+// TestNestedTakeLeavesTheOuterFacts: a take inside another (which no action
+// does today: actions raise steps) reads a copy of its own facts, and the
+// outer take's guards go on reading theirs.
+func TestNestedTakeLeavesTheOuterFacts(t *testing.T) {
+	e, err := New(Setup{SessionID: "s", Model: Model{ID: "m", Provider: "p"}, Config: DefaultConfig()})
+	assert.NoError(t, err)
+	e.begin()
+	sc := e.work()
+	outer := transitions.Facts{Signal: transitions.TimerFired, CurrentTimer: true}
+	sc.taking, sc.facts = true, outer
+	took := e.take(&step{facts: transitions.Facts{Signal: transitions.AbortCalled}})
+	assert.True(t, took, "abort applies in idle: the nested take took its rule")
+	assert.Equal(t, outer, sc.facts, "the outer take's facts are as they were")
+	assert.True(t, sc.taking, "the outer take is still in progress")
+	sc.taking = false
+	e.Release()
 }
