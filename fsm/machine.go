@@ -155,7 +155,11 @@ func (m *Machine) State() states.State {
 	return m.at.state
 }
 
-// Transition records one rule the machine took.
+// Transition records one rule the machine took. The one Step returns is
+// the machine's own, shared by every Machine on the same table (every
+// Default machine of the process), as are its slices: changing any of it
+// changes the moves of all of them. A caller that wants a changed one
+// copies it and clones its slices.
 type Transition struct {
 	From    states.State
 	To      states.State
@@ -167,7 +171,8 @@ type Transition struct {
 	Actions []transitions.Action
 	// Indexes are the positions of Actions in transitions.Actions()
 	// (Action.Index), made once when the machine is built, for a package
-	// that carries the actions out by position.
+	// that carries the actions out by position. Shared as Actions are: do
+	// not change them.
 	Indexes []int
 	// Change is the events.StateChange the move reports, made once when
 	// the machine is built, so that reporting it allocates nothing; nil
