@@ -194,11 +194,17 @@ func (t Transition) Internal() bool { return t.From == t.To }
 // state is refused (ErrNotAllowed or ErrUnknownEvent), whatever the rule
 // says, and the state is unchanged.
 //
+// f must not be nil: nil facts are refused with ErrNoFacts, the state
+// unchanged.
+//
 // ctx never reaches looplab: a move asks looplab's Can and sets its state,
 // which take no context (a cancelled one handed to looplab's Event would
 // leave it stuck mid-transition for good). A cancelled ctx still moves the
 // machine; cancellation is the caller's to turn into the cancel trigger.
 func (m *Machine) Step(ctx context.Context, f *transitions.Facts) (*Transition, error) {
+	if f == nil {
+		return nil, ErrNoFacts
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	at := m.at

@@ -351,3 +351,18 @@ func TestDefaultIn(t *testing.T) {
 		assert.Contains(t, err.Error(), fmt.Sprintf("fsm: unknown state %q", s))
 	}
 }
+
+// Step handed no facts (nil) is refused with ErrNoFacts, naming what was
+// wrong, and the machine stays where it was: no guard reads through nil.
+func TestStepWithNilFacts(t *testing.T) {
+	for _, s := range states.All() {
+		m, err := fsm.DefaultIn(s)
+		require.NoError(t, err)
+		var tr *fsm.Transition
+		require.NotPanics(t, func() { tr, err = m.Step(context.Background(), nil) }, s)
+		assert.Nil(t, tr, s)
+		assert.ErrorIs(t, err, fsm.ErrNoFacts, s)
+		assert.Contains(t, err.Error(), "nil", s)
+		assert.Equal(t, s, m.State(), "a refused step changes nothing")
+	}
+}
