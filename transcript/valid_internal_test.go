@@ -92,7 +92,7 @@ func FuzzUnderRule(f *testing.F) {
 	f.Add(uint8(7), "ok", []byte(`{}`), "k", "v\xc3", 1.0)
 	f.Add(uint8(8), "ok", []byte(`{}`), "k", "v", math.NaN())
 	f.Add(uint8(9), "ok", []byte(`{}`), "k", "v", math.Inf(-1))
-	f.Add(uint8(10), "ok", []byte{}, "", "", -0.0)
+	f.Add(uint8(10), "ok", []byte{}, "", "", math.Copysign(0, -1))
 	f.Add(uint8(11), "ok", []byte(`not json \xff`), "", "", 0.0)
 	f.Fuzz(func(t *testing.T, which uint8, text string, args []byte, hk, hv string, cost float64) {
 		m := Message{ID: "m", Role: RoleAssistant, Content: []Block{{Type: BlockToolCall, ID: "c", Name: "n", Arguments: args}},
