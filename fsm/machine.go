@@ -15,7 +15,8 @@ import (
 
 // Machine is the recovery machine: a current state and the rules it may take.
 // It starts in states.Idle. A Machine is safe for concurrent use; each Step
-// is atomic. The zero value is not usable: call New or Default.
+// is atomic. The zero value is not usable: call New or Default (its State
+// is "", and its Step fails with ErrNotBuilt).
 //
 // The current state lives in the Machine and nowhere else; every move
 // between two states is checked by a looplab machine built from the same
@@ -152,6 +153,9 @@ func DefaultIn(s states.State) (*Machine, error) {
 func (m *Machine) State() states.State {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.at == nil {
+		return "" // a zero Machine
+	}
 	return m.at.state
 }
 
@@ -195,7 +199,7 @@ func (t Transition) Internal() bool { return t.From == t.To }
 // says, and the state is unchanged.
 //
 // f must not be nil: nil facts are refused with ErrNoFacts, the state
-// unchanged.
+// unchanged. A zero Machine refuses every step with ErrNotBuilt.
 //
 // ctx never reaches looplab: a move asks looplab's Can and sets its state,
 // which take no context (a cancelled one handed to looplab's Event would
@@ -208,6 +212,9 @@ func (m *Machine) Step(ctx context.Context, f *transitions.Facts) (*Transition, 
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	at := m.at
+	if at == nil {
+		return nil, ErrNotBuilt
+	}
 	// The rule the table's Next picks: the first, in table order, that
 	// leaves the current state and whose guard holds.
 	for i := range at.moves {

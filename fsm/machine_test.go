@@ -366,3 +366,16 @@ func TestStepWithNilFacts(t *testing.T) {
 		assert.Equal(t, s, m.State(), "a refused step changes nothing")
 	}
 }
+
+// A zero Machine, which New or Default did not build, answers State with
+// no state and refuses Step with ErrNotBuilt rather than panic.
+func TestZeroMachine(t *testing.T) {
+	var m fsm.Machine
+	require.NotPanics(t, func() { assert.Equal(t, states.State(""), m.State()) })
+	var err error
+	require.NotPanics(t, func() {
+		_, err = m.Step(context.Background(), &transitions.Facts{Signal: transitions.RunEnded, Started: true})
+	})
+	assert.ErrorIs(t, err, fsm.ErrNotBuilt)
+	assert.Contains(t, err.Error(), "New or Default")
+}
