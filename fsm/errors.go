@@ -19,6 +19,11 @@ var (
 	ErrNotAllowed = errors.New("fsm: event not allowed in the current state")
 	// ErrNoRule: no rule's guard holds for the facts in the current state.
 	ErrNoRule = errors.New("fsm: no rule applies")
+	// ErrNotBuilt: Step on a zero Machine, which New or Default did not
+	// build: it has no table.
+	ErrNotBuilt = errors.New("fsm: the Machine was not built: make it with New or Default")
+	// ErrNoFacts: Step was handed nil facts, which no guard can read.
+	ErrNoFacts = errors.New("fsm: nil facts: Step needs the facts of the input")
 	// ErrInTransition: the underlying machine reports a transition still in
 	// progress. A Machine never leaves one open; seeing this is a bug.
 	ErrInTransition = errors.New("fsm: transition in progress")

@@ -15,7 +15,8 @@ import (
 
 // Machine is the recovery machine: a current state and the rules it may take.
 // It starts in states.Idle. A Machine is safe for concurrent use; each Step
-// is atomic. The zero value is not usable: call New or Default.
+// is atomic. The zero value is not usable: call New or Default (its State
+// is "", and its Step fails with ErrNotBuilt).
 //
 // The current state lives in the Machine and nowhere else; every move
 // between two states is checked by a looplab machine built from the same
@@ -152,10 +153,17 @@ func DefaultIn(s states.State) (*Machine, error) {
 func (m *Machine) State() states.State {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if m.at == nil {
+		return "" // a zero Machine
+	}
 	return m.at.state
 }
 
-// Transition records one rule the machine took.
+// Transition records one rule the machine took. The one Step returns is
+// the machine's own, shared by every Machine on the same table (every
+// Default machine of the process), as are its slices: changing any of it
+// changes the moves of all of them. A caller that wants a changed one
+// copies it and clones its slices.
 type Transition struct {
 	From    states.State
 	To      states.State
@@ -167,7 +175,8 @@ type Transition struct {
 	Actions []transitions.Action
 	// Indexes are the positions of Actions in transitions.Actions()
 	// (Action.Index), made once when the machine is built, for a package
-	// that carries the actions out by position.
+	// that carries the actions out by position. Shared as Actions are: do
+	// not change them.
 	Indexes []int
 	// Change is the events.StateChange the move reports, made once when
 	// the machine is built, so that reporting it allocates nothing; nil
@@ -189,14 +198,23 @@ func (t Transition) Internal() bool { return t.From == t.To }
 // state is refused (ErrNotAllowed or ErrUnknownEvent), whatever the rule
 // says, and the state is unchanged.
 //
+// f must not be nil: nil facts are refused with ErrNoFacts, the state
+// unchanged. A zero Machine refuses every step with ErrNotBuilt.
+//
 // ctx never reaches looplab: a move asks looplab's Can and sets its state,
 // which take no context (a cancelled one handed to looplab's Event would
 // leave it stuck mid-transition for good). A cancelled ctx still moves the
 // machine; cancellation is the caller's to turn into the cancel trigger.
 func (m *Machine) Step(ctx context.Context, f *transitions.Facts) (*Transition, error) {
+	if f == nil {
+		return nil, ErrNoFacts
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	at := m.at
+	if at == nil {
+		return nil, ErrNotBuilt
+	}
 	// The rule the table's Next picks: the first, in table order, that
 	// leaves the current state and whose guard holds.
 	for i := range at.moves {

@@ -3,6 +3,7 @@ package fsm_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 
@@ -271,4 +272,110 @@ func TestStepWithNoRuleAllocatesNothing(t *testing.T) {
 	require.ErrorAs(t, err, &te)
 	assert.Equal(t, states.Idle, te.State)
 	assert.Zero(t, allocs)
+}
+
+// Machines on one table, the default's and one built by New on a copy of
+// it, step at once without a race (-race) and each keeps its own state;
+// every Transition Step hands over is the table's rule from that state,
+// its Indexes the positions of its actions, and two machines taking the
+// same rule from the same state are handed the same Transition (the
+// table's own, which the doc tells callers not to change).
+func TestMachinesSharingATableStepAtOnce(t *testing.T) {
+	custom, err := fsm.New(transitions.Table())
+	require.NoError(t, err)
+	newCustom := func() *fsm.Machine {
+		m, err := fsm.New(transitions.Table())
+		require.NoError(t, err)
+		return m
+	}
+	rules := map[transitions.Trigger]transitions.Rule{}
+	for _, r := range transitions.Table() {
+		rules[r.Trigger] = r
+	}
+	ended := transitions.Facts{Signal: transitions.RunEnded, Started: true}
+	failed := transitions.Facts{Signal: transitions.RunEnded, Started: true, Class: classify.Retryable, Error: true, RetryEnabled: true, MaxRetries: 3}
+	fired := transitions.Facts{Signal: transitions.TimerFired, CurrentTimer: true}
+	machines := []*fsm.Machine{fsm.Default(), fsm.Default(), custom, newCustom(), fsm.Default()}
+	seen := make([][]*fsm.Transition, len(machines))
+	done := make(chan struct{})
+	for i, m := range machines {
+		go func() {
+			defer func() { done <- struct{}{} }()
+			for range 400 {
+				// agent_end, retry, elapsed, agent_end, accept: back to idle.
+				for _, f := range []transitions.Facts{ended, failed, fired, ended, ended} {
+					tr, err := m.Step(context.Background(), &f)
+					if err != nil {
+						t.Errorf("machine %d: %v", i, err)
+						return
+					}
+					seen[i] = append(seen[i], tr)
+				}
+			}
+		}()
+	}
+	for range machines {
+		<-done
+	}
+	for i, m := range machines {
+		assert.Equal(t, states.Idle, m.State(), "machine %d", i)
+		for j, tr := range seen[i] {
+			r, ok := rules[tr.Trigger]
+			require.True(t, ok, "machine %d, step %d: %q is no rule of the table", i, j, tr.Trigger)
+			assert.Equal(t, r.To, tr.To, "machine %d, step %d", i, j)
+			assert.Equal(t, r.Actions, tr.Actions, "machine %d, step %d", i, j)
+			require.Len(t, tr.Indexes, len(r.Actions))
+			for k, a := range r.Actions {
+				assert.Equal(t, transitions.Actions()[tr.Indexes[k]], a, "machine %d, step %d, action %d", i, j, k)
+			}
+		}
+	}
+	// The default machines are handed the very same Transitions.
+	for j := range seen[0] {
+		assert.Same(t, seen[0][j], seen[1][j], "step %d", j)
+	}
+}
+
+// DefaultIn builds a machine in every state of the table, and refuses a
+// state it does not have, naming it.
+func TestDefaultIn(t *testing.T) {
+	for _, s := range states.All() {
+		m, err := fsm.DefaultIn(s)
+		require.NoError(t, err, s)
+		assert.Equal(t, s, m.State())
+	}
+	for _, s := range []states.State{"", "bogus", "Idle", "idle "} {
+		m, err := fsm.DefaultIn(s)
+		assert.Nil(t, m)
+		require.Error(t, err)
+		assert.Contains(t, err.Error(), fmt.Sprintf("fsm: unknown state %q", s))
+	}
+}
+
+// Step handed no facts (nil) is refused with ErrNoFacts, naming what was
+// wrong, and the machine stays where it was: no guard reads through nil.
+func TestStepWithNilFacts(t *testing.T) {
+	for _, s := range states.All() {
+		m, err := fsm.DefaultIn(s)
+		require.NoError(t, err)
+		var tr *fsm.Transition
+		require.NotPanics(t, func() { tr, err = m.Step(context.Background(), nil) }, s)
+		assert.Nil(t, tr, s)
+		assert.ErrorIs(t, err, fsm.ErrNoFacts, s)
+		assert.Contains(t, err.Error(), "nil", s)
+		assert.Equal(t, s, m.State(), "a refused step changes nothing")
+	}
+}
+
+// A zero Machine, which New or Default did not build, answers State with
+// no state and refuses Step with ErrNotBuilt rather than panic.
+func TestZeroMachine(t *testing.T) {
+	var m fsm.Machine
+	require.NotPanics(t, func() { assert.Equal(t, states.State(""), m.State()) })
+	var err error
+	require.NotPanics(t, func() {
+		_, err = m.Step(context.Background(), &transitions.Facts{Signal: transitions.RunEnded, Started: true})
+	})
+	assert.ErrorIs(t, err, fsm.ErrNotBuilt)
+	assert.Contains(t, err.Error(), "New or Default")
 }

@@ -15,9 +15,11 @@ import (
 // hands over each rule's actions by position (fsm.Transition.Indexes),
 // which its table's validation keeps in range. Each is handed its own copy
 // of the step, so that no step moves to the heap to be read through a
-// function of the table. These small functions are the only code that acts
-// on a decision; which of them run, and in what order, is the table's:
-// nothing here names an action or a trigger.
+// function of the table: a change one makes to it reaches no other action
+// (none makes any; what an action leaves for another goes in the Engine).
+// These small functions are the only code that acts on a decision; which
+// of them run, and in what order, is the table's: nothing here names an
+// action or a trigger.
 var actions = [...]func(e *Engine, s step){
 	scheduleBackoff, scheduleRetryNow, removeFailed, startContinuation, stopTimer, askCredentialStore, dropDecision,
 	endChainFailed, endChainExhausted, endChainCancelled, endChainRecovered,

@@ -5,6 +5,7 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"time"
 	"unicode"
 
 	"github.com/stretchr/testify/assert"
@@ -35,4 +36,27 @@ func TestActionsAreNamedAfterTheTable(t *testing.T) {
 		assert.Equal(t, letters(string(a)), letters(name), "actions[%d] is %s, the table's action %d is %s", i, name, i, a)
 	}
 	assert.Equal(t, -1, transitions.Action("dance").Index())
+}
+
+// TestNestedTakeKeepsTheOuterFacts: a take inside another (which no
+// action makes today: they raise steps) decides on its own step's facts,
+// and leaves the facts that the take in progress reads, in the scratch,
+// as they were.
+func TestNestedTakeKeepsTheOuterFacts(t *testing.T) {
+	e, err := New(Setup{SessionID: "s", Model: Model{Provider: "p", ID: "m", ContextWindow: 1000}, Config: DefaultConfig()})
+	require.NoError(t, err)
+	e.begin()
+	sc := e.work()
+	outer := transitions.Facts{Signal: transitions.AbortCalled, Attempt: 7}
+	sc.taking, sc.facts = true, outer
+	took := e.take(&step{facts: transitions.Facts{Signal: transitions.CompactCalled, AlreadyCompacted: true}})
+	assert.True(t, took, "the nested take decides on its own facts (compaction refused)")
+	assert.Equal(t, outer, sc.facts, "the outer take's facts")
+	assert.True(t, sc.taking, "the outer take is still in progress")
+	sc.taking = false // the outer take's end
+	effects := e.end(time.Unix(1, 0))
+	require.NotEmpty(t, effects)
+	assert.Equal(t, FinishCompact, effects[0].Kind)
+	assert.ErrorIs(t, effects[0].Err, ErrAlreadyCompacted)
+	e.Release()
 }

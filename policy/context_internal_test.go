@@ -16,10 +16,19 @@ import (
 // What the runtime context hands out (to a run, to a summarizer) never
 // changes afterwards, whatever the engine does to the context next:
 // adding messages, removing any of them, compacting; and appending to
-// what was handed out never reaches the context (issue item 1).
+// what was handed out never reaches the context (issue item 1). The same
+// holds for the last assistant message the check before a prompt reads in
+// place (lastAssistant), which may sit before the end of the context.
 func TestSharedContextNeverChanges(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
-		c := runtimeContext{}
+		e := &Engine{}
+		c := &e.ctx
+		type read struct {
+			at   *transcript.Message
+			was  transcript.Message
+			text string
+		}
+		var reads []read
 		type handed struct {
 			msgs []transcript.Message
 			ids  []string
@@ -47,7 +56,11 @@ func TestSharedContextNeverChanges(t *testing.T) {
 				}
 				removed = slices.DeleteFunc(removed, func(r string) bool { return r == id })
 				indexed := c.seq != nil
-				c.push(transcript.Message{ID: id, Role: transcript.RoleUser, Content: transcript.TextContent(fmt.Sprint("text ", n))}, c.nextSeq)
+				role := transcript.RoleUser
+				if n%2 == 0 {
+					role = transcript.RoleAssistant
+				}
+				c.push(transcript.Message{ID: id, Role: role, Content: transcript.TextContent(fmt.Sprint("text ", n))}, c.nextSeq)
 				pos = append(pos, c.nextSeq)
 				if !indexed && c.seq != nil {
 					clear(pos) // the map begins: every message at 0
@@ -94,6 +107,11 @@ func TestSharedContextNeverChanges(t *testing.T) {
 				}
 				c.setPosition(c.msgs[i].ID, 0)
 				pos[i] = 0
+			case op == 5:
+				// The check before a prompt.
+				if m := e.lastAssistant(); m != nil {
+					reads = append(reads, read{at: m, was: *m, text: m.Content[0].Text})
+				}
 			default:
 				from := rapid.IntRange(0, len(c.msgs)).Draw(t, "from")
 				msgs := c.share(from, len(c.msgs))
@@ -108,6 +126,11 @@ func TestSharedContextNeverChanges(t *testing.T) {
 			// The estimate kept as the context changes is its estimate.
 			if c.est != sizes.Tokens(c.msgs...) {
 				t.Fatalf("the kept estimate is %d, the context's %d", c.est, sizes.Tokens(c.msgs...))
+			}
+			for i, r := range reads {
+				if r.at.ID != r.was.ID || r.at.Role != r.was.Role || len(r.at.Content) != 1 || r.at.Content[0].Text != r.text {
+					t.Fatalf("the last assistant message read by check %d changed: %q %q %v, was %q %q %q", i, r.at.ID, r.at.Role, r.at.Content, r.was.ID, r.was.Role, r.text)
+				}
 			}
 			for i, h := range out {
 				for j, m := range h.msgs {

@@ -3,13 +3,14 @@ package policy
 import (
 	"errors"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 
 	"github.com/agentfsm/agentfsm/events"
-	"github.com/agentfsm/agentfsm/transitions"
+	"github.com/agentfsm/agentfsm/transcript"
 )
 
 // TestEffectClearZeroesEveryField: Effect.clear zeroes an effect whatever
@@ -70,20 +71,88 @@ func nonZero(t *testing.T, f reflect.StructField) []reflect.Value {
 	return nil
 }
 
-// TestNestedTakeLeavesTheOuterFacts: a take inside another (which no action
-// does today: actions raise steps) reads a copy of its own facts, and the
-// outer take's guards go on reading theirs.
-func TestNestedTakeLeavesTheOuterFacts(t *testing.T) {
-	e, err := New(Setup{SessionID: "s", Model: Model{ID: "m", Provider: "p"}, Config: DefaultConfig()})
-	assert.NoError(t, err)
-	e.begin()
-	sc := e.work()
-	outer := transitions.Facts{Signal: transitions.TimerFired, CurrentTimer: true}
-	sc.taking, sc.facts = true, outer
-	took := e.take(&step{facts: transitions.Facts{Signal: transitions.AbortCalled}})
-	assert.True(t, took, "abort applies in idle: the nested take took its rule")
-	assert.Equal(t, outer, sc.facts, "the outer take's facts are as they were")
-	assert.True(t, sc.taking, "the outer take is still in progress")
-	sc.taking = false
-	e.Release()
+// TestDriverWritingIntoEffectsReachesNoInput: a driver that writes into
+// the effects it was handed, any field of any of them (Kind and Event
+// included, an event's effect given a field of another kind), and then
+// releases them, changes nothing of what the next input makes: of the same
+// engine, or of another whose scratch is the one released. Each is
+// compared with an engine fed the same inputs by a driver that wrote
+// nothing.
+func TestDriverWritingIntoEffectsReachesNoInput(t *testing.T) {
+	model := Model{Provider: "p", ID: "m", ContextWindow: 200000}
+	at := time.Unix(1000, 0)
+	engine := func() *Engine {
+		e, err := New(Setup{SessionID: "s", Model: model, Config: DefaultConfig()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e
+	}
+	// inputs feeds e a prompt and its run's first events, calling write
+	// on the effects of each input before releasing them, and returns the
+	// effects of every input, each as it came.
+	inputs := func(e *Engine, write func([]Effect)) [][]Effect {
+		var all [][]Effect
+		// kept is effects as they came: their entries are in a room the
+		// release empties.
+		kept := func(effects []Effect) []Effect {
+			out := slices.Clone(effects)
+			for i := range out {
+				out[i].Entries = slices.Clone(out[i].Entries)
+			}
+			return out
+		}
+		effects, err := e.Prompt(at, "hi")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var run RunID
+		for _, ef := range effects {
+			if ef.Kind == StartRun {
+				run = ef.Run
+			}
+		}
+		all = append(all, kept(effects))
+		write(effects)
+		e.Release()
+		failure := transcript.Message{Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError, ErrorMessage: "503 Service Unavailable", Provider: "p", Model: "m", Timestamp: at.UnixMilli()}
+		for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: failure}, events.MessageEnd{Message: failure}, events.AgentEnd{}} {
+			effects = e.RunEvent(at, run, ev)
+			all = append(all, kept(effects))
+			write(effects)
+			e.Release()
+		}
+		// A retry decided on: a timer, the history's entries, events.
+		effects = e.RunReturned(at, run, RunReturn{Draw: 0.5})
+		all = append(all, kept(effects))
+		write(effects)
+		e.Release()
+		return all
+	}
+	want := inputs(engine(), func([]Effect) {})
+	typ := reflect.TypeFor[Effect]()
+	for i := range typ.NumField() {
+		f := typ.Field(i)
+		values := nonZero(t, f)
+		if f.Name == "Event" {
+			values = []reflect.Value{reflect.ValueOf(events.AgentEnd{})}
+		}
+		for _, v := range values {
+			write := func(effects []Effect) {
+				for j := range effects {
+					reflect.ValueOf(&effects[j]).Elem().Field(i).Set(v)
+				}
+			}
+			// Again and again: under the race detector the pool drops
+			// some of what it is given.
+			for range 8 {
+				if got := inputs(engine(), write); !reflect.DeepEqual(got, want) {
+					t.Fatalf("the same engine, after a driver wrote %s = %v into its effects: %+v, want %+v", f.Name, v, got, want)
+				}
+				if got := inputs(engine(), func([]Effect) {}); !reflect.DeepEqual(got, want) {
+					t.Fatalf("another engine, after a driver wrote %s = %v into the effects of one: %+v, want %+v", f.Name, v, got, want)
+				}
+			}
+		}
+	}
 }

@@ -26,6 +26,12 @@ func (m Message) Clean() (Message, bool) {
 	if m.underRule() {
 		return m, false
 	}
+	return m.clean()
+}
+
+// clean is Clean without its shortcut: every field through the rule
+// (FuzzUnderRule holds the shortcut to it).
+func (m Message) clean() (Message, bool) {
 	var c cleaner
 	m.ID = c.str(m.ID)
 	m.Role = Role(c.str(string(m.Role)))

@@ -81,7 +81,8 @@ func (t Trigger) String() string { return string(t) }
 // be pure: the same arguments always give the same answer, and it never
 // changes the facts it is handed (by pointer: a machine tries many guards
 // on the same facts, and a copy of them for each would cost more than the
-// guard).
+// guard). The facts are never nil: Next and fsm's Step take no rule for
+// nil facts, and a caller of Holds must not hand it nil.
 type Guard struct {
 	// Name is the guard's identifier, drawn on the diagram's edges.
 	Name string
@@ -469,8 +470,11 @@ func Table() Rules {
 //
 // Table's guards are written so that at most one rule applies; the
 // package's tests check that over every state and every combination of
-// facts. The guards read f; nothing changes it.
+// facts. The guards read f; nothing changes it. Nil facts take no rule.
 func (rs Rules) Next(from states.State, f *Facts) (r Rule, ok bool) {
+	if f == nil {
+		return Rule{}, false
+	}
 	for i := range rs {
 		r := &rs[i]
 		if slices.Contains(r.From, from) && r.Guard.Holds(from, f) {

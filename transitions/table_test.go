@@ -701,3 +701,14 @@ func TestSignalNames(t *testing.T) {
 	assert.Len(t, names, len(tr.Signals()))
 	assert.Equal(t, "Signal(200)", tr.Signal(200).String())
 }
+
+// Next handed no facts (nil) takes no rule, in any state, rather than have
+// a guard read through nil: not even the pass-through states' rule, whose
+// guard holds whatever the facts.
+func TestNextWithNilFacts(t *testing.T) {
+	for _, s := range states.All() {
+		var ok bool
+		require.NotPanics(t, func() { _, ok = tr.Table().Next(s, nil) }, s)
+		assert.False(t, ok, s)
+	}
+}
