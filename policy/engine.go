@@ -371,6 +371,9 @@ func (e *Engine) Release() {
 		sc.entries = sc.entryRoom[:0]
 	}
 	sc.out, sc.entries, sc.raised = sc.out[:0], sc.entries[:0], nil
+	// A take that an action's panic cut short left its mark: the next
+	// input of any engine starts with none in progress.
+	sc.taking = false
 	scratches.Put(sc)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/transcript"
@@ -155,4 +156,18 @@ func TestDriverWritingIntoEffectsReachesNoInput(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestReleaseForgetsATakeCutShort: an action that panics leaves the take
+// it ran in marked as in progress; Release clears the mark, so that the
+// scratch's next input, of any engine, reads its facts in the scratch as
+// ever rather than each take copying them.
+func TestReleaseForgetsATakeCutShort(t *testing.T) {
+	e, err := New(Setup{SessionID: "s", Model: Model{ID: "m", Provider: "p"}, Config: DefaultConfig()})
+	require.NoError(t, err)
+	e.begin()
+	sc := e.work()
+	sc.taking = true // as a panic in an action leaves it
+	e.Release()
+	assert.False(t, sc.taking, "the released scratch has no take in progress")
 }
