@@ -1,10 +1,16 @@
 package policy
 
 import (
+	"encoding/json"
 	"math"
+	"strings"
 	"testing"
 
+	"github.com/agentfsm/agentfsm/classify"
+	"github.com/agentfsm/agentfsm/internal/sizes"
+	"github.com/agentfsm/agentfsm/transcript"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestCalibrationAtItsBounds: the calibration's arithmetic at the edges of
@@ -45,4 +51,108 @@ func TestCalibrationAtItsBounds(t *testing.T) {
 	for _, r := range []float64{-1, minTokenRatio / 2, maxTokenRatio * 2, math.NaN(), math.Inf(1)} {
 		assert.False(t, validRatio(r), "%v", r)
 	}
+}
+
+// calibrationEngine is an engine on a model with this context window, its
+// compaction reserving reserve tokens.
+func calibrationEngine(t *testing.T, window, reserve int) *Engine {
+	t.Helper()
+	cfg := DefaultConfig()
+	cfg.Compaction.ReserveTokens = reserve
+	e, err := New(Setup{SessionID: "s", Model: Model{Provider: "p", ID: "m", ContextWindow: window}, Config: cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// TestOverflowCountAtItsEdges: what an overflow's count keeps, and what a
+// snapshot says of it, at the edges: no overflow yet, an overflow whose
+// text gives no count (the window + 1, marked uncounted), one on a model
+// of unknown window (no count to keep), a later overflow with no count
+// after a counted one, and a call whose usage counts nothing.
+func TestOverflowCountAtItsEdges(t *testing.T) {
+	overflow := func(tokens int) classify.Result {
+		return classify.Result{Class: classify.Overflow, PromptTokens: tokens}
+	}
+	m := &transcript.Message{ID: "x", Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError, ErrorMessage: "prompt is too long"}
+
+	e := calibrationEngine(t, 1000, 0)
+	assert.Equal(t, overflowCount{window: 1000}, e.overflow(), "no overflow yet: no tokens, not counted")
+	snap := e.Snapshot()
+	assert.Equal(t, 0, snap.OverflowTokens)
+	assert.False(t, snap.OverflowCounted, "an engine that saw no overflow writes no counted one")
+
+	e.calibrateOverflow(m, overflow(0))
+	assert.Equal(t, overflowCount{tokens: 1001, window: 1000}, e.overflow(), "no count in the text: the window + 1, uncounted")
+	snap = e.Snapshot()
+	assert.Equal(t, 1001, snap.OverflowTokens)
+	assert.False(t, snap.OverflowCounted)
+
+	unknown := calibrationEngine(t, 0, 0)
+	unknown.calibrateOverflow(m, overflow(0))
+	assert.Equal(t, overflowCount{}, unknown.overflow(), "no count and no window: nothing to keep")
+	unknown.calibrateOverflow(m, overflow(250000))
+	assert.Equal(t, overflowCount{tokens: 250000, counted: true}, unknown.overflow())
+	unknown.calibrateOverflow(m, overflow(0))
+	assert.Equal(t, overflowCount{tokens: 250000, counted: true}, unknown.overflow(), "an overflow that says nothing of its size leaves the count that stands")
+
+	answer := &transcript.Message{ID: "y", Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop, Content: transcript.TextContent("ok"), Usage: &transcript.Usage{}}
+	unknown.calibrateUsage(answer)
+	assert.Equal(t, overflowCount{tokens: 250000, counted: true}, unknown.overflow(), "a usage that counts nothing leaves the overflow's count")
+	answer.Usage.Input = 10
+	unknown.calibrateUsage(answer)
+	assert.Equal(t, overflowCount{}, unknown.overflow(), "a usage that counts the context supersedes it")
+}
+
+// TestCalibratedFromAReplayedContext: a replayed context's ratio comes from
+// its last assistant message whose usage counts something, wherever it is,
+// the first message included.
+func TestCalibratedFromAReplayedContext(t *testing.T) {
+	long := strings.Repeat("abcd", 2048) // 2,048 estimated tokens, enough to calibrate
+	assistant := func(id string, usage int) transcript.Message {
+		return transcript.Message{ID: id, Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop, Content: transcript.TextContent(long),
+			Usage: &transcript.Usage{Input: usage}}
+	}
+	user := transcript.Message{ID: "u", Role: transcript.RoleUser, Content: transcript.TextContent("go on")}
+
+	first := runtimeContext{msgs: []transcript.Message{assistant("a", 4096), user}}
+	est := sizes.Tokens(first.msgs[:1]...)
+	assert.Equal(t, calibration(4096/float64(est)), first.calibrated(), "the first message's usage counts")
+
+	zero := runtimeContext{msgs: []transcript.Message{assistant("a", 4096), user, assistant("b", 0)}}
+	assert.Equal(t, calibration(4096/float64(est)), zero.calibrated(), "a later usage of no tokens is no count: the earlier one stands")
+}
+
+// TestTooLargeAtItsEdges: whether what every compaction keeps leaves room
+// for a summary of one token, at the edges: a window no larger than its
+// reserve (no fit to test, as with an unknown window), what is kept taking
+// all the room but one token (it fits) or all of it (it does not), a tool
+// result truncated to the room but one token, and the error's text with
+// and without a reserve.
+func TestTooLargeAtItsEdges(t *testing.T) {
+	msgs := func(text string) []transcript.Message {
+		return []transcript.Message{{ID: "u", Role: transcript.RoleUser, Content: transcript.TextContent(text)}}
+	}
+	kept := msgs(strings.Repeat("abcd", 99)) // 99 estimated tokens
+	require.Equal(t, 99, sizes.Tokens(kept...))
+
+	assert.Nil(t, calibrationEngine(t, 500, 500).tooLarge(kept, 500), "a window no larger than its reserve has no fit to test")
+	assert.Nil(t, calibrationEngine(t, 100, 0).tooLarge(kept, 100), "99 kept and a summary of 1 fill the window exactly")
+	tl := calibrationEngine(t, 99, 0).tooLarge(kept, 99)
+	require.NotNil(t, tl, "99 kept leave no room under a window of 99")
+	assert.Equal(t, tooLargeError{Tokens: 99, Window: 99}, *tl)
+	assert.Equal(t, "the last message alone is 99 tokens, over the model's window of 99", tl.Error())
+	tl = calibrationEngine(t, 149, 50).tooLarge(kept, 149)
+	require.NotNil(t, tl)
+	assert.Equal(t, "the last message alone is 99 tokens, over the model's window of 149 less its reserve of 50", tl.Error())
+
+	// A tool result is truncated to leave the summary its token.
+	call := transcript.Message{ID: "a", Role: transcript.RoleAssistant, StopReason: transcript.StopReasonToolUse,
+		Content: []transcript.Block{{Type: transcript.BlockToolCall, ID: "c", Name: "t", Arguments: json.RawMessage(`{}`)}}}
+	result := transcript.Message{ID: "r", Role: transcript.RoleToolResult, ToolCallID: "c", Content: transcript.TextContent(strings.Repeat("abcd", 5000))}
+	tail := append(msgs("read it"), call, result)
+	assert.Nil(t, calibrationEngine(t, 1000, 0).tooLarge(tail, 1000), "a tool result truncated to the room left leaves a summary its token")
+	window := sizes.Tokens(tail[lastCutPoint(tail):]...) - 1 // what every compaction keeps, one token over the window
+	assert.Nil(t, calibrationEngine(t, window, 0).tooLarge(tail, window), "a tail just over the window is truncated to leave the summary its token")
 }

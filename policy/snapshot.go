@@ -141,7 +141,7 @@ func (e *Engine) Snapshot() Snapshot {
 			s.SharedWait, s.SharedLimitKey, s.SharedLimitReason = true, sh.key, sh.reason
 		}
 	}
-	if e.attempt > 0 && e.chain.start != 0 {
+	if e.chain.start != 0 { // a retry chain is active
 		c := e.chain.started()
 		s.ChainStart = &c
 	}

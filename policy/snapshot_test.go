@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/agentfsm/agentfsm/events"
 	"github.com/agentfsm/agentfsm/policy"
+	"github.com/agentfsm/agentfsm/states"
 	"github.com/agentfsm/agentfsm/transcript"
 )
 
@@ -551,4 +553,44 @@ func TestSnapshotSharesNothingWithTheEngine(t *testing.T) {
 	snap.Config.Fallback.Models = append(snap.Config.Fallback.Models, policy.FallbackModel{ID: "added"})
 	again := e.Snapshot().Config.Fallback
 	assert.Equal(t, &policy.FallbackConfig{Models: []policy.FallbackModel{{ID: "small"}}, CooldownMs: 60_000}, again)
+}
+
+// TestSnapshotAtItsEdges: snapshots at the edges of what Restore takes: a
+// session on its own model with a fallback setting (no active model to
+// write), an overflow's count at its largest (math.MaxInt32), and a turn
+// whose overflow episode is marked while no compaction is in flight (a
+// backoff after the recovery's continuation failed).
+func TestSnapshotAtItsEdges(t *testing.T) {
+	cfg := policy.DefaultConfig()
+	cfg.Fallback = &policy.FallbackConfig{Models: []policy.FallbackModel{{ID: "b"}}}
+	d := newDriver(t, cfg)
+	effects, _ := d.e.Prompt(t0, "hi")
+	d.feed(effects)
+	d.answerRun(t0, answer(transcript.StopReasonStop, "done"), 0)
+	snap := d.e.Snapshot()
+	assert.Empty(t, snap.ActiveModel, "on its own model a session writes no active model")
+	assert.Nil(t, snap.FallbackUntil)
+	r := d.resumed(t, t0, 0)
+	assert.Equal(t, testModel.ID, r.e.Status().ActiveModel)
+
+	largest := snap
+	largest.OverflowTokens, largest.OverflowCounted = math.MaxInt32, true
+	e, _, err := policy.Restore(policy.Setup{Model: testModel, History: d.history}, largest, t0, 0)
+	require.NoError(t, err, "an overflow's count of math.MaxInt32 is one an engine keeps")
+	assert.Equal(t, math.MaxInt32, e.Snapshot().OverflowTokens)
+	largest.OverflowTokens++
+	_, _, err = policy.Restore(policy.Setup{Model: testModel, History: d.history}, largest, t0, 0)
+	require.ErrorIs(t, err, policy.ErrSnapshot)
+	assert.ErrorContains(t, err, "overflowTokens")
+
+	effects, _ = d.e.Prompt(t0, "again")
+	d.feed(effects)
+	d.answerRun(t0, answer(transcript.StopReasonError, "503"), 0)
+	episode := d.e.Snapshot()
+	require.Equal(t, states.Backoff, episode.State)
+	require.Empty(t, episode.InFlight)
+	episode.EpisodeCompacted = true
+	e, _, err = policy.Restore(policy.Setup{Model: testModel, History: d.history}, episode, t0, 0)
+	require.NoError(t, err, "a turn's marked episode outlives the compaction that marked it")
+	assert.True(t, e.Snapshot().EpisodeCompacted)
 }
