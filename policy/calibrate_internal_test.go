@@ -2,6 +2,7 @@ package policy
 
 import (
 	"encoding/json"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -155,4 +156,36 @@ func TestTooLargeAtItsEdges(t *testing.T) {
 	assert.Nil(t, calibrationEngine(t, 1000, 0).tooLarge(tail, 1000), "a tool result truncated to the room left leaves a summary its token")
 	window := sizes.Tokens(tail[lastCutPoint(tail):]...) - 1 // what every compaction keeps, one token over the window
 	assert.Nil(t, calibrationEngine(t, window, 0).tooLarge(tail, window), "a tail just over the window is truncated to leave the summary its token")
+}
+
+// TestOverflowCutAtItsEdges: the cut of a compaction while an overflow's
+// count stands, at the edges: a count no larger than the calibrated size
+// leaves the cut the calibrated sizes chose, and a prompt waiting to be
+// sent after the compaction takes its room from what is kept.
+func TestOverflowCutAtItsEdges(t *testing.T) {
+	// Ten messages of 1,000 estimated tokens each; a window of 10,000
+	// with no reserve: a threshold of 8,500 and a summary budget of 2,125,
+	// so 6,375 tokens for what is kept and the prompt.
+	var msgs []transcript.Message
+	for i := range 10 {
+		role := transcript.RoleUser
+		if i%2 == 1 {
+			role = transcript.RoleAssistant
+		}
+		msgs = append(msgs, transcript.Message{ID: fmt.Sprint("m", i), Role: role, Content: transcript.TextContent(strings.Repeat("abcd", 1000))})
+	}
+	require.Equal(t, 10000, sizes.Tokens(msgs...))
+	e := calibrationEngine(t, 10000, 0)
+
+	e.setOverflow(overflowCount{tokens: 10000, counted: true})
+	at, ok, counted, sizing := e.overflowCut(msgs, 1, true, 0)
+	assert.Equal(t, []any{1, true, 10000, calibration(0)}, []any{at, ok, counted, sizing},
+		"a count equal to the calibrated size: the cut the calibration chose stands")
+
+	e.setOverflow(overflowCount{tokens: 20000, counted: true}) // twice the estimate
+	at, _, _, sizing = e.overflowCut(msgs, 1, true, 0)
+	assert.Equal(t, calibration(2), sizing)
+	assert.Equal(t, 7, at, "three messages of 2,000 counted tokens fit in 6,375")
+	at, _, _, _ = e.overflowCut(msgs, 1, true, 2000)
+	assert.Equal(t, 8, at, "a prompt of 2,000 tokens leaves room for two")
 }

@@ -275,3 +275,23 @@ func TestWaitingContextKeepsNoRoom(t *testing.T) {
 		}
 	}
 }
+
+// TestShortContextKeepsNoPositions: a context of shortContext messages
+// before any compaction keeps no position map (each message is at 0, as a
+// lookup in none says); the next message makes it.
+func TestShortContextKeepsNoPositions(t *testing.T) {
+	c := runtimeContext{}
+	for i := range shortContext {
+		c.push(transcript.Message{ID: fmt.Sprint("m", i)}, i+1)
+	}
+	if c.seq != nil {
+		t.Fatalf("a context of %d messages keeps a position map", len(c.msgs))
+	}
+	c.push(transcript.Message{ID: "next"}, shortContext+1)
+	if c.seq == nil {
+		t.Fatalf("a context of %d messages keeps no position map", len(c.msgs))
+	}
+	if got := c.position("m0"); got != 0 {
+		t.Fatalf("a message pushed before the map is at %d, want 0", got)
+	}
+}
