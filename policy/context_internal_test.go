@@ -1,6 +1,7 @@
 package policy
 
 import (
+	"errors"
 	"fmt"
 	"slices"
 	"testing"
@@ -293,5 +294,64 @@ func TestShortContextKeepsNoPositions(t *testing.T) {
 	}
 	if got := c.position("m0"); got != 0 {
 		t.Fatalf("a message pushed before the map is at %d, want 0", got)
+	}
+}
+
+// TestFailedAppendMovesItsMessagesFirst: a message whose entry the history
+// failed to append is in no history, so the context holds it as old as can
+// be (position 0), still a message of the context; the positions of the
+// messages appended before it stand.
+func TestFailedAppendMovesItsMessagesFirst(t *testing.T) {
+	e, err := New(Setup{SessionID: "s", Model: Model{Provider: "p", ID: "m", ContextWindow: 200000}, Config: DefaultConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Unix(1_700_000_000, 0)
+	promptID := func(effects []Effect) (RunID, string) {
+		for _, ef := range effects {
+			if ef.Kind == StartRun {
+				return ef.Run, ef.Context[len(ef.Context)-1].ID
+			}
+		}
+		t.Fatal("no run started")
+		return 0, ""
+	}
+	var first string
+	for i := range shortContext {
+		effects, err := e.Prompt(at, fmt.Sprint("question ", i))
+		if err != nil {
+			t.Fatal(err)
+		}
+		run, id := promptID(effects)
+		if i == 0 {
+			first = id
+		}
+		m := transcript.Message{ID: fmt.Sprint("a-", i), Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop, Content: transcript.TextContent("answer")}
+		for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
+			e.RunEvent(at, run, ev)
+		}
+		e.RunReturned(at, run, RunReturn{})
+		e.Release()
+	}
+	if e.ctx.seq == nil {
+		t.Fatal("no position map after 16 messages")
+	}
+	effects, err := e.Prompt(at, "the last question")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, last := promptID(effects)
+	if got := e.ctx.position(last); got != 2*shortContext+1 {
+		t.Fatalf("the prompt appended is at %d, want %d", got, 2*shortContext+1)
+	}
+	e.Appended(at, errors.New("disk full"))
+	if got := e.ctx.position(last); got != 0 || !e.ctx.taken(last) {
+		t.Fatalf("the prompt whose append failed is at %d (taken %v), want 0 and taken", got, e.ctx.taken(last))
+	}
+	if got := e.ctx.position(first); got != 0 {
+		t.Fatalf("the first prompt, in the context before its map, is at %d, want 0", got)
+	}
+	if got := e.ctx.position(fmt.Sprint("a-", shortContext-1)); got != 2*shortContext {
+		t.Fatalf("the answer before the failed prompt is at %d, want %d", got, 2*shortContext)
 	}
 }
