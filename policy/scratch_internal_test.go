@@ -171,3 +171,35 @@ func TestReleaseForgetsATakeCutShort(t *testing.T) {
 	e.Release()
 	assert.False(t, sc.taking, "the released scratch has no take in progress")
 }
+
+// TestReleaseKeepsNothingOfALargeInput: an input whose effects outgrew
+// their room (an overflow's decision makes eight) is released whole: the
+// scratch goes back to the pool with its room, all of it zero, and no
+// larger array holding the input's events, messages or errors.
+func TestReleaseKeepsNothingOfALargeInput(t *testing.T) {
+	e, err := New(Setup{SessionID: "s", Model: Model{Provider: "p", ID: "m", ContextWindow: 1000}, Config: DefaultConfig(), Recovery: true})
+	require.NoError(t, err)
+	at := time.Unix(1_700_000_000, 0)
+	effects, err := e.Prompt(at, "hi")
+	require.NoError(t, err)
+	var run RunID
+	for _, ef := range effects {
+		if ef.Kind == StartRun {
+			run = ef.Run
+		}
+	}
+	e.Release()
+	m := transcript.Message{ID: "err", Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError, ErrorMessage: "prompt is too long: 5000 tokens > 1000 maximum"}
+	for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
+		e.RunEvent(at, run, ev)
+		e.Release()
+	}
+	effects = e.RunReturned(at, run, RunReturn{})
+	sc := e.sc
+	require.Greater(t, len(effects), effectRoom, "the input outgrew its room")
+	e.Release()
+	assert.Zero(t, len(sc.out))
+	assert.Equal(t, effectRoom, cap(sc.out), "the released scratch writes the next input's effects in its room")
+	assert.True(t, reflect.ValueOf(sc.effects).IsZero(), "the room holds nothing of the released input")
+	assert.True(t, reflect.ValueOf(sc.entryRoom).IsZero())
+}
