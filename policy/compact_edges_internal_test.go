@@ -182,3 +182,28 @@ func idsOf(msgs []transcript.Message) []string {
 	}
 	return out
 }
+
+// Why an overflow's compaction finds nothing to compact names the
+// provider's count when its text gave one, and the model's window when
+// it is known: each of the four messages, and ErrNothingToCompact behind
+// each.
+func TestNothingEarlierNamesWhatIsKnown(t *testing.T) {
+	const tail = ", and nothing before the last message can be compacted"
+	cases := []struct {
+		window, tokens int
+		counted        bool
+		want           string
+	}{
+		{1000, 1200, true, "the provider counted 1200 tokens, over the model's window of 1000" + tail},
+		{0, 1200, true, "the provider counted 1200 tokens, over the model's window" + tail},
+		{1000, 0, false, "the provider said the request is over the model's window of 1000" + tail},
+		{0, 0, false, "the provider said the request is over the model's window" + tail},
+	}
+	for _, tc := range cases {
+		e := &Engine{model: Model{ContextWindow: tc.window}}
+		e.setOverflow(overflowCount{tokens: tc.tokens, counted: tc.counted})
+		err := e.nothingEarlier()
+		require.ErrorIs(t, err, ErrNothingToCompact)
+		assert.Equal(t, ErrNothingToCompact.Error()+": "+tc.want, err.Error())
+	}
+}
