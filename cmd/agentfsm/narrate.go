@@ -131,9 +131,8 @@ func (n *narrator) apply(s *session.Session, ev events.Event) {
 		what := "compacting the conversation: " + compactionReason(e.Reason)
 		if n.liveWidth > 0 && n.words {
 			began := n.now()
-			n.showLive(what, func() string {
-				return fmt.Sprintf("%s… %s", what, n.now().Sub(began).Round(time.Second))
-			})
+			took := func(now time.Time) string { return fmt.Sprintf("%s… %s", what, now.Sub(began).Round(time.Second)) }
+			n.showLive(what, took(began), func() string { return took(n.now()) })
 			n.compacting = true
 		} else {
 			n.say(what)
@@ -177,7 +176,8 @@ func (n *narrator) wait(start events.AutoRetryStart, reset bool) {
 		return
 	}
 	delay := time.Duration(start.DelayMs) * time.Millisecond
-	until := n.now().Add(delay)
+	now := n.now()
+	until := now.Add(delay)
 	if reset && !start.ResetAt.IsZero() {
 		until = start.ResetAt
 	}
@@ -192,7 +192,8 @@ func (n *narrator) wait(start events.AutoRetryStart, reset bool) {
 		n.say(text(delay))
 		return
 	}
-	n.showLive(text(delay), func() string { return text(max(until.Sub(n.now()), 0)) })
+	left := func(now time.Time) string { return text(max(until.Sub(now), 0)) }
+	n.showLive(text(delay), left(now), func() string { return left(n.now()) })
 	n.waiting = true
 }
 
@@ -264,13 +265,15 @@ func (n *narrator) keepWait(s *session.Session) {
 	}
 }
 
-// showLive shows text now, on a line that line rewrites each second until
-// endLive, which leaves final on it.
-func (n *narrator) showLive(final string, line func() string) {
+// showLive shows first now, on a line that line rewrites each second until
+// endLive, which leaves final on it. first is the line as of the instant
+// the caller counts from (a countdown starts at its whole delay, however
+// long the caller took to get here).
+func (n *narrator) showLive(final, first string, line func() string) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	n.live = func() string { return final }
-	n.drawLive(line())
+	n.drawLive(first)
 	stop, done := make(chan struct{}), make(chan struct{})
 	n.stopLive, n.liveDone = stop, done
 	go func() {

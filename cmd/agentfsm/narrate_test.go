@@ -52,6 +52,26 @@ func TestNarratorCountsDown(t *testing.T) {
 	})
 }
 
+// TestNarratorCountdownStartsAtItsDelay: the countdown's first line says
+// the whole delay, however long the narrator took between reading the
+// clock for the deadline and drawing it (a loaded machine: each reading of
+// the clock here is a millisecond later than the one before).
+func TestNarratorCountdownStartsAtItsDelay(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var out syncBuffer
+		n := liveNarrator(&out, 200)
+		clock := time.Now()
+		n.now = func() time.Time { clock = clock.Add(time.Millisecond); return clock }
+		short := overloaded
+		short.DelayMs = 50
+		n.apply(nil, short)
+		n.apply(nil, events.StateChange{From: states.Classifying, To: states.Backoff, Trigger: transitions.Retry})
+		n.apply(nil, events.StateChange{From: states.Backoff, To: states.Continuing, Trigger: transitions.Elapsed})
+		const line = "agentfsm chat: retrying in 50ms (attempt 1 of 3): 529 overloaded_error: Overloaded"
+		assert.Equal(t, "\r\x1b[K"+line+"\r\x1b[K"+line+"\n", out.String())
+	})
+}
+
 // TestNarratorLiveLineFitsTheTerminal: a live line longer than the
 // terminal is cut to its width (a wrapped line could not be rewritten in
 // place); the line left at the end is whole.
