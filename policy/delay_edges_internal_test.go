@@ -21,3 +21,16 @@ func TestHintOverTheLargestCap(t *testing.T) {
 		}
 	}
 }
+
+// A zero base delay is zero at every attempt, the largest too, at once:
+// there is nothing to double, so the doubling stops before it starts
+// (an unbounded chain's attempt grows without bound).
+func TestZeroBaseDelayAtAnyAttempt(t *testing.T) {
+	for _, cfg := range []RetryConfig{{}, {MaxDelayMs: 60_000}, {Jitter: 0.5}, {BaseDelayMs: -5}} {
+		for _, n := range []int{1, 2, 64, math.MaxInt32, math.MaxInt} {
+			if got := retryDelay(cfg, n, 0.5, 0, false); got != 0 {
+				t.Errorf("%+v, attempt %d: %v, want 0", cfg, n, got)
+			}
+		}
+	}
+}

@@ -214,9 +214,10 @@ func (fb *fallback) index(id string) int {
 
 // tried names the models the turn in flight tried, in order.
 func (fb *fallback) tried() []string {
-	out := make([]string, 0, fb.at-fb.from+1)
-	for _, m := range fb.models[fb.from : fb.at+1] {
-		out = append(out, m.ID)
+	models := fb.models[fb.from : fb.at+1]
+	out := make([]string, len(models))
+	for i, m := range models {
+		out[i] = m.ID
 	}
 	return out
 }
