@@ -13,14 +13,14 @@ import (
 // it has none, "overloaded" in any case and at its very end.
 func TestStoryOverloadText(t *testing.T) {
 	prompted := step{in: promptIn("hi"), want: []string{"start_run prompt user-1 context=[user-1]", "append message:user-1"}}
+	toB := []string{
+		"model_fallback m>b overloaded until=5m0s",
+		"start_run continuation context=[user-1] model=b/200000",
+		"classifying>continuing fallback",
+		"append removal:msg-2",
+	}
 	switched := func(text string) step {
-		m := unnamed(errorAnswer(text))
-		return step{in: reply(m), want: append(failedOn("msg-2", "m", text, states.Idle),
-			"model_fallback m>b overloaded until=5m0s",
-			"start_run continuation context=[user-1] model=b/200000",
-			"classifying>continuing fallback",
-			"append removal:msg-2",
-		)}
+		return step{in: reply(unnamed(errorAnswer(text))), want: append(failedOn("msg-2", "m", text, states.Idle), toB...)}
 	}
 	goErr := func(text string, err error) step {
 		m := unnamed(errorAnswer(text))
@@ -28,12 +28,7 @@ func TestStoryOverloadText(t *testing.T) {
 		return step{in: reply(m)}
 	}
 	overloadedErr := goErr("", errors.New("upstream: server OVERLOADED"))
-	overloadedErr.want = append(failedOn("msg-2", "m", "", states.Idle),
-		"model_fallback m>b overloaded until=5m0s",
-		"start_run continuation context=[user-1] model=b/200000",
-		"classifying>continuing fallback",
-		"append removal:msg-2",
-	)
+	overloadedErr.want = append(failedOn("msg-2", "m", "", states.Idle), toB...)
 	// The error's own text wins over the Go error's: a 503 that does not
 	// say it is overloaded retries, whatever the Go error says.
 	notOverloaded := goErr("503 Service Unavailable", errors.New("overloaded"))
