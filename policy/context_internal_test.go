@@ -307,30 +307,13 @@ func TestFailedAppendMovesItsMessagesFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	at := time.Unix(1_700_000_000, 0)
-	promptID := func(effects []Effect) (RunID, string) {
-		for _, ef := range effects {
-			if ef.Kind == StartRun {
-				return ef.Run, ef.Context[len(ef.Context)-1].ID
-			}
-		}
-		t.Fatal("no run started")
-		return 0, ""
-	}
 	var first string
 	for i := range shortContext {
-		effects, err := e.Prompt(at, fmt.Sprint("question ", i))
-		if err != nil {
-			t.Fatal(err)
-		}
-		run, id := promptID(effects)
+		run, id := promptRun(t, e, at, fmt.Sprint("question ", i))
 		if i == 0 {
 			first = id
 		}
-		m := transcript.Message{ID: fmt.Sprint("a-", i), Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop, Content: transcript.TextContent("answer")}
-		for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
-			e.RunEvent(at, run, ev)
-		}
-		e.RunReturned(at, run, RunReturn{})
+		answerRun(e, at, run, transcript.Message{ID: fmt.Sprint("a-", i), Role: transcript.RoleAssistant, StopReason: transcript.StopReasonStop, Content: transcript.TextContent("answer")})
 		e.Release()
 	}
 	if e.ctx.seq == nil {
@@ -340,7 +323,7 @@ func TestFailedAppendMovesItsMessagesFirst(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, last := promptID(effects)
+	_, last := startedRun(t, effects) // unreleased: Appended undoes what it appended
 	if got := e.ctx.position(last); got != 2*shortContext+1 {
 		t.Fatalf("the prompt appended is at %d, want %d", got, 2*shortContext+1)
 	}

@@ -180,21 +180,9 @@ func TestReleaseKeepsNothingOfALargeInput(t *testing.T) {
 	e, err := New(Setup{SessionID: "s", Model: Model{Provider: "p", ID: "m", ContextWindow: 1000}, Config: DefaultConfig(), Recovery: true})
 	require.NoError(t, err)
 	at := time.Unix(1_700_000_000, 0)
-	effects, err := e.Prompt(at, "hi")
-	require.NoError(t, err)
-	var run RunID
-	for _, ef := range effects {
-		if ef.Kind == StartRun {
-			run = ef.Run
-		}
-	}
-	e.Release()
-	m := transcript.Message{ID: "err", Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError, ErrorMessage: "prompt is too long: 5000 tokens > 1000 maximum"}
-	for _, ev := range []events.Event{events.AgentStart{}, events.MessageStart{Message: m}, events.MessageEnd{Message: m}, events.AgentEnd{}} {
-		e.RunEvent(at, run, ev)
-		e.Release()
-	}
-	effects = e.RunReturned(at, run, RunReturn{})
+	run, _ := promptRun(t, e, at, "hi")
+	effects := answerRun(e, at, run, transcript.Message{ID: "err", Role: transcript.RoleAssistant, StopReason: transcript.StopReasonError,
+		ErrorMessage: "prompt is too long: 5000 tokens > 1000 maximum"})
 	sc := e.sc
 	require.Greater(t, len(effects), effectRoom, "the input outgrew its room")
 	e.Release()
